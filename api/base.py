@@ -1,0 +1,154 @@
+"""Building blocks shared by every API module: the model base class and Kubernetes core types.
+
+Field descriptions come from attribute docstrings, so the same text serves Python users and
+``kubectl explain`` (the CRD generator in :mod:`api.crd` copies them into the schemas).
+
+Core Kubernetes types that the operator only passes through (a Pod template, an affinity, a
+volume) are kept as plain JSON objects (:data:`KubeObject`): the apiserver already validates them
+when the operator creates the Pods' owners, and their schemas are marked
+``x-kubernetes-preserve-unknown-fields`` so that nothing a user writes is pruned.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class OpaqueObject:
+    """Marker: a field holding a Kubernetes object whose schema the apiserver checks elsewhere."""
+
+
+class IntOrString:
+    """Marker: a field that holds an integer or a string (``intstr.IntOrString``)."""
+
+
+KubeObject = Annotated[dict[str, Any], OpaqueObject()]
+"""A Kubernetes object kept as JSON (e.g. a ``corev1.Affinity``); never pruned."""
+
+IntOrStr = Annotated[int | str, IntOrString()]
+"""``intstr.IntOrString``: the CRD schema carries ``x-kubernetes-int-or-string: true``."""
+
+Quantity = Annotated[int | str, IntOrString()]
+"""``resource.Quantity`` such as ``"500m"`` or ``"4Gi"``."""
+
+
+def list_map(*keys: str) -> Any:
+    """Field marker for a list that merges by ``keys`` (``+listType=map``, ``+listMapKey=...``)."""
+    return Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)},
+    )
+
+
+def atomic_list() -> Any:
+    """Field marker for a list replaced whole on apply (``+listType=atomic``)."""
+    return Field(default=None, json_schema_extra={"x-kubernetes-list-type": "atomic"})
+
+
+def cel(*rules: tuple[str, str], default: Any = ...) -> Any:
+    """Field marker carrying CEL validation rules as ``(rule, message)`` pairs; required unless
+    ``default`` is given."""
+    return Field(
+        default=default,
+        json_schema_extra={"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]},
+    )
+
+
+class Model(BaseModel):
+    """Base of every API type: camelCase JSON names, docstrings as descriptions.
+
+    Unknown fields are kept (``extra="allow"``) so that an object read from the apiserver and
+    written back loses nothing; the CRD schema is what rejects unknown fields at admission.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        extra="allow",
+        serialize_by_alias=True,
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as Kubernetes JSON: camelCase keys, unset fields omitted."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ObjectMeta(Model):
+    """Standard object metadata (``metav1.ObjectMeta``), the fields the operator reads."""
+
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[dict[str, Any]] | None = None
+    finalizers: list[str] | None = None
+
+
+class EnvVar(Model):
+    """An environment variable (``corev1.EnvVar``)."""
+
+    name: str
+    """Name of the environment variable."""
+    value: str | None = None
+    """Literal value of the variable."""
+    value_from: KubeObject | None = None
+    """Source of the value (``corev1.EnvVarSource``): fieldRef, secretKeyRef, configMapKeyRef..."""
+
+
+class VolumeMount(Model):
+    """A volume mounted into a container (``corev1.VolumeMount``)."""
+
+    name: str
+    """Name of the Pod volume to mount."""
+    mount_path: str
+    """Path inside the container."""
+    read_only: bool | None = None
+    """Mount read-only."""
+    sub_path: str | None = None
+    """Path within the volume to mount instead of its root."""
+    mount_propagation: str | None = None
+    """How mounts propagate between host and container."""
+    sub_path_expr: str | None = None
+    """Expanded path within the volume, may reference environment variables."""
+    recursive_read_only: str | None = None
+    """Whether read-only mounts are made recursively read-only."""
+
+
+class LocalObjectReference(Model):
+    """A reference to an object in the same namespace (``corev1.LocalObjectReference``)."""
+
+    name: str
+    """Name of the referenced object."""
+
+
+class PodSchedulingGate(Model):
+    """A Pod scheduling gate (``corev1.PodSchedulingGate``): the Pod stays unscheduled while it has one."""
+
+    name: str
+    """Name of the gate, e.g. ``kueue.x-k8s.io/topology``."""
+
+
+class Condition(Model):
+    """A status condition (``metav1.Condition``)."""
+
+    type: str
+    """Type of the condition, e.g. ``Complete``."""
+    status: str
+    """``True``, ``False`` or ``Unknown``."""
+    reason: str = ""
+    """A CamelCase word saying why the condition has this status."""
+    message: str = ""
+    """A human-readable explanation."""
+    last_transition_time: str | None = None
+    """When the status last changed (RFC 3339)."""
+    observed_generation: int | None = None
+    """The ``metadata.generation`` the condition was computed from."""

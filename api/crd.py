@@ -1,0 +1,255 @@
+"""Generate CustomResourceDefinitions from the pydantic API models.
+
+The models in :mod:`api` are the single source of the schemas: ``python -m api.crd`` writes
+``config/crd/bases/<group>_<plural>.yaml`` (``--check`` exits 1 when a checked-in file is stale).
+Schemas are structural (OpenAPI v3 as the apiserver requires): every property typed, no ``$ref``;
+descriptions come from the attribute docstrings; defaults, enums, bounds, list-map keys and CEL
+rules come from the field declarations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import annotated_types as at
+import yaml
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from api import trainer_v1alpha1 as tv1
+from api.base import IntOrString, OpaqueObject
+
+CRD_DIR = Path(__file__).resolve().parent.parent / "config" / "crd" / "bases"
+
+
+@dataclass(frozen=True)
+class CRDSpec:
+    """What a CRD needs besides the schema: names, scope and printer columns."""
+
+    model: type[BaseModel]
+    group: str
+    version: str
+    plural: str
+    singular: str
+    scope: Literal["Namespaced", "Cluster"]
+    short_names: list[str] = field(default_factory=list)
+    printer_columns: list[dict[str, Any]] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+
+
+AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+CRDS: list[CRDSpec] = [
+    CRDSpec(
+        tv1.TrainJob,
+        tv1.GROUP,
+        tv1.VERSION,
+        "trainjobs",
+        "trainjob",
+        "Namespaced",
+        short_names=["tj"],
+        categories=["kubeflow", "trainer"],
+        printer_columns=[
+            {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
+            {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
+            AGE,
+        ],
+    ),
+    CRDSpec(
+        tv1.TrainingRuntime,
+        tv1.GROUP,
+        tv1.VERSION,
+        "trainingruntimes",
+        "trainingruntime",
+        "Namespaced",
+        short_names=["tr"],
+        categories=["kubeflow", "trainer"],
+        printer_columns=[AGE],
+    ),
+    CRDSpec(
+        tv1.ClusterTrainingRuntime,
+        tv1.GROUP,
+        tv1.VERSION,
+        "clustertrainingruntimes",
+        "clustertrainingruntime",
+        "Cluster",
+        short_names=["ctr"],
+        categories=["kubeflow", "trainer"],
+        printer_columns=[AGE],
+    ),
+]
+
+_TOP_LEVEL = {"api_version", "kind", "metadata"}
+
+
+def _markers(annotation: Any) -> tuple[Any, list[Any]]:
+    """Strip ``Annotated`` and ``Optional`` from a type: (bare type, metadata found on the way)."""
+    found: list[Any] = []
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation, *meta = get_args(annotation)
+            found.extend(meta)
+        elif origin in (Union, types.UnionType):
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            if any(isinstance(m, IntOrString) for m in found) or _is_int_or_str(args):
+                return int | str, found
+            if len(args) != 1:
+                raise TypeError(f"unions other than Optional are not structural: {annotation}")
+            annotation = args[0]
+        else:
+            return annotation, found
+
+
+def _is_int_or_str(args: list[Any]) -> bool:
+    stripped = {get_args(a)[0] if get_origin(a) is Annotated else a for a in args}
+    return stripped == {int, str}
+
+
+def _text(doc: str) -> str:
+    """A docstring as one line of ``kubectl explain`` text."""
+    return " ".join(doc.replace("``", "`").split())
+
+
+def type_schema(annotation: Any, extra: list[Any] | None = None) -> dict[str, Any]:
+    """The structural schema of a Python type. Raises ``TypeError`` for a type with none."""
+    bare, meta = _markers(annotation)
+    meta = [*(extra or []), *meta]
+    if any(isinstance(m, IntOrString) for m in meta) or bare == (int | str):
+        return {"x-kubernetes-int-or-string": True}
+    if any(isinstance(m, OpaqueObject) for m in meta):
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    origin = get_origin(bare)
+    if origin is Literal:
+        return {"type": "string", "enum": list(get_args(bare))}
+    if origin is list:
+        (item,) = get_args(bare)
+        return {"type": "array", "items": type_schema(item)}
+    if origin is dict:
+        _, value = get_args(bare)
+        return {"type": "object", "additionalProperties": type_schema(value)}
+    if isinstance(bare, type) and issubclass(bare, BaseModel):
+        return model_schema(bare)
+    scalar = {str: {"type": "string"}, bool: {"type": "boolean"}, int: {"type": "integer"}}
+    if bare in scalar:
+        out = dict(scalar[bare])
+        if bare is int:
+            out["format"] = "int32"
+        return out
+    raise TypeError(f"no structural schema for {annotation!r}")
+
+
+def field_schema(info: FieldInfo) -> dict[str, Any]:
+    """Schema of one model field: its type plus description, default, bounds and extensions."""
+    schema = type_schema(info.annotation, list(info.metadata))
+    if info.description:
+        schema["description"] = _text(info.description)
+    default = info.default
+    if default is not PydanticUndefined and default is not None and isinstance(default, str | int | bool):
+        schema["default"] = default
+    for m in info.metadata:
+        if isinstance(m, at.Ge):
+            schema["minimum"] = m.ge
+        elif isinstance(m, at.Le):
+            schema["maximum"] = m.le
+        elif isinstance(m, at.MinLen):
+            schema["minItems" if schema.get("type") == "array" else "minLength"] = m.min_length
+        elif isinstance(m, at.MaxLen):
+            schema["maxItems" if schema.get("type") == "array" else "maxLength"] = m.max_length
+    if isinstance(info.json_schema_extra, dict):
+        schema.update(info.json_schema_extra)
+    return schema
+
+
+def model_schema(model: type[BaseModel], top_level: bool = False) -> dict[str, Any]:
+    """The structural schema of a model; ``top_level`` adds apiVersion/kind/metadata as CRDs do."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, info in model.model_fields.items():
+        alias = info.alias or name
+        if top_level and name in _TOP_LEVEL:
+            properties[alias] = {"type": "object"} if name == "metadata" else {"type": "string"}
+            continue
+        properties[alias] = field_schema(info)
+        if info.is_required():
+            required.append(alias)
+    schema: dict[str, Any] = {"type": "object"}
+    if model.__doc__:
+        schema["description"] = _text(model.__doc__)
+    schema["properties"] = properties
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def crd(spec: CRDSpec) -> dict[str, Any]:
+    """The CustomResourceDefinition object for one kind."""
+    kind: str = spec.model.model_fields["kind"].default
+    version: dict[str, Any] = {
+        "name": spec.version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": model_schema(spec.model, top_level=True)},
+        "subresources": {"status": {}} if "status" in spec.model.model_fields else {},
+        "additionalPrinterColumns": spec.printer_columns,
+    }
+    if not version["subresources"]:
+        del version["subresources"]
+    names: dict[str, Any] = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": spec.plural,
+        "singular": spec.singular,
+    }
+    if spec.short_names:
+        names["shortNames"] = spec.short_names
+    if spec.categories:
+        names["categories"] = spec.categories
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{spec.plural}.{spec.group}"},
+        "spec": {"group": spec.group, "names": names, "scope": spec.scope, "versions": [version]},
+    }
+
+
+def render(spec: CRDSpec) -> str:
+    """The YAML text written for one CRD."""
+    header = "# Generated by `python -m api.crd` from the models in api/. Do not edit.\n"
+    return header + yaml.safe_dump(crd(spec), sort_keys=False, width=100)
+
+
+def path_of(spec: CRDSpec) -> Path:
+    """Where the CRD of ``spec`` is checked in."""
+    return CRD_DIR / f"{spec.group}_{spec.plural}.yaml"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (or with ``--check`` verify) every CRD. Returns the process exit code."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if a checked-in CRD is stale")
+    args = parser.parse_args(argv)
+    stale = []
+    CRD_DIR.mkdir(parents=True, exist_ok=True)
+    for spec in CRDS:
+        path, text = path_of(spec), render(spec)
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(str(path))
+        else:
+            path.write_text(text)
+    if stale:
+        print("stale CRDs (run `python -m api.crd`): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""TrainJob, TrainingRuntime and ClusterTrainingRuntime, API group ``trainer.kubeflow.org/v1alpha1``.
+
+Field for field with kubeflow/trainer ``pkg/apis/trainer/v1alpha1/trainjob_types.go`` and
+``trainingruntime_types.go`` (release v2.0, whose override field is ``podSpecOverrides``), plus
+``runtimePatches`` from v2.2+ so that Kueue >= 0.17 and the kubeflow SDK >= 0.4 can write it.
+The runtime template embeds a JobSet spec (kubernetes-sigs/jobset ``api/jobset/v1alpha2``);
+only the fields the operator honours are modelled, the Job template itself passes through.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from api.base import (
+    Condition,
+    EnvVar,
+    IntOrStr,
+    KubeObject,
+    LocalObjectReference,
+    Model,
+    ObjectMeta,
+    PodSchedulingGate,
+    VolumeMount,
+    atomic_list,
+    cel,
+    list_map,
+)
+
+GROUP = "trainer.kubeflow.org"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Well-known names (kubeflow/trainer pkg/constants/constants.go).
+MANAGED_BY_TRAINER = "trainer.kubeflow.org/trainjob-controller"
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
+STEP_DATASET_INITIALIZER = "dataset-initializer"
+STEP_MODEL_INITIALIZER = "model-initializer"
+STEP_TRAINER = "trainer"
+NODE_CONTAINER = "node"
+
+# Condition types and reasons (trainjob_types.go).
+COND_SUSPENDED = "Suspended"
+COND_COMPLETE = "Complete"
+COND_FAILED = "Failed"
+COND_RUNNING = "Running"
+REASON_SUSPENDED = "Suspended"
+REASON_RESUMED = "Resumed"
+REASON_RUNTIME_NOT_SUPPORTED = "TrainingRuntimeNotSupported"
+REASON_RESOURCES_CREATION_FAILED = "ResourcesCreationFailed"
+REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+
+# --------------------------------------------------------------------------- TrainingRuntime
+
+
+class DependsOn(Model):
+    """A replicated job this one waits for (JobSet ``DependsOn``)."""
+
+    name: str
+    """Name of the replicated job depended on."""
+    status: Literal["Ready", "Complete"]
+    """Status the depended-on replicated job must reach: ``Ready`` (all its pods ready or done)
+    or ``Complete`` (all its Jobs complete)."""
+
+
+class ReplicatedJob(Model):
+    """A group of identical ``batch/v1`` Jobs (JobSet ``ReplicatedJob``)."""
+
+    name: str
+    """Name of the replicated job; its Jobs are named ``<trainjob>-<name>-<index>``."""
+    replicas: int = Field(default=1, ge=0)
+    """Number of Jobs created from the template."""
+    depends_on: list[DependsOn] | None = list_map("name")
+    """Replicated jobs that must reach a status before this one's Jobs are created."""
+    template: KubeObject
+    """A ``batch/v1`` JobTemplateSpec: ``{metadata, spec}``."""
+
+
+class Network(Model):
+    """Pod networking of the replicated Jobs (JobSet ``Network``)."""
+
+    enable_dns_hostnames: bool | None = None
+    """Give every pod the hostname ``<jobset>-<rjob>-<jobIdx>-<podIdx>``; defaults to true."""
+    subdomain: str | None = None
+    """Name of the headless Service; defaults to the TrainJob name."""
+    publish_not_ready_addresses: bool | None = None
+    """Publish pod DNS records before the pods are ready; defaults to true."""
+
+
+class JobSetSpec(Model):
+    """The JobSet spec a runtime template holds (JobSet ``JobSetSpec``)."""
+
+    replicated_jobs: list[ReplicatedJob] | None = list_map("name")
+    """The replicated jobs to create, in order."""
+    network: Network | None = None
+    """Pod DNS settings."""
+    success_policy: KubeObject | None = None
+    """When the set counts as succeeded (JobSet ``SuccessPolicy``); default: all Jobs complete."""
+    failure_policy: KubeObject | None = None
+    """How Job failures are handled (JobSet ``FailurePolicy``)."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Seconds after finishing until the TrainJob is deleted."""
+
+
+class JobSetTemplateSpec(Model):
+    """The template of the Jobs a TrainJob expands into."""
+
+    metadata: KubeObject | None = None
+    """Labels and annotations merged into every child Job."""
+    spec: JobSetSpec | None = None
+    """The replicated jobs."""
+
+
+class TorchElasticPolicy(Model):
+    """Elastic training settings for torchrun."""
+
+    max_restarts: int | None = Field(default=None, ge=0)
+    """How many times the training may restart."""
+    min_nodes: int | None = Field(default=None, ge=1)
+    """Lower bound of nodes."""
+    max_nodes: int | None = Field(default=None, ge=1)
+    """Upper bound of nodes."""
+    metrics: list[KubeObject] | None = atomic_list()
+    """Autoscaling metrics (``autoscalingv2.MetricSpec``)."""
+
+
+class TorchMLPolicySource(Model):
+    """The torch ML policy: torchrun's ``PET_*`` environment."""
+
+    num_proc_per_node: IntOrStr | None = cel(
+        (
+            "(type(self) == int) || self in ['auto', 'cpu', 'gpu']",
+            "numProcPerNode must be an integer or one of auto, cpu, gpu",
+        ),
+        default="auto",
+    )
+    """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer. Defaults to ``auto``."""
+    elastic_policy: TorchElasticPolicy | None = None
+    """Elastic training settings."""
+
+
+class MPIMLPolicySource(Model):
+    """The MPI ML policy: hostfile, SSH keys and launcher environment."""
+
+    num_proc_per_node: int | None = Field(default=1, ge=1)
+    """Slots per node. Defaults to 1."""
+    mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] | None = "OpenMPI"
+    """MPI implementation. Defaults to OpenMPI."""
+    ssh_auth_mount_path: str | None = "/root/.ssh"
+    """Where the SSH keys are mounted. Defaults to /root/.ssh."""
+    run_launcher_as_node: bool | None = False
+    """Let the launcher also run training processes. Defaults to false."""
+
+
+class MLPolicy(Model):
+    """The ML framework settings of a runtime; at most one of torch and mpi."""
+
+    num_nodes: int | None = Field(default=1, ge=1)
+    """Number of training nodes. Defaults to 1."""
+    torch: TorchMLPolicySource | None = None
+    """Settings for torch (torchrun)."""
+    mpi: MPIMLPolicySource | None = None
+    """Settings for MPI."""
+
+
+class CoschedulingPodGroupPolicySource(Model):
+    """scheduler-plugins coscheduling settings."""
+
+    schedule_timeout_seconds: int | None = Field(default=60, ge=0)
+    """Seconds the gang may wait to be scheduled. Defaults to 60."""
+
+
+class VolcanoPodGroupPolicySource(Model):
+    """Volcano settings."""
+
+    network_topology: KubeObject | None = None
+    """Network topology constraint of the PodGroup (``volcano NetworkTopologySpec``)."""
+
+
+class PodGroupPolicy(Model):
+    """Gang scheduling settings of a runtime; at most one of coscheduling and volcano."""
+
+    coscheduling: CoschedulingPodGroupPolicySource | None = None
+    """Use the scheduler-plugins coscheduling PodGroup."""
+    volcano: VolcanoPodGroupPolicySource | None = None
+    """Use the Volcano PodGroup."""
+
+
+class TrainingRuntimeSpec(Model):
+    """Specification of a (Cluster)TrainingRuntime."""
+
+    ml_policy: MLPolicy | None = None
+    """ML framework settings."""
+    pod_group_policy: PodGroupPolicy | None = None
+    """Gang scheduling settings."""
+    template: JobSetTemplateSpec
+    """The replicated jobs every TrainJob of this runtime expands into."""
+
+
+class _RuntimeBase(Model):
+    api_version: str = API_VERSION
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TrainingRuntimeSpec
+
+
+class TrainingRuntime(_RuntimeBase):
+    """A namespaced blueprint of training jobs that TrainJobs in its namespace reference."""
+
+    KIND: ClassVar[str] = "TrainingRuntime"
+    PLURAL: ClassVar[str] = "trainingruntimes"
+    kind: str = "TrainingRuntime"
+
+
+class ClusterTrainingRuntime(_RuntimeBase):
+    """A cluster-wide blueprint of training jobs that TrainJobs in every namespace may reference."""
+
+    KIND: ClassVar[str] = "ClusterTrainingRuntime"
+    PLURAL: ClassVar[str] = "clustertrainingruntimes"
+    kind: str = "ClusterTrainingRuntime"
+
+
+# --------------------------------------------------------------------------- TrainJob
+
+
+class RuntimeRef(Model):
+    """A reference to the runtime a TrainJob uses."""
+
+    name: str = Field(min_length=1)
+    """Name of the runtime. A TrainingRuntime must be in the TrainJob's namespace."""
+    api_group: str | None = GROUP
+    """API group of the runtime. Defaults to ``trainer.kubeflow.org``."""
+    kind: Literal["TrainingRuntime", "ClusterTrainingRuntime"] | None = "ClusterTrainingRuntime"
+    """Kind of the runtime. Defaults to ClusterTrainingRuntime."""
+
+
+class DatasetInitializer(Model):
+    """Dataset initializer settings; applied to the container ``dataset-initializer``."""
+
+    storage_uri: str | None = None
+    """URI the dataset is downloaded from; becomes env ``STORAGE_URI``."""
+    env: list[EnvVar] | None = list_map("name")
+    """Environment merged into the initializer container."""
+    secret_ref: LocalObjectReference | None = None
+    """Secret with credentials, loaded as environment."""
+
+
+class ModelInitializer(Model):
+    """Model initializer settings; applied to the container ``model-initializer``."""
+
+    storage_uri: str | None = None
+    """URI the model is downloaded from; becomes env ``STORAGE_URI``."""
+    env: list[EnvVar] | None = list_map("name")
+    """Environment merged into the initializer container."""
+    secret_ref: LocalObjectReference | None = None
+    """Secret with credentials, loaded as environment."""
+
+
+class Initializer(Model):
+    """Dataset and model initialization."""
+
+    dataset: DatasetInitializer | None = None
+    """Dataset initializer settings."""
+    model: ModelInitializer | None = None
+    """Model initializer settings."""
+
+
+class Trainer(Model):
+    """Trainer settings, applied to the container ``node`` of the replicated job labelled
+    ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``."""
+
+    image: str | None = None
+    """Image of the training container."""
+    command: list[str] | None = atomic_list()
+    """Entrypoint of the training container."""
+    args: list[str] | None = atomic_list()
+    """Arguments to the entrypoint."""
+    env: list[EnvVar] | None = list_map("name")
+    """Environment merged into the training container."""
+    num_nodes: int | None = Field(default=None, ge=1)
+    """Number of training nodes; overrides the runtime's ``mlPolicy.numNodes``."""
+    resources_per_node: KubeObject | None = None
+    """Compute resources of each node (``corev1.ResourceRequirements``)."""
+    num_proc_per_node: IntOrStr | None = None
+    """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer for torch; an integer for MPI."""
+
+
+class PodSpecOverrideTargetJob(Model):
+    """A replicated job an override applies to."""
+
+    name: str
+    """Name of the replicated job in the runtime."""
+
+
+class ContainerOverride(Model):
+    """Overrides of one container."""
+
+    name: str
+    """Name of the container; the runtime must have it."""
+    env: list[EnvVar] | None = list_map("name")
+    """Environment merged into the container; not allowed for ``node`` and the initializers."""
+    volume_mounts: list[VolumeMount] | None = list_map("name")
+    """Volume mounts added to the container."""
+
+
+class PodSpecOverride(Model):
+    """Overrides of the Pod templates of some replicated jobs (v2.0 ``PodSpecOverride``; v2.1 fields
+    affinity and imagePullSecrets included)."""
+
+    target_jobs: list[PodSpecOverrideTargetJob] = Field(
+        json_schema_extra={"x-kubernetes-list-type": "atomic"}, min_length=1
+    )
+    """Replicated jobs whose Pod templates are overridden."""
+    service_account_name: str | None = None
+    """Service account of the Pods."""
+    node_selector: dict[str, str] | None = None
+    """Node selector merged into the Pods'."""
+    affinity: KubeObject | None = None
+    """Affinity of the Pods (``corev1.Affinity``)."""
+    tolerations: list[KubeObject] | None = atomic_list()
+    """Tolerations added to the Pods (``corev1.Toleration``)."""
+    volumes: list[KubeObject] | None = list_map("name")
+    """Volumes added to the Pods (``corev1.Volume``)."""
+    init_containers: list[ContainerOverride] | None = list_map("name")
+    """Overrides of init containers."""
+    containers: list[ContainerOverride] | None = list_map("name")
+    """Overrides of containers."""
+    scheduling_gates: list[PodSchedulingGate] | None = list_map("name")
+    """Scheduling gates added to the Pods; the Pods stay unscheduled until each gate is removed."""
+    image_pull_secrets: list[LocalObjectReference] | None = list_map("name")
+    """Image pull secrets added to the Pods."""
+
+
+class RuntimePatch(Model):
+    """A patch of the runtime made by one manager (v2.2+ ``RuntimePatch``), e.g. Kueue's admission."""
+
+    manager: str
+    """Who wrote the patch, e.g. ``kueue.x-k8s.io/manager``."""
+    time: str | None = None
+    """When the patch was written (RFC 3339)."""
+    training_runtime_spec: KubeObject | None = None
+    """A partial TrainingRuntime spec: ``template.spec.replicatedJobs[{name, template: {spec:
+    {template: {metadata, spec}}}}]`` whose Pod metadata and spec are merged into that job."""
+
+
+class TrainJobSpec(Model):
+    """Specification of the desired TrainJob."""
+
+    runtime_ref: RuntimeRef = cel(("self == oldSelf", "runtimeRef is immutable"))
+    """The runtime the job expands from. Immutable."""
+    initializer: Initializer | None = None
+    """Dataset and model initialization."""
+    trainer: Trainer | None = None
+    """Trainer settings."""
+    labels: dict[str, str] | None = None
+    """Labels added to the child Jobs and their Pods."""
+    annotations: dict[str, str] | None = None
+    """Annotations added to the child Jobs and their Pods."""
+    pod_spec_overrides: list[PodSpecOverride] | None = atomic_list()
+    """Overrides of the Pod templates of chosen replicated jobs (Kueue 0.14 writes here)."""
+    runtime_patches: list[RuntimePatch] | None = list_map("manager")
+    """Patches of the runtime by managers such as Kueue >= 0.17 or the kubeflow SDK."""
+    suspend: bool | None = False
+    """Keep every child Job suspended (no Pods). Defaults to false."""
+    managed_by: str | None = cel(
+        (
+            f"self in ['{MANAGED_BY_TRAINER}', '{MANAGED_BY_MULTIKUEUE}']",
+            f"managedBy must be {MANAGED_BY_TRAINER} or {MANAGED_BY_MULTIKUEUE}",
+        ),
+        ("self == oldSelf", "managedBy is immutable"),
+        default=MANAGED_BY_TRAINER,
+    )
+    """The controller that reconciles this TrainJob. Immutable. Defaults to
+    ``trainer.kubeflow.org/trainjob-controller``; ``kueue.x-k8s.io/multikueue`` delegates it."""
+
+
+class JobStatus(Model):
+    """Counts of the child Jobs of one replicated job (JobSet ``ReplicatedJobStatus``)."""
+
+    name: str
+    """Name of the replicated job."""
+    ready: int = 0
+    """Jobs whose ready plus succeeded pods reach their expected pod count."""
+    succeeded: int = 0
+    """Jobs that completed."""
+    failed: int = 0
+    """Jobs that failed."""
+    active: int = 0
+    """Jobs with at least one pending or running pod."""
+    suspended: int = 0
+    """Jobs that are suspended."""
+
+
+class TrainJobStatus(Model):
+    """Observed state of a TrainJob."""
+
+    conditions: list[Condition] | None = list_map("type")
+    """Conditions: Suspended, Running, Complete, Failed."""
+    jobs_status: list[JobStatus] | None = list_map("name")
+    """Child Job counts per replicated job."""
+
+
+class TrainJob(Model):
+    """A training job: a runtime reference plus the settings that specialise it."""
+
+    KIND: ClassVar[str] = "TrainJob"
+    PLURAL: ClassVar[str] = "trainjobs"
+    api_version: str = API_VERSION
+    kind: str = "TrainJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TrainJobSpec
+    status: TrainJobStatus | None = None
+
+    @property
+    def managed_by_us(self) -> bool:
+        """True when this operator reconciles the job (managedBy unset or ours)."""
+        return self.spec.managed_by in (None, "", MANAGED_BY_TRAINER)
+
+
+def runtime_from_dict(obj: dict[str, Any]) -> TrainingRuntime | ClusterTrainingRuntime:
+    """Parse a runtime object by its ``kind``. Raises ``pydantic.ValidationError`` on bad input."""
+    if obj.get("kind") == TrainingRuntime.KIND:
+        return TrainingRuntime.model_validate(obj)
+    return ClusterTrainingRuntime.model_validate(obj)

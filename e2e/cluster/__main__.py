@@ -1,0 +1,54 @@
+"""Command line: ``python -m e2e.cluster up|down|status [--dir DIR] [--nodes N] [--purge]``.
+
+``up`` starts the cluster (or reuses the one running from DIR) and prints ``export KUBECONFIG=...``
+on stdout; the processes keep running after the command exits, until ``down``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from e2e.cluster.binaries import cache_dir
+from e2e.cluster.cluster import LocalCluster
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=cache_dir() / "cluster",
+        help="state directory (default: $TRAINER_CACHE/cluster, i.e. ~/.cache/trainer/cluster)",
+    )
+    parser.add_argument("--nodes", type=int, default=4, help="number of KWOK nodes (up)")
+    parser.add_argument("--purge", action="store_true", help="also delete the state directory (down)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return the process exit code."""
+    args = _parser().parse_args(argv)
+    cluster = LocalCluster(args.dir, nodes=args.nodes)
+    if args.command == "up":
+        cluster.start()
+        print(f"export KUBECONFIG={cluster.kubeconfig}")
+        return 0
+    if args.command == "down":
+        cluster.stop(purge=args.purge)
+        print(f"stopped the cluster in {args.dir}" + (" and deleted it" if args.purge else ""), file=sys.stderr)
+        return 0
+    for name, pid in cluster.status().items():
+        print(f"{name:24} {'pid ' + str(pid) if pid else 'not running'}")
+    running = cluster.is_running()
+    print(f"{'kube-apiserver /readyz':24} {'ok' if running else 'not ready'}")
+    if running:
+        print(f"{'server':24} {cluster.server}")
+        print(f"{'kubeconfig':24} {cluster.kubeconfig}")
+    return 0 if running else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,430 @@
+"""LocalCluster: a real Kubernetes control plane on loopback, with KWOK fake nodes, no containers.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok run as detached processes
+(see :mod:`e2e.cluster.process`) whose state lives in ``state_dir``::
+
+    state_dir/
+      kubeconfig.yaml          admin kubeconfig, context "trainer-local"
+      ports.json               loopback ports, reused by later starts
+      pki/                     CA, serving and client certificates, service-account keys
+      kubeconfigs/             one kubeconfig per component
+      etcd/                    etcd data (wiped on every cold start: each start is a fresh cluster)
+      run/<component>.pid      pids of the running processes
+      logs/<component>.log     their output
+
+A second ``start()`` on a healthy running cluster only makes sure the nodes exist, so the cluster
+started by one command survives it and is stopped later by ``stop()`` from another one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from e2e.cluster.api import ApiClient
+from e2e.cluster.binaries import binary_paths, ensure_binaries
+from e2e.cluster.pki import SERVICE_IP, Pki, ensure_pki, write_kubeconfig
+from e2e.cluster.process import Component
+
+STAGES_FILE = Path(__file__).resolve().parent / "kwok-stages.yaml"
+CONTEXT = "trainer-local"
+SERVICE_CIDR = f"{SERVICE_IP.rsplit('.', 1)[0]}.0/24"  # 10.0.0.0/24
+POD_CIDR = "10.1.0.1/16"  # fake pod IPs handed out by kwok
+NODE_IP = "10.1.0.1"  # fake InternalIP of every node
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PORT_NAMES = ("etcd_client", "etcd_peer", "apiserver")
+NODE_PREFIX = "kwok-node-"
+
+
+def _stderr(message: str) -> None:
+    print(f"[cluster] {message}", file=sys.stderr, flush=True)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (all bound at once, then released)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class LocalCluster:
+    """A local control plane with ``nodes`` KWOK nodes, kept in ``state_dir``.
+
+    As a pytest session fixture::
+
+        @pytest.fixture(scope="session")
+        def cluster(tmp_path_factory):
+            with LocalCluster(tmp_path_factory.mktemp("cluster")) as c:
+                yield c
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        nodes: int = 4,
+        node_cpu: str = "16",
+        node_memory: str = "64Gi",
+        pods_per_node: int = 110,
+        timeout: float = 180.0,
+        log: Callable[[str], None] = _stderr,
+    ) -> None:
+        """Describe the cluster; nothing is started before :meth:`start`."""
+        self.state_dir = Path(state_dir).resolve()
+        self.nodes = nodes
+        self.node_cpu = node_cpu
+        self.node_memory = node_memory
+        self.pods_per_node = pods_per_node
+        self.timeout = timeout
+        self.log = log
+        self.binaries: dict[str, Path] = binary_paths()
+        self._components = {
+            name: Component(name, self.binaries[name], self.state_dir / "run", self.state_dir / "logs")
+            for name in COMPONENTS
+        }
+
+    # --- paths and accessors -------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (context ``trainer-local``)."""
+        return self.state_dir / "kubeconfig.yaml"
+
+    @property
+    def kubectl(self) -> Path:
+        """The kubectl built with the cluster's Kubernetes version."""
+        return self.binaries["kubectl"]
+
+    @property
+    def bin_dir(self) -> dict[str, Path]:
+        """The directory of each binary (e.g. ``bin_dir["kubectl"]``), for PATH or direct calls."""
+        return {name: path.parent for name, path in self.binaries.items()}
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The loopback ports recorded in ``ports.json`` (empty before the first start)."""
+        try:
+            data = json.loads((self.state_dir / "ports.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {name: int(data[name]) for name in PORT_NAMES if name in data}
+
+    @property
+    def server(self) -> str:
+        """The kube-apiserver URL."""
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    def env(self) -> dict[str, str]:
+        """Environment variables pointing clients at this cluster (merge into ``os.environ``)."""
+        return {"KUBECONFIG": str(self.kubeconfig)}
+
+    def run_kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this cluster and capture its output."""
+        return subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            check=check,
+            capture_output=True,
+            text=True,
+        )
+
+    def api(self) -> ApiClient:
+        """An admin API client (client certificate of user ``admin``)."""
+        pki = Pki(self.state_dir / "pki")
+        return ApiClient(self.server, pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin"))
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        """Start (or reuse) the cluster."""
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the cluster."""
+        self.stop()
+
+    def status(self) -> dict[str, int | None]:
+        """The pid of each component, ``None`` for one that is not running."""
+        return {name: component.pid() for name, component in self._components.items()}
+
+    def is_running(self) -> bool:
+        """Whether every component runs and the kube-apiserver reports ready."""
+        if not all(component.is_alive() for component in self._components.values()):
+            return False
+        return self._apiserver_ready()
+
+    def start(self) -> None:
+        """Start the cluster, or reuse it if it is already running and healthy.
+
+        Returns once the API server is ready, the controller manager has created the ``default``
+        ServiceAccount and the ``nodes`` KWOK nodes are Ready and untainted.
+        """
+        began = time.monotonic()
+        if self.is_running():
+            self.log(f"reusing the running cluster in {self.state_dir}")
+            self._ensure_nodes(began + self.timeout)
+            self.log(f"ready in {time.monotonic() - began:.1f}s")
+            return
+        if any(component.is_alive() for component in self._components.values()):
+            self.log("a previous cluster is partly running or unhealthy: stopping it")
+            self.stop()
+
+        self.binaries = ensure_binaries()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        ports = self._ensure_ports()
+        pki = ensure_pki(self.state_dir / "pki")
+        server = f"https://127.0.0.1:{ports['apiserver']}"
+        kubeconfigs = self.state_dir / "kubeconfigs"
+        kubeconfigs.mkdir(exist_ok=True)
+        write_kubeconfig(self.kubeconfig, pki, "admin", server, CONTEXT)
+        for user in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            write_kubeconfig(kubeconfigs / f"{user}.yaml", pki, user, server, CONTEXT)
+        deadline = began + self.timeout
+
+        try:
+            self._start_etcd(ports)
+            self._wait("etcd healthy", deadline, lambda: self._etcd_healthy(ports["etcd_client"]), "etcd")
+            self._start_apiserver(ports)
+            self._wait("kube-apiserver ready", deadline, self._apiserver_ready, "kube-apiserver")
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._start_kwok()
+            self._wait("default ServiceAccount", deadline, self._default_service_account, "kube-controller-manager")
+            self._ensure_nodes(deadline)
+        except BaseException:
+            self.log(f"start failed, logs in {self.state_dir / 'logs'}; stopping")
+            self.stop()
+            raise
+        self.log(f"cluster up in {time.monotonic() - began:.1f}s: KUBECONFIG={self.kubeconfig}")
+
+    def stop(self, purge: bool = False) -> None:
+        """Stop every component (SIGTERM, then SIGKILL), in reverse start order.
+
+        With ``purge`` the whole ``state_dir`` is deleted afterwards.
+        """
+        for name in reversed(COMPONENTS):
+            self._components[name].stop()
+        if purge:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    # --- components ----------------------------------------------------------------------------
+
+    def _ensure_ports(self) -> dict[str, int]:
+        ports = self.ports
+        if len(ports) != len(PORT_NAMES) or not all(_port_is_free(port) for port in ports.values()):
+            ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
+            (self.state_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
+        return ports
+
+    def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        pid = self._components[name].start(args, env=env, cwd=self.state_dir)
+        self.log(f"started {name} (pid {pid})")
+
+    def _start_etcd(self, ports: dict[str, int]) -> None:
+        data_dir = self.state_dir / "etcd"
+        shutil.rmtree(data_dir, ignore_errors=True)  # every cold start is a fresh cluster
+        client = f"http://127.0.0.1:{ports['etcd_client']}"
+        peer = f"http://127.0.0.1:{ports['etcd_peer']}"
+        self._start(
+            "etcd",
+            [
+                "--name=trainer-local",
+                f"--data-dir={data_dir}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=trainer-local={peer}",
+                "--initial-cluster-state=new",
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
+
+    def _start_apiserver(self, ports: dict[str, int]) -> None:
+        pki = ensure_pki(self.state_dir / "pki")
+        self._start(
+            "kube-apiserver",
+            [
+                f"--etcd-servers=http://127.0.0.1:{ports['etcd_client']}",
+                f"--cert-dir={pki.dir}",
+                f"--tls-cert-file={pki.apiserver_cert}",
+                f"--tls-private-key-file={pki.apiserver_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                f"--secure-port={ports['apiserver']}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                # The "kubernetes" Service's endpoints would be 127.0.0.1, which Endpoints reject.
+                "--endpoint-reconciler-type=none",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={pki.sa_pub}",
+                f"--service-account-signing-key-file={pki.sa_key}",
+                # Fake pods need no token volume, and pods need not wait for their ServiceAccount.
+                "--disable-admission-plugins=ServiceAccount",
+                "--profiling=false",
+            ],
+        )
+
+    def _start_controller_manager(self) -> None:
+        pki = ensure_pki(self.state_dir / "pki")
+        self._start(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.state_dir / 'kubeconfigs' / 'kube-controller-manager.yaml'}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--controllers=*",
+                "--use-service-account-credentials=false",
+                f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_cert}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--profiling=false",
+            ],
+        )
+
+    def _start_scheduler(self) -> None:
+        self._start(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={self.state_dir / 'kubeconfigs' / 'kube-scheduler.yaml'}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--profiling=false",
+            ],
+        )
+
+    def _start_kwok(self) -> None:
+        self._start(
+            "kwok",
+            [
+                f"--kubeconfig={self.state_dir / 'kubeconfigs' / 'kwok.yaml'}",
+                f"--config={STAGES_FILE}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--manage-nodes-with-label-selector=",
+                # Deprecated but honoured: a pod or node annotated kwok.x-k8s.io/status=custom is
+                # left alone, so a test can write its status itself (e.g. make a pod fail).
+                "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
+                f"--cidr={POD_CIDR}",
+                f"--node-ip={NODE_IP}",
+            ],
+            # kwok also reads $KWOK_WORKDIR/kwok.yaml (default ~/.kwok): keep it in state_dir.
+            env={"KWOK_WORKDIR": str(self.state_dir / "kwok")},
+        )
+
+    # --- readiness -----------------------------------------------------------------------------
+
+    def _wait(self, what: str, deadline: float, ready: Callable[[], bool], component: str) -> None:
+        """Poll ``ready`` until it holds; fail early if ``component`` died, or at ``deadline``."""
+        began = time.monotonic()
+        while not ready():
+            proc = self._components[component]
+            if not proc.is_alive():
+                raise RuntimeError(f"{component} exited while waiting for {what}:\n{proc.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what}; {component} log:\n{proc.log_tail()}")
+            time.sleep(0.2)
+        self.log(f"{what} ({time.monotonic() - began:.1f}s)")
+
+    @staticmethod
+    def _etcd_healthy(port: int) -> bool:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                return bool(json.load(resp).get("health") == "true")
+        except (OSError, ValueError):
+            return False
+
+    def _apiserver_ready(self) -> bool:
+        if "apiserver" not in self.ports:
+            return False
+        try:
+            status, _ = self.api().get("/readyz")
+        except OSError:
+            return False
+        return status == 200
+
+    def _default_service_account(self) -> bool:
+        status, _ = self.api().get("/api/v1/namespaces/default/serviceaccounts/default")
+        return status == 200
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def node_manifest(self, name: str) -> dict[str, Any]:
+        """The Node object of one fake node, managed by kwok through its annotation."""
+        resources = {"cpu": self.node_cpu, "memory": self.node_memory, "pods": str(self.pods_per_node)}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {
+                    "type": "kwok",
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "node-role.kubernetes.io/agent": "",
+                },
+            },
+            "spec": {},
+            "status": {"allocatable": resources, "capacity": resources},
+        }
+
+    def _ensure_nodes(self, deadline: float) -> None:
+        api = self.api()
+        names = [f"{NODE_PREFIX}{index}" for index in range(self.nodes)]
+        for name in names:
+            status, body = api.create("/api/v1/nodes", self.node_manifest(name))
+            if status not in (201, 409):
+                raise RuntimeError(f"creating node {name} failed ({status}): {body}")
+
+        def all_ready() -> bool:
+            status, body = api.get("/api/v1/nodes?labelSelector=type%3Dkwok")
+            if status != 200:
+                return False
+            ready = {item["metadata"]["name"] for item in body.get("items", []) if _node_schedulable(item)}
+            return ready.issuperset(names)
+
+        self._wait(f"{len(names)} nodes Ready and untainted", deadline, all_ready, "kwok")
+
+
+def _node_schedulable(node: dict[str, Any]) -> bool:
+    """Ready condition True and no taints (the node lifecycle controller removes not-ready)."""
+    conditions = node.get("status", {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and not node.get("spec", {}).get("taints")

@@ -1,0 +1,38 @@
+"""Label and annotation keys the children carry, and the owner reference helper.
+
+The JobSet keys (kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go``) are kept because
+tools, Kueue and the kubeflow SDK select pods on them although no JobSet object exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
+REPLICATED_JOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+FIELD_MANAGER = "trainer"
+
+
+def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
+    """The controller owner reference pointing at ``obj`` (a dict or an ``api`` model).
+
+    Shape: ``{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true}``.
+    Raises ``ValueError`` when the object has no uid yet (it was never stored).
+    """
+    data = obj if isinstance(obj, dict) else obj.to_dict()
+    meta = data.get("metadata") or {}
+    if not meta.get("uid"):
+        raise ValueError(f"{data.get('kind')} {meta.get('name')!r} has no uid; owner references need one")
+    return {
+        "apiVersion": data["apiVersion"],
+        "kind": data["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }

@@ -1,0 +1,231 @@
+"""The TrainJob reconciler: cache -> builders -> apply what differs -> status.
+
+``reconcile(key)`` is level-triggered and idempotent: it reads only caches, computes the desired
+children with the pure builders, writes the ones that differ with server-side apply (field manager
+``trainer``), and derives the status from the observed Jobs. Children carry a controller owner
+reference, so deleting the TrainJob lets the garbage collector remove them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+from pydantic import ValidationError
+
+from api.base import Condition
+from api.trainer_v1alpha1 import (
+    COND_COMPLETE,
+    COND_FAILED,
+    REASON_RESOURCES_CREATION_FAILED,
+    ClusterTrainingRuntime,
+    JobSetSpec,
+    JobStatus,
+    TrainingRuntime,
+    TrainJob,
+    TrainJobStatus,
+    runtime_from_dict,
+)
+from trainer.builders.jobs import build_children, trainer_rjob
+from trainer.builders.labels import FIELD_MANAGER
+from trainer.diff import needs_apply, with_hash
+from trainer.kube.cache import Informer, Key
+from trainer.kube.client import JOBS, JSON, TRAINJOBS, ApiError, Kube
+from trainer.kube.events import EventRecorder, now_rfc3339
+from trainer.status import (
+    COND_RUNTIME_NOT_FOUND,
+    Observed,
+    desired_conditions,
+    jobs_status,
+    merge_conditions,
+    runtime_not_found,
+    transitions,
+)
+
+log = structlog.get_logger("trainer.trainjob")
+
+WARNING_CONDITIONS = {COND_FAILED, COND_RUNTIME_NOT_FOUND}
+
+
+@dataclass
+class Caches:
+    """The informers the reconciler reads."""
+
+    trainjobs: Informer
+    runtimes: Informer
+    cluster_runtimes: Informer
+    jobs: Informer
+    services: Informer
+
+
+class TrainJobReconciler:
+    """Reconciles one TrainJob per call. Raise to retry with backoff; return seconds to requeue after."""
+
+    def __init__(self, kube: Kube, caches: Caches, events: EventRecorder) -> None:
+        self.kube, self.caches, self.events = kube, caches, events
+
+    def runtime_for(self, job: TrainJob) -> JSON | None:
+        """The cached runtime the job references, or None."""
+        ref = job.spec.runtime_ref
+        if ref.kind == TrainingRuntime.KIND:
+            return self.caches.runtimes.get(job.metadata.namespace, ref.name)
+        return self.caches.cluster_runtimes.get(None, ref.name)
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Bring the children and status of TrainJob ``key`` in line with its spec."""
+        obj = self.caches.trainjobs.get(*key)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        try:
+            job = TrainJob.model_validate(obj)
+        except ValidationError as e:
+            await self._fail_invalid(obj, f"invalid TrainJob: {_first_error(e)}")
+            return None
+        if not job.managed_by_us:
+            return None
+        runtime_obj = self.runtime_for(job)
+        if runtime_obj is None:
+            kind = job.spec.runtime_ref.kind or ClusterTrainingRuntime.KIND
+            ns = job.metadata.namespace if kind == TrainingRuntime.KIND else None
+            await self._write_status(obj, job, [runtime_not_found(kind, job.spec.runtime_ref.name, ns)], None)
+            return None
+        try:
+            runtime = runtime_from_dict(runtime_obj)
+        except ValidationError as e:
+            await self._fail_invalid(obj, f"runtime {job.spec.runtime_ref.name!r} is invalid: {_first_error(e)}")
+            return None
+
+        current = (job.status.conditions if job.status else None) or []
+        finished = any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in current)
+        observed = self.caches.jobs.owned_by(str(job.metadata.uid))
+        suspend = bool(job.spec.suspend)
+        children = build_children(job, runtime.spec, observed, suspend)
+        if not finished:
+            if children.service is not None:
+                await self._apply(obj, children.service, self.caches.services.get(*_key(children.service)))
+            for desired in children.jobs:
+                await self._apply_job(obj, desired)
+            for rjob, why in children.waiting.items():
+                log.debug("replicated job waiting", trainjob=key, rjob=rjob, why=why)
+
+        rjobs = (runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else None) or []
+        statuses = jobs_status(rjobs, observed)
+        trainer = trainer_rjob(runtime.spec)
+        obs = Observed(
+            suspended=suspend,
+            jobs=observed,
+            template=runtime.spec.template.spec or JobSetSpec(),
+            trainer_rjob=trainer.name if trainer else None,
+        )
+        await self._write_status(obj, job, desired_conditions(obs, statuses, current), statuses)
+        return None
+
+    async def _apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> JSON | None:
+        desired = with_hash(desired)
+        if not needs_apply(desired, existing):
+            return existing
+        try:
+            stored = await self.kube.apply(desired, FIELD_MANAGER)
+        except ApiError as e:
+            if e.invalid or e.status == 403:
+                await self.events.emit(
+                    owner,
+                    "Warning",
+                    "TrainJobResourcesCreationFailed",
+                    f"{desired['kind']} {desired['metadata']['name']}: {e.message}",
+                )
+                return None
+            raise
+        if existing is None:
+            await self.events.emit(
+                owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
+            )
+        return stored
+
+    async def _apply_job(self, owner: JSON, desired: JSON) -> None:
+        """Apply one Job. A suspended Job whose Pod template cannot be changed in place (Kubernetes
+        allows only scheduling directives, and only before the Job first starts) has its startTime
+        cleared, and if that is not enough it is deleted to be recreated by the next reconcile: it
+        has no Pods, so nothing is lost."""
+        existing = self.caches.jobs.get(*_key(desired))
+        desired = with_hash(desired)
+        if not needs_apply(desired, existing):
+            return
+        try:
+            await self.kube.apply(desired, FIELD_MANAGER)
+        except ApiError as e:
+            if not e.invalid:
+                raise
+            if existing is not None and (existing.get("spec") or {}).get("suspend") and desired["spec"]["suspend"]:
+                if existing.get("status", {}).get("startTime"):
+                    ns, name = _key(desired)
+                    await self.kube.patch_status(JOBS, ns, name, {"startTime": None})
+                    try:
+                        await self.kube.apply(desired, FIELD_MANAGER)
+                        return
+                    except ApiError as again:
+                        if not again.invalid:
+                            raise
+                if int((existing.get("status") or {}).get("active") or 0) == 0:
+                    await self.kube.delete(JOBS, *_key(desired))
+                    await self.events.emit(
+                        owner,
+                        "Normal",
+                        "RecreatingJob",
+                        f"Recreating suspended Job {desired['metadata']['name']} to apply the changed Pod template",
+                    )
+                    return
+            await self.events.emit(
+                owner,
+                "Warning",
+                "TrainJobResourcesCreationFailed",
+                f"Job {desired['metadata']['name']}: {e.message}",
+            )
+            return
+        if existing is None:
+            await self.events.emit(owner, "Normal", "SuccessfulCreate", f"Created Job {desired['metadata']['name']}")
+
+    async def _write_status(
+        self, obj: JSON, job: TrainJob, desired: list[Condition], statuses: list[JobStatus] | None
+    ) -> None:
+        current = (job.status.conditions if job.status else None) or []
+        merged = merge_conditions(current, desired, now_rfc3339(), job.metadata.generation)
+        new = TrainJobStatus(conditions=merged or None, jobs_status=statuses)
+        old_status = obj.get("status") or {}
+        new_status = new.to_dict()
+        comparable_old = {k: old_status.get(k) for k in ("conditions", "jobsStatus")}
+        comparable_new = {k: new_status.get(k) for k in ("conditions", "jobsStatus")}
+        if comparable_old == comparable_new:
+            return
+        ns, name = str(job.metadata.namespace), str(job.metadata.name)
+        await self.kube.patch_status(
+            TRAINJOBS,
+            ns,
+            name,
+            {"conditions": new_status.get("conditions"), "jobsStatus": new_status.get("jobsStatus")},
+        )
+        for cond in transitions(current, merged):
+            warning = cond.type in WARNING_CONDITIONS and cond.status == "True"
+            await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+
+    async def _fail_invalid(self, obj: JSON, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        cond = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
+        status = obj.get("status") or {}
+        if any(c.get("type") == COND_FAILED and c.get("message") == message for c in status.get("conditions") or []):
+            return
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != COND_FAILED]
+        conditions.append({**cond.model_copy(update={"last_transition_time": now_rfc3339()}).to_dict()})
+        await self.kube.patch_status(TRAINJOBS, meta.get("namespace"), meta["name"], {"conditions": conditions})
+        await self.events.emit(obj, "Warning", cond.reason, message)
+
+
+def _key(obj: JSON) -> Key:
+    meta = obj["metadata"]
+    return (str(meta.get("namespace") or ""), str(meta["name"]))
+
+
+def _first_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    return f"{loc}: {err['msg']}"

@@ -1,0 +1,88 @@
+"""A de-duplicating work queue with per-key exponential backoff, as client-go's workqueue behaves.
+
+A key is queued at most once; a key added while it is being processed is queued again when its
+processing is done, so one key is never reconciled by two workers at once and no change is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    """Keys to reconcile. ``add`` is synchronous so that cache handlers can call it."""
+
+    def __init__(self, base_delay: float = 0.05, max_delay: float = 300.0) -> None:
+        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._failures: dict[K, int] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self.base_delay, self.max_delay = base_delay, max_delay
+
+    def __len__(self) -> int:
+        return self._queue.qsize()
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` unless it is already waiting."""
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.put_nowait(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Queue ``key`` after ``delay`` seconds (an earlier pending timer for it wins)."""
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        pending = self._timers.get(key)
+        if pending is not None and pending.when() <= loop.time() + delay:
+            return
+        if pending is not None:
+            pending.cancel()
+        self._timers[key] = loop.call_later(delay, self._fire, key)
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue ``key`` after its backoff (base * 2^failures, capped); returns the delay used."""
+        n = self._failures.get(key, 0)
+        self._failures[key] = n + 1
+        delay = float(min(self.base_delay * (2**n), self.max_delay))
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset the backoff of ``key`` after a success."""
+        self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        """How many times in a row ``key`` failed."""
+        return self._failures.get(key, 0)
+
+    async def get(self) -> K:
+        """The next key; it counts as processing until :meth:`done`."""
+        key = await self._queue.get()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: K) -> None:
+        """Mark ``key`` processed; queue it again if it was added meanwhile."""
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.put_nowait(key)
+
+    def shutdown(self) -> None:
+        """Cancel pending timers."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()

@@ -1,0 +1,98 @@
+"""The operator's command line: ``trainer-operator [flags]`` (also ``python -m trainer``).
+
+Every flag can also be given as an environment variable named ``TRAINER_<FLAG>`` (upper case,
+dashes as underscores); the flag wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+import structlog
+
+from trainer.kube.client import Kube
+from trainer.manager import Manager, Settings
+
+
+def _env(flag: str, default: str | None = None) -> str | None:
+    return os.environ.get("TRAINER_" + flag.upper().replace("-", "_"), default)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the flags (see ``--help``)."""
+    p = argparse.ArgumentParser(prog="trainer-operator", description="Run the trainer operator.")
+    p.add_argument(
+        "--kubeconfig", default=_env("kubeconfig"), help="kubeconfig path; default: in-cluster or $KUBECONFIG"
+    )
+    p.add_argument("--namespace", default=_env("namespace"), help="watch only this namespace; default: all")
+    p.add_argument(
+        "--max-concurrent-reconciles",
+        type=int,
+        default=int(_env("max-concurrent-reconciles", "4") or 4),
+        help="reconciles running at once (default 4)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=_env("log-format", "auto"),
+        help="json, console, or auto: console on a terminal, json otherwise",
+    )
+    p.add_argument("--log-level", default=_env("log-level", "info"), help="debug, info, warning, error")
+    return p.parse_args(argv)
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    """Structured logs: JSON lines, or a readable console format on a terminal."""
+    console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    renderer: structlog.typing.Processor = (
+        structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.INFO)),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Connect, run the manager until SIGTERM/SIGINT, then stop cleanly."""
+    log = structlog.get_logger("trainer")
+    kube = await Kube.connect(args.kubeconfig)
+    manager = Manager(
+        kube, Settings(namespace=args.namespace, max_concurrent_reconciles=args.max_concurrent_reconciles)
+    )
+    log.info("starting", namespace=args.namespace or "(all)", max_concurrent_reconciles=args.max_concurrent_reconciles)
+    task = asyncio.create_task(manager.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        log.info("stopping")
+    finally:
+        await kube.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = parse_args(argv)
+    configure_logging(args.log_format, args.log_level)
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

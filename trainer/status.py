@@ -1,0 +1,219 @@
+"""Pure status logic: observed child Jobs -> ``jobsStatus`` and TrainJob conditions.
+
+``jobs_status`` counts exactly as JobSet's ``calculateReplicatedJobStatuses``
+(kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``), since Kueue reads these counts:
+``ready``, ``active`` and ``suspended`` over unfinished Jobs, ``succeeded``/``failed`` over finished
+ones. Conditions follow kubeflow/trainer ``trainjob_types.go`` (Suspended/Resumed, Complete,
+Failed) plus ``Running`` and ``RuntimeNotFound``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from api.base import Condition
+from api.trainer_v1alpha1 import (
+    COND_COMPLETE,
+    COND_FAILED,
+    COND_RUNNING,
+    COND_SUSPENDED,
+    REASON_RESUMED,
+    REASON_SUSPENDED,
+    JobSetSpec,
+    JobStatus,
+    ReplicatedJob,
+)
+from trainer.builders.labels import REPLICATED_JOB_NAME
+
+JSON = dict[str, Any]
+COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
+
+
+def job_finished(job: JSON) -> str | None:
+    """``"Complete"`` or ``"Failed"`` when a batch/v1 Job has that condition True, else None."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return str(cond["type"])
+    return None
+
+
+def _pods_expected(job: JSON) -> int:
+    spec = job.get("spec") or {}
+    count = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
+    completions = spec.get("completions")
+    if completions is not None and int(completions) < count:
+        count = int(completions)
+    return count
+
+
+def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[JobStatus]:
+    """Counts of child Jobs per replicated job, in the runtime's order."""
+    counts = {r.name: JobStatus(name=r.name) for r in rjobs}
+    for job in jobs:
+        st = counts.get(((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME, ""))
+        if st is None:
+            continue
+        status = job.get("status") or {}
+        finished = job_finished(job)
+        if finished == "Complete":
+            st.succeeded += 1
+        elif finished == "Failed":
+            st.failed += 1
+        else:
+            if int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= _pods_expected(job):
+                st.ready += 1
+            if int(status.get("active") or 0) > 0:
+                st.active += 1
+            if (job.get("spec") or {}).get("suspend"):
+                st.suspended += 1
+    return list(counts.values())
+
+
+def dependency_blocker(rjob: ReplicatedJob, statuses: dict[str, JobStatus], replicas: dict[str, int]) -> str:
+    """Why ``rjob`` may not start yet ("" when every ``dependsOn`` entry is met).
+
+    ``Ready``: every Job of the dependency is ready or succeeded; ``Complete``: every one succeeded.
+    """
+    for dep in rjob.depends_on or []:
+        st = statuses.get(dep.name)
+        want = replicas.get(dep.name, 0)
+        if st is None:
+            return f"depends on unknown replicated job {dep.name!r}"
+        reached = st.succeeded if dep.status == "Complete" else st.ready + st.succeeded
+        if reached < want:
+            return f"waiting for replicated job {dep.name!r} to be {dep.status} ({reached}/{want} Jobs)"
+    return ""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the controller saw: the TrainJob's desired suspension, its Jobs and its runtime."""
+
+    suspended: bool
+    jobs: list[JSON]
+    template: JobSetSpec
+    trainer_rjob: str | None
+
+
+def finished_condition(obs: Observed, statuses: list[JobStatus]) -> Condition | None:
+    """The terminal condition the Jobs call for (Failed wins over Complete), or None."""
+    failed = [j for j in obs.jobs if job_finished(j) == "Failed"]
+    if failed:
+        job = failed[0]
+        cond = next(c for c in job["status"]["conditions"] if c.get("type") == "Failed" and c.get("status") == "True")
+        return Condition(
+            type=COND_FAILED,
+            status="True",
+            reason="FailedJobs",
+            message=f"Job {job['metadata']['name']} failed: {cond.get('reason', '')}: {cond.get('message', '')}",
+        )
+    policy = obs.template.success_policy or {}
+    rjobs = obs.template.replicated_jobs or []
+    targets = set(policy.get("targetReplicatedJobs") or [r.name for r in rjobs])
+    by_name = {s.name: s for s in statuses}
+    replicas = {r.name: r.replicas for r in rjobs if r.name in targets}
+    if not replicas:
+        return None
+    if policy.get("operator") == "Any":
+        done = any(by_name[n].succeeded > 0 for n in replicas)
+    else:
+        done = all(by_name[n].succeeded >= want for n, want in replicas.items())
+    if done:
+        return Condition(
+            type=COND_COMPLETE, status="True", reason="AllJobsCompleted", message="TrainJob completed successfully"
+        )
+    return None
+
+
+def desired_conditions(obs: Observed, statuses: list[JobStatus], current: list[Condition]) -> list[Condition]:
+    """The conditions the TrainJob should carry now (without timestamps; see :func:`merge_conditions`)."""
+    have = {c.type: c for c in current}
+    done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
+    if done is not None:
+        # Finished is final: every condition stays, only Running turns False.
+        stopped = Condition(type=COND_RUNNING, status="False", reason=done, message=f"TrainJob {done}")
+        return [stopped if c.type == COND_RUNNING else c for c in current]
+    out: list[Condition] = []
+    if obs.suspended:
+        out.append(
+            Condition(type=COND_SUSPENDED, status="True", reason=REASON_SUSPENDED, message="TrainJob is suspended")
+        )
+    elif COND_SUSPENDED in have:
+        out.append(Condition(type=COND_SUSPENDED, status="False", reason=REASON_RESUMED, message="TrainJob is resumed"))
+    finished = finished_condition(obs, statuses)
+    if finished is not None:
+        out.append(finished)
+        if COND_RUNNING in have:
+            reason = "Completed" if finished.type == COND_COMPLETE else "Failed"
+            out.append(Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {finished.type}"))
+        return out
+    trainer = next((s for s in statuses if s.name == obs.trainer_rjob), None)
+    rjob = next((r for r in obs.template.replicated_jobs or [] if r.name == obs.trainer_rjob), None)
+    running = (
+        not obs.suspended
+        and trainer is not None
+        and rjob is not None
+        and rjob.replicas > 0
+        and trainer.ready >= rjob.replicas
+    )
+    if running:
+        out.append(
+            Condition(
+                type=COND_RUNNING, status="True", reason="TrainerPodsRunning", message="All trainer pods are running"
+            )
+        )
+    elif COND_RUNNING in have:
+        reason = "Suspended" if obs.suspended else "TrainerPodsNotReady"
+        out.append(
+            Condition(type=COND_RUNNING, status="False", reason=reason, message="Not all trainer pods are running")
+        )
+    return out
+
+
+def runtime_not_found(kind: str, name: str, namespace: str | None) -> Condition:
+    """The condition of a TrainJob whose runtime does not exist."""
+    where = f" in namespace {namespace!r}" if namespace else ""
+    return Condition(
+        type=COND_RUNTIME_NOT_FOUND,
+        status="True",
+        reason=COND_RUNTIME_NOT_FOUND,
+        message=(
+            f"{kind} {name!r} not found{where}: create it, or change spec.runtimeRef to an existing runtime; "
+            "the TrainJob is reconciled again when it appears"
+        ),
+    )
+
+
+def merge_conditions(
+    current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
+) -> list[Condition]:
+    """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
+    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
+    latest thing that happened); conditions the controller no longer wants are dropped, except
+    Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
+    out = [c.model_copy() for c in current]
+    by_type = {c.type: i for i, c in enumerate(out)}
+    wanted = {c.type for c in desired}
+    for new in desired:
+        i = by_type.get(new.type)
+        if i is not None and out[i].status == new.status:
+            if (out[i].reason, out[i].message) != (new.reason, new.message):
+                out[i] = out[i].model_copy(update={"reason": new.reason, "message": new.message})
+            continue
+        fresh = new.model_copy(update={"last_transition_time": now, "observed_generation": generation})
+        if i is not None:
+            out[i] = fresh
+            if new.status == "True":
+                out.append(out.pop(i))
+        else:
+            out.append(fresh)
+        by_type = {c.type: j for j, c in enumerate(out)}
+    return [c for c in out if c.type in wanted]
+
+
+def transitions(before: list[Condition], after: list[Condition]) -> list[Condition]:
+    """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
+    old = {c.type: c.status for c in before}
+    return [c for c in after if old.get(c.type) != c.status]
