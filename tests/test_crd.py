@@ -1,0 +1,83 @@
+"""The CRDs are generated from the API models and checked in; a stale file fails here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api import crd
+from api.trainer_v1alpha1 import TrainJob
+
+
+@pytest.mark.parametrize("spec", crd.CRDS, ids=lambda s: s.plural)
+def test_checked_in_crd_is_current(spec: crd.CRDSpec) -> None:
+    path = crd.path_of(spec)
+    assert path.exists(), f"{path} missing: run `python -m api.crd`"
+    assert path.read_text() == crd.render(spec), f"{path} is stale: run `python -m api.crd`"
+
+
+def schema_of(plural: str) -> dict[str, Any]:
+    spec = next(s for s in crd.CRDS if s.plural == plural)
+    version: dict[str, Any] = crd.crd(spec)["spec"]["versions"][0]
+    return version
+
+
+def walk(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    for part in path.split("."):
+        schema = schema["items"] if part == "[]" else schema["properties"][part]
+    return schema
+
+
+def test_trainjob_schema_has_status_columns_defaults_enums_and_rules() -> None:
+    version = schema_of("trainjobs")
+    assert version["subresources"] == {"status": {}}
+    assert {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"} in version[
+        "additionalPrinterColumns"
+    ]
+    spec = walk(version["schema"]["openAPIV3Schema"], "spec")
+    assert spec["required"] == ["runtimeRef"]
+    assert walk(spec, "suspend")["default"] is False
+    assert walk(spec, "managedBy")["default"] == "trainer.kubeflow.org/trainjob-controller"
+    assert walk(spec, "runtimeRef.kind")["enum"] == ["TrainingRuntime", "ClusterTrainingRuntime"]
+    assert walk(spec, "runtimeRef")["x-kubernetes-validations"][0]["rule"] == "self == oldSelf"
+    gates = walk(spec, "podSpecOverrides.[].schedulingGates")
+    assert gates["x-kubernetes-list-map-keys"] == ["name"]
+    assert walk(spec, "podSpecOverrides.[].targetJobs")["minItems"] == 1
+    assert walk(spec, "podSpecOverrides.[].affinity")["x-kubernetes-preserve-unknown-fields"] is True
+    assert walk(spec, "trainer.numProcPerNode") == {
+        "x-kubernetes-int-or-string": True,
+        "description": walk(spec, "trainer.numProcPerNode")["description"],
+    }
+    assert "kubectl" not in str(spec)  # descriptions are the docstrings, not tool notes
+
+
+def test_every_property_is_typed_structurally() -> None:
+    def check(node: dict[str, Any], where: str) -> None:
+        assert "$ref" not in node and "anyOf" not in node, where
+        assert (
+            "type" in node or node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+        ), where
+        for name, child in (node.get("properties") or {}).items():
+            check(child, f"{where}.{name}")
+        if isinstance(node.get("items"), dict):
+            check(node["items"], f"{where}[]")
+
+    for spec in crd.CRDS:
+        check(crd.crd(spec)["spec"]["versions"][0]["schema"]["openAPIV3Schema"], spec.plural)
+
+
+def test_upstream_manifest_round_trips_through_the_model() -> None:
+    manifest = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "a"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {"numNodes": 2, "numProcPerNode": 4, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 4}}},
+            "podSpecOverrides": [{"targetJobs": [{"name": "node"}], "schedulingGates": [{"name": "g"}]}],
+        },
+    }
+    data = TrainJob.model_validate(manifest).to_dict()
+    assert data["spec"]["trainer"] == manifest["spec"]["trainer"]  # type: ignore[index]
+    assert data["spec"]["podSpecOverrides"] == manifest["spec"]["podSpecOverrides"]  # type: ignore[index]

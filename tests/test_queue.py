@@ -1,0 +1,48 @@
+"""The work queue: de-duplication, no concurrent processing of one key, backoff."""
+
+from __future__ import annotations
+
+import asyncio
+
+from trainer.kube.queue import WorkQueue
+
+
+async def test_a_key_is_queued_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for _ in range(3):
+        q.add("a")
+    q.add("b")
+    assert len(q) == 2
+    assert await q.get() == "a"
+    assert await q.get() == "b"
+
+
+async def test_a_key_added_while_processing_comes_back_after_done() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    key = await q.get()
+    q.add("a")
+    assert len(q) == 0, "a key being processed must not be handed to a second worker"
+    q.done(key)
+    assert len(q) == 1
+    assert await q.get() == "a"
+    q.done("a")
+    assert len(q) == 0
+
+
+async def test_backoff_doubles_and_forget_resets() -> None:
+    q: WorkQueue[str] = WorkQueue(base_delay=0.01, max_delay=0.04)
+    delays = [q.add_rate_limited("a") for _ in range(4)]
+    assert delays == [0.01, 0.02, 0.04, 0.04]
+    assert q.failures("a") == 4
+    q.forget("a")
+    assert q.failures("a") == 0
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+    q.shutdown()
+
+
+async def test_add_after_fires_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add_after("a", 0.02)
+    q.add_after("a", 0.5)  # a later timer does not postpone the earlier one
+    assert await asyncio.wait_for(q.get(), 0.3) == "a"

@@ -1,0 +1,111 @@
+"""Pure status logic: jobsStatus counts (as JobSet counts them) and TrainJob conditions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.base import Condition
+from api.trainer_v1alpha1 import JobSetSpec, ReplicatedJob
+from trainer.status import Observed, desired_conditions, jobs_status, merge_conditions, transitions
+
+
+def job(rjob: str, **status: Any) -> dict[str, Any]:
+    conditions = status.pop("conditions", [])
+    suspend = status.pop("suspend", False)
+    parallelism = status.pop("parallelism", 2)
+    return {
+        "metadata": {"name": f"j-{rjob}", "labels": {"jobset.sigs.k8s.io/replicatedjob-name": rjob}},
+        "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": suspend},
+        "status": {**status, "conditions": conditions},
+    }
+
+
+RJOBS = [ReplicatedJob(name="init", template={}), ReplicatedJob(name="node", replicas=2, template={})]
+TEMPLATE = JobSetSpec(replicated_jobs=RJOBS)
+
+
+def counts(jobs: list[dict[str, Any]]) -> dict[str, tuple[int, int, int, int, int]]:
+    return {s.name: (s.ready, s.succeeded, s.failed, s.active, s.suspended) for s in jobs_status(RJOBS, jobs)}
+
+
+def test_jobs_status_counts_like_jobset() -> None:
+    jobs = [
+        job("init", conditions=[{"type": "Complete", "status": "True"}], succeeded=2),
+        job("node", ready=2, active=2),
+        job("node", ready=1, succeeded=1, active=1),
+    ]
+    assert counts(jobs) == {"init": (0, 1, 0, 0, 0), "node": (2, 0, 0, 2, 0)}
+
+
+def test_jobs_status_counts_suspended_and_failed() -> None:
+    jobs = [job("node", suspend=True), job("node", conditions=[{"type": "Failed", "status": "True"}], active=0)]
+    assert counts(jobs) == {"init": (0, 0, 0, 0, 0), "node": (0, 0, 1, 0, 1)}
+
+
+def test_unknown_replicated_job_label_is_ignored() -> None:
+    assert counts([job("other", ready=2, active=2)]) == {"init": (0, 0, 0, 0, 0), "node": (0, 0, 0, 0, 0)}
+
+
+def conds(obs: Observed, current: list[Condition] | None = None) -> dict[str, tuple[str, str]]:
+    out = desired_conditions(obs, jobs_status(RJOBS, obs.jobs), current or [])
+    return {c.type: (c.status, c.reason) for c in out}
+
+
+def test_suspended_then_resumed() -> None:
+    suspended = conds(Observed(True, [], TEMPLATE, "node"))
+    assert suspended == {"Suspended": ("True", "Suspended")}
+    have = [Condition(type="Suspended", status="True", reason="Suspended")]
+    assert conds(Observed(False, [], TEMPLATE, "node"), have) == {"Suspended": ("False", "Resumed")}
+
+
+def test_running_once_every_trainer_job_is_ready() -> None:
+    one_ready = [job("node", ready=2, active=2), job("node", ready=1, active=2)]
+    assert "Running" not in conds(Observed(False, one_ready, TEMPLATE, "node"))
+    all_ready = [job("node", ready=2, active=2), job("node", ready=2, active=2)]
+    assert conds(Observed(False, all_ready, TEMPLATE, "node"))["Running"] == ("True", "TrainerPodsRunning")
+
+
+def test_complete_when_every_job_succeeded_and_failed_wins() -> None:
+    ok = {"conditions": [{"type": "Complete", "status": "True"}]}
+    done = [job("init", **ok), job("node", **ok), job("node", **ok)]
+    have = [Condition(type="Running", status="True", reason="TrainerPodsRunning")]
+    result = conds(Observed(False, done, TEMPLATE, "node"), have)
+    assert result["Complete"] == ("True", "AllJobsCompleted")
+    assert result["Running"] == ("False", "Completed")
+    failed = [
+        *done[:2],
+        job("node", conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]),
+    ]
+    out = desired_conditions(Observed(False, failed, TEMPLATE, "node"), jobs_status(RJOBS, failed), [])
+    assert [(c.type, c.reason) for c in out] == [("Failed", "FailedJobs")]
+    assert "BackoffLimitExceeded" in out[0].message
+
+
+def test_finished_is_final() -> None:
+    have = [Condition(type="Complete", status="True", reason="AllJobsCompleted")]
+    assert conds(Observed(False, [], TEMPLATE, "node"), have) == {"Complete": ("True", "AllJobsCompleted")}
+
+
+def test_success_policy_any_targets() -> None:
+    template = JobSetSpec(replicated_jobs=RJOBS, success_policy={"operator": "Any", "targetReplicatedJobs": ["node"]})
+    one = [job("node", conditions=[{"type": "Complete", "status": "True"}])]
+    assert conds(Observed(False, one, template, "node"))["Complete"][0] == "True"
+
+
+def test_merge_keeps_transition_time_and_moves_new_true_conditions_last() -> None:
+    first = merge_conditions([], [Condition(type="Suspended", status="True", reason="Suspended")], "t1")
+    resumed = merge_conditions(first, [Condition(type="Suspended", status="False", reason="Resumed")], "t2")
+    assert resumed[0].last_transition_time == "t2"
+    running = merge_conditions(
+        resumed,
+        [
+            Condition(type="Suspended", status="False", reason="Resumed"),
+            Condition(type="Running", status="True", reason="TrainerPodsRunning"),
+        ],
+        "t3",
+    )
+    assert [c.type for c in running] == ["Suspended", "Running"]
+    assert running[0].last_transition_time == "t2"
+    assert [c.type for c in transitions(resumed, running)] == ["Running"]
+    again = merge_conditions(running, [Condition(type="Suspended", status="True", reason="Suspended")], "t4")
+    assert [c.type for c in again] == ["Suspended"]
