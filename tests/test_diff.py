@@ -41,5 +41,5 @@ def test_drift_is_written_and_missing_object_is_created() -> None:
 def test_hash_is_stable_and_ignores_its_own_annotation(value: object) -> None:
     once = with_hash(obj(v=value))
     twice = with_hash(once)
-    assert once["metadata"]["annotations"][HASH_ANNOTATION] == twice["metadata"]["annotations"][HASH_ANNOTATION]  # type: ignore[index]
+    assert once["metadata"]["annotations"][HASH_ANNOTATION] == twice["metadata"]["annotations"][HASH_ANNOTATION]
     assert is_subset(once, once)

@@ -1,0 +1,86 @@
+"""End-to-end fixtures: a real local cluster, the CRDs, the operator process, and a client.
+
+The cluster is started once per test session from the cached binaries (built on first use by
+``e2e/build.sh``); the operator runs as its own process, exactly as ``python -m trainer`` runs.
+Each test works in a namespace of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.cluster import LocalCluster
+from e2e.helpers import ROOT, Client
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    state = Path(os.environ.get("TRAINER_E2E_CLUSTER_DIR") or tmp_path_factory.mktemp("cluster"))
+    local = LocalCluster(state, nodes=4)
+    local.start()
+    local.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
+    local.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    try:
+        yield local
+    finally:
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            local.stop()
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: LocalCluster) -> Iterator[Path]:
+    """The operator process, logging JSON to ``<cluster state>/logs/operator.log``."""
+    log_path = cluster.state_dir / "logs" / "operator.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trainer", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    try:
+        yield log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        assert proc.returncode in (0, -15), f"operator exited with {proc.returncode}; see {log_path}"
+
+
+@pytest.fixture(scope="session")
+async def client(cluster: LocalCluster, operator: Path) -> AsyncIterator[Client]:
+    c = await Client.connect(cluster)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture(scope="session")
+async def samples(client: Client) -> None:
+    """The sample ClusterTrainingRuntime, installed once."""
+    await client.apply_file(ROOT / "config" / "samples" / "torch-distributed.yaml")
+
+
+@pytest.fixture
+async def ns(client: Client) -> AsyncIterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    await client.create_namespace(name)
+    try:
+        yield name
+    finally:
+        await client.delete_namespace(name)
+        await asyncio.sleep(0)

@@ -1,0 +1,281 @@
+"""TrainJob end to end on the real local cluster: children, overrides, gates, suspend, dependsOn,
+deletion and a missing runtime. Pods run on KWOK nodes, which drive them to Running and then
+Succeeded after the delay their annotations ask for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e.helpers import ROOT, Client, condition, wait_for
+from trainer.kube.client import JOBS, PODS, SERVICES, TRAINJOBS
+
+pytestmark = pytest.mark.e2e
+JSON = dict[str, Any]
+RUN_FOR = {  # KWOK completes pods carrying these after ~delay (jitter must exceed delay)
+    "pod-complete.stage.kwok.x-k8s.io/delay": "600s",
+    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "601s",
+}
+
+
+def rjob(name: str, step: str | None = None, run_for: dict[str, str] | None = None, **extra: Any) -> JSON:
+    """A replicated job whose pods run ``run_for`` (default: complete at once)."""
+    labels = {"trainer.kubeflow.org/trainjob-ancestor-step": step} if step else {}
+    return {
+        "name": name,
+        **extra,
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "template": {
+                    "metadata": {"annotations": run_for or {}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "node" if step == "trainer" else name,
+                                "image": "busybox",
+                                "env": [{"name": "R", "value": name}],
+                            }
+                        ]
+                    },
+                }
+            },
+        },
+    }
+
+
+def runtime(name: str, *rjobs: JSON, torch: bool = True) -> JSON:
+    spec: JSON = {"template": {"spec": {"replicatedJobs": list(rjobs)}}}
+    if torch:
+        spec["mlPolicy"] = {"numNodes": 1, "torch": {"numProcPerNode": "auto"}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def trainjob(name: str, runtime_name: str, kind: str = "TrainingRuntime", **spec: Any) -> JSON:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": runtime_name, "kind": kind}, **spec},
+    }
+
+
+def env(container: JSON) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def gated(pod: JSON) -> bool:
+    c = condition(pod, "PodScheduled")
+    return bool(c and c.get("reason") == "SchedulingGated")
+
+
+async def test_sample_trainjob_runs_to_complete(client: Client, samples: None, ns: str) -> None:
+    await client.apply_file(ROOT / "config" / "samples" / "trainjob.yaml", ns)
+    tj = await client.wait_condition(ns, "pytorch-simple", "Complete", timeout=90)
+    assert tj["status"]["conditions"][-1]["type"] == "Complete"
+    assert tj["status"]["jobsStatus"] == [
+        {"name": "node", "ready": 0, "succeeded": 1, "failed": 0, "active": 0, "suspended": 0}
+    ]
+    (job,) = await client.jobs(ns, "pytorch-simple")
+    assert job["metadata"]["name"] == "pytorch-simple-node-0"
+    assert (job["spec"]["parallelism"], job["spec"]["completions"], job["spec"]["completionMode"]) == (2, 2, "Indexed")
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=pytorch-simple")
+    assert len(pods) == 2
+    for pod in pods:
+        labels = pod["metadata"]["labels"]
+        assert labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
+        assert labels["jobset.sigs.k8s.io/job-index"] == "0"
+        index = labels["batch.kubernetes.io/job-completion-index"]
+        assert pod["spec"]["hostname"] == f"pytorch-simple-node-0-{index}"
+        assert pod["spec"]["subdomain"] == "pytorch-simple"
+        node = pod["spec"]["containers"][0]
+        assert env(node)["PET_NNODES"] == "2"
+        assert env(node)["PET_MASTER_ADDR"] == "pytorch-simple-node-0-0.pytorch-simple"
+        assert node["resources"]["requests"]["cpu"] == "1"
+        assert pod["status"]["phase"] == "Succeeded"
+    svc = await client.service(ns, "pytorch-simple")
+    assert svc is not None and svc["spec"]["clusterIP"] == "None"
+    reasons = {e["reason"] for e in await client.events(ns, "pytorch-simple")}
+    assert {"SuccessfulCreate", "AllJobsCompleted"} <= reasons
+
+
+async def test_running_condition_and_jobs_status_while_pods_run(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    await client.apply(trainjob("long", "rt", trainer={"numNodes": 3}), ns)
+    tj = await client.wait_condition(ns, "long", "Running", timeout=60)
+    assert tj["status"]["jobsStatus"][0] == {
+        "name": "node",
+        "ready": 1,
+        "succeeded": 0,
+        "failed": 0,
+        "active": 1,
+        "suspended": 0,
+    }
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=long")
+    assert [p["status"]["phase"] for p in pods] == ["Running"] * 3
+
+
+async def test_scheduling_gates_reach_only_the_targeted_pods_until_removed(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR), rjob("aux", None, RUN_FOR)), ns)
+    override = {"targetJobs": [{"name": "aux"}], "schedulingGates": [{"name": "example.com/hold"}]}
+    await client.apply(trainjob("gates", "rt", podSpecOverrides=[override]), ns)
+
+    async def both_sides() -> tuple[list[JSON], list[JSON]] | None:
+        aux = await client.pods(ns, "jobset.sigs.k8s.io/replicatedjob-name=aux")
+        node = await client.pods(ns, "jobset.sigs.k8s.io/replicatedjob-name=node")
+        if aux and node and all(gated(p) for p in aux) and all(p["status"].get("phase") == "Running" for p in node):
+            return aux, node
+        return None
+
+    aux, node = await wait_for(both_sides, "aux pods gated and node pods running")
+    assert aux[0]["spec"]["schedulingGates"] == [{"name": "example.com/hold"}]
+    assert "schedulingGates" not in node[0]["spec"]
+    assert aux[0]["status"]["phase"] == "Pending" and "nodeName" not in aux[0]["spec"]
+    # Kubernetes lets a gate be removed from a Pod; then it schedules and runs.
+    await client.kube.merge_patch(PODS, ns, aux[0]["metadata"]["name"], {"spec": {"schedulingGates": None}})
+
+    async def aux_running() -> JSON | None:
+        (pod,) = await client.pods(ns, "jobset.sigs.k8s.io/replicatedjob-name=aux")
+        return pod if pod["status"].get("phase") == "Running" else None
+
+    pod = await wait_for(aux_running, "aux pod running once its gate is removed")
+    assert pod["spec"]["nodeName"].startswith("kwok-node-")
+
+
+async def test_suspend_holds_pods_overrides_change_while_suspended_and_resume_starts(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    await client.apply(trainjob("sus", "rt", suspend=True, trainer={"numNodes": 2}), ns)
+    tj = await client.wait_condition(ns, "sus", "Suspended")
+    assert condition(tj, "Suspended")["reason"] == "Suspended"  # type: ignore[index]
+    jobs = await wait_for(lambda: client.jobs(ns, "sus"), "suspended Job created")
+    assert jobs[0]["spec"]["suspend"] is True
+    await wait_for(lambda: _jobs_status_suspended(client, ns, "sus"), "jobsStatus counts the suspended Job", timeout=20)
+    assert await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=sus") == []
+
+    # Overrides changed while suspended reach the Job (scheduling directives and env alike).
+    override = {
+        "targetJobs": [{"name": "node"}],
+        "nodeSelector": {"type": "kwok"},
+        "schedulingGates": [{"name": "example.com/topology"}],
+        "containers": [{"name": "node", "env": [{"name": "EXTRA", "value": "1"}]}],
+    }
+    await client.apply(trainjob("sus", "rt", suspend=True, trainer={"numNodes": 2}, podSpecOverrides=[override]), ns)
+
+    async def job_updated() -> JSON | None:
+        jobs = await client.jobs(ns, "sus")
+        spec = jobs[0]["spec"]["template"]["spec"] if jobs else {}
+        ok = spec.get("nodeSelector") == {"type": "kwok"} and env(spec["containers"][0]).get("EXTRA") == "1"
+        return jobs[0] if ok else None
+
+    job = await wait_for(job_updated, "overrides re-applied to the suspended Job")
+    assert job["spec"]["template"]["spec"]["schedulingGates"] == [{"name": "example.com/topology"}]
+    assert await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=sus") == []
+
+    # Resume: pods are created, carrying the overrides (gated until the gate goes).
+    await client.apply(trainjob("sus", "rt", suspend=False, trainer={"numNodes": 2}, podSpecOverrides=[override]), ns)
+    tj = await client.wait_condition(ns, "sus", "Suspended", status="False")
+    assert condition(tj, "Suspended")["reason"] == "Resumed"  # type: ignore[index]
+    pods = await wait_for(
+        lambda: _n_pods(client, ns, "jobset.sigs.k8s.io/jobset-name=sus", 2), "pods created after resume"
+    )
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"] == {"type": "kwok"}
+        assert env(pod["spec"]["containers"][0])["EXTRA"] == "1"
+        assert pod["spec"]["schedulingGates"] == [{"name": "example.com/topology"}]
+
+
+async def _jobs_status_suspended(client: Client, ns: str, name: str) -> bool:
+    tj = await client.trainjob(ns, name)
+    return bool(tj and (tj.get("status") or {}).get("jobsStatus", [{}])[0].get("suspended") == 1)
+
+
+async def _n_pods(client: Client, ns: str, selector: str, n: int) -> list[JSON] | None:
+    pods = await client.pods(ns, selector)
+    return pods if len(pods) == n else None
+
+
+async def test_depends_on_creates_the_trainer_only_after_the_initializer_completes(client: Client, ns: str) -> None:
+    init_run = {
+        "pod-complete.stage.kwok.x-k8s.io/delay": "3s",
+        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "4s",
+    }
+    await client.apply(
+        runtime(
+            "rt",
+            rjob("dataset-initializer", "dataset-initializer", init_run),
+            rjob("node", "trainer", dependsOn=[{"name": "dataset-initializer", "status": "Complete"}]),
+        ),
+        ns,
+    )
+    await client.apply(trainjob("dep", "rt", initializer={"dataset": {"storageUri": "hf://x"}}), ns)
+    jobs = await wait_for(lambda: client.jobs(ns, "dep"), "initializer Job")
+    assert [j["metadata"]["name"] for j in jobs] == ["dep-dataset-initializer-0"]
+    assert env(jobs[0]["spec"]["template"]["spec"]["containers"][0])["STORAGE_URI"] == "hf://x"
+    await client.wait_condition(ns, "dep", "Complete", timeout=60)
+    init, node = await client.jobs(ns, "dep")
+    completed = next(c for c in init["status"]["conditions"] if c["type"] == "Complete")["lastTransitionTime"]
+    assert node["metadata"]["creationTimestamp"] >= completed
+
+
+async def test_deleting_the_trainjob_removes_every_child(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR), rjob("aux", None, RUN_FOR)), ns)
+    await client.apply(trainjob("del", "rt"), ns)
+    await wait_for(lambda: _n_pods(client, ns, "jobset.sigs.k8s.io/jobset-name=del", 2), "pods of both jobs")
+    assert await client.service(ns, "del") is not None
+    await client.kube.delete(TRAINJOBS, ns, "del", propagation="Foreground")
+
+    async def gone() -> bool:
+        jobs = await client.jobs(ns, "del")
+        svc = await client.service(ns, "del")
+        pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=del")
+        return not jobs and svc is None and not pods and await client.trainjob(ns, "del") is None
+
+    await wait_for(gone, "TrainJob, Jobs, Service and Pods deleted", timeout=60)
+
+
+async def test_missing_runtime_gets_a_named_condition_and_recovers_when_it_appears(client: Client, ns: str) -> None:
+    await client.apply(trainjob("orphan", "late-rt"), ns)
+    tj = await client.wait_condition(ns, "orphan", "RuntimeNotFound")
+    cond = condition(tj, "RuntimeNotFound")
+    assert cond is not None and "TrainingRuntime 'late-rt' not found" in cond["message"]
+    assert "spec.runtimeRef" in cond["message"]
+    assert tj["status"]["conditions"][-1]["type"] == "RuntimeNotFound"
+    events = await client.events(ns, "orphan")
+    assert any(e["type"] == "Warning" and "late-rt" in e["message"] for e in events)
+    assert await client.jobs(ns, "orphan") == []
+
+    await client.apply(runtime("late-rt", rjob("node", "trainer")), ns)
+    done = await client.wait_condition(ns, "orphan", "Complete", timeout=60)
+    assert condition(done, "RuntimeNotFound") is None
+
+
+async def test_a_trainjob_managed_by_multikueue_is_left_alone(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await client.apply(trainjob("mk", "rt", managedBy="kueue.x-k8s.io/multikueue"), ns)
+    # A managed-by-us twin proves the operator is active in this namespace meanwhile.
+    await client.apply(trainjob("ours", "rt"), ns)
+    await client.wait_condition(ns, "ours", "Complete", timeout=60)
+    assert await client.jobs(ns, "mk") == []
+    assert await client.kube.get_or_none(SERVICES, ns, "mk") is None
+    tj = await client.trainjob(ns, "mk")
+    assert not (tj or {}).get("status")
+
+
+async def test_a_failed_job_fails_the_trainjob_with_its_reason(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    await client.apply(trainjob("fail", "rt"), ns)
+    (job,) = await wait_for(lambda: client.jobs(ns, "fail"), "the Job")
+    # Fail the Job for real: an activeDeadlineSeconds the Job controller enforces.
+    await client.kube.merge_patch(JOBS, ns, job["metadata"]["name"], {"spec": {"activeDeadlineSeconds": 1}})
+    tj = await client.wait_condition(ns, "fail", "Failed", timeout=60)
+    failed = condition(tj, "Failed")
+    assert failed is not None and failed["reason"] == "FailedJobs"
+    assert "DeadlineExceeded" in failed["message"]
+    assert tj["status"]["jobsStatus"][0]["failed"] == 1
