@@ -165,6 +165,12 @@ def field_schema(info: FieldInfo) -> dict[str, Any]:
             schema["maxItems" if schema.get("type") == "array" else "maxLength"] = m.max_length
     if isinstance(info.json_schema_extra, dict):
         schema.update(info.json_schema_extra)
+    items = schema.get("items") or {}
+    if schema.get("x-kubernetes-list-map-keys") and items.get("x-kubernetes-preserve-unknown-fields"):
+        # An opaque item still has to declare its map keys, as required strings.
+        keys = schema["x-kubernetes-list-map-keys"]
+        items["properties"] = {k: {"type": "string"} for k in keys}
+        items["required"] = list(keys)
     return schema
 
 

@@ -23,11 +23,32 @@ from e2e.helpers import ROOT, Client
 pytestmark = pytest.mark.e2e
 
 
+class ExternalCluster:
+    """A cluster someone else runs (e.g. kind, see ``e2e/kind.sh``), named by its kubeconfig."""
+
+    def __init__(self, kubeconfig: Path, state_dir: Path) -> None:
+        self.kubeconfig, self.state_dir = kubeconfig, state_dir
+
+    def run_kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args], check=check, capture_output=True, text=True
+        )
+
+    def stop(self) -> None:
+        """Not ours to stop."""
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster | ExternalCluster]:
+    """The local cluster, or the one ``TRAINER_E2E_KUBECONFIG`` names."""
     state = Path(os.environ.get("TRAINER_E2E_CLUSTER_DIR") or tmp_path_factory.mktemp("cluster"))
-    local = LocalCluster(state, nodes=4)
-    local.start()
+    external = os.environ.get("TRAINER_E2E_KUBECONFIG")
+    local: LocalCluster | ExternalCluster
+    if external:
+        local = ExternalCluster(Path(external), state)
+    else:
+        local = LocalCluster(state, nodes=4)
+        local.start()
     local.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
     local.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     try:
@@ -38,7 +59,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: LocalCluster) -> Iterator[Path]:
+def operator(cluster: LocalCluster | ExternalCluster) -> Iterator[Path]:
     """The operator process, logging JSON to ``<cluster state>/logs/operator.log``."""
     log_path = cluster.state_dir / "logs" / "operator.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +82,7 @@ def operator(cluster: LocalCluster) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-async def client(cluster: LocalCluster, operator: Path) -> AsyncIterator[Client]:
+async def client(cluster: LocalCluster | ExternalCluster, operator: Path) -> AsyncIterator[Client]:
     c = await Client.connect(cluster)
     try:
         yield c

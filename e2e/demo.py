@@ -67,7 +67,9 @@ async def watch_sample(cluster: LocalCluster, timeout: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"cluster state directory (default {DEFAULT_DIR})")
+    parser.add_argument(
+        "--dir", type=Path, default=DEFAULT_DIR, help=f"cluster state directory (default {DEFAULT_DIR})"
+    )
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Complete")
     args = parser.parse_args(argv)
     started = time.monotonic()

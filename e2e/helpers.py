@@ -49,7 +49,7 @@ class Client:
         self.kube = kube
 
     @classmethod
-    async def connect(cls, cluster: LocalCluster) -> Client:
+    async def connect(cls, cluster: LocalCluster | Any) -> Client:
         return cls(await Kube.connect(str(cluster.kubeconfig)))
 
     async def close(self) -> None:

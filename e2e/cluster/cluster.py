@@ -268,6 +268,9 @@ class LocalCluster:
                 f"--initial-cluster=trainer-local={peer}",
                 "--initial-cluster-state=new",
                 "--unsafe-no-fsync=true",
+                # A single member on loopback: elect itself leader in ~0.1 s instead of ~1 s.
+                "--heartbeat-interval=10",
+                "--election-timeout=100",
                 "--log-level=warn",
             ],
         )
@@ -357,7 +360,7 @@ class LocalCluster:
                 raise RuntimeError(f"{component} exited while waiting for {what}:\n{proc.log_tail()}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"timed out waiting for {what}; {component} log:\n{proc.log_tail()}")
-            time.sleep(0.2)
+            time.sleep(0.1)
         self.log(f"{what} ({time.monotonic() - began:.1f}s)")
 
     @staticmethod

@@ -110,13 +110,14 @@ def _reap(pid: int) -> None:
 
 
 def _runs(pid: int, binary: Path) -> bool:
-    """Whether ``pid`` is a live (non-zombie) process executing ``binary``."""
+    """Whether ``pid`` is a live (non-zombie) process executing ``binary``.
+
+    The identity check reads ``/proc/<pid>/exe``, which the kernel sets early in exec: unlike
+    ``/proc/<pid>/cmdline`` it is never empty for a process that has just been started.
+    """
     _reap(pid)
-    proc = Path("/proc") / str(pid)
     try:
-        stat = (proc / "stat").read_text()
-        argv0 = (proc / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
-    except OSError:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:  # gone, a zombie, or not ours to inspect
         return False
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X") and argv0 == str(binary)
+    return exe.removesuffix(" (deleted)") == str(binary.resolve())
