@@ -25,6 +25,7 @@ from trainer.kube.client import (
     SERVICES,
     TRAINING_RUNTIMES,
     TRAINJOBS,
+    ApiError,
     Kube,
 )
 from trainer.kube.events import EventRecorder
@@ -101,21 +102,29 @@ class Manager:
         while True:
             key = await self.queue.get()
             started = time.monotonic()
+            structlog.contextvars.bind_contextvars(trainjob="/".join(key))
             try:
                 requeue = await self.reconciler.reconcile(key)
             except asyncio.CancelledError:
-                self.queue.done(key)
                 raise
+            except ApiError as e:
+                if e.namespace_terminating:
+                    self.queue.forget(key)
+                    log.debug("namespace terminating, not retrying")
+                else:
+                    delay = self.queue.add_rate_limited(key)
+                    log.warning("reconcile failed", error=str(e), retry_in=round(delay, 3))
             except Exception as e:
                 delay = self.queue.add_rate_limited(key)
-                log.warning("reconcile failed", trainjob="/".join(key), error=repr(e), retry_in=round(delay, 3))
+                log.exception("reconcile failed", error=repr(e), retry_in=round(delay, 3))
             else:
                 self.queue.forget(key)
                 if requeue:
                     self.queue.add_after(key, requeue)
-                log.debug("reconciled", trainjob="/".join(key), seconds=round(time.monotonic() - started, 4))
+                log.debug("reconciled", seconds=round(time.monotonic() - started, 4))
             finally:
                 self.queue.done(key)
+                structlog.contextvars.clear_contextvars()
 
     async def run(self) -> None:
         """Run until cancelled: start the caches, wait for their first list, then the workers."""

@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for name, pid in cluster.status().items():
         print(f"{name:24} {'pid ' + str(pid) if pid else 'not running'}")
+    print(f"{'kube-apiserver /readyz':24} {'ok' if cluster.apiserver_ready() else 'not ready'}")
     running = cluster.is_running()
-    print(f"{'kube-apiserver /readyz':24} {'ok' if running else 'not ready'}")
+    print(f"{'cluster':24} {'running' if running else 'not running (up restarts it)'}")
     if running:
         print(f"{'server':24} {cluster.server}")
         print(f"{'kubeconfig':24} {cluster.kubeconfig}")

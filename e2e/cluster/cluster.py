@@ -67,6 +67,8 @@ def free_ports(count: int) -> list[int]:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Like the Go servers: a port whose old connections linger in TIME_WAIT is reusable.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -182,7 +184,7 @@ class LocalCluster:
         """Whether every component runs and the kube-apiserver reports ready."""
         if not all(component.is_alive() for component in self._components.values()):
             return False
-        return self._apiserver_ready()
+        return self.apiserver_ready()
 
     def start(self) -> None:
         """Start the cluster, or reuse it if it is already running and healthy.
@@ -216,7 +218,7 @@ class LocalCluster:
             self._start_etcd(ports)
             self._wait("etcd healthy", deadline, lambda: self._etcd_healthy(ports["etcd_client"]), "etcd")
             self._start_apiserver(ports)
-            self._wait("kube-apiserver ready", deadline, self._apiserver_ready, "kube-apiserver")
+            self._wait("kube-apiserver ready", deadline, self.apiserver_ready, "kube-apiserver")
             self._start_controller_manager()
             self._start_scheduler()
             self._start_kwok()
@@ -372,7 +374,8 @@ class LocalCluster:
         except (OSError, ValueError):
             return False
 
-    def _apiserver_ready(self) -> bool:
+    def apiserver_ready(self) -> bool:
+        """Whether the kube-apiserver answers ``/readyz`` with 200."""
         if "apiserver" not in self.ports:
             return False
         try:

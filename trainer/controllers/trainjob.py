@@ -127,6 +127,8 @@ class TrainJobReconciler:
         try:
             stored = await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
+            if e.namespace_terminating:
+                return None
             if e.invalid or e.status == 403:
                 await self.events.emit(
                     owner,
@@ -136,6 +138,7 @@ class TrainJobReconciler:
                 )
                 return None
             raise
+        log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
         if existing is None:
             await self.events.emit(
                 owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
@@ -154,6 +157,8 @@ class TrainJobReconciler:
         try:
             await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
+            if e.namespace_terminating:
+                return
             if not e.invalid:
                 raise
             if existing is not None and (existing.get("spec") or {}).get("suspend") and desired["spec"]["suspend"]:
@@ -167,6 +172,7 @@ class TrainJobReconciler:
                         if not again.invalid:
                             raise
                 if int((existing.get("status") or {}).get("active") or 0) == 0:
+                    log.info("recreating suspended job", name=desired["metadata"]["name"], why=e.message)
                     await self.kube.delete(JOBS, *_key(desired))
                     await self.events.emit(
                         owner,
@@ -182,6 +188,7 @@ class TrainJobReconciler:
                 f"Job {desired['metadata']['name']}: {e.message}",
             )
             return
+        log.info("applied", kind="Job", name=desired["metadata"]["name"], created=existing is None)
         if existing is None:
             await self.events.emit(owner, "Normal", "SuccessfulCreate", f"Created Job {desired['metadata']['name']}")
 

@@ -87,6 +87,13 @@ class ApiError(Exception):
         return self.status == 410
 
     @property
+    def namespace_terminating(self) -> bool:
+        """True when the namespace is being deleted: nothing more can be created in it."""
+        details = self.body.get("details")
+        causes = (details.get("causes") if isinstance(details, dict) else None) or []
+        return self.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
+
+    @property
     def invalid(self) -> bool:
         """True for 422: the object was refused by validation; retrying the same write cannot help."""
         return self.status == 422

@@ -71,6 +71,8 @@ class EventRecorder:
         except ApiError as e:
             if e.not_found:
                 self._seen.pop(ident, None)
+            if e.namespace_terminating:
+                return
             log.warning("event not recorded", reason=reason, error=str(e))
         except Exception as e:
             log.warning("event not recorded", reason=reason, error=repr(e))
