@@ -5,17 +5,43 @@
 # a fresh clone on the same machine reuses it. GOMODCACHE and GOCACHE stay Go's defaults
 # (outside the checkout), so a partial build also resumes quickly.
 #
-# Usage: e2e/build.sh            # build what is missing, print the bin directory
+# Usage: e2e/build.sh                  # build every component that is missing, print the bin directory
+#        e2e/build.sh volcano kueue    # build only the named components
+# Components: etcd kwok kubernetes volcano kueue
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
+# shellcheck source=SCRIPTDIR/versions.env disable=SC1091
 source "$here/versions.env"
 
 cache="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 log() { printf '[build] %s\n' "$*" >&2; }
+
+# module_dir MODULE VERSION: download MODULE@VERSION into the module cache and print its directory.
+module_dir() {
+  local json dir
+  mkdir -p "$cache/src"
+  if ! json="$(cd "$cache/src" && go mod download -json "$1@$2")"; then
+    printf '%s\n' "$json" >&2
+    return 1
+  fi
+  dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p' <<<"$json")"
+  [ -d "$dir" ] || { log "$1@$2: no module directory in: $json"; return 1; }
+  printf '%s\n' "$dir"
+}
+
+# required_version GOMOD MODULE: the version of MODULE that the go.mod file GOMOD requires.
+required_version() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$1"; }
+
+# copy_crds DEST FILE...: copy CRD manifests out of the (read-only) module cache.
+copy_crds() {
+  local dest="$1"
+  shift
+  mkdir -p "$dest"
+  install -m 0644 "$@" "$dest/"
+}
 
 # build_kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
 # k8s.io/kubernetes, with every staging module replaced by its published v0.Y.Z twin.
@@ -103,7 +129,105 @@ build_kwok() {
   GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$ver"
 }
 
-build_etcd
-build_kwok
-build_kubernetes
+# build_volcano: vc-scheduler and vc-controller-manager, and Volcano's CRDs in crds/. Volcano's
+# go.mod has replace directives (old grpc, k8s.io staging pins), so `go install` refuses it: build
+# through a wrapper module of its own that requires it and repeats every one of those replaces.
+build_volcano() {
+  local ver="$VOLCANO_VERSION" out="$cache/bin/volcano-$VOLCANO_VERSION"
+  [ -x "$out/vc-scheduler" ] && [ -x "$out/vc-controller-manager" ] && \
+    [ -f "$out/crds/scheduling.volcano.sh_podgroups.yaml" ] && return 0
+  local mod="$cache/src/volcano-$ver" src gomod
+  mkdir -p "$mod" "$out"
+  log "volcano $ver: resolving modules in $mod"
+  src="$(module_dir volcano.sh/volcano "$ver")"
+  gomod="$(go env GOMODCACHE)/cache/download/volcano.sh/volcano/@v/$ver.mod"
+  if grep -Eq '=> \.{1,2}/' "$gomod"; then
+    log "volcano $ver: go.mod replaces a module with a local directory; cannot build it from the proxy"
+    return 1
+  fi
+  {
+    echo "module local/volcano-build"
+    echo
+    awk '$1 == "go" {print; exit}' "$gomod"
+    echo
+    echo "require volcano.sh/volcano $ver"
+    echo
+    echo "replace ("
+    awk '/^replace \($/ {block = 1; next}
+         block && /^\)/ {block = 0; next}
+         block {print; next}
+         /^replace / {sub(/^replace /, "\t"); print}' "$gomod"
+    echo ")"
+  } >"$mod/go.mod"
+  cat >"$mod/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import (
+	_ "volcano.sh/volcano/cmd/controller-manager"
+	_ "volcano.sh/volcano/cmd/scheduler"
+)
+EOF
+  (cd "$mod" && go mod tidy)
+  local ldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$ver"
+  local cmd bin
+  for cmd in scheduler controller-manager; do
+    bin="vc-$cmd"
+    [ -x "$out/$bin" ] && continue
+    log "volcano $ver: building $bin"
+    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/$bin.tmp" "volcano.sh/volcano/cmd/$cmd")
+    mv "$out/$bin.tmp" "$out/$bin"
+  done
+  # The CRDs the scheduler and the job/queue/podgroup controllers use, plus the jobflow ones
+  # (vc-controller-manager starts its jobflow and jobtemplate controllers by default).
+  local bases="$src/config/crd/volcano/bases"
+  [ -d "$bases" ] || bases="$src/installer/helm/chart/volcano/crd/bases"
+  copy_crds "$out/crds" "$bases"/*.yaml
+  if [ -d "$src/config/crd/jobflow/bases" ]; then
+    copy_crds "$out/crds" "$src/config/crd/jobflow/bases"/*.yaml
+  fi
+}
+
+# build_kueue: the Kueue manager, and in crds/ Kueue's CRDs plus those of the JobSet and MPIJob
+# kinds Kueue integrates with (each from the module at the version Kueue's go.mod requires).
+build_kueue() {
+  local ver="$KUEUE_VERSION" out="$cache/bin/kueue-$KUEUE_VERSION"
+  [ -x "$out/kueue" ] && [ -f "$out/crds/kueue.x-k8s.io_clusterqueues.yaml" ] && \
+    [ -f "$out/crds/jobset.x-k8s.io_jobsets.yaml" ] && \
+    [ -f "$out/crds/kubeflow.org_mpijobs.yaml" ] && return 0
+  local src gomod dep want
+  mkdir -p "$out"
+  src="$(module_dir sigs.k8s.io/kueue "$ver")"
+  gomod="$(go env GOMODCACHE)/cache/download/sigs.k8s.io/kueue/@v/$ver.mod"
+  for dep in "sigs.k8s.io/jobset=$JOBSET_VERSION" "github.com/kubeflow/mpi-operator=$MPI_OPERATOR_VERSION"; do
+    want="$(required_version "$gomod" "${dep%%=*}")"
+    [ "$want" = "${dep#*=}" ] || \
+      log "kueue $ver: warning: its go.mod requires ${dep%%=*} $want, versions.env has ${dep#*=}"
+  done
+  if [ ! -x "$out/kueue" ]; then
+    log "kueue $ver: building"
+    GOBIN="$out" go install -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$ver" \
+      "sigs.k8s.io/kueue/cmd/kueue@$ver"
+  fi
+  copy_crds "$out/crds" "$src/config/components/crd/bases"/*.yaml
+  src="$(module_dir sigs.k8s.io/jobset "$JOBSET_VERSION")"
+  copy_crds "$out/crds" "$src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
+  src="$(module_dir github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION")"
+  copy_crds "$out/crds" "$src/manifests/base/kubeflow.org_mpijobs.yaml"
+}
+
+components=(etcd kwok kubernetes volcano kueue)
+[ "$#" -gt 0 ] && components=("$@")
+for component in "${components[@]}"; do
+  if ! declare -F "build_$component" >/dev/null; then
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue"
+    exit 2
+  fi
+done
+for component in "${components[@]}"; do
+  start=$SECONDS
+  "build_$component"
+  log "$component: ready ($((SECONDS - start))s)"
+done
 echo "$cache/bin"

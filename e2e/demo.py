@@ -34,9 +34,9 @@ async def watch_sample(cluster: LocalCluster, timeout: float) -> bool:
     client = await Client.connect(cluster)
     try:
         await client.apply_file(ROOT / "config" / "samples" / "torch-distributed.yaml")
-        if await client.kube.delete(TRAINJOBS, NAMESPACE, NAME, propagation="Foreground"):
-            say(f"deleting the previous TrainJob {NAMESPACE}/{NAME}")
-            while await client.trainjob(NAMESPACE, NAME) is not None:
+        if await client.kube.delete(TRAINJOBS, NAMESPACE, NAME):
+            say(f"deleted the previous TrainJob {NAMESPACE}/{NAME}; waiting for its Jobs to go")
+            while await client.trainjob(NAMESPACE, NAME) is not None or await client.jobs(NAMESPACE, NAME):
                 await asyncio.sleep(0.2)
         await client.apply_file(SAMPLE, NAMESPACE)
         say(f"created TrainJob {NAMESPACE}/{NAME} from {SAMPLE.relative_to(ROOT)}")

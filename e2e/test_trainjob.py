@@ -229,7 +229,7 @@ async def test_deleting_the_trainjob_removes_every_child(client: Client, ns: str
     await client.apply(trainjob("del", "rt"), ns)
     await wait_for(lambda: _n_pods(client, ns, "jobset.sigs.k8s.io/jobset-name=del", 2), "pods of both jobs")
     assert await client.service(ns, "del") is not None
-    await client.kube.delete(TRAINJOBS, ns, "del", propagation="Foreground")
+    await client.kube.delete(TRAINJOBS, ns, "del")
 
     async def gone() -> bool:
         jobs = await client.jobs(ns, "del")

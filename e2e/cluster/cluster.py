@@ -224,6 +224,9 @@ class LocalCluster:
             self._start_kwok()
             self._wait("default ServiceAccount", deadline, self._default_service_account, "kube-controller-manager")
             self._ensure_nodes(deadline)
+            for component in self._components.values():
+                if not component.is_alive():
+                    raise RuntimeError(f"{component.name} exited during start:\n{component.log_tail()}")
         except BaseException:
             self.log(f"start failed, logs in {self.state_dir / 'logs'}; stopping")
             self.stop()
