@@ -49,9 +49,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster |
     else:
         local = LocalCluster(state, nodes=4)
         local.start()
-    local.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
-    local.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     try:
+        local.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
+        local.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         yield local
     finally:
         if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
