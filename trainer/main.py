@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from trainer import gang
 from trainer.kube.client import Kube
 from trainer.manager import Manager, Settings
 
@@ -36,6 +37,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=int(_env("max-concurrent-reconciles", "4") or 4),
         help="reconciles running at once (default 4)",
+    )
+    p.add_argument(
+        "--gang-scheduler-name",
+        choices=sorted(gang.SCHEDULERS),
+        default=_env("gang-scheduler-name", "none"),
+        help="gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins or none (default none)",
     )
     p.add_argument(
         "--log-format",

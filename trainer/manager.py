@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import structlog
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
+from trainer import gang
 from trainer.builders.labels import JOBSET_NAME
 from trainer.controllers.trainjob import Caches, TrainJobReconciler
 from trainer.kube.cache import Informer, Key, controller_of, key_of, wait_synced
@@ -42,6 +43,8 @@ class Settings:
     """Namespace to watch; None watches all."""
     max_concurrent_reconciles: int = 4
     """Reconciles running at once."""
+    gang_scheduler_name: str = "none"
+    """The gang scheduler pods are handed to (``--gang-scheduler-name``)."""
 
 
 class Manager:
@@ -57,8 +60,13 @@ class Manager:
             jobs=Informer(kube, JOBS, ns, label_selector=JOBSET_NAME),
             services=Informer(kube, SERVICES, ns, label_selector=JOBSET_NAME),
         )
+        self.gang = gang.get(settings.gang_scheduler_name)
+        for res in self.gang.watches:
+            informer = Informer(kube, res, ns if res.namespaced else None)
+            informer.add_handler(self._on_child if res.namespaced else self._on_cluster_object)
+            self.caches.gang[res] = informer
         self.queue: WorkQueue[Key] = WorkQueue()
-        self.reconciler = TrainJobReconciler(kube, self.caches, EventRecorder(kube))
+        self.reconciler = TrainJobReconciler(kube, self.caches, EventRecorder(kube), self.gang)
         self.caches.trainjobs.add_handler(self._on_trainjob)
         self.caches.jobs.add_handler(self._on_child)
         self.caches.services.add_handler(self._on_child)
@@ -70,7 +78,7 @@ class Manager:
     def informers(self) -> list[Informer]:
         """Every informer, in start order."""
         c = self.caches
-        return [c.cluster_runtimes, c.runtimes, c.jobs, c.services, c.trainjobs]
+        return [*c.gang.values(), c.cluster_runtimes, c.runtimes, c.jobs, c.services, c.trainjobs]
 
     def _on_trainjob(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old
@@ -82,6 +90,12 @@ class Manager:
             ref = controller_of(obj) if obj is not None else None
             if ref and ref.get("kind") == "TrainJob" and obj is not None:
                 self.queue.add((key_of(obj)[0], str(ref["name"])))
+
+    def _on_cluster_object(self, old: JSON | None, new: JSON | None) -> None:
+        """A cluster-wide object a gang scheduler reads (e.g. a Volcano Queue) changed: every
+        TrainJob may depend on it."""
+        for tj in self.caches.trainjobs.items():
+            self.queue.add(key_of(tj))
 
     def _on_runtime(self, old: JSON | None, new: JSON | None) -> None:
         obj = new or old

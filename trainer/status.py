@@ -132,9 +132,10 @@ def desired_conditions(obs: Observed, statuses: list[JobStatus], current: list[C
     have = {c.type: c for c in current}
     done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
     if done is not None:
-        # Finished is final: every condition stays, only Running turns False.
+        # Finished is final: the outcome stays, Running turns False, gang conditions go.
         stopped = Condition(type=COND_RUNNING, status="False", reason=done, message=f"TrainJob {done}")
-        return [stopped if c.type == COND_RUNNING else c for c in current]
+        kept = (COND_SUSPENDED, COND_COMPLETE, COND_FAILED)
+        return [stopped if c.type == COND_RUNNING else c for c in current if c.type in (*kept, COND_RUNNING)]
     out: list[Condition] = []
     if obs.suspended:
         out.append(

@@ -8,7 +8,7 @@ reference, so deleting the TrainJob lets the garbage collector remove them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 from pydantic import ValidationError
@@ -26,11 +26,13 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
+from trainer.builders.gang import completed_first, decorate, gang_conditions, trainjob_gang_input
 from trainer.builders.jobs import build_children, trainer_rjob
 from trainer.builders.labels import FIELD_MANAGER
 from trainer.diff import needs_apply, with_hash
+from trainer.gang.base import COND_MISCONFIGURED, Facts, GangScheduler
 from trainer.kube.cache import Informer, Key
-from trainer.kube.client import JOBS, JSON, TRAINJOBS, ApiError, Kube
+from trainer.kube.client import JOBS, JSON, TRAINJOBS, ApiError, Kube, Resource, resource_of
 from trainer.kube.events import EventRecorder, now_rfc3339
 from trainer.status import (
     COND_RUNTIME_NOT_FOUND,
@@ -44,7 +46,7 @@ from trainer.status import (
 
 log = structlog.get_logger("trainer.trainjob")
 
-WARNING_CONDITIONS = {COND_FAILED, COND_RUNTIME_NOT_FOUND}
+WARNING_CONDITIONS = {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED}
 
 
 @dataclass
@@ -56,13 +58,28 @@ class Caches:
     cluster_runtimes: Informer
     jobs: Informer
     services: Informer
+    gang: dict[Resource, Informer] = field(default_factory=dict)
+    """The informers the gang scheduler watches, by resource."""
+
+    def facts(self) -> Facts:
+        """A read-only view of the gang scheduler's caches."""
+
+        def get(res: Resource, namespace: str | None, name: str) -> JSON | None:
+            informer = self.gang.get(res)
+            return informer.get(namespace, name) if informer else None
+
+        def items(res: Resource) -> list[JSON]:
+            informer = self.gang.get(res)
+            return informer.items() if informer else []
+
+        return Facts(get=get, items=items)
 
 
 class TrainJobReconciler:
     """Reconciles one TrainJob per call. Raise to retry with backoff; return seconds to requeue after."""
 
-    def __init__(self, kube: Kube, caches: Caches, events: EventRecorder) -> None:
-        self.kube, self.caches, self.events = kube, caches, events
+    def __init__(self, kube: Kube, caches: Caches, events: EventRecorder, gang: GangScheduler) -> None:
+        self.kube, self.caches, self.events, self.gang = kube, caches, events, gang
 
     def runtime_for(self, job: TrainJob) -> JSON | None:
         """The cached runtime the job references, or None."""
@@ -98,15 +115,24 @@ class TrainJobReconciler:
         current = (job.status.conditions if job.status else None) or []
         finished = any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in current)
         observed = self.caches.jobs.owned_by(str(job.metadata.uid))
+        started = any(not (j.get("spec") or {}).get("suspend") for j in observed)
+        gang_input = trainjob_gang_input(obj, job, runtime.spec, self.gang.name, finished, started)
+        plan = self.gang.plan(gang_input, self.caches.facts())
+        for res, ns, name in plan.delete:
+            if await self.kube.delete(res, ns, name):
+                log.info("deleted", kind=res.kind, name=name)
         suspend = bool(job.spec.suspend)
-        children = build_children(job, runtime.spec, observed, suspend)
+        children = build_children(job, runtime.spec, observed, suspend or plan.hold)
         if not finished:
+            for pod_group in plan.apply:
+                informer = self.caches.gang.get(resource_of(pod_group))
+                await self._apply(obj, pod_group, informer.get(*_key(pod_group)) if informer else None)
             if children.service is not None:
                 await self._apply(obj, children.service, self.caches.services.get(*_key(children.service)))
-            for desired in children.jobs:
+            for desired in decorate(children.jobs, plan, completed_first(runtime.spec)):
                 await self._apply_job(obj, desired)
             for rjob, why in children.waiting.items():
-                log.debug("replicated job waiting", trainjob=key, rjob=rjob, why=why)
+                log.debug("replicated job waiting", rjob=rjob, why=why)
 
         rjobs = (runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else None) or []
         statuses = jobs_status(rjobs, observed)
@@ -117,7 +143,10 @@ class TrainJobReconciler:
             template=runtime.spec.template.spec or JobSetSpec(),
             trainer_rjob=trainer.name if trainer else None,
         )
-        await self._write_status(obj, job, desired_conditions(obs, statuses, current), statuses)
+        conditions = desired_conditions(obs, statuses, current)
+        if not finished:
+            conditions += gang_conditions(plan)
+        await self._write_status(obj, job, conditions, statuses)
         return None
 
     async def _apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> JSON | None:

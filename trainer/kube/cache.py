@@ -137,6 +137,14 @@ class Informer:
                 if e.gone:
                     log.info("watch expired, relisting", resource=self.res.plural)
                     continue
+                if e.not_found:
+                    # The kind is not served (its CRD is not installed): an empty cache, said loudly.
+                    self.synced.set()
+                    log.error(
+                        "resource not served; is its CRD installed?",
+                        resource=self.res.api_version + "/" + self.res.plural,
+                    )
+                    delay = self._backoff_max
                 log.warning("list/watch failed", resource=self.res.plural, error=str(e), retry_in=delay)
             except (aiohttp.ClientError, TimeoutError, ValueError) as e:
                 log.warning("list/watch connection failed", resource=self.res.plural, error=repr(e), retry_in=delay)

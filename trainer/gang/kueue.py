@@ -1,0 +1,42 @@
+"""Kueue (``--gang-scheduler-name=kueue``): no PodGroup of ours; Kueue admits the whole job.
+
+Kueue (kubernetes-sigs/kueue, integrations ``trainer.kubeflow.org/trainjob`` and
+``kubeflow.org/mpijob``) reads the queue label ``kueue.x-k8s.io/queue-name``, keeps the job
+suspended until its Workload is admitted, then writes node selectors, tolerations and scheduling
+gates into the job (``podSpecOverrides`` for Kueue 0.14, ``runtimePatches`` for >= 0.17) and sets
+``suspend: false``. The reconciler already honours suspend and applies both override forms, so this
+module only reports what Kueue cannot carry: a Volcano queue, pods naming another scheduler, a
+runtime ``podGroupPolicy``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from trainer.gang.base import (
+    Facts,
+    GangInput,
+    GangPlan,
+    queue_problem,
+    runtime_policy_problem,
+    scheduler_name_problems,
+)
+from trainer.kube.client import Resource
+
+FLAG = "kueue"
+
+
+class Kueue:
+    """``--gang-scheduler-name=kueue``."""
+
+    name: ClassVar[str] = "kueue"
+    watches: ClassVar[list[Resource]] = []
+
+    def plan(self, job: GangInput, facts: Facts) -> GangPlan:
+        if job.finished:
+            return GangPlan()
+        plan = GangPlan()
+        plan.conditions += queue_problem(job, {"kueue"}, FLAG)
+        plan.conditions += scheduler_name_problems(job, None, FLAG)
+        plan.conditions += runtime_policy_problem(job, None, FLAG)
+        return plan
