@@ -307,14 +307,9 @@ class ContainerOverride(Model):
     """Volume mounts added to the container."""
 
 
-class PodSpecOverride(Model):
-    """Overrides of the Pod templates of some replicated jobs (v2.0 ``PodSpecOverride``; v2.1 fields
-    affinity and imagePullSecrets included)."""
+class PodTemplateSpecOverride(Model):
+    """Overrides of a Pod template spec (v2.1 ``PodTemplateSpecOverride``)."""
 
-    target_jobs: list[PodSpecOverrideTargetJob] = Field(
-        json_schema_extra={"x-kubernetes-list-type": "atomic"}, min_length=1
-    )
-    """Replicated jobs whose Pod templates are overridden."""
     service_account_name: str | None = None
     """Service account of the Pods."""
     node_selector: dict[str, str] | None = None
@@ -333,6 +328,30 @@ class PodSpecOverride(Model):
     """Scheduling gates added to the Pods; the Pods stay unscheduled until each gate is removed."""
     image_pull_secrets: list[LocalObjectReference] | None = list_map("name")
     """Image pull secrets added to the Pods."""
+
+
+class PodSpecOverride(PodTemplateSpecOverride):
+    """Overrides of the Pod templates of some replicated jobs (v2.0 ``PodSpecOverride``, written by
+    Kueue 0.14.0-0.14.4; v2.1 fields affinity and imagePullSecrets included)."""
+
+    target_jobs: list[PodSpecOverrideTargetJob] = Field(
+        json_schema_extra={"x-kubernetes-list-type": "atomic"}, min_length=1
+    )
+    """Replicated jobs whose Pod templates are overridden."""
+
+
+class PodTemplateOverride(Model):
+    """Overrides of the Pod templates of some replicated jobs (v2.1 ``PodTemplateOverride``, written by
+    Kueue 0.14.5-0.16)."""
+
+    target_jobs: list[PodSpecOverrideTargetJob] = Field(
+        json_schema_extra={"x-kubernetes-list-type": "atomic"}, min_length=1
+    )
+    """Replicated jobs whose Pod templates are overridden."""
+    metadata: KubeObject | None = None
+    """Labels and annotations merged into the Pod template metadata."""
+    spec: PodTemplateSpecOverride | None = None
+    """Overrides of the Pod template spec."""
 
 
 class RuntimePatch(Model):
@@ -361,7 +380,9 @@ class TrainJobSpec(Model):
     annotations: dict[str, str] | None = None
     """Annotations added to the child Jobs and their Pods."""
     pod_spec_overrides: list[PodSpecOverride] | None = atomic_list()
-    """Overrides of the Pod templates of chosen replicated jobs (Kueue 0.14 writes here)."""
+    """Overrides of the Pod templates of chosen replicated jobs (v2.0 form; Kueue 0.14.0-0.14.4 writes here)."""
+    pod_template_overrides: list[PodTemplateOverride] | None = atomic_list()
+    """Overrides of the Pod templates of chosen replicated jobs (v2.1 form; Kueue 0.14.5-0.16 writes here)."""
     runtime_patches: list[RuntimePatch] | None = list_map("manager")
     """Patches of the runtime by managers such as Kueue >= 0.17 or the kubeflow SDK."""
     suspend: bool | None = False

@@ -250,3 +250,26 @@ def test_spec_labels_and_annotations_reach_jobs_and_pods(runtime: ClusterTrainin
     assert job["metadata"]["annotations"]["note"] == "n"
     assert job["spec"]["template"]["metadata"]["labels"]["team"] == "a"
     assert job["spec"]["parallelism"] == 1
+
+
+def test_pod_template_overrides_merge_metadata_and_spec() -> None:
+    runtime = multi_step_runtime()
+    tj = TrainJob.model_validate(
+        {
+            "metadata": {"name": "t", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "runtimeRef": {"name": "with-init"},
+                "podTemplateOverrides": [
+                    {
+                        "targetJobs": [{"name": "dataset-initializer"}],
+                        "metadata": {"labels": {"kueue.x-k8s.io/podset": "init"}},
+                        "spec": {"nodeSelector": {"zone": "z2"}, "tolerations": [{"key": "t", "operator": "Exists"}]},
+                    }
+                ],
+            },
+        }
+    )
+    init_job = build_children(tj, runtime.spec, [], suspend=False).jobs[0]
+    assert pod_spec(init_job)["nodeSelector"] == {"zone": "z2"}
+    assert pod_spec(init_job)["tolerations"] == [{"key": "t", "operator": "Exists"}]
+    assert init_job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "init"

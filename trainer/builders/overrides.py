@@ -1,21 +1,22 @@
-"""Apply a TrainJob's ``podSpecOverrides`` and ``runtimePatches`` to one replicated job's Pod template.
+"""Apply a TrainJob's overrides to one replicated job's Pod template, in all three upstream forms.
 
-Both forms end in the same merge: ``podSpecOverrides`` (kubeflow/trainer v2.0
-``pkg/runtime/framework/plugins/jobset/builder.go``; written by Kueue 0.14) are turned into a Pod
-template patch, and ``runtimePatches`` (v2.2+; written by Kueue >= 0.17 and the kubeflow SDK)
-already carry one per replicated job. Patches apply in list order; later ones win.
+Every form ends in the same merge: ``podSpecOverrides`` (kubeflow/trainer v2.0; written by Kueue
+0.14.0-0.14.4) and ``podTemplateOverrides`` (v2.1; Kueue 0.14.5-0.16) are turned into a Pod
+template patch, and ``runtimePatches`` (v2.2+; Kueue >= 0.17 and the kubeflow SDK) already carry
+one per replicated job. Patches apply in that order, each list in its order; later ones win.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.trainer_v1alpha1 import PodSpecOverride, TrainJob
+from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
 from trainer.builders.merge import JSON, deep_merge, find_named, merge_named_replace
 
 
-def override_patch(override: PodSpecOverride) -> JSON:
-    """The Pod template patch ``{metadata, spec}`` equivalent to one ``podSpecOverride``."""
+def override_patch(override: PodTemplateSpecOverride) -> JSON:
+    """The Pod template patch ``{spec}`` equivalent to one ``podSpecOverride`` (or the spec of a
+    ``podTemplateOverride``)."""
     spec: JSON = {}
     if override.service_account_name is not None:
         spec["serviceAccountName"] = override.service_account_name
@@ -53,6 +54,12 @@ def patches_for(job: TrainJob, rjob: str) -> list[JSON]:
     for override in job.spec.pod_spec_overrides or []:
         if any(t.name == rjob for t in override.target_jobs):
             out.append(override_patch(override))
+    for tmpl in job.spec.pod_template_overrides or []:
+        if any(t.name == rjob for t in tmpl.target_jobs):
+            tpatch = override_patch(tmpl.spec) if tmpl.spec is not None else {"spec": {}}
+            meta = tmpl.metadata or {}
+            tpatch["metadata"] = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
+            out.append(tpatch)
     for patch in job.spec.runtime_patches or []:
         pod = runtime_patch_for(patch.training_runtime_spec, rjob)
         if pod is not None:
