@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from api import kubeflow_v2beta1 as kv2
 from api import trainer_v1alpha1 as tv1
 from api.base import IntOrString, OpaqueObject
 
@@ -83,6 +84,20 @@ CRDS: list[CRDSpec] = [
         short_names=["ctr"],
         categories=["kubeflow", "trainer"],
         printer_columns=[AGE],
+    ),
+    CRDSpec(
+        kv2.MPIJob,
+        kv2.GROUP,
+        kv2.VERSION,
+        "mpijobs",
+        "mpijob",
+        "Namespaced",
+        short_names=["mpij"],
+        categories=["kubeflow"],
+        printer_columns=[
+            {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            AGE,
+        ],
     ),
 ]
 

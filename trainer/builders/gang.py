@@ -17,6 +17,7 @@ import copy
 from api.base import Condition
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.builders.jobs import num_nodes, pod_template, trainer_rjob
+from trainer.builders.labels import REPLICATED_JOB_NAME
 from trainer.gang.base import (
     COND_MISCONFIGURED,
     JSON,
@@ -109,12 +110,13 @@ def trainjob_gang_input(
     )
 
 
-def decorate(jobs: list[JSON], plan: GangPlan, skip: set[str]) -> list[JSON]:
+def decorate(jobs: list[JSON], plan: GangPlan, skip: set[str], set_label: str = REPLICATED_JOB_NAME) -> list[JSON]:
     """Copies of ``jobs`` whose pod templates carry the plan's schedulerName (where unset), labels
-    and annotations. Jobs of replicated jobs in ``skip`` (not in the gang) are left as they are."""
+    and annotations. A Job's pod set is named by its label ``set_label``; Jobs of sets in ``skip``
+    (not in the gang) are left as they are."""
     out = []
     for job in jobs:
-        rjob = job["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name", "")
+        rjob = job["metadata"]["labels"].get(set_label, "")
         if rjob in skip:
             out.append(job)
             continue

@@ -28,11 +28,10 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders.gang import completed_first, decorate, gang_conditions, trainjob_gang_input
 from trainer.builders.jobs import build_children, trainer_rjob
-from trainer.builders.labels import FIELD_MANAGER
-from trainer.diff import needs_apply, with_hash
+from trainer.controllers.apply import Applier
 from trainer.gang.base import COND_MISCONFIGURED, Facts, GangScheduler
 from trainer.kube.cache import Informer, Key
-from trainer.kube.client import JOBS, JSON, TRAINJOBS, ApiError, Kube, Resource, resource_of
+from trainer.kube.client import JSON, TRAINJOBS, Kube, Resource, resource_of
 from trainer.kube.events import EventRecorder, now_rfc3339
 from trainer.status import (
     COND_RUNTIME_NOT_FOUND,
@@ -80,6 +79,7 @@ class TrainJobReconciler:
 
     def __init__(self, kube: Kube, caches: Caches, events: EventRecorder, gang: GangScheduler) -> None:
         self.kube, self.caches, self.events, self.gang = kube, caches, events, gang
+        self.applier = Applier(kube, events)
 
     def runtime_for(self, job: TrainJob) -> JSON | None:
         """The cached runtime the job references, or None."""
@@ -126,11 +126,11 @@ class TrainJobReconciler:
         if not finished:
             for pod_group in plan.apply:
                 informer = self.caches.gang.get(resource_of(pod_group))
-                await self._apply(obj, pod_group, informer.get(*_key(pod_group)) if informer else None)
+                await self.applier.apply(obj, pod_group, informer.get(*_key(pod_group)) if informer else None)
             if children.service is not None:
-                await self._apply(obj, children.service, self.caches.services.get(*_key(children.service)))
+                await self.applier.apply(obj, children.service, self.caches.services.get(*_key(children.service)))
             for desired in decorate(children.jobs, plan, completed_first(runtime.spec)):
-                await self._apply_job(obj, desired)
+                await self.applier.apply_job(obj, desired, self.caches.jobs.get(*_key(desired)))
             for rjob, why in children.waiting.items():
                 log.debug("replicated job waiting", rjob=rjob, why=why)
 
@@ -148,78 +148,6 @@ class TrainJobReconciler:
             conditions += gang_conditions(plan)
         await self._write_status(obj, job, conditions, statuses)
         return None
-
-    async def _apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> JSON | None:
-        desired = with_hash(desired)
-        if not needs_apply(desired, existing):
-            return existing
-        try:
-            stored = await self.kube.apply(desired, FIELD_MANAGER)
-        except ApiError as e:
-            if e.namespace_terminating:
-                return None
-            if e.invalid or e.status == 403:
-                await self.events.emit(
-                    owner,
-                    "Warning",
-                    "TrainJobResourcesCreationFailed",
-                    f"{desired['kind']} {desired['metadata']['name']}: {e.message}",
-                )
-                return None
-            raise
-        log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
-        if existing is None:
-            await self.events.emit(
-                owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
-            )
-        return stored
-
-    async def _apply_job(self, owner: JSON, desired: JSON) -> None:
-        """Apply one Job. A suspended Job whose Pod template cannot be changed in place (Kubernetes
-        allows only scheduling directives, and only before the Job first starts) has its startTime
-        cleared, and if that is not enough it is deleted to be recreated by the next reconcile: it
-        has no Pods, so nothing is lost."""
-        existing = self.caches.jobs.get(*_key(desired))
-        desired = with_hash(desired)
-        if not needs_apply(desired, existing):
-            return
-        try:
-            await self.kube.apply(desired, FIELD_MANAGER)
-        except ApiError as e:
-            if e.namespace_terminating:
-                return
-            if not e.invalid:
-                raise
-            if existing is not None and (existing.get("spec") or {}).get("suspend") and desired["spec"]["suspend"]:
-                if existing.get("status", {}).get("startTime"):
-                    ns, name = _key(desired)
-                    await self.kube.patch_status(JOBS, ns, name, {"startTime": None})
-                    try:
-                        await self.kube.apply(desired, FIELD_MANAGER)
-                        return
-                    except ApiError as again:
-                        if not again.invalid:
-                            raise
-                if int((existing.get("status") or {}).get("active") or 0) == 0:
-                    log.info("recreating suspended job", name=desired["metadata"]["name"], why=e.message)
-                    await self.kube.delete(JOBS, *_key(desired))
-                    await self.events.emit(
-                        owner,
-                        "Normal",
-                        "RecreatingJob",
-                        f"Recreating suspended Job {desired['metadata']['name']} to apply the changed Pod template",
-                    )
-                    return
-            await self.events.emit(
-                owner,
-                "Warning",
-                "TrainJobResourcesCreationFailed",
-                f"Job {desired['metadata']['name']}: {e.message}",
-            )
-            return
-        log.info("applied", kind="Job", name=desired["metadata"]["name"], created=existing is None)
-        if existing is None:
-            await self.events.emit(owner, "Normal", "SuccessfulCreate", f"Created Job {desired['metadata']['name']}")
 
     async def _write_status(
         self, obj: JSON, job: TrainJob, desired: list[Condition], statuses: list[JobStatus] | None

@@ -1,0 +1,162 @@
+"""MPI machinery shared by MPIJob and TrainJobs with an ``mpi`` ML policy: hostfile, SSH keys,
+launcher environment.
+
+Follows kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go`` (hostfile formats per
+implementation, ``discover_hosts.sh``, the launcher environment) and kubeflow/trainer
+``pkg/runtime/framework/plugins/mpi`` (ECDSA P-521 keys in a ``kubernetes.io/ssh-auth`` Secret,
+mounted as ``id_rsa``, ``id_rsa.pub`` and ``authorized_keys``).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from trainer.builders.labels import owner_reference
+from trainer.builders.merge import JSON, upsert_env
+
+CONFIG_MOUNT = "/etc/mpi"
+HOSTFILE = "hostfile"
+DISCOVER_HOSTS = "discover_hosts.sh"
+SSH_VOLUME = "ssh-auth"
+CONFIG_VOLUME = "mpi-job-config"
+RSH_ARGS = "-o ConnectionAttempts=10"
+
+
+@dataclass(frozen=True)
+class Host:
+    """One hostfile entry: a pod's FQDN and its slots."""
+
+    fqdn: str
+    slots: int
+
+
+def hostfile(implementation: str, hosts: list[Host]) -> str:
+    """The hostfile text: ``<host> slots=<n>`` for OpenMPI, ``<host>:<n>`` for Intel MPI and MPICH."""
+    if implementation == "OpenMPI":
+        lines = [f"{h.fqdn} slots={h.slots}" for h in hosts]
+    else:
+        lines = [f"{h.fqdn}:{h.slots}" for h in hosts]
+    return "".join(line + "\n" for line in lines)
+
+
+def discover_hosts(hosts: list[Host]) -> str:
+    """``discover_hosts.sh`` for elastic Horovod: prints ``<host>:<slots>`` per line."""
+    return "#!/bin/sh\n" + "".join(f"echo {h.fqdn}:{h.slots}\n" for h in hosts)
+
+
+def launcher_env(implementation: str, slots: int) -> list[JSON]:
+    """Environment of the launcher container for the implementation."""
+    path = f"{CONFIG_MOUNT}/{HOSTFILE}"
+    if implementation == "OpenMPI":
+        return [
+            {"name": "OMPI_MCA_orte_keep_fqdn_hostnames", "value": "true"},
+            {"name": "OMPI_MCA_orte_default_hostfile", "value": path},
+            {"name": "OMPI_MCA_plm_rsh_args", "value": RSH_ARGS},
+            {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
+        ]
+    if implementation == "Intel":
+        return [
+            {"name": "I_MPI_HYDRA_HOST_FILE", "value": path},
+            {"name": "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "value": RSH_ARGS},
+            {"name": "I_MPI_PERHOST", "value": str(slots)},
+        ]
+    return [
+        {"name": "HYDRA_HOST_FILE", "value": path},
+        {"name": "HYDRA_LAUNCH_EXTRA_ARGS", "value": RSH_ARGS},
+    ]
+
+
+RESERVED_ENV_PREFIXES = ("OMPI_MCA_", "I_MPI_HYDRA_", "HYDRA_")
+
+
+def config_map(owner: JSON, name: str, implementation: str, hosts: list[Host]) -> JSON:
+    """The ConfigMap holding ``hostfile`` and ``discover_hosts.sh``."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner_reference(owner)]},
+        "data": {HOSTFILE: hostfile(implementation, hosts), DISCOVER_HOSTS: discover_hosts(hosts)},
+    }
+
+
+def generate_ssh_keypair() -> tuple[str, str]:
+    """A fresh ECDSA P-521 key pair: (PEM private key, OpenSSH public key). Not pure: random."""
+    key = ec.generate_private_key(ec.SECP521R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return private, public
+
+
+def ssh_secret(owner: JSON, name: str, private_key: str, public_key: str) -> JSON:
+    """The ``kubernetes.io/ssh-auth`` Secret with keys ``ssh-privatekey`` and ``ssh-publickey``."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/ssh-auth",
+        "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner_reference(owner)]},
+        "data": {
+            "ssh-privatekey": base64.b64encode(private_key.encode()).decode(),
+            "ssh-publickey": base64.b64encode((public_key + "\n").encode()).decode(),
+        },
+    }
+
+
+def mount_ssh(pod: JSON, secret: str, mount_path: str) -> None:
+    """Mount the SSH Secret at ``mount_path`` in every container of ``pod`` (in place)."""
+    spec = pod.setdefault("spec", {})
+    volumes = spec.setdefault("volumes", [])
+    if not any(v.get("name") == SSH_VOLUME for v in volumes):
+        volumes.append(
+            {
+                "name": SSH_VOLUME,
+                "secret": {
+                    "secretName": secret,
+                    "defaultMode": 0o600,
+                    "items": [
+                        {"key": "ssh-privatekey", "path": "id_rsa"},
+                        {"key": "ssh-publickey", "path": "id_rsa.pub"},
+                        {"key": "ssh-publickey", "path": "authorized_keys"},
+                    ],
+                },
+            }
+        )
+    for container in spec.get("containers") or []:
+        mounts = container.setdefault("volumeMounts", [])
+        if not any(m.get("name") == SSH_VOLUME for m in mounts):
+            mounts.append({"name": SSH_VOLUME, "mountPath": mount_path})
+
+
+def mount_config(pod: JSON, config_map_name: str, implementation: str, slots: int, container: str | None) -> None:
+    """Mount the hostfile ConfigMap at /etc/mpi and add the launcher environment to ``container``
+    (the first container when None) of ``pod`` (in place)."""
+    spec = pod.setdefault("spec", {})
+    volumes = spec.setdefault("volumes", [])
+    if not any(v.get("name") == CONFIG_VOLUME for v in volumes):
+        volumes.append(
+            {
+                "name": CONFIG_VOLUME,
+                "configMap": {
+                    "name": config_map_name,
+                    "items": [
+                        {"key": HOSTFILE, "path": HOSTFILE, "mode": 0o444},
+                        {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": 0o555},
+                    ],
+                },
+            }
+        )
+    containers = spec.get("containers") or []
+    target = next((c for c in containers if c.get("name") == container), containers[0] if containers else None)
+    if target is None:
+        return
+    mounts = target.setdefault("volumeMounts", [])
+    if not any(m.get("name") == CONFIG_VOLUME for m in mounts):
+        mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
+    upsert_env(target, launcher_env(implementation, slots))

@@ -1,0 +1,183 @@
+"""Expand an MPIJob into its children: a headless Service, the hostfile ConfigMap, a worker Job and a
+launcher Job (the SSH Secret is made once by the reconciler, see :mod:`trainer.builders.mpi`).
+
+Names follow kubeflow/mpi-operator v2: Service ``<job>``, ConfigMap ``<job>-config``, Secret
+``<job>-ssh``, launcher ``<job>-launcher``. Workers are one Indexed Job ``<job>-worker`` with
+parallelism = completions = replicas, so worker ``i`` gets the hostname ``<job>-worker-<i>`` and
+resolves as ``<job>-worker-<i>.<job>.<namespace>.svc``. Pods carry mpi-operator's labels
+``training.kubeflow.org/{job-name,job-role,replica-type,operator-name}``.
+
+Pure: ``(MPIJob, observed worker Job, suspend) -> MPIChildren``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
+from trainer.builders.labels import owner_reference
+from trainer.builders.merge import JSON, upsert_env
+from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
+
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+OPERATOR_NAME = "mpi-operator"
+DNS_LABEL_MAX = 63
+
+
+@dataclass(frozen=True)
+class MPIChildren:
+    """The desired children of one MPIJob."""
+
+    service: JSON
+    config_map: JSON
+    worker_job: JSON | None
+    launcher_job: JSON | None
+    """None while ``launcherCreationPolicy: WaitForWorkersReady`` waits for the workers."""
+
+
+def worker_replicas(job: MPIJob) -> int:
+    """Number of workers (0 when unset, as upstream defaults)."""
+    worker = job.spec.mpi_replica_specs.worker
+    return worker.replicas or 0 if worker else 0
+
+
+def names(job: MPIJob) -> dict[str, str]:
+    """Names of the children: service, config, ssh, launcher, worker."""
+    n = str(job.metadata.name)
+    return {
+        "service": n,
+        "config": f"{n}-config",
+        "ssh": f"{n}-ssh",
+        "launcher": f"{n}-launcher",
+        "worker": f"{n}-worker",
+    }
+
+
+def validate(job: MPIJob) -> list[str]:
+    """What makes ``job`` impossible to run, each message naming the field and the fix."""
+    out = []
+    specs = job.spec.mpi_replica_specs
+    if specs.launcher is None or (specs.launcher.replicas if specs.launcher.replicas is not None else 1) != 1:
+        out.append("spec.mpiReplicaSpecs.Launcher.replicas must be 1: an MPIJob has exactly one launcher")
+    workers = worker_replicas(job)
+    if workers < 1:
+        out.append(
+            "spec.mpiReplicaSpecs.Worker.replicas must be at least 1: add a Worker replica spec with replicas >= 1"
+        )
+    longest = f"{job.metadata.name}-worker-{max(workers - 1, 0)}"
+    if len(longest) > DNS_LABEL_MAX:
+        room = DNS_LABEL_MAX - len(f"-worker-{max(workers - 1, 0)}")
+        out.append(
+            f"metadata.name is too long: worker hostname {longest!r} has {len(longest)} characters, more than the "
+            f"{DNS_LABEL_MAX} of a DNS label; use a name of at most {room} characters"
+        )
+    return out
+
+
+def hosts(job: MPIJob) -> list[Host]:
+    """The hostfile entries: the launcher first when it runs as a worker, then every worker."""
+    n, ns = job.metadata.name, job.metadata.namespace
+    slots = job.spec.slots_per_worker or 1
+    out = [Host(f"{n}-worker-{i}.{n}.{ns}.svc", slots) for i in range(worker_replicas(job))]
+    if job.spec.run_launcher_as_worker:
+        out.insert(0, Host(f"{n}-launcher.{n}.{ns}.svc", slots))
+    return out
+
+
+def _labels(job: MPIJob, role: str) -> dict[str, str]:
+    return {
+        JOB_NAME_LABEL: str(job.metadata.name),
+        JOB_ROLE_LABEL: role,
+        REPLICA_TYPE_LABEL: role,
+        OPERATOR_NAME_LABEL: OPERATOR_NAME,
+    }
+
+
+def _restart_policy(spec: ReplicaSpec, default: str) -> str:
+    policy = spec.restart_policy or default
+    return policy if policy in ("Never", "OnFailure") else "OnFailure"
+
+
+def _pod(job: MPIJob, spec: ReplicaSpec, role: str, default_restart: str) -> JSON:
+    pod = copy.deepcopy(spec.template)
+    meta = pod.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **_labels(job, role)}
+    pod_spec = pod.setdefault("spec", {})
+    pod_spec["subdomain"] = str(job.metadata.name)
+    pod_spec["restartPolicy"] = _restart_policy(spec, default_restart)
+    mount_ssh(pod, names(job)["ssh"], job.spec.ssh_auth_mount_path or "/root/.ssh")
+    for container in pod_spec.get("containers") or []:
+        upsert_env(container, [{"name": "K_MPI_JOB_ROLE", "value": role}])
+    return pod
+
+
+def _job(owner: JSON, job: MPIJob, name: str, role: str, pod: JSON, count: int, suspend: bool, indexed: bool) -> JSON:
+    policy = job.spec.run_policy
+    spec: JSON = {"parallelism": count, "completions": count, "suspend": suspend, "template": pod}
+    if indexed:
+        spec["completionMode"] = "Indexed"
+    if policy is not None and policy.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
+    if role == "launcher" and policy is not None and policy.backoff_limit is not None:
+        spec["backoffLimit"] = policy.backoff_limit
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": job.metadata.namespace,
+            "labels": _labels(job, role),
+            "ownerReferences": [owner_reference(owner)],
+        },
+        "spec": spec,
+    }
+
+
+def workers_ready(worker_job: JSON | None, replicas: int) -> bool:
+    """True when every worker pod of the observed worker Job is ready."""
+    return worker_job is not None and int((worker_job.get("status") or {}).get("ready") or 0) >= replicas
+
+
+def build_mpijob_children(owner: JSON, job: MPIJob, observed: dict[str, JSON], suspend: bool) -> MPIChildren:
+    """The desired children. ``observed`` maps ``"worker"``/``"launcher"`` to the existing Jobs."""
+    n = names(job)
+    ns = str(job.metadata.namespace)
+    specs = job.spec.mpi_replica_specs
+    implementation = job.spec.mpi_implementation or "OpenMPI"
+    slots = job.spec.slots_per_worker or 1
+    replicas = worker_replicas(job)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": n["service"],
+            "namespace": ns,
+            "labels": {JOB_NAME_LABEL: str(job.metadata.name)},
+            "ownerReferences": [owner_reference(owner)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {JOB_NAME_LABEL: str(job.metadata.name)},
+            "publishNotReadyAddresses": True,
+        },
+    }
+    cm = config_map(owner, n["config"], implementation, hosts(job))
+    cm["metadata"]["labels"] = {JOB_NAME_LABEL: str(job.metadata.name)}
+    worker_job = None
+    if specs.worker is not None and replicas > 0:
+        pod = _pod(job, specs.worker, "worker", "OnFailure")
+        worker_job = _job(owner, job, n["worker"], "worker", pod, replicas, suspend, indexed=True)
+    launcher_job = None
+    wait = job.spec.launcher_creation_policy == "WaitForWorkersReady"
+    if specs.launcher is not None and (
+        "launcher" in observed or not wait or workers_ready(observed.get("worker"), replicas)
+    ):
+        pod = _pod(job, specs.launcher, "launcher", "OnFailure")
+        pod["spec"]["hostname"] = n["launcher"]
+        mount_config(pod, n["config"], implementation, slots, None)
+        launcher_job = _job(owner, job, n["launcher"], "launcher", pod, 1, suspend, indexed=False)
+    return MPIChildren(service=service, config_map=cm, worker_job=worker_job, launcher_job=launcher_job)

@@ -1,0 +1,144 @@
+"""Pure status logic of an MPIJob: observed launcher and worker Jobs -> conditions and replicaStatuses.
+
+Follows kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go`` (``updateMPIJobStatus``):
+conditions Created, Running, Restarting, Succeeded, Failed and Suspended with the reasons
+``MPIJobCreated``, ``MPIJobRunning``, ``MPIJobRestarting``, ``MPIJobSucceeded``,
+``MPIJobSuspended``/``MPIJobResumed``; a failed launcher passes its Job's reason on
+(``BackoffLimitExceeded``, ``DeadlineExceeded``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.base import Condition
+from api.kubeflow_v2beta1 import (
+    COND_CREATED,
+    COND_FAILED,
+    COND_RESTARTING,
+    COND_RUNNING,
+    COND_SUCCEEDED,
+    COND_SUSPENDED,
+    LAUNCHER,
+    WORKER,
+    MPIJob,
+    ReplicaStatus,
+)
+from trainer.builders.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, worker_replicas
+from trainer.status import job_finished
+
+JSON = dict[str, Any]
+TERMINAL = (COND_SUCCEEDED, COND_FAILED)
+
+
+def replica_statuses(job: MPIJob, launcher: JSON | None, worker: JSON | None) -> dict[str, ReplicaStatus]:
+    """Pod counts of the launcher and the workers, from their Jobs' status."""
+    out = {}
+    for role, obs in ((LAUNCHER, launcher), (WORKER, worker)):
+        st = (obs or {}).get("status") or {}
+        out[role] = ReplicaStatus(
+            active=int(st.get("active") or 0),
+            succeeded=int(st.get("succeeded") or 0),
+            failed=int(st.get("failed") or 0),
+            selector=f"{JOB_NAME_LABEL}={job.metadata.name},{JOB_ROLE_LABEL}={role.lower()}",
+        )
+    return out
+
+
+def _failed_reason(obs: JSON) -> tuple[str, str]:
+    for c in (obs.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            return str(c.get("reason") or "Failed"), str(c.get("message") or "")
+    return "Failed", ""
+
+
+def desired_conditions(
+    job: MPIJob, launcher: JSON | None, worker: JSON | None, current: list[Condition], invalid: list[str]
+) -> list[Condition]:
+    """The conditions the MPIJob should carry now (timestamps are added by ``merge_conditions``)."""
+    have = {c.type: c for c in current}
+    name = f"{job.metadata.namespace}/{job.metadata.name}"
+    done = next((t for t in TERMINAL if have.get(t) and have[t].status == "True"), None)
+    if done is not None:
+        stopped = Condition(type=COND_RUNNING, status="False", reason=f"MPIJob{done}", message=f"MPIJob {name} {done}")
+        kept = (COND_CREATED, COND_SUSPENDED, COND_SUCCEEDED, COND_FAILED)
+        return [stopped if c.type == COND_RUNNING else c for c in current if c.type in (*kept, COND_RUNNING)]
+    out = [Condition(type=COND_CREATED, status="True", reason="MPIJobCreated", message=f"MPIJob {name} is created.")]
+    if invalid:
+        out.append(Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message="; ".join(invalid)))
+        return out
+    suspended = bool(job.spec.run_policy and job.spec.run_policy.suspend)
+    if suspended:
+        out.append(
+            Condition(
+                type=COND_SUSPENDED, status="True", reason="MPIJobSuspended", message=f"MPIJob {name} is suspended."
+            )
+        )
+    elif COND_SUSPENDED in have:
+        out.append(
+            Condition(type=COND_SUSPENDED, status="False", reason="MPIJobResumed", message=f"MPIJob {name} is resumed.")
+        )
+    for role, obs in (("launcher", launcher), ("workers", worker)):
+        if obs is not None and job_finished(obs) == "Failed":
+            reason, message = _failed_reason(obs)
+            out.append(
+                Condition(
+                    type=COND_FAILED, status="True", reason=reason, message=f"{role} of MPIJob {name} failed: {message}"
+                )
+            )
+            if COND_RUNNING in have:
+                out.append(
+                    Condition(type=COND_RUNNING, status="False", reason="MPIJobFailed", message=f"MPIJob {name} failed")
+                )
+            return out
+    if launcher is not None and job_finished(launcher) == "Complete":
+        out.append(
+            Condition(
+                type=COND_SUCCEEDED,
+                status="True",
+                reason="MPIJobSucceeded",
+                message=f"MPIJob {name} successfully completed.",
+            )
+        )
+        if COND_RUNNING in have:
+            out.append(
+                Condition(
+                    type=COND_RUNNING, status="False", reason="MPIJobSucceeded", message=f"MPIJob {name} succeeded"
+                )
+            )
+        return out
+    lst = (launcher or {}).get("status") or {}
+    if int(lst.get("failed") or 0) > 0 and int(lst.get("active") or 0) > 0:
+        out.append(
+            Condition(
+                type=COND_RESTARTING,
+                status="True",
+                reason="MPIJobRestarting",
+                message=f"launcher of MPIJob {name} is restarting",
+            )
+        )
+    elif COND_RESTARTING in have:
+        out.append(
+            Condition(type=COND_RESTARTING, status="False", reason="MPIJobRunning", message="launcher running again")
+        )
+    workers_ready = int(((worker or {}).get("status") or {}).get("ready") or 0) >= worker_replicas(job)
+    launcher_ready = int(lst.get("ready") or 0) >= 1
+    if not suspended and launcher_ready and workers_ready:
+        out.append(
+            Condition(type=COND_RUNNING, status="True", reason="MPIJobRunning", message=f"MPIJob {name} is running.")
+        )
+    elif COND_RUNNING in have:
+        out.append(
+            Condition(
+                type=COND_RUNNING, status="False", reason="MPIJobNotRunning", message="launcher or workers not ready"
+            )
+        )
+    return out
+
+
+def finished_at(conditions: list[Condition]) -> str | None:
+    """When the job finished (the transition time of its Succeeded/Failed condition), or None."""
+    for c in conditions:
+        if c.type in TERMINAL and c.status == "True":
+            return c.last_transition_time
+    return None
