@@ -194,3 +194,35 @@ def test_suspended_status_and_invalid_spec() -> None:
     assert out["Suspended"] == "MPIJobSuspended"
     out = {c.type: c.reason for c in desired_conditions(job, None, None, [], ["spec.x is wrong"])}
     assert out["Failed"] == "InvalidSpec"
+
+
+def test_trainjob_with_an_mpi_runtime_shares_the_hostfile_and_ssh_machinery() -> None:
+    from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+    from trainer.builders.jobs import build_children
+
+    runtime = ClusterTrainingRuntime.model_validate(load_sample("deepspeed-distributed.yaml"))
+    obj = load_sample("trainjob-deepspeed.yaml")
+    obj["metadata"]["uid"] = "u"
+    tj = TrainJob.model_validate(obj)
+    children = build_children(tj, runtime.spec, [], suspend=False)
+    launcher, node = children.jobs
+    assert launcher["metadata"]["name"] == "deepspeed-simple-launcher-0"
+    assert "parallelism" not in launcher["spec"], "the launcher keeps its template's single pod"
+    assert node["spec"]["parallelism"] == node["spec"]["completions"] == 2
+    (cm,) = children.config_maps
+    assert cm["metadata"]["name"] == "deepspeed-simple-mpi-hostfile"
+    assert cm["data"]["hostfile"].splitlines() == [
+        "deepspeed-simple-launcher-0-0.deepspeed-simple slots=1",
+        "deepspeed-simple-node-0-0.deepspeed-simple slots=1",
+        "deepspeed-simple-node-0-1.deepspeed-simple slots=1",
+    ]
+    lpod = launcher["spec"]["template"]["spec"]
+    lnode = lpod["containers"][0]
+    assert lnode["command"] == ["mpirun", "python3", "/workspace/train.py"]
+    assert env(lnode)["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    volumes = {v["name"]: v for v in lpod["volumes"]}
+    assert volumes["ssh-auth"]["secret"]["secretName"] == "deepspeed-simple-mpi-ssh-auth"
+    assert volumes["mpi-job-config"]["configMap"]["name"] == "deepspeed-simple-mpi-hostfile"
+    npod = node["spec"]["template"]["spec"]
+    assert {"name": "ssh-auth", "mountPath": "/home/mpiuser/.ssh"} in npod["containers"][0]["volumeMounts"]
+    assert "PET_NNODES" not in env(lnode)

@@ -69,6 +69,8 @@ class Manager:
             cluster_runtimes=Informer(kube, CLUSTER_TRAINING_RUNTIMES),
             jobs=Informer(kube, JOBS, ns, label_selector=JOBSET_NAME),
             services=Informer(kube, SERVICES, ns, label_selector=JOBSET_NAME),
+            configmaps=Informer(kube, CONFIGMAPS, ns, label_selector=JOBSET_NAME),
+            secrets=Informer(kube, SECRETS, ns, label_selector=JOBSET_NAME),
             gang=self.gang_informers,
         )
         self.mpi_caches = MPICaches(
@@ -86,7 +88,8 @@ class Manager:
         }
         self.caches.trainjobs.add_handler(self._on_primary("TrainJob"))
         self.mpi_caches.mpijobs.add_handler(self._on_primary("MPIJob"))
-        children = [self.caches.jobs, self.caches.services, *self._mpi_children()]
+        c = self.caches
+        children = [c.jobs, c.services, c.configmaps, c.secrets, *self._mpi_children()]
         for informer in children + [i for r, i in self.gang_informers.items() if r.namespaced]:
             informer.add_handler(self._on_child)
         for res, informer in self.gang_informers.items():

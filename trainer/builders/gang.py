@@ -16,7 +16,7 @@ import copy
 
 from api.base import Condition
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
-from trainer.builders.jobs import num_nodes, pod_template, trainer_rjob
+from trainer.builders.jobs import pod_count, pod_template
 from trainer.builders.labels import REPLICATED_JOB_NAME
 from trainer.gang.base import (
     COND_MISCONFIGURED,
@@ -40,15 +40,14 @@ def trainjob_pod_sets(job: TrainJob, runtime: TrainingRuntimeSpec) -> list[PodSe
     """The gang's pod sets: every replicated job except those completed first."""
     rjobs = (runtime.template.spec.replicated_jobs if runtime.template.spec else None) or []
     skip = completed_first(runtime)
-    trainer = trainer_rjob(runtime)
-    nodes = num_nodes(job, runtime)
     out = []
     for r in rjobs:
         if r.name in skip:
             continue
         spec = r.template.get("spec") or {}
-        if trainer is not None and r.name == trainer.name and nodes is not None:
-            pods = nodes
+        counted = pod_count(job, runtime, r)
+        if counted is not None:
+            pods = counted
         else:
             parallelism = int(spec.get("parallelism", 1))
             completions = spec.get("completions")

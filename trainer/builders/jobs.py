@@ -25,10 +25,12 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.builders import labels as L
+from trainer.builders import trainjob_mpi
 from trainer.builders.merge import JSON
 from trainer.builders.overrides import apply_pod_patch, patches_for
 from trainer.builders.steps import apply_initializer, apply_trainer
 from trainer.builders.torch import apply_torch
+from trainer.builders.trainjob_mpi import hostfile_config_map
 from trainer.status import dependency_blocker, jobs_status
 
 
@@ -38,6 +40,8 @@ class Children:
 
     service: JSON | None
     """The headless Service, or None when DNS hostnames are disabled."""
+    config_maps: list[JSON]
+    """ConfigMaps the pods mount (the MPI hostfile)."""
     jobs: list[JSON]
     """The Jobs to apply, in runtime order."""
     waiting: dict[str, str] = field(default_factory=dict)
@@ -67,6 +71,21 @@ def num_nodes(job: TrainJob, runtime: TrainingRuntimeSpec) -> int | None:
     if runtime.ml_policy is not None:
         return runtime.ml_policy.num_nodes or 1
     return None
+
+
+def pod_count(job: TrainJob, runtime: TrainingRuntimeSpec, rjob: ReplicatedJob) -> int | None:
+    """Pods per Job of ``rjob`` the ML policy sets (parallelism = completions), or None to keep the
+    template's: torch (or no policy) gives the trainer step ``numNodes`` pods; mpi gives the ``node``
+    replicated job ``numNodes`` pods (one fewer when the launcher runs as a node) and leaves the
+    launcher (the trainer step) at one."""
+    nodes = num_nodes(job, runtime)
+    trainer = trainer_rjob(runtime)
+    mpi = runtime.ml_policy.mpi if runtime.ml_policy else None
+    if nodes is None:
+        return None
+    if mpi is not None:
+        return trainjob_mpi.node_pods(mpi, nodes) if rjob.name == trainjob_mpi.NODE_RJOB else None
+    return nodes if trainer is not None and trainer.name == rjob.name else None
 
 
 def subdomain_of(job: TrainJob, runtime: TrainingRuntimeSpec) -> str | None:
@@ -113,6 +132,9 @@ def pod_template(job: TrainJob, runtime: TrainingRuntimeSpec, rjob: ReplicatedJo
             apply_torch(job, policy.torch, rjob.name, subdomain, nodes, pod)
     elif step in (STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER):
         apply_initializer(job, step, pod)
+    mpi = runtime.ml_policy.mpi if runtime.ml_policy else None
+    if mpi is not None:
+        trainjob_mpi.apply_mpi(job, mpi, rjob.name, is_trainer, pod)
     for patch in patches_for(job, rjob.name):
         pod = apply_pod_patch(pod, patch)
     return pod
@@ -156,11 +178,10 @@ def build_job(
     pod_spec.setdefault("restartPolicy", "Never")
     spec["template"] = pod
     spec.setdefault("completionMode", "Indexed")
-    trainer = trainer_rjob(runtime)
-    nodes = num_nodes(job, runtime)
-    if trainer is not None and trainer.name == rjob.name and nodes is not None:
-        spec["parallelism"] = nodes
-        spec["completions"] = nodes
+    pods = pod_count(job, runtime, rjob)
+    if pods is not None:
+        spec["parallelism"] = pods
+        spec["completions"] = pods
     spec["suspend"] = suspend
     return {
         "apiVersion": "batch/v1",
@@ -199,4 +220,13 @@ def build_children(job: TrainJob, runtime: TrainingRuntimeSpec, observed_jobs: l
         global_index += rjob.replicas
     subdomain = subdomain_of(job, runtime)
     service = headless_service(job, subdomain) if subdomain is not None else None
-    return Children(service=service, jobs=jobs, waiting=waiting)
+    trainer = trainer_rjob(runtime)
+    hostfile = hostfile_config_map(
+        job.to_dict(),
+        job,
+        runtime,
+        trainer.name if trainer else "launcher",
+        num_nodes(job, runtime) or 1,
+        subdomain or str(job.metadata.name),
+    )
+    return Children(service=service, config_maps=[hostfile] if hostfile else [], jobs=jobs, waiting=waiting)

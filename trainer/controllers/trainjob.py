@@ -26,8 +26,11 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
+from trainer.builders import trainjob_mpi
 from trainer.builders.gang import completed_first, decorate, gang_conditions, trainjob_gang_input
 from trainer.builders.jobs import build_children, trainer_rjob
+from trainer.builders.labels import JOBSET_NAME
+from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
 from trainer.controllers.apply import Applier
 from trainer.gang.base import COND_MISCONFIGURED, Facts, GangScheduler
 from trainer.kube.cache import Informer, Key
@@ -57,6 +60,8 @@ class Caches:
     cluster_runtimes: Informer
     jobs: Informer
     services: Informer
+    configmaps: Informer
+    secrets: Informer
     gang: dict[Resource, Informer] = field(default_factory=dict)
     """The informers the gang scheduler watches, by resource."""
 
@@ -127,6 +132,10 @@ class TrainJobReconciler:
             for pod_group in plan.apply:
                 informer = self.caches.gang.get(resource_of(pod_group))
                 await self.applier.apply(obj, pod_group, informer.get(*_key(pod_group)) if informer else None)
+            if runtime.spec.ml_policy is not None and runtime.spec.ml_policy.mpi is not None:
+                await self._ensure_ssh_secret(obj, job)
+            for cm in children.config_maps:
+                await self.applier.apply(obj, cm, self.caches.configmaps.get(*_key(cm)))
             if children.service is not None:
                 await self.applier.apply(obj, children.service, self.caches.services.get(*_key(children.service)))
             for desired in decorate(children.jobs, plan, completed_first(runtime.spec)):
@@ -148,6 +157,16 @@ class TrainJobReconciler:
             conditions += gang_conditions(plan)
         await self._write_status(obj, job, conditions, statuses)
         return None
+
+    async def _ensure_ssh_secret(self, owner: JSON, job: TrainJob) -> None:
+        """Create the MPI SSH Secret once: a new key pair on every reconcile would break the job."""
+        name = trainjob_mpi.secret_name(job)
+        if self.caches.secrets.get(job.metadata.namespace, name) is not None:
+            return
+        private, public = generate_ssh_keypair()
+        secret = ssh_secret(owner, name, private, public)
+        secret["metadata"]["labels"] = {JOBSET_NAME: str(job.metadata.name)}
+        await self.applier.apply(owner, secret, None)
 
     async def _write_status(
         self, obj: JSON, job: TrainJob, desired: list[Condition], statuses: list[JobStatus] | None

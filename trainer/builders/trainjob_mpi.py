@@ -1,0 +1,78 @@
+"""The ``mpi`` ML policy of a TrainJob runtime (DeepSpeed-style: a ``launcher`` replicated job labelled
+as the trainer step, plus a ``node`` replicated job of workers).
+
+Follows kubeflow/trainer ``pkg/runtime/framework/plugins/mpi/mpi.go`` (v2.0) on top of the machinery
+MPIJob uses (:mod:`trainer.builders.mpi`): Secret ``<trainjob>-mpi-ssh-auth`` mounted at
+``sshAuthMountPath`` in the launcher and the nodes, ConfigMap ``<trainjob>-mpi-hostfile`` (key
+``hostfile``) mounted at /etc/mpi in the launcher, with the implementation's launcher environment.
+The ``node`` replicated job runs ``numNodes`` pods, one fewer when ``runLauncherAsNode`` (the
+launcher is then the first host).
+"""
+
+from __future__ import annotations
+
+from api.trainer_v1alpha1 import MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
+from trainer.builders.labels import JOBSET_NAME
+from trainer.builders.merge import JSON
+from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
+
+NODE_RJOB = "node"
+
+
+def secret_name(job: TrainJob) -> str:
+    """Name of the SSH Secret."""
+    return f"{job.metadata.name}-mpi-ssh-auth"
+
+
+def hostfile_name(job: TrainJob) -> str:
+    """Name of the hostfile ConfigMap."""
+    return f"{job.metadata.name}-mpi-hostfile"
+
+
+def node_pods(policy: MPIMLPolicySource, num_nodes: int) -> int:
+    """Pods of the ``node`` replicated job."""
+    return max(num_nodes - (1 if policy.run_launcher_as_node else 0), 0)
+
+
+def slots(job: TrainJob, policy: MPIMLPolicySource) -> int:
+    """Slots per host: ``trainer.numProcPerNode`` if an integer, else the policy's (default 1)."""
+    value = job.spec.trainer.num_proc_per_node if job.spec.trainer else None
+    if isinstance(value, int):
+        return value
+    return policy.num_proc_per_node or 1
+
+
+def hosts(job: TrainJob, policy: MPIMLPolicySource, launcher: str, num_nodes: int, subdomain: str) -> list[Host]:
+    """Hostfile entries: the launcher when it runs as a node, then every node pod."""
+    n, s = job.metadata.name, slots(job, policy)
+    out = [Host(f"{n}-{NODE_RJOB}-0-{i}.{subdomain}", s) for i in range(node_pods(policy, num_nodes))]
+    if policy.run_launcher_as_node:
+        out.insert(0, Host(f"{n}-{launcher}-0-0.{subdomain}", s))
+    return out
+
+
+def apply_mpi(job: TrainJob, policy: MPIMLPolicySource, rjob: str, is_launcher: bool, pod: JSON) -> None:
+    """Mount the SSH keys (every MPI pod) and, in the launcher, the hostfile and its environment."""
+    if rjob != NODE_RJOB and not is_launcher:
+        return
+    mount_ssh(pod, secret_name(job), policy.ssh_auth_mount_path or "/root/.ssh")
+    if is_launcher:
+        implementation = policy.mpi_implementation or "OpenMPI"
+        mount_config(pod, hostfile_name(job), implementation, slots(job, policy), "node")
+
+
+def hostfile_config_map(
+    owner: JSON, job: TrainJob, runtime: TrainingRuntimeSpec, launcher: str, num_nodes: int, subdomain: str
+) -> JSON | None:
+    """The hostfile ConfigMap, or None when the runtime has no mpi policy."""
+    policy = runtime.ml_policy.mpi if runtime.ml_policy else None
+    if policy is None:
+        return None
+    cm = config_map(
+        owner,
+        hostfile_name(job),
+        policy.mpi_implementation or "OpenMPI",
+        hosts(job, policy, launcher, num_nodes, subdomain),
+    )
+    cm["metadata"]["labels"] = {JOBSET_NAME: str(job.metadata.name)}
+    return cm
