@@ -1,0 +1,81 @@
+"""The errors the client raises, one class per thing a caller may want to handle.
+
+Every class derives from :class:`TrainerClientError`. Where the kubeflow SDK
+(``kubeflow/trainer/backends/kubernetes/backend.py``) raises a builtin for the same situation the
+class derives from that builtin too, so code written against the SDK keeps working:
+``TimeoutError`` for a wait that ran out, ``RuntimeError`` for a job that Failed, ``ValueError``
+for bad input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class TrainerClientError(Exception):
+    """Base of every error of :mod:`trainer.client`."""
+
+
+class ManifestError(TrainerClientError, ValueError):
+    """A manifest could not be read or is not a valid object of a supported kind. The message is one
+    line that names the file (or ``<string>``/``<object>``) and document it comes from."""
+
+
+class NotFoundError(TrainerClientError, LookupError):
+    """The named object does not exist (HTTP 404)."""
+
+    def __init__(self, kind: str, namespace: str | None, name: str) -> None:
+        self.kind, self.namespace, self.name = kind, namespace, name
+        where = f"{namespace}/{name}" if namespace else name
+        super().__init__(f"{kind} {where} not found")
+
+
+class AlreadyExistsError(TrainerClientError):
+    """An object of that name exists already (HTTP 409 on create)."""
+
+    def __init__(self, kind: str, namespace: str | None, name: str) -> None:
+        self.kind, self.namespace, self.name = kind, namespace, name
+        where = f"{namespace}/{name}" if namespace else name
+        super().__init__(f"{kind} {where} already exists")
+
+
+class JobFailedError(TrainerClientError, RuntimeError):
+    """The job reached ``Failed`` while a wait wanted another status. ``message`` is the ``Failed``
+    condition's ``reason: message``."""
+
+    def __init__(self, kind: str, namespace: str, name: str, message: str) -> None:
+        self.kind, self.namespace, self.name, self.message = kind, namespace, name, message
+        super().__init__(f"{kind} {namespace}/{name} is Failed: {message}")
+
+
+class WaitTimeoutError(TrainerClientError, TimeoutError):
+    """A wait ran out of time. ``last`` is the last status (or state) seen."""
+
+    def __init__(self, what: str, timeout: float, last: str | None) -> None:
+        self.what, self.timeout, self.last = what, timeout, last
+        seen = f"; last seen: {last}" if last else ""
+        super().__init__(f"timed out after {timeout:g}s waiting for {what}{seen}")
+
+
+class LogsUnavailableError(TrainerClientError):
+    """The apiserver could not give a container's logs, e.g. because the node has no kubelet to ask
+    (KWOK nodes) or the kubelet is unreachable: the apiserver answers ``500`` with ``Get
+    "https://<node>:<port>/containerLogs/<ns>/<pod>/<container>": dial tcp ...``. ``status`` and
+    ``detail`` are the apiserver's HTTP code and message."""
+
+    def __init__(self, namespace: str, pod: str, container: str, node: str | None, status: int, detail: str) -> None:
+        self.namespace, self.pod, self.container, self.node = namespace, pod, container, node
+        self.status, self.detail = status, detail
+        on = f" on node {node}" if node else ""
+        super().__init__(
+            f"logs of container {container!r} of pod {namespace}/{pod}{on} are unavailable "
+            f"(apiserver answered {status}): {detail}"
+        )
+
+
+class UnknownStepError(TrainerClientError, ValueError):
+    """A step (replicated job) the job does not have was asked for."""
+
+    def __init__(self, name: str, step: str, steps: Iterable[str]) -> None:
+        self.name, self.step, self.steps = name, step, sorted(steps)
+        super().__init__(f"{name} has no step {step!r}; its steps are: {', '.join(self.steps) or '(none yet)'}")

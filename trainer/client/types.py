@@ -1,0 +1,212 @@
+"""Pure pieces of the client: job statuses, job kinds, events, queues and runtimes.
+
+Statuses follow the kubeflow SDK (``kubeflow/trainer/constants/constants.py``: ``Created``,
+``Running``, ``Complete``, ``Failed``) plus ``Suspended``, which the SDK does not report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from api.base import Condition, Model
+from api.trainer_v1alpha1 import (
+    COND_FAILED,
+    COND_RUNNING,
+    FRAMEWORK_LABEL,
+    NODE_CONTAINER,
+    ClusterTrainingRuntime,
+    TrainingRuntime,
+    TrainJob,
+)
+from trainer.builders.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
+from trainer.gang.base import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from trainer.kube.client import TRAINJOBS, Resource
+
+JSON = dict[str, Any]
+J = TypeVar("J", bound=Model)
+
+CREATED = "Created"
+SUSPENDED = "Suspended"
+RUNNING = "Running"
+COMPLETE = "Complete"
+FAILED = "Failed"
+STATUSES: tuple[str, ...] = (CREATED, SUSPENDED, RUNNING, COMPLETE, FAILED)
+"""Every status :func:`trainjob_status` returns; a wait may ask for any subset."""
+
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+"""Label Kubernetes puts on the pods of Indexed Jobs: the pod's index (the SDK's ``node-<i>``)."""
+
+
+def conditions_of(job: TrainJob) -> list[Condition]:
+    """The job's conditions (empty when it has no status yet)."""
+    return list((job.status.conditions if job.status else None) or [])
+
+
+def trainjob_status(job: TrainJob) -> str:
+    """One of :data:`STATUSES`, from the TrainJob's conditions.
+
+    ``Failed`` or ``Complete`` when that condition is True (as the SDK); else ``Suspended`` when
+    ``Suspended`` is True; else ``Running`` when this operator's ``Running`` condition is True, or,
+    for operators that have no such condition (upstream), when ``jobsStatus`` counts a ready Job;
+    else ``Created``.
+    """
+    conds = {c.type: c for c in conditions_of(job)}
+
+    def true(type_: str) -> bool:
+        return type_ in conds and conds[type_].status == "True"
+
+    for status in (FAILED, COMPLETE, SUSPENDED, RUNNING):
+        if true(status):
+            return status
+    if COND_RUNNING not in conds and any(s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []):
+        return RUNNING
+    return CREATED
+
+
+def failure_message(job: TrainJob) -> str:
+    """``reason: message`` of the True ``Failed`` condition ("" when there is none)."""
+    for c in conditions_of(job):
+        if c.type == COND_FAILED and c.status == "True":
+            return f"{c.reason}: {c.message}" if c.reason else c.message
+    return ""
+
+
+def trainjob_steps(job: TrainJob) -> list[str]:
+    """Names of the job's replicated jobs as its ``jobsStatus`` lists them (empty before the
+    operator first reported)."""
+    return [s.name for s in (job.status.jobs_status if job.status else None) or []]
+
+
+@dataclass(frozen=True)
+class JobKind(Generic[J]):
+    """What the client needs to know about one kind of training job: where it lives, how to parse
+    it, how to read its status, and how its pods are labelled. :data:`TRAINJOB` is the only kind
+    so far; an MPIJob kind (``kubeflow.org/v2beta1``) fits the same shape."""
+
+    resource: Resource
+    """REST collection of the kind."""
+    model: type[J]
+    """The pydantic model objects are parsed into."""
+    status_of: Callable[[J], str]
+    """The object's status, one of ``statuses``."""
+    failure_of: Callable[[J], str]
+    """Why the object Failed (its condition's ``reason: message``)."""
+    steps_of: Callable[[J], list[str]]
+    """Step names the object reports (empty when unknown yet)."""
+    statuses: tuple[str, ...]
+    """Statuses ``status_of`` returns."""
+    job_label: str
+    """Pod label holding the job's name."""
+    step_label: str
+    """Pod label holding the step (replicated job / replica type) name."""
+    node_label: str
+    """Pod label holding the node index within the step."""
+    default_step: str
+    """Step whose logs are read when none is named."""
+    default_container: str
+    """Container whose logs are read when the pod has several and none is named."""
+    group_label: str | None = None
+    """Pod label of the Job index inside a step with several Jobs (``job-index``), if any."""
+    related_kinds: tuple[str, ...] = field(default=("Job", "Pod", "PodGroup"))
+    """Kinds of the job's children whose events belong to the job."""
+
+
+TRAINJOB: JobKind[TrainJob] = JobKind(
+    resource=TRAINJOBS,
+    model=TrainJob,
+    status_of=trainjob_status,
+    failure_of=failure_message,
+    steps_of=trainjob_steps,
+    statuses=STATUSES,
+    job_label=JOBSET_NAME,
+    step_label=REPLICATED_JOB_NAME,
+    node_label=COMPLETION_INDEX_LABEL,
+    default_step="node",
+    default_container=NODE_CONTAINER,
+    group_label=JOB_INDEX,
+)
+"""TrainJob (``trainer.kubeflow.org/v1alpha1``): pods labelled as JobSet labels them."""
+
+
+def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: int | None = None) -> str:
+    """Label selector of the pods of job ``name``, optionally of one step and node index."""
+    parts = [f"{kind.job_label}={name}"]
+    if step is not None:
+        parts.append(f"{kind.step_label}={step}")
+    if node is not None:
+        parts.append(f"{kind.node_label}={node}")
+    return ",".join(parts)
+
+
+def queue_of(obj: Model) -> str | None:
+    """The queue an object names: Kueue's label ``kueue.x-k8s.io/queue-name``, else Volcano's
+    annotation ``scheduling.volcano.sh/queue-name``; None when it names none."""
+    meta = getattr(obj, "metadata", None)
+    labels = (getattr(meta, "labels", None) or {}) if meta else {}
+    annotations = (getattr(meta, "annotations", None) or {}) if meta else {}
+    return labels.get(KUEUE_QUEUE_LABEL) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
+
+
+def in_queue(obj: Model, queue: str) -> bool:
+    """Whether ``obj`` names ``queue`` in the Kueue label or in the Volcano annotation."""
+    meta = getattr(obj, "metadata", None)
+    labels = (getattr(meta, "labels", None) or {}) if meta else {}
+    annotations = (getattr(meta, "annotations", None) or {}) if meta else {}
+    return queue in (labels.get(KUEUE_QUEUE_LABEL), annotations.get(VOLCANO_QUEUE_ANNOTATION))
+
+
+def runtime_framework(runtime: TrainingRuntime | ClusterTrainingRuntime) -> str | None:
+    """The runtime's ``trainer.kubeflow.org/framework`` label (the SDK skips runtimes without it)."""
+    return (runtime.metadata.labels or {}).get(FRAMEWORK_LABEL)
+
+
+class Event(Model):
+    """A ``core/v1`` Event about a job or one of its children, as :meth:`from_dict` reads it."""
+
+    type: str = ""
+    """``Normal`` or ``Warning``."""
+    reason: str = ""
+    """CamelCase reason, e.g. ``SuccessfulCreate``."""
+    message: str = ""
+    """Human-readable description."""
+    involved_object_kind: str = ""
+    """Kind of the object the event is about (``TrainJob``, ``Job``, ``Pod``, ``PodGroup``)."""
+    involved_object_name: str = ""
+    """Name of the object the event is about."""
+    count: int = 1
+    """How many times it happened."""
+    time: str | None = None
+    """When it last happened (RFC 3339): lastTimestamp, eventTime, firstTimestamp or creation time."""
+    source: str = ""
+    """Component that reported it."""
+
+    @classmethod
+    def from_dict(cls, obj: JSON) -> Event:
+        """Read a ``core/v1`` Event object."""
+        involved = obj.get("involvedObject") or {}
+        source = obj.get("source") or {}
+        when = (
+            obj.get("lastTimestamp")
+            or obj.get("eventTime")
+            or obj.get("firstTimestamp")
+            or (obj.get("metadata") or {}).get("creationTimestamp")
+        )
+        return cls(
+            type=str(obj.get("type") or ""),
+            reason=str(obj.get("reason") or ""),
+            message=str(obj.get("message") or ""),
+            involved_object_kind=str(involved.get("kind") or ""),
+            involved_object_name=str(involved.get("name") or ""),
+            count=int(obj.get("count") or 1),
+            time=str(when) if when else None,
+            source=str(source.get("component") or obj.get("reportingComponent") or ""),
+        )
+
+
+def related_events(events: Iterable[JSON], objects: set[tuple[str, str]]) -> list[Event]:
+    """The events whose ``(involvedObject.kind, involvedObject.name)`` is in ``objects``, oldest first."""
+    out = [Event.from_dict(e) for e in events]
+    out = [e for e in out if (e.involved_object_kind, e.involved_object_name) in objects]
+    return sorted(out, key=lambda e: e.time or "")
