@@ -40,6 +40,7 @@ from trainer.status import (
     COND_RUNTIME_NOT_FOUND,
     Observed,
     desired_conditions,
+    job_finished,
     jobs_status,
     merge_conditions,
     runtime_not_found,
@@ -128,7 +129,13 @@ class TrainJobReconciler:
                 log.info("deleted", kind=res.kind, name=name)
         suspend = bool(job.spec.suspend)
         children = build_children(job, runtime.spec, observed, suspend or plan.hold)
-        if not finished:
+        if finished:
+            # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
+            # stop holding nodes (e.g. MPI workers once the launcher is done).
+            for child in observed:
+                if job_finished(child) is None and await self.kube.delete(JOBS, *_key(child)):
+                    log.info("deleted the active Job of a finished TrainJob", name=child["metadata"]["name"])
+        else:
             for pod_group in plan.apply:
                 informer = self.caches.gang.get(resource_of(pod_group))
                 await self.applier.apply(obj, pod_group, informer.get(*_key(pod_group)) if informer else None)
