@@ -34,7 +34,7 @@ from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
 from trainer.controllers.apply import Applier
 from trainer.gang.base import COND_MISCONFIGURED, Facts, GangScheduler
 from trainer.kube.cache import Informer, Key
-from trainer.kube.client import JSON, TRAINJOBS, Kube, Resource, resource_of
+from trainer.kube.client import JOBS, JSON, TRAINJOBS, Kube, Resource, resource_of
 from trainer.kube.events import EventRecorder, now_rfc3339
 from trainer.status import (
     COND_RUNTIME_NOT_FOUND,
