@@ -47,7 +47,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster |
     if external:
         local = ExternalCluster(Path(external), state)
     else:
-        local = LocalCluster(state, nodes=4)
+        # 4 nodes x 6 CPU: small enough that the gang and queue scenarios contend for it.
+        local = LocalCluster(
+            state, nodes=4, node_cpu="6", volcano=True, kueue=True, extra_crds=[ROOT / "config" / "crd" / "bases"]
+        )
         local.start()
     try:
         local.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
@@ -58,14 +61,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster |
             local.stop()
 
 
-@pytest.fixture(scope="session")
-def operator(cluster: LocalCluster | ExternalCluster) -> Iterator[Path]:
-    """The operator process, logging JSON to ``<cluster state>/logs/operator.log``."""
-    log_path = cluster.state_dir / "logs" / "operator.log"
+@pytest.fixture(scope="module", autouse=True)
+def operator(request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster) -> Iterator[Path]:
+    """The operator process for one test module, started with the module's ``GANG_SCHEDULER``
+    (default ``none``) as ``--gang-scheduler-name``; it logs JSON to
+    ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator."""
+    gang = getattr(request.module, "GANG_SCHEDULER", "none")
+    log_path = cluster.state_dir / "logs" / f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json"],
+            [
+                sys.executable,
+                "-m",
+                "trainer",
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+                "--log-format",
+                "json",
+                "--gang-scheduler-name",
+                gang,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -82,7 +98,7 @@ def operator(cluster: LocalCluster | ExternalCluster) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-async def client(cluster: LocalCluster | ExternalCluster, operator: Path) -> AsyncIterator[Client]:
+async def client(cluster: LocalCluster | ExternalCluster) -> AsyncIterator[Client]:
     c = await Client.connect(cluster)
     try:
         yield c

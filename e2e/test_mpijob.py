@@ -73,15 +73,15 @@ async def test_clean_pod_policy_leaves_exactly_what_it_promises(client: Client, 
     await wait_for(lambda: _n_running(client, ns, "clean", 2), "2 running workers")
     await wait_cond(client, ns, "clean", "Succeeded")
 
-    async def settled() -> list[JSON] | None:
+    async def settled() -> bool:
         workers = await pods(client, ns, "clean", "worker")
         worker_job = await client.kube.get_or_none(JOBS, ns, "clean-worker")
         if policy == "All":
-            return [] if worker_job is None and not workers else None
+            return worker_job is None and not workers
         if policy == "Running":
             running = [p for p in workers if p["status"].get("phase") in ("Running", "Pending")]
-            return workers if worker_job and worker_job["spec"]["suspend"] and not running else None
-        return workers if len([p for p in workers if p["status"].get("phase") == "Running"]) == 2 else None
+            return bool(worker_job and worker_job["spec"]["suspend"] and not running)
+        return len([p for p in workers if p["status"].get("phase") == "Running"]) == 2
 
     await wait_for(settled, f"cleanPodPolicy {policy} applied", timeout=30)
     if policy == "None":
@@ -147,13 +147,35 @@ async def test_an_impossible_mpijob_fails_with_the_field_named(client: Client, n
 
 
 async def test_trainjob_on_the_mpi_runtime_runs_to_complete(client: Client, ns: str) -> None:
-    await client.apply_file(ROOT / "config" / "samples" / "deepspeed-distributed.yaml")
+    runtime = __import__("yaml").safe_load((ROOT / "config" / "samples" / "deepspeed-distributed.yaml").read_text())
+    launcher = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    launcher["metadata"] = {"annotations": {k: v.replace("600", "4").replace("601", "5") for k, v in LONG.items()}}
+    await client.apply(runtime)
     await client.apply_file(ROOT / "config" / "samples" / "trainjob-deepspeed.yaml", ns)
+    nodes = await wait_for(
+        lambda: _running_pods(client, ns, "jobset.sigs.k8s.io/replicatedjob-name=node", 2), "2 node pods running"
+    )
+    assert {p["spec"]["hostname"] for p in nodes} == {"deepspeed-simple-node-0-0", "deepspeed-simple-node-0-1"}
     tj = await client.wait_condition(ns, "deepspeed-simple", "Complete", timeout=90)
     assert tj["status"]["conditions"][-1]["type"] == "Complete"
     cm = await client.kube.get(CONFIGMAPS, ns, "deepspeed-simple-mpi-hostfile")
-    assert len(cm["data"]["hostfile"].splitlines()) == 3
+    assert cm["data"]["hostfile"].splitlines() == [
+        "deepspeed-simple-launcher-0-0.deepspeed-simple slots=1",
+        "deepspeed-simple-node-0-0.deepspeed-simple slots=1",
+        "deepspeed-simple-node-0-1.deepspeed-simple slots=1",
+    ]
     secret = await client.kube.get(SECRETS, ns, "deepspeed-simple-mpi-ssh-auth")
     assert secret["type"] == "kubernetes.io/ssh-auth"
-    nodes = await client.pods(ns, "jobset.sigs.k8s.io/replicatedjob-name=node")
-    assert len(nodes) == 2
+    # Finished: the node workers (still running sshd) are removed with their Job, as JobSet does.
+    await wait_for(
+        lambda: _no_pods(client, ns, "jobset.sigs.k8s.io/replicatedjob-name=node"), "node pods gone after Complete"
+    )
+
+
+async def _running_pods(client: Client, ns: str, selector: str, n: int) -> list[JSON] | None:
+    running = [p for p in await client.pods(ns, selector) if p["status"].get("phase") == "Running"]
+    return running if len(running) >= n else None
+
+
+async def _no_pods(client: Client, ns: str, selector: str) -> bool:
+    return not await client.pods(ns, selector)

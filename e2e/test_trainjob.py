@@ -279,3 +279,23 @@ async def test_a_failed_job_fails_the_trainjob_with_its_reason(client: Client, n
     assert failed is not None and failed["reason"] == "FailedJobs"
     assert "DeadlineExceeded" in failed["message"]
     assert tj["status"]["jobsStatus"][0]["failed"] == 1
+
+
+async def test_without_a_gang_scheduler_a_volcano_queue_is_reported_not_silently_dropped(
+    client: Client, ns: str
+) -> None:
+    """Seed 000: the operator runs with --gang-scheduler-name=none, the job names a Volcano queue and
+    its pods ask for schedulerName volcano; the job says which flag to change."""
+    node = rjob("node", "trainer")
+    node["template"]["spec"]["template"]["spec"]["schedulerName"] = "volcano"
+    await client.apply(runtime("rt", node), ns)
+    job = trainjob("seed", "rt")
+    job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "production"}
+    await client.apply(job, ns)
+    tj = await client.wait_condition(ns, "seed", "Misconfigured")
+    cond = condition(tj, "Misconfigured")
+    assert cond is not None and cond["reason"] == "QueueIgnored"
+    assert "'production'" in cond["message"] and "--gang-scheduler-name=volcano" in cond["message"]
+    assert "schedulerName 'volcano'" in cond["message"]
+    events = await client.events(ns, "seed")
+    assert any(e["type"] == "Warning" and e["reason"] == "QueueIgnored" for e in events)

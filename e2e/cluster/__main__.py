@@ -1,7 +1,9 @@
 """Command line: ``python -m e2e.cluster up|down|status [--dir DIR] [--nodes N] [--purge]``.
 
 ``up`` starts the cluster (or reuses the one running from DIR) and prints ``export KUBECONFIG=...``
-on stdout; the processes keep running after the command exits, until ``down``.
+on stdout; the processes keep running after the command exits, until ``down``. ``up --volcano``
+and ``up --kueue`` add those components, ``up --crds PATH...`` applies CRD manifests (files or
+directories) before they start; ``down`` stops whatever runs, optional components included.
 """
 
 from __future__ import annotations
@@ -25,13 +27,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--nodes", type=int, default=4, help="number of KWOK nodes (up)")
     parser.add_argument("--purge", action="store_true", help="also delete the state directory (down)")
+    parser.add_argument("--volcano", action="store_true", help="also run Volcano's scheduler and controllers (up)")
+    parser.add_argument("--kueue", action="store_true", help="also run Kueue (up)")
+    parser.add_argument(
+        "--crds",
+        type=Path,
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="PATH",
+        help="CRD manifests (files or directories) to apply before Volcano and Kueue start (up)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; return the process exit code."""
     args = _parser().parse_args(argv)
-    cluster = LocalCluster(args.dir, nodes=args.nodes)
+    cluster = LocalCluster(args.dir, nodes=args.nodes, volcano=args.volcano, kueue=args.kueue, extra_crds=args.crds)
     if args.command == "up":
         cluster.start()
         print(f"export KUBECONFIG={cluster.kubeconfig}")

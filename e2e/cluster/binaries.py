@@ -1,7 +1,8 @@
 """Locate the cluster binaries built by ``e2e/build.sh``, building them when one is missing.
 
 ``e2e/build.sh`` puts every binary in ``$TRAINER_CACHE/bin/<component>-<version>/`` (the cache
-defaults to ``~/.cache/trainer``) with the versions pinned in ``e2e/versions.env``.
+defaults to ``~/.cache/trainer``) with the versions pinned in ``e2e/versions.env``. The optional
+components (Volcano, Kueue) also keep the CRDs they need next to their binaries, in ``crds/``.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 E2E_DIR = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = E2E_DIR / "build.sh"
 VERSIONS_FILE = E2E_DIR / "versions.env"
 
-# binary name -> (versions.env variable, bin sub-directory prefix)
+# binary name -> (versions.env variable, build.sh component, which is also the bin sub-directory prefix)
 BINARIES: dict[str, tuple[str, str]] = {
     "etcd": ("ETCD_VERSION", "etcd"),
     "kube-apiserver": ("KUBERNETES_VERSION", "kubernetes"),
@@ -24,6 +26,14 @@ BINARIES: dict[str, tuple[str, str]] = {
     "kubectl": ("KUBERNETES_VERSION", "kubernetes"),
     "kwok": ("KWOK_VERSION", "kwok"),
 }
+# The binaries of the optional components, built only when a cluster asks for them.
+OPTIONAL_BINARIES: dict[str, tuple[str, str]] = {
+    "vc-scheduler": ("VOLCANO_VERSION", "volcano"),
+    "vc-controller-manager": ("VOLCANO_VERSION", "volcano"),
+    "kueue": ("KUEUE_VERSION", "kueue"),
+}
+# build.sh components that also install CRDs into their crds/ directory.
+COMPONENTS_WITH_CRDS = ("volcano", "kueue")
 
 
 def cache_dir() -> Path:
@@ -42,27 +52,71 @@ def versions() -> dict[str, str]:
     return pairs
 
 
+def _all_binaries() -> dict[str, tuple[str, str]]:
+    return {**BINARIES, **OPTIONAL_BINARIES}
+
+
+def component_dir(component: str) -> Path:
+    """The bin directory of a build.sh component (e.g. ``volcano`` -> ``.../bin/volcano-v1.10.0``)."""
+    variable = {prefix: var for var, prefix in _all_binaries().values()}[component]
+    return cache_dir() / "bin" / f"{component}-{versions()[variable]}"
+
+
+def crd_dir(component: str) -> Path:
+    """The CRD manifests installed by a build.sh component (one of :data:`COMPONENTS_WITH_CRDS`)."""
+    return component_dir(component) / "crds"
+
+
 def binary_paths() -> dict[str, Path]:
-    """Where each binary is expected, whether or not it has been built yet."""
+    """Where each binary, core or optional, is expected, whether or not it has been built yet.
+
+    An optional binary whose version variable is missing from ``versions.env`` is left out.
+    """
     pinned = versions()
     bin_dir = cache_dir() / "bin"
-    return {name: bin_dir / f"{prefix}-{pinned[var]}" / name for name, (var, prefix) in BINARIES.items()}
+    return {
+        name: bin_dir / f"{prefix}-{pinned[var]}" / name
+        for name, (var, prefix) in _all_binaries().items()
+        if var in pinned or name in BINARIES
+    }
 
 
-def missing_binaries() -> list[str]:
-    """The names of the binaries that are not built yet."""
-    return [name for name, path in binary_paths().items() if not os.access(path, os.X_OK)]
+def missing_binaries(names: Iterable[str] | None = None) -> list[str]:
+    """The binaries among ``names`` (default: the core ones) that are not built yet.
 
-
-def ensure_binaries() -> dict[str, Path]:
-    """Return the path of every binary, running ``e2e/build.sh`` first if any is missing.
-
-    The build's output is streamed to stderr; a failed build raises ``CalledProcessError``.
+    A binary of a component that installs CRDs also counts as missing while its ``crds/`` is empty.
     """
-    if missing_binaries():
-        print(f"[cluster] building missing binaries with {BUILD_SCRIPT}", file=sys.stderr, flush=True)
-        subprocess.run(["bash", str(BUILD_SCRIPT)], check=True, stdout=sys.stderr)
-        still_missing = missing_binaries()
+    paths = binary_paths()
+    missing = []
+    for name in BINARIES if names is None else names:
+        path = paths.get(name)
+        component = _all_binaries()[name][1]
+        built = path is not None and os.access(path, os.X_OK)
+        crds_ok = component not in COMPONENTS_WITH_CRDS or any(crd_dir(component).glob("*.yaml"))
+        if not (built and crds_ok):
+            missing.append(name)
+    return missing
+
+
+def ensure_binaries(optional: Iterable[str] = ()) -> dict[str, Path]:
+    """Return the path of every binary, first building whatever the cluster needs and lacks.
+
+    The core binaries are always needed, the ``optional`` ones (names of
+    :data:`OPTIONAL_BINARIES`) when asked for. Only the build.sh components that miss something
+    are built; the build's output is streamed to stderr and a failed build raises
+    ``CalledProcessError``.
+    """
+    wanted = [*BINARIES, *optional]
+    missing = missing_binaries(wanted)
+    if missing:
+        components = list(dict.fromkeys(_all_binaries()[name][1] for name in missing))
+        print(
+            f"[cluster] building {' '.join(components)} with {BUILD_SCRIPT}",
+            file=sys.stderr,
+            flush=True,
+        )
+        subprocess.run(["bash", str(BUILD_SCRIPT), *components], check=True, stdout=sys.stderr)
+        still_missing = missing_binaries(wanted)
         if still_missing:
             raise FileNotFoundError(f"{BUILD_SCRIPT} did not produce: {', '.join(still_missing)}")
     return binary_paths()

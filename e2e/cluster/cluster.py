@@ -1,7 +1,9 @@
 """LocalCluster: a real Kubernetes control plane on loopback, with KWOK fake nodes, no containers.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok run as detached processes
-(see :mod:`e2e.cluster.process`) whose state lives in ``state_dir``::
+(see :mod:`e2e.cluster.process`), optionally followed by Volcano (vc-scheduler,
+vc-controller-manager; :mod:`e2e.cluster.volcano`) and Kueue (:mod:`e2e.cluster.kueue`). Their
+state lives in ``state_dir``::
 
     state_dir/
       kubeconfig.yaml          admin kubeconfig, context "trainer-local"
@@ -11,9 +13,16 @@ etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok run as de
       etcd/                    etcd data (wiped on every cold start: each start is a fresh cluster)
       run/<component>.pid      pids of the running processes
       logs/<component>.log     their output
+      volcano/scheduler.conf   vc-scheduler's configuration (alone in its directory: it is watched)
+      kueue/config.yaml        Kueue's Configuration; kueue/webhook-certs/ its serving certificate
 
-A second ``start()`` on a healthy running cluster only makes sure the nodes exist, so the cluster
-started by one command survives it and is stopped later by ``stop()`` from another one.
+Start order: the core, then the CRDs of the requested optional components and the ``extra_crds``
+(one server-side apply, in that order, waited Established), then Volcano and Kueue; ``stop()``
+goes in reverse.
+
+A second ``start()`` on a healthy running cluster only makes sure the nodes exist, re-applies the
+CRDs and starts the requested optional components that are not running, so the cluster started
+by one command survives it and is stopped later by ``stop()`` from another one.
 """
 
 from __future__ import annotations
@@ -26,14 +35,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from e2e.cluster import kueue, volcano
 from e2e.cluster.api import ApiClient
-from e2e.cluster.binaries import binary_paths, ensure_binaries
-from e2e.cluster.pki import SERVICE_IP, Pki, ensure_pki, write_kubeconfig
+from e2e.cluster.binaries import binary_paths, crd_dir, ensure_binaries
+from e2e.cluster.crds import apply_crds
+from e2e.cluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig
 from e2e.cluster.process import Component
 
 STAGES_FILE = Path(__file__).resolve().parent / "kwok-stages.yaml"
@@ -43,6 +54,14 @@ POD_CIDR = "10.1.0.1/16"  # fake pod IPs handed out by kwok
 NODE_IP = "10.1.0.1"  # fake InternalIP of every node
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+VOLCANO_COMPONENTS = ("vc-scheduler", "vc-controller-manager")
+KUEUE_COMPONENTS = ("kueue",)
+OPTIONAL_COMPONENTS = (*VOLCANO_COMPONENTS, *KUEUE_COMPONENTS)
+# Client identities of the optional components: kubeconfig name -> (common name, organization).
+OPTIONAL_USERS: dict[str, tuple[str, str]] = {
+    "volcano": ("volcano", "system:masters"),
+    "kueue": ("kueue", "system:masters"),
+}
 PORT_NAMES = ("etcd_client", "etcd_peer", "apiserver")
 NODE_PREFIX = "kwok-node-"
 
@@ -83,8 +102,11 @@ class LocalCluster:
 
         @pytest.fixture(scope="session")
         def cluster(tmp_path_factory):
-            with LocalCluster(tmp_path_factory.mktemp("cluster")) as c:
+            with LocalCluster(tmp_path_factory.mktemp("cluster"), volcano=True) as c:
                 yield c
+
+    ``volcano`` and ``kueue`` add those real components (off by default); ``extra_crds`` are CRD
+    manifests (files or directories) applied once the core is up and before they start.
     """
 
     def __init__(
@@ -96,9 +118,15 @@ class LocalCluster:
         pods_per_node: int = 110,
         timeout: float = 180.0,
         log: Callable[[str], None] = _stderr,
+        volcano: bool = False,
+        kueue: bool = False,
+        extra_crds: Sequence[Path] = (),
     ) -> None:
         """Describe the cluster; nothing is started before :meth:`start`."""
         self.state_dir = Path(state_dir).resolve()
+        self.volcano = volcano
+        self.kueue = kueue
+        self.extra_crds = [Path(path).resolve() for path in extra_crds]
         self.nodes = nodes
         self.node_cpu = node_cpu
         self.node_memory = node_memory
@@ -106,9 +134,14 @@ class LocalCluster:
         self.timeout = timeout
         self.log = log
         self.binaries: dict[str, Path] = binary_paths()
+        unknown = [name for name in self.optional_components() if name not in self.binaries]
+        if unknown:
+            raise ValueError(f"no version of {', '.join(unknown)} in e2e/versions.env")
+        # Every component known to this checkout, requested or not, so that stop() stops them all.
         self._components = {
             name: Component(name, self.binaries[name], self.state_dir / "run", self.state_dir / "logs")
-            for name in COMPONENTS
+            for name in (*COMPONENTS, *OPTIONAL_COMPONENTS)
+            if name in self.binaries
         }
 
     # --- paths and accessors -------------------------------------------------------------------
@@ -177,32 +210,48 @@ class LocalCluster:
         self.stop()
 
     def status(self) -> dict[str, int | None]:
-        """The pid of each component, ``None`` for one that is not running."""
+        """The pid of each component, optional ones included, ``None`` for one that is not running."""
         return {name: component.pid() for name, component in self._components.items()}
 
     def is_running(self) -> bool:
-        """Whether every component runs and the kube-apiserver reports ready."""
-        if not all(component.is_alive() for component in self._components.values()):
+        """Whether every core component runs and the kube-apiserver reports ready."""
+        if not all(self._components[name].is_alive() for name in COMPONENTS):
             return False
         return self.apiserver_ready()
+
+    def optional_components(self) -> list[str]:
+        """The optional components this cluster asks for, in start order."""
+        return [*(VOLCANO_COMPONENTS if self.volcano else ()), *(KUEUE_COMPONENTS if self.kueue else ())]
 
     def start(self) -> None:
         """Start the cluster, or reuse it if it is already running and healthy.
 
         Returns once the API server is ready, the controller manager has created the ``default``
-        ServiceAccount and the ``nodes`` KWOK nodes are Ready and untainted.
+        ServiceAccount, the ``nodes`` KWOK nodes are Ready and untainted, the ``extra_crds`` are
+        Established and the requested optional components are ready: Volcano's ``default`` queue
+        Open, Kueue's ``/readyz`` answering.
         """
         began = time.monotonic()
+        deadline = began + self.timeout
         if self.is_running():
             self.log(f"reusing the running cluster in {self.state_dir}")
-            self._ensure_nodes(began + self.timeout)
+            self._ensure_nodes(deadline)
+            started: list[str] = []
+            try:
+                self._start_optional(deadline, started)
+            except BaseException:
+                stopping = f"; stopping {', '.join(started)}" if started else ""
+                self.log(f"starting the optional components failed{stopping}")
+                for name in reversed(started):
+                    self._components[name].stop()
+                raise
             self.log(f"ready in {time.monotonic() - began:.1f}s")
             return
         if any(component.is_alive() for component in self._components.values()):
             self.log("a previous cluster is partly running or unhealthy: stopping it")
             self.stop()
 
-        self.binaries = ensure_binaries()
+        self.binaries = ensure_binaries(optional=self.optional_components())
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ports = self._ensure_ports()
         pki = ensure_pki(self.state_dir / "pki")
@@ -212,7 +261,6 @@ class LocalCluster:
         write_kubeconfig(self.kubeconfig, pki, "admin", server, CONTEXT)
         for user in ("kube-controller-manager", "kube-scheduler", "kwok"):
             write_kubeconfig(kubeconfigs / f"{user}.yaml", pki, user, server, CONTEXT)
-        deadline = began + self.timeout
 
         try:
             self._start_etcd(ports)
@@ -224,7 +272,9 @@ class LocalCluster:
             self._start_kwok()
             self._wait("default ServiceAccount", deadline, self._default_service_account, "kube-controller-manager")
             self._ensure_nodes(deadline)
-            for component in self._components.values():
+            self._start_optional(deadline, [])
+            for name in (*COMPONENTS, *self.optional_components()):
+                component = self._components[name]
                 if not component.is_alive():
                     raise RuntimeError(f"{component.name} exited during start:\n{component.log_tail()}")
         except BaseException:
@@ -234,12 +284,12 @@ class LocalCluster:
         self.log(f"cluster up in {time.monotonic() - began:.1f}s: KUBECONFIG={self.kubeconfig}")
 
     def stop(self, purge: bool = False) -> None:
-        """Stop every component (SIGTERM, then SIGKILL), in reverse start order.
+        """Stop every component (SIGTERM, then SIGKILL), optional ones included, in reverse start order.
 
         With ``purge`` the whole ``state_dir`` is deleted afterwards.
         """
-        for name in reversed(COMPONENTS):
-            self._components[name].stop()
+        for component in reversed(self._components.values()):
+            component.stop()
         if purge:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
@@ -354,17 +404,101 @@ class LocalCluster:
             env={"KWOK_WORKDIR": str(self.state_dir / "kwok")},
         )
 
+    # --- optional components: CRDs, Volcano, Kueue ----------------------------------------------
+
+    def _start_optional(self, deadline: float, started: list[str]) -> None:
+        """Apply the CRDs, start the requested optional components that are not running, wait.
+
+        The names of the components started are appended to ``started`` as they start (for
+        the caller's cleanup on failure).
+        """
+        wanted = self.optional_components()
+        to_start = [name for name in wanted if not self._components[name].is_alive()]
+        if to_start:
+            self.binaries = ensure_binaries(optional=to_start)
+        # The caller's CRDs go last: one of theirs replaces a bundled one of the same name (say the
+        # project's own MPIJob CRD and the mpi-operator one that comes with Kueue's).
+        crds: list[Path] = []
+        if any(name in to_start for name in VOLCANO_COMPONENTS):
+            crds.append(crd_dir("volcano"))
+        if any(name in to_start for name in KUEUE_COMPONENTS):
+            crds.append(crd_dir("kueue"))
+        crds += self.extra_crds
+        if crds:
+            began = time.monotonic()
+            remaining = max(1.0, deadline - time.monotonic())
+            names = apply_crds(self.kubectl, self.kubeconfig, self.api(), crds, timeout=remaining)
+            self.log(f"{len(names)} CRDs applied and Established ({time.monotonic() - began:.1f}s)")
+        if not wanted:
+            return
+
+        pki = Pki(self.state_dir / "pki")
+        users = [user for user, wanted_user in (("volcano", self.volcano), ("kueue", self.kueue)) if wanted_user]
+        for user in users:
+            common_name, organization = OPTIONAL_USERS[user]
+            ensure_client_cert(pki, user, common_name, organization)
+            write_kubeconfig(self.state_dir / "kubeconfigs" / f"{user}.yaml", pki, user, self.server, CONTEXT)
+        starters: dict[str, Callable[[], None]] = {
+            "vc-scheduler": self._start_vc_scheduler,
+            "vc-controller-manager": self._start_vc_controller_manager,
+            "kueue": self._start_kueue,
+        }
+        for name in to_start:
+            starters[name]()
+            started.append(name)
+
+        if self.volcano:
+            self._wait(
+                f"Volcano queue(s) {', '.join(volcano.READY_QUEUES)} Open",
+                deadline,
+                lambda: volcano.queues_open(self.api()),
+                *VOLCANO_COMPONENTS,
+            )
+        if self.kueue:
+            ports = kueue.read_ports(self._kueue_dir / "config.yaml")
+            if ports is None:
+                raise RuntimeError(f"kueue runs but {self._kueue_dir / 'config.yaml'} names no ports")
+            self._wait("Kueue ready", deadline, lambda: kueue.ready(ports), *KUEUE_COMPONENTS)
+
+    @property
+    def _kueue_dir(self) -> Path:
+        return self.state_dir / "kueue"
+
+    def _start_vc_scheduler(self) -> None:
+        kubeconfig = self.state_dir / "kubeconfigs" / "volcano.yaml"
+        conf = volcano.write_scheduler_conf(self.state_dir / "volcano")
+        self._start(
+            "vc-scheduler",
+            volcano.scheduler_args(kubeconfig, conf, self.state_dir / "logs"),
+            env=volcano.env(kubeconfig, self.state_dir / "run"),
+        )
+
+    def _start_vc_controller_manager(self) -> None:
+        kubeconfig = self.state_dir / "kubeconfigs" / "volcano.yaml"
+        self._start(
+            "vc-controller-manager",
+            volcano.controller_manager_args(kubeconfig),
+            env=volcano.env(kubeconfig, self.state_dir / "run"),
+        )
+
+    def _start_kueue(self) -> None:
+        ports = kueue.KueuePorts(*free_ports(3))
+        config = kueue.prepare(self._kueue_dir, Pki(self.state_dir / "pki"), ports)
+        self._start("kueue", kueue.args(config, self.state_dir / "kubeconfigs" / "kueue.yaml"))
+
     # --- readiness -----------------------------------------------------------------------------
 
-    def _wait(self, what: str, deadline: float, ready: Callable[[], bool], component: str) -> None:
-        """Poll ``ready`` until it holds; fail early if ``component`` died, or at ``deadline``."""
+    def _wait(self, what: str, deadline: float, ready: Callable[[], bool], *components: str) -> None:
+        """Poll ``ready`` until it holds; fail early if one of ``components`` died, or at ``deadline``."""
         began = time.monotonic()
         while not ready():
-            proc = self._components[component]
-            if not proc.is_alive():
-                raise RuntimeError(f"{component} exited while waiting for {what}:\n{proc.log_tail()}")
+            for name in components:
+                proc = self._components[name]
+                if not proc.is_alive():
+                    raise RuntimeError(f"{name} exited while waiting for {what}:\n{proc.log_tail()}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"timed out waiting for {what}; {component} log:\n{proc.log_tail()}")
+                tails = "\n".join(f"{name} log:\n{self._components[name].log_tail()}" for name in components)
+                raise TimeoutError(f"timed out waiting for {what}; {tails}")
             time.sleep(0.1)
         self.log(f"{what} ({time.monotonic() - began:.1f}s)")
 

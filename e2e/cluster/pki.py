@@ -3,12 +3,18 @@
 Everything is generated once into ``<state_dir>/pki`` with the ``cryptography`` library and reused
 on later starts: a CA, the kube-apiserver serving certificate, one client certificate per user
 (all signed by the CA) and the RSA key pair that signs and verifies service-account tokens.
+
+Optional components get their client certificates (:func:`ensure_client_cert`) and serving
+certificates (:func:`write_serving_cert`) later, signed by the same CA, so that adding one to a
+running cluster never regenerates the CA.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,6 +216,69 @@ def ensure_pki(directory: Path) -> Pki:
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
+
+
+def _load_ca(pki: Pki) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key} is not an EC private key")
+    return ca_cert, ca_key
+
+
+def _signed_by(cert_path: Path, ca_cert: x509.Certificate) -> bool:
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return cert.issuer == ca_cert.subject and cert.not_valid_after_utc > datetime.datetime.now(datetime.UTC)
+
+
+def _replace(path: Path, data: bytes, mode: int) -> None:
+    """Write ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.chmod(mode)
+    os.replace(tmp, path)
+
+
+def ensure_client_cert(pki: Pki, user: str, common_name: str, organization: str) -> None:
+    """Give ``user`` a client certificate signed by the cluster CA, unless it has a valid one.
+
+    For the identities of optional components (not in :data:`USERS`): ``pki.client_cert(user)``
+    and ``pki.client_key(user)`` then exist, for :func:`write_kubeconfig`.
+    """
+    ca_cert, ca_key = _load_ca(pki)
+    if _signed_by(pki.client_cert(user), ca_cert) and pki.client_key(user).exists():
+        return
+    cert, key = _leaf(ca_cert, ca_key, _name(common_name, organization), ExtendedKeyUsageOID.CLIENT_AUTH)
+    _write_key(pki.client_key(user), key)
+    _write_cert(pki.client_cert(user), cert)
+
+
+def write_serving_cert(
+    pki: Pki,
+    directory: Path,
+    common_name: str,
+    dns_names: Sequence[str] = ("localhost",),
+    ip_addresses: Sequence[str] = ("127.0.0.1",),
+) -> None:
+    """Write a CA-signed serving certificate as ``tls.crt``/``tls.key`` (and ``ca.crt``) in ``directory``.
+
+    The layout a controller-runtime webhook or metrics server reads from its cert dir. Each file
+    is replaced atomically; a new key pair is generated on every call.
+    """
+    ca_cert, ca_key = _load_ca(pki)
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    cert, key = _leaf(ca_cert, ca_key, _name(common_name), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    directory.mkdir(parents=True, exist_ok=True)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    _replace(directory / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    _replace(directory / "tls.key", key_pem, 0o600)
+    _replace(directory / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
 
 def write_kubeconfig(path: Path, pki: Pki, user: str, server: str, context: str = "trainer-local") -> Path:

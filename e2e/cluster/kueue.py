@@ -1,0 +1,132 @@
+"""Kueue's manager run out of cluster: its Configuration, certificates, flags and readiness.
+
+Checked against sigs.k8s.io/kueue@v0.14.5 (cmd/kueue/main.go, apis/config/v1beta1,
+pkg/config). The flags are only ``--config``, ``--kubeconfig`` (controller-runtime's),
+``--feature-gates`` and zap's ``--zap-*``; everything else is in the Configuration file, which
+is decoded strictly (an unknown field fails the start).
+
+- ``internalCertManagement.enable: false``: Kueue does not create its Secret nor patch webhook
+  configurations; its webhook server serves ``tls.crt``/``tls.key`` from ``webhook.certDir``,
+  written here with the cluster CA. No webhook configuration is installed in the cluster, so
+  Kueue's defaulting webhooks never run: a Job must be created with ``suspend: true`` and its
+  ``kueue.x-k8s.io/queue-name`` label.
+- With internal cert management off, Kueue v0.14.5 *always* loads the metrics server's
+  certificate from the hard-coded ``/etc/kueue/metrics/certs/tls.{crt,key}`` (not configurable)
+  and exits if they are missing, so :func:`ensure_metrics_certs` creates them there when absent.
+- ``VisibilityOnDemand`` (beta, on by default) would start an extra API server on a fixed
+  port: switched off.
+- Integrations whose CRD is missing at start (e.g. TrainJob) are deferred by Kueue until the CRD
+  appears; but the CRDs should be there first so that their controllers start at once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cryptography import x509
+
+from e2e.cluster.pki import Pki, write_serving_cert
+
+FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
+NAMESPACE = "kueue-system"
+# Hard-coded in cmd/kueue/main.go (v0.14.5) when internalCertManagement is disabled.
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+
+
+@dataclass(frozen=True)
+class KueuePorts:
+    """The loopback ports of one Kueue process."""
+
+    webhook: int
+    metrics: int
+    health: int
+
+
+def configuration(cert_dir: Path, ports: KueuePorts) -> dict[str, Any]:
+    """The Kueue ``Configuration`` object (``config.kueue.x-k8s.io/v1beta1``)."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "manageJobsWithoutQueueName": False,
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": ports.webhook, "certDir": str(cert_dir)},
+        "metrics": {"bindAddress": f"127.0.0.1:{ports.metrics}"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.health}"},
+        # The local API server takes much more than the default 20 QPS / burst 30.
+        "clientConnection": {"qps": 100, "burst": 200},
+        "featureGates": {"VisibilityOnDemand": False},
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+
+
+def prepare(directory: Path, pki: Pki, ports: KueuePorts) -> Path:
+    """Write the webhook certificate and the Configuration into ``directory``; return the config path.
+
+    ``directory/webhook-certs/`` gets a fresh CA-signed serving certificate (SANs 127.0.0.1 and
+    localhost) and ``directory/config.yaml`` the Configuration; the metrics certificates are made
+    sure of (:func:`ensure_metrics_certs`).
+    """
+    cert_dir = directory / "webhook-certs"
+    write_serving_cert(pki, cert_dir, "kueue-webhook", ("localhost",), ("127.0.0.1",))
+    ensure_metrics_certs(pki)
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(configuration(cert_dir, ports), sort_keys=False))
+    return path
+
+
+def read_ports(config: Path) -> KueuePorts | None:
+    """The ports recorded in a Configuration written by :func:`prepare`, or ``None``."""
+    try:
+        data = yaml.safe_load(config.read_text())
+        return KueuePorts(
+            webhook=int(data["webhook"]["port"]),
+            metrics=int(data["metrics"]["bindAddress"].rsplit(":", 1)[1]),
+            health=int(data["health"]["healthProbeBindAddress"].rsplit(":", 1)[1]),
+        )
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, yaml.YAMLError):
+        return None
+
+
+def args(config: Path, kubeconfig: Path) -> list[str]:
+    """The flags of the kueue manager."""
+    return [f"--config={config}", f"--kubeconfig={kubeconfig}"]
+
+
+def ensure_metrics_certs(pki: Pki, directory: Path = METRICS_CERT_DIR) -> None:
+    """Create ``tls.crt``/``tls.key`` in ``directory`` unless a certificate valid for a day is there.
+
+    The directory is shared by every local cluster on the machine (Kueue's path is fixed); the
+    certificate is never checked by anyone, so any valid pair does, and an existing one is kept.
+    """
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    if key.exists():
+        try:
+            expiry = x509.load_pem_x509_certificate(cert.read_bytes()).not_valid_after_utc
+        except (OSError, ValueError):
+            expiry = None
+        if expiry and expiry > datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=1):
+            return
+    try:
+        write_serving_cert(pki, directory, "kueue-metrics", ("localhost",), ("127.0.0.1",))
+    except PermissionError as err:
+        raise RuntimeError(
+            f"Kueue reads its metrics certificate from the fixed {directory}, "
+            f"and that directory is not writable ({err}); create {cert} and {key} there once"
+        ) from err
+
+
+def ready(ports: KueuePorts) -> bool:
+    """Whether the manager's ``/readyz`` answers 200 (its webhook server is up; controllers follow)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{ports.health}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except (OSError, ValueError):
+        return False
