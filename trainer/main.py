@@ -77,10 +77,18 @@ async def run(args: argparse.Namespace) -> None:
     """Connect, run the manager until SIGTERM/SIGINT, then stop cleanly."""
     log = structlog.get_logger("trainer")
     kube = await Kube.connect(args.kubeconfig)
-    manager = Manager(
-        kube, Settings(namespace=args.namespace, max_concurrent_reconciles=args.max_concurrent_reconciles)
+    settings = Settings(
+        namespace=args.namespace,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+        gang_scheduler_name=args.gang_scheduler_name,
     )
-    log.info("starting", namespace=args.namespace or "(all)", max_concurrent_reconciles=args.max_concurrent_reconciles)
+    manager = Manager(kube, settings)
+    log.info(
+        "starting",
+        namespace=args.namespace or "(all)",
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+        gang_scheduler_name=args.gang_scheduler_name,
+    )
     task = asyncio.create_task(manager.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
