@@ -39,7 +39,10 @@ SCHEDULER_CONF: dict[str, Any] = {
         {"plugins": [{"name": name} for name in ("priority", "gang", "conformance")]},
         {
             "plugins": [
-                {"name": name} for name in ("overcommit", "drf", "predicates", "proportion", "nodeorder", "binpack")
+                # 1.5: room to enqueue more demand than the cluster holds, so that queue weights
+                # (proportion) decide who runs; a gang larger than 1.5x the cluster stays Pending.
+                {"name": "overcommit", "arguments": {"overcommit-factor": 1.5}},
+                *({"name": name} for name in ("drf", "predicates", "proportion", "nodeorder", "binpack")),
             ]
         },
     ],

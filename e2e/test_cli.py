@@ -1,0 +1,137 @@
+"""The ``trainer`` command line end to end on the real local cluster, run as a user runs it (a
+separate process): apply the sample, wait, get, list, describe, logs of a named step, delete, and
+the exit codes a script relies on. Logs come from the log nodes of :mod:`e2e.test_sdk`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.helpers import ROOT
+from e2e.test_sdk import SAMPLE, LogsNodes, logs_nodes_fixture, sample  # noqa: F401 (logs_nodes fixture)
+
+pytestmark = pytest.mark.e2e
+
+
+class Trainer:
+    """Runs ``python -m trainer.cli --kubeconfig K -n NS ...``."""
+
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
+        self.kubeconfig, self.namespace = kubeconfig, namespace
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The error a failed command printed, checked to be one ``error:`` line and no traceback."""
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def trainer(cluster: Any, ns: str) -> Trainer:
+    return Trainer(cluster.kubeconfig, ns)
+
+
+def test_apply_wait_get_list_describe_delete_the_sample(trainer: Trainer, samples: None) -> None:
+    applied = trainer("apply", "-f", str(SAMPLE))
+    assert (applied.returncode, applied.stdout) == (0, "trainjobs.trainer.kubeflow.org/pytorch-simple applied\n")
+
+    waited = trainer("wait", "pytorch-simple", "--status", "Complete", "--timeout", "90")
+    assert (waited.returncode, waited.stdout) == (0, "pytorch-simple Complete\n"), waited.stderr
+    assert "pytorch-simple: Complete" in waited.stderr  # the progress display
+
+    got = json.loads(trainer("get", "pytorch-simple", "-o", "json").stdout)
+    assert (got["metadata"]["namespace"], got["status"]["conditions"][-1]["type"]) == (trainer.namespace, "Complete")
+    table = trainer("get", "pytorch-simple").stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATE", "RUNTIME", "NODES", "JOBS", "QUEUE", "AGE"]
+    assert table[1].split()[:4] == ["pytorch-simple", "Complete", "torch-distributed", "2"]
+
+    listed = yaml.safe_load(trainer("list", "-o", "yaml").stdout)
+    assert [i["metadata"]["name"] for i in listed["items"]] == ["pytorch-simple"]
+    assert "pytorch-simple" in trainer("list", "--runtime", "torch-distributed").stdout
+    nothing = trainer("list", "--queue", "production")
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, "", "No TrainJobs found.\n")
+
+    described = trainer("describe", "pytorch-simple")
+    assert described.returncode == 0
+    for text in ("State:", "Complete", "Conditions:", "AllJobsCompleted", "Jobs status:", "PodGroup:", "Events:"):
+        assert text in described.stdout
+    data = json.loads(trainer("describe", "pytorch-simple", "-o", "json").stdout)
+    assert (data["state"], data["queue"], data["podGroup"]) == ("Complete", None, None)
+    assert {"SuccessfulCreate", "AllJobsCompleted"} <= {e["reason"] for e in data["events"]}
+
+    runtimes = trainer("runtimes").stdout
+    assert any(
+        line.split()[:3] == ["torch-distributed", "ClusterTrainingRuntime", "torch"] for line in runtimes.splitlines()
+    )
+
+    # A Complete job will not become Failed: exit 1 at once, not a timeout.
+    never = trainer("wait", "pytorch-simple", "--status", "Failed", "--timeout", "30")
+    assert never.returncode == 1 and "is Complete; it will not become Failed" in one_line_error(never)
+
+    deleted = trainer("delete", "pytorch-simple", "--wait")
+    assert (deleted.returncode, deleted.stdout) == (0, "trainjobs.trainer.kubeflow.org/pytorch-simple deleted\n")
+    gone = trainer("get", "pytorch-simple")
+    assert gone.returncode == 1
+    assert one_line_error(gone) == f"error: TrainJob {trainer.namespace}/pytorch-simple not found"
+
+
+def test_logs_of_a_named_step_and_the_error_from_a_node_without_kubelet(
+    trainer: Trainer, samples: None, logs_nodes: LogsNodes, tmp_path: Path
+) -> None:
+    served = tmp_path / "served.yaml"
+    served.write_text(yaml.safe_dump(logs_nodes.pin(sample("served"), logs_nodes.served)))
+    unserved = tmp_path / "unserved.yaml"
+    unserved.write_text(yaml.safe_dump(logs_nodes.pin(sample("unserved"), logs_nodes.unserved)))
+    assert trainer("apply", "-f", str(served), "-f", str(unserved)).returncode == 0
+
+    logs = trainer("logs", "served", "--step", "node", "--node", "1", "--pod-timeout", "60")
+    assert (logs.returncode, logs.stdout.splitlines()) == (0, logs_nodes.lines), logs.stderr
+
+    assert trainer("wait", "unserved", "--timeout", "90").returncode == 0
+    refused = trainer("logs", "unserved", "--step", "node", "--node", "0")
+    assert refused.returncode == 1 and refused.stdout == ""
+    message = one_line_error(refused)
+    assert f"logs of container 'node' of pod {trainer.namespace}/unserved-node-0-0-" in message
+    assert f"on node {logs_nodes.unserved} are unavailable (apiserver answered 500)" in message
+    assert "/containerLogs/" in message and "connect: connection refused" in message
+
+    wrong = trainer("logs", "served", "--step", "launcher")
+    assert wrong.returncode == 1 and "has no step 'launcher'; its steps are: node" in one_line_error(wrong)
+
+
+def test_exit_codes_for_a_timeout_a_bad_manifest_and_bad_usage(trainer: Trainer, samples: None, tmp_path: Path) -> None:
+    held = sample("held")
+    held["spec"]["suspend"] = True
+    path = tmp_path / "held.yaml"
+    path.write_text(yaml.safe_dump(held))
+    assert trainer("apply", "-f", str(path)).returncode == 0
+    suspended = trainer("wait", "held", "--status", "Suspended", "--timeout", "30")
+    assert (suspended.returncode, suspended.stdout) == (0, "held Suspended\n")
+    timed_out = trainer("wait", "held", "--timeout", "1")
+    assert timed_out.returncode == 3
+    assert "timed out after 1s waiting for TrainJob" in one_line_error(timed_out)
+    assert "last seen: Suspended" in timed_out.stderr
+
+    missing = trainer("apply", "-f", str(tmp_path / "missing.yaml"))
+    assert missing.returncode == 1 and one_line_error(missing).endswith("missing.yaml: no such file")
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\nspec: {}\n")
+    bad = trainer("apply", "-f", str(invalid))
+    assert bad.returncode == 1 and "spec.runtimeRef: Field required" in one_line_error(bad)
+    listed = json.loads(trainer("list", "-o", "json").stdout)["items"]
+    assert [i["metadata"]["name"] for i in listed] == ["held"]  # nothing of the invalid file was applied
+
+    usage = trainer("wait", "held", "--status", "Finished")
+    assert usage.returncode == 2
