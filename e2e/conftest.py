@@ -61,40 +61,60 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster |
             local.stop()
 
 
+class Operator:
+    """One operator process (``python -m trainer``), restartable, logging JSON to ``log_path``."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, args: list[str]) -> None:
+        self.kubeconfig, self.log_path, self.args = kubeconfig, log_path, args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "trainer",
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    "--log-format",
+                    "json",
+                    *self.args,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 15 s; fails the test if the operator crashed."""
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        code, self.proc = self.proc.returncode, None
+        assert code in (0, -15), f"operator exited with {code}; see {self.log_path}"
+
+
 @pytest.fixture(scope="module", autouse=True)
-def operator(request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster) -> Iterator[Path]:
+def operator(request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster) -> Iterator[Operator]:
     """The operator process for one test module, started with the module's ``GANG_SCHEDULER``
-    (default ``none``) as ``--gang-scheduler-name``; it logs JSON to
+    (default ``none``) as ``--gang-scheduler-name`` and its ``OPERATOR_ARGS``; it logs JSON to
     ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator."""
     gang = getattr(request.module, "GANG_SCHEDULER", "none")
+    extra = list(getattr(request.module, "OPERATOR_ARGS", []))
     log_path = cluster.state_dir / "logs" / f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trainer",
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-                "--log-format",
-                "json",
-                "--gang-scheduler-name",
-                gang,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
+    op = Operator(cluster.kubeconfig, log_path, ["--gang-scheduler-name", gang, *extra])
+    op.start()
     try:
-        yield log_path
+        yield op
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        assert proc.returncode in (0, -15), f"operator exited with {proc.returncode}; see {log_path}"
+        op.stop()
 
 
 @pytest.fixture(scope="session")

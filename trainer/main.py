@@ -12,13 +12,16 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import structlog
 
 from trainer import gang
+from trainer.kube.cache import wait_synced
 from trainer.kube.client import Kube
 from trainer.manager import Manager, Settings
+from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
 
 
 def _env(flag: str, default: str | None = None) -> str | None:
@@ -43,6 +46,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=sorted(gang.SCHEDULERS),
         default=_env("gang-scheduler-name", "none"),
         help="gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins or none (default none)",
+    )
+    p.add_argument(
+        "--webhook-port",
+        type=int,
+        default=int(_env("webhook-port", "0") or 0),
+        help="port of the admission webhook (TLS); 0 (default) disables it",
+    )
+    p.add_argument(
+        "--webhook-host",
+        default=_env("webhook-host"),
+        help="host the apiserver calls the webhook at (URL mode, e.g. 127.0.0.1); default: through --webhook-service",
+    )
+    p.add_argument(
+        "--webhook-service",
+        default=_env("webhook-service", "trainer-webhook-service"),
+        help="Service in front of the webhook (default trainer-webhook-service)",
+    )
+    p.add_argument(
+        "--webhook-namespace",
+        default=_env("webhook-namespace", "default"),
+        help="namespace of the webhook Service and of its certificate Secret (default default)",
     )
     p.add_argument(
         "--log-format",
@@ -89,7 +113,26 @@ async def run(args: argparse.Namespace) -> None:
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
     )
-    task = asyncio.create_task(manager.run())
+    parts: list[Coroutine[Any, Any, Any]] = [manager.run()]
+    if args.webhook_port:
+        webhook = WebhookServer(
+            kube,
+            WebhookSettings(
+                port=args.webhook_port,
+                host=args.webhook_host,
+                namespace=args.webhook_namespace,
+                service=args.webhook_service,
+            ),
+            cache_facts(manager, args.gang_scheduler_name),
+        )
+        synced = asyncio.Event()
+
+        async def when_synced() -> None:
+            await wait_synced(manager.informers)  # answers need the caches
+            synced.set()
+
+        parts += [when_synced(), webhook.run(synced)]
+    task = asyncio.ensure_future(asyncio.gather(*parts))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)

@@ -1,0 +1,193 @@
+"""Admission on the real apiserver: the operator's webhook (URL mode, 127.0.0.1) refuses bad jobs with
+messages naming the field; valid twins are admitted; overrides change only while suspended; deletes
+work while the operator is down. The operator runs with ``--gang-scheduler-name=volcano`` here, so
+the Volcano queue rules apply."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from e2e.conftest import Operator
+from e2e.helpers import Client, wait_for
+from e2e.test_gang_volcano import make_queue
+from e2e.test_mpijob import mpijob
+from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from trainer.controllers.mpijob import MPIJOBS
+from trainer.kube.client import PODS, TRAINJOBS, ApiError
+from trainer.webhook.server import CONFIG_NAME, MUTATING, VALIDATING
+
+pytestmark = pytest.mark.e2e
+JSON = dict[str, Any]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PORT = _free_port()
+GANG_SCHEDULER = "volcano"
+OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def webhook_installed(client: Client, operator: Operator) -> AsyncIterator[None]:
+    """Wait for the operator's webhook configurations; remove them after the module, since with
+    failurePolicy Fail they would refuse every create once this module's operator is gone."""
+
+    async def installed() -> bool:
+        return await client.kube.get_or_none(VALIDATING, None, CONFIG_NAME) is not None
+
+    await wait_for(installed, "webhook configurations installed")
+    await asyncio.sleep(1)
+    try:
+        yield
+    finally:
+        await client.kube.delete(VALIDATING, None, CONFIG_NAME)
+        await client.kube.delete(MUTATING, None, CONFIG_NAME)
+
+
+async def refused(client: Client, obj: JSON, ns: str | None = None) -> str:
+    """The message of the apiserver refusing ``obj`` (fails if it is admitted)."""
+    try:
+        await client.apply(obj, ns)
+    except ApiError as e:
+        assert e.status in (400, 403, 422), e
+        return e.message
+    raise AssertionError(f"{obj['kind']} {obj['metadata']['name']} was admitted")
+
+
+async def test_trainjob_rules_refuse_with_the_field_and_admit_the_valid_twin(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer"), rjob("aux")), ns)
+    cases: list[tuple[JSON, JSON, str]] = [
+        (
+            trainjob("no-rt", "missing-rt"),
+            trainjob("no-rt", "rt"),
+            "spec.runtimeRef: TrainingRuntime 'missing-rt' not found",
+        ),
+        (
+            trainjob(
+                "bad-target", "rt", podSpecOverrides=[{"targetJobs": [{"name": "nope"}], "nodeSelector": {"a": "b"}}]
+            ),
+            trainjob(
+                "bad-target", "rt", podSpecOverrides=[{"targetJobs": [{"name": "aux"}], "nodeSelector": {"a": "b"}}]
+            ),
+            "spec.podSpecOverrides[0].targetJobs: replicated job 'nope' is not in runtime 'rt'",
+        ),
+        (
+            trainjob(
+                "bad-container",
+                "rt",
+                podSpecOverrides=[{"targetJobs": [{"name": "aux"}], "containers": [{"name": "ghost"}]}],
+            ),
+            trainjob(
+                "bad-container",
+                "rt",
+                podSpecOverrides=[{"targetJobs": [{"name": "aux"}], "containers": [{"name": "aux"}]}],
+            ),
+            "container 'ghost' is not in replicated job 'aux'",
+        ),
+        (
+            trainjob("reserved", "rt", trainer={"env": [{"name": "PET_MASTER_PORT", "value": "1"}]}),
+            trainjob("reserved", "rt", trainer={"env": [{"name": "MY_VAR", "value": "1"}]}),
+            "spec.trainer.env: 'PET_MASTER_PORT'",
+        ),
+        (
+            trainjob("a.b", "rt"),
+            trainjob("a-b", "rt"),
+            "metadata.name 'a.b' must be an RFC 1035 label",
+        ),
+    ]
+    for bad, good, needle in cases:
+        message = await refused(client, bad, ns)
+        assert needle in message, message
+        stored = await client.apply(good, ns)
+        assert stored["metadata"]["name"] == good["metadata"]["name"]
+
+
+async def test_volcano_queue_rules_refuse_missing_closed_and_parent_queues(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await make_queue(client, "adm-open")
+    job = trainjob("q", "rt")
+    job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "adm-missing"}
+    message = await refused(client, job, ns)
+    assert "adm-missing" in message and "does not exist" in message
+    job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "root"}
+    assert "QueueNotLeaf" not in (msg := await refused(client, job, ns)) and "'root'" in msg
+    job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "adm-open"}
+    assert (await client.apply(job, ns))["metadata"]["name"] == "q"
+
+
+async def test_mpijob_rules(client: Client, ns: str) -> None:
+    two = mpijob("two-launchers")
+    two["spec"]["mpiReplicaSpecs"]["Launcher"]["replicas"] = 2
+    assert "spec.mpiReplicaSpecs.Launcher.replicas must be 1" in await refused(client, two, ns)
+    none = mpijob("no-workers")
+    none["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 0
+    assert "spec.mpiReplicaSpecs.Worker.replicas must be at least 1" in await refused(client, none, ns)
+    assert "at most 54 characters" in await refused(client, mpijob("m" * 60), ns)
+    unknown = mpijob("unknown-impl", mpiImplementation="MVAPICH")
+    assert "mpiImplementation" in await refused(client, unknown, ns)
+    assert (await client.apply(mpijob("fine"), ns))["metadata"]["name"] == "fine"
+    await client.kube.delete(MPIJOBS, ns, "fine")
+
+
+async def test_runtime_rules(client: Client, ns: str) -> None:
+    bad = runtime("dangling", rjob("node", "trainer", dependsOn=[{"name": "ghost", "status": "Complete"}]))
+    assert "dependsOn: 'ghost' is not another replicated job" in await refused(client, bad, ns)
+
+
+async def test_gates_change_only_while_suspended_and_reach_pods_after_resume(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    await client.apply(trainjob("gated", "rt"), ns)
+    await wait_for(lambda: _pods(client, ns, "gated"), "pods of the running TrainJob")
+    gate = [{"targetJobs": [{"name": "node"}], "schedulingGates": [{"name": "example.com/wait"}]}]
+    message = await refused(client, trainjob("gated", "rt", podSpecOverrides=gate), ns)
+    assert "may change only while the TrainJob is suspended" in message
+    # Suspend (pods go), change the gate while suspended, then resume: new pods carry it.
+    await client.apply(trainjob("gated", "rt", suspend=True), ns)
+    await wait_for(lambda: _no_pods(client, ns, "gated"), "pods gone after suspend", timeout=60)
+    await client.apply(trainjob("gated", "rt", suspend=True, podSpecOverrides=gate), ns)
+    await client.apply(trainjob("gated", "rt", suspend=False, podSpecOverrides=gate), ns)
+    pods = await wait_for(lambda: _pods(client, ns, "gated"), "pods after resume")
+    assert all(p["spec"].get("schedulingGates") == [{"name": "example.com/wait"}] for p in pods)
+
+
+async def _pods(client: Client, ns: str, name: str) -> list[JSON] | None:
+    return await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}") or None
+
+
+async def _no_pods(client: Client, ns: str, name: str) -> bool:
+    return not await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+
+
+async def test_with_the_operator_down_deletes_work_and_creates_are_refused(
+    client: Client, ns: str, operator: Operator
+) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    await client.apply(trainjob("doomed", "rt"), ns)
+    await wait_for(lambda: _pods(client, ns, "doomed"), "pods running")
+    operator.stop()
+    try:
+        await client.kube.delete(TRAINJOBS, ns, "doomed")
+
+        async def gone() -> bool:
+            return await client.trainjob(ns, "doomed") is None and not await client.pods(
+                ns, "jobset.sigs.k8s.io/jobset-name=doomed"
+            )
+
+        await wait_for(gone, "TrainJob and its pods deleted while the operator is down", timeout=60)
+        # failurePolicy Fail: while the webhook is down nothing gets in unchecked.
+        with pytest.raises(ApiError, match="failed calling webhook"):
+            await client.apply(trainjob("while-down", "rt"), ns)
+    finally:
+        operator.start()
+        await asyncio.sleep(3)
+    items, _ = await client.kube.list(PODS, ns)
+    assert not [p for p in items if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == "doomed"]

@@ -1,0 +1,186 @@
+"""Admission rules without a cluster: unit cases, and a property test over generated manifests."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import load_sample
+from trainer.webhook import rules
+from trainer.webhook.certs import Bundle, generate
+from trainer.webhook.server import review_response
+
+JSON = dict[str, Any]
+RUNTIME = load_sample("torch-distributed.yaml")
+RUNTIME["spec"]["template"]["spec"]["replicatedJobs"].append(
+    {"name": "aux", "template": {"spec": {"template": {"spec": {"containers": [{"name": "aux", "image": "x"}]}}}}}
+)
+
+
+def facts(active: int = 0, gang: str = "none", queues: list[JSON] | None = None) -> rules.AdmissionFacts:
+    return rules.AdmissionFacts(
+        runtime=lambda kind, name, ns: (
+            RUNTIME if (kind, name) == ("ClusterTrainingRuntime", "torch-distributed") else None
+        ),
+        active_pods=lambda kind, ns, name: active,
+        volcano_queues=lambda: queues,
+        local_queue_exists=lambda ns, name: False,
+        gang=gang,
+    )
+
+
+def tj(name: str = "job", **spec: Any) -> JSON:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, **spec},
+    }
+
+
+def test_override_changes_need_a_suspended_job_and_no_active_pods_when_resuming() -> None:
+    gate = [{"targetJobs": [{"name": "aux"}], "schedulingGates": [{"name": "g"}]}]
+    running, changed = tj(), tj(podSpecOverrides=gate)
+    assert "suspended" in rules.validate_trainjob(changed, running, facts()).errors[0]
+    assert rules.validate_trainjob(tj(suspend=True, podSpecOverrides=gate), tj(suspend=True), facts(active=3)).allowed
+    resumed = rules.validate_trainjob(tj(suspend=False, podSpecOverrides=gate), tj(suspend=True), facts(active=3))
+    assert not resumed.allowed and "3 active pods" in resumed.errors[0]
+    assert rules.validate_trainjob(tj(suspend=False, podSpecOverrides=gate), tj(suspend=True), facts()).allowed
+    # Kueue's stop: suspend and restore overrides in one update while pods still run.
+    assert rules.validate_trainjob(tj(suspend=True), tj(suspend=False, podSpecOverrides=gate), facts(active=2)).allowed
+
+
+def test_env_of_the_node_container_is_set_through_the_trainer_not_overrides() -> None:
+    o = [{"targetJobs": [{"name": "node"}], "containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]}]
+    (err,) = rules.validate_trainjob(tj(podSpecOverrides=o), None, facts()).errors
+    assert "spec.trainer.env" in err
+
+
+def test_volcano_queue_is_checked_only_under_volcano_and_kueue_queue_warns() -> None:
+    job = tj()
+    job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "nowhere"}
+    assert rules.validate_trainjob(job, None, facts()).allowed
+    v = rules.validate_trainjob(job, None, facts(gang="volcano", queues=[]))
+    assert not v.allowed and "metadata.annotations[scheduling.volcano.sh/queue-name]" in v.errors[0]
+    job["metadata"] = {"name": "job", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}}
+    v = rules.validate_trainjob(job, None, facts(gang="kueue"))
+    assert v.allowed and "LocalQueue 'lq' does not exist" in v.warnings[0]
+
+
+def test_defaulting_suspends_kueue_jobs_only_under_kueue() -> None:
+    job = tj()
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    assert rules.default_patch(job, "TrainJob", "kueue") == [{"op": "add", "path": "/spec/suspend", "value": True}]
+    assert rules.default_patch(job, "TrainJob", "none") == []
+    mpi = load_sample("mpijob.yaml")
+    mpi["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    assert rules.default_patch(mpi, "MPIJob", "kueue") == [
+        {"op": "add", "path": "/spec/runPolicy/suspend", "value": True}
+    ]
+
+
+def test_runtime_rules() -> None:
+    rt = load_sample("torch-distributed.yaml")
+    assert rules.validate_runtime(rt).allowed
+    rt["spec"]["mlPolicy"]["mpi"] = {}
+    assert "only one of torch and mpi" in rules.validate_runtime(rt).errors[0]
+
+
+def test_review_response_shapes() -> None:
+    body = review_response("u1", rules.Verdict(errors=["a", "b"], warnings=["w"]))
+    assert body["response"] == {
+        "uid": "u1",
+        "allowed": False,
+        "status": {"code": 422, "reason": "Invalid", "message": "a; b"},
+        "warnings": ["w"],
+    }
+    patched = review_response("u2", rules.Verdict(), [{"op": "add", "path": "/spec/suspend", "value": True}])
+    assert patched["response"]["patchType"] == "JSONPatch" and patched["response"]["allowed"] is True
+
+
+def test_certificates_cover_the_service_and_rotate_in_their_last_third() -> None:
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    bundle = generate(["svc.ns.svc"], ["127.0.0.1"], now=now)
+    again = Bundle.from_secret_data(bundle.to_secret_data())
+    assert again == bundle
+    assert not bundle.needs_rotation(now + datetime.timedelta(days=200))
+    assert bundle.needs_rotation(now + datetime.timedelta(days=250))
+
+
+# ---------------------------------------------------------------- property test
+
+TARGETS = ["node", "aux", "ghost"]
+CONTAINERS = {"node": "node", "aux": "aux"}
+ENV_NAMES = ["FOO", "PET_NNODES", "PET_MASTER_ADDR", "BAR"]
+NAMES = ["ok", "a-b-c", "Bad.Name", "x" * 64, "9starts-with-digit", "ends-"]
+
+
+@st.composite
+def manifests(draw: st.DrawFn) -> tuple[JSON, list[str]]:
+    """A TrainJob and the reasons an independent oracle expects it to be refused."""
+    name = draw(st.sampled_from(NAMES))
+    expected: list[str] = []
+    if len(name) > 63 or not rules.RFC1035.match(name):
+        expected.append("name")
+    spec: JSON = {}
+    env = draw(st.lists(st.sampled_from(ENV_NAMES), max_size=2, unique=True))
+    if env:
+        spec["trainer"] = {"env": [{"name": n, "value": "v"} for n in env]}
+        if any(n.startswith("PET_") for n in env):
+            expected.append("reserved")
+    overrides = []
+    for target in draw(st.lists(st.sampled_from(TARGETS), max_size=2)):
+        o: JSON = {"targetJobs": [{"name": target}]}
+        if draw(st.booleans()):
+            container = draw(st.sampled_from(["node", "aux", "ghost"]))
+            o["containers"] = [{"name": container}]
+            if target in CONTAINERS and container != CONTAINERS[target]:
+                expected.append("container")
+        if target not in CONTAINERS:
+            expected.append("target")
+        overrides.append(o)
+    if overrides:
+        spec["podSpecOverrides"] = overrides
+    runtime = draw(st.sampled_from(["torch-distributed", "torch-distributed", "gone"]))
+    if runtime == "gone":
+        expected.append("runtime")
+    job = tj(name, **spec)
+    job["spec"]["runtimeRef"]["name"] = runtime
+    return job, expected
+
+
+@settings(max_examples=2000, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(manifests())
+def test_every_invalid_manifest_is_refused_with_a_message_and_every_valid_one_admitted(
+    case: tuple[JSON, list[str]],
+) -> None:
+    job, expected = case
+    verdict = rules.validate_trainjob(job, None, facts())
+    if expected:
+        assert not verdict.allowed, (job, expected)
+        assert all(e.strip() for e in verdict.errors)
+    else:
+        assert verdict.allowed, (job, verdict.errors)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(json_values, st.sampled_from(["TrainJob", "MPIJob", "runtime"]))
+def test_no_exception_escapes_on_arbitrary_input(junk: Any, kind: str) -> None:
+    obj = {"metadata": {"name": "x"}, "spec": junk} if not isinstance(junk, dict) else junk
+    if kind == "TrainJob":
+        verdict = rules.validate_trainjob(obj, None, facts())
+    elif kind == "MPIJob":
+        verdict = rules.validate_mpijob(obj, None, facts())
+    else:
+        verdict = rules.validate_runtime(obj)
+    assert verdict.allowed or all(isinstance(e, str) and e for e in verdict.errors)

@@ -1,0 +1,348 @@
+"""Admission rules, as pure functions: (object, old object, facts) -> a verdict.
+
+What the apiserver cannot check by itself (the CRD schemas already enforce types, enums, bounds
+and immutability with CEL). Every refusal names the field and the fix. Follows kubeflow/trainer
+``pkg/webhooks`` and ``pkg/runtime/framework/plugins/{jobset,torch,mpi}`` validations (v2.0-v2.3)
+and mpi-operator ``pkg/apis/kubeflow/validation``; the Volcano queue rules are those Volcano's
+vcjob admission applies (``pkg/webhooks/admission/jobs/validate/admit_job.go``), which its own
+PodGroup webhook lacks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.kubeflow_v2beta1 import MPIJob
+from api.trainer_v1alpha1 import (
+    NODE_CONTAINER,
+    STEP_DATASET_INITIALIZER,
+    STEP_MODEL_INITIALIZER,
+    ClusterTrainingRuntime,
+    TrainingRuntime,
+    TrainJob,
+    runtime_from_dict,
+)
+from trainer.builders.mpi import RESERVED_ENV_PREFIXES
+from trainer.builders.mpijob import validate as validate_mpijob_spec
+from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
+from trainer.gang.base import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from trainer.gang.volcano import queue_problems
+
+JSON = dict[str, Any]
+RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+OVERRIDE_FIELDS = ("podSpecOverrides", "podTemplateOverrides", "runtimePatches")
+
+
+@dataclass
+class Verdict:
+    """The outcome of admission: refusals (the object is rejected) and warnings (it is admitted)."""
+
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True)
+class AdmissionFacts:
+    """What the rules may look up (read-only views of the operator's caches)."""
+
+    runtime: Callable[[str, str, str | None], JSON | None]
+    """``runtime(kind, name, namespace)``: the (Cluster)TrainingRuntime, or None."""
+    active_pods: Callable[[str, str, str], int]
+    """``active_pods(kind, namespace, name)``: active pods of the job's child Jobs."""
+    volcano_queues: Callable[[], list[JSON] | None]
+    """Volcano Queues, or None when the operator does not run with Volcano."""
+    local_queue_exists: Callable[[str, str], bool | None]
+    """``local_queue_exists(namespace, name)``; None when unknown (Kueue not installed)."""
+    gang: str = "none"
+
+
+def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
+    out = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        out.append(f"{prefix}{loc}: {err['msg']}")
+    return out
+
+
+def check_name(obj: JSON, max_len: int = 63) -> list[str]:
+    """metadata.name must be an RFC 1035 label of at most ``max_len`` characters."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if not name:
+        return []  # generateName: the apiserver picks one
+    out = []
+    if len(name) > max_len:
+        out.append(f"metadata.name {name!r} has {len(name)} characters; use at most {max_len}")
+    if not RFC1035.match(name):
+        out.append(
+            f"metadata.name {name!r} must be an RFC 1035 label: lower-case letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit"
+        )
+    return out
+
+
+def _rjob_containers(runtime: TrainingRuntime | ClusterTrainingRuntime) -> dict[str, tuple[set[str], set[str], str]]:
+    """Replicated job name -> (container names, init container names, ancestor step)."""
+    out = {}
+    for r in (runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else None) or []:
+        pod = ((r.template.get("spec") or {}).get("template") or {}).get("spec") or {}
+        step = str(
+            ((r.template.get("metadata") or {}).get("labels") or {}).get(
+                "trainer.kubeflow.org/trainjob-ancestor-step", ""
+            )
+        )
+        out[r.name] = (
+            {c.get("name", "") for c in pod.get("containers") or []},
+            {c.get("name", "") for c in pod.get("initContainers") or []},
+            step,
+        )
+    return out
+
+
+def _reserved(name: str, torch: bool, mpi: bool) -> bool:
+    return (torch and name in TORCH_RESERVED_ENV) or (mpi and name.startswith(RESERVED_ENV_PREFIXES))
+
+
+def _override_targets(spec: JSON) -> list[tuple[str, int, list[str], list[JSON], list[JSON]]]:
+    """(field, index, target jobs, containers, init containers) of every override entry."""
+    out = []
+    for i, o in enumerate(spec.get("podSpecOverrides") or []):
+        out.append(
+            (
+                "podSpecOverrides",
+                i,
+                [t.get("name", "") for t in o.get("targetJobs") or []],
+                o.get("containers") or [],
+                o.get("initContainers") or [],
+            )
+        )
+    for i, o in enumerate(spec.get("podTemplateOverrides") or []):
+        s = o.get("spec") or {}
+        out.append(
+            (
+                "podTemplateOverrides",
+                i,
+                [t.get("name", "") for t in o.get("targetJobs") or []],
+                s.get("containers") or [],
+                s.get("initContainers") or [],
+            )
+        )
+    for i, p in enumerate(spec.get("runtimePatches") or []):
+        rjobs = (((p.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}).get(
+            "replicatedJobs"
+        ) or []
+        for r in rjobs:
+            pod = (((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            out.append(
+                ("runtimePatches", i, [r.get("name", "")], pod.get("containers") or [], pod.get("initContainers") or [])
+            )
+    return out
+
+
+def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdict:
+    """Admission of a TrainJob create (``old`` None) or update."""
+    v = Verdict(errors=check_name(obj) if old is None else [])
+    try:
+        job = TrainJob.model_validate(obj)
+    except ValidationError as e:
+        v.errors += _pydantic_errors(e)
+        return v
+    spec = obj.get("spec") or {}
+    ref = job.spec.runtime_ref
+    kind = ref.kind or ClusterTrainingRuntime.KIND
+    runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
+    if runtime_obj is None:
+        if old is None:
+            where = f" in namespace {job.metadata.namespace!r}" if kind == TrainingRuntime.KIND else ""
+            v.errors.append(
+                f"spec.runtimeRef: {kind} {ref.name!r} not found{where}; create it first or name an existing one"
+            )
+    else:
+        try:
+            runtime = runtime_from_dict(runtime_obj)
+        except ValidationError:
+            runtime = None
+            v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
+        if runtime is not None:
+            v.errors += _check_against_runtime(job, spec, runtime)
+    if old is not None:
+        v.errors += _check_override_change(obj, old, facts, "TrainJob")
+    v.errors += _check_queue(obj, facts, v)
+    return v
+
+
+def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+    errors = []
+    rjobs = _rjob_containers(runtime)
+    policy = runtime.spec.ml_policy
+    torch, mpi = bool(policy and policy.torch), bool(policy and policy.mpi)
+    for field_name, i, targets, containers, inits in _override_targets(spec):
+        where = f"spec.{field_name}[{i}]"
+        for target in targets:
+            if target not in rjobs:
+                errors.append(
+                    f"{where}.targetJobs: replicated job {target!r} is not in runtime {runtime.metadata.name!r} "
+                    f"(it has {', '.join(sorted(rjobs)) or 'none'})"
+                )
+                continue
+            names, init_names, step = rjobs[target]
+            for kind_name, given, have in (("containers", containers, names), ("initContainers", inits, init_names)):
+                for c in given:
+                    cname = c.get("name", "")
+                    if cname not in have:
+                        errors.append(
+                            f"{where}.{kind_name}: container {cname!r} is not in replicated job {target!r} "
+                            f"(it has {', '.join(sorted(have)) or 'none'})"
+                        )
+                    protected = cname in (NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER) and (
+                        step in ("trainer", STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER)
+                    )
+                    if c.get("env") and protected and field_name != "runtimePatches":
+                        errors.append(
+                            f"{where}.{kind_name}[{cname}].env: the environment of container {cname!r} is set "
+                            "through spec.trainer.env or spec.initializer, not through overrides"
+                        )
+                    for e in c.get("env") or []:
+                        if _reserved(str(e.get("name", "")), torch, mpi):
+                            errors.append(
+                                f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
+                            )
+    for e in (job.spec.trainer.env if job.spec.trainer else None) or []:
+        if _reserved(e.name, torch, mpi):
+            errors.append(
+                f"spec.trainer.env: {e.name!r} is set by the operator from the runtime's mlPolicy and reserved"
+            )
+    return errors
+
+
+def _overrides(obj: JSON | None) -> JSON:
+    spec = (obj or {}).get("spec") or {}
+    return {k: spec.get(k) for k in OVERRIDE_FIELDS}
+
+
+def _suspended(obj: JSON, kind: str) -> bool:
+    spec = obj.get("spec") or {}
+    if kind == "MPIJob":
+        return bool((spec.get("runPolicy") or {}).get("suspend"))
+    return bool(spec.get("suspend"))
+
+
+def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: str) -> list[str]:
+    """Overrides (and the scheduling gates and node selectors in them) may change only while the job
+    is suspended (old or new object, as upstream v2.3), and a job that resumes may not carry changed
+    overrides while its Jobs still have active pods (seed 004: a gate cannot be added to a Pod)."""
+    if _overrides(obj) == _overrides(old):
+        return []
+    if not (_suspended(obj, kind) or _suspended(old, kind)):
+        return [
+            "spec.podSpecOverrides/podTemplateOverrides/runtimePatches may change only while the TrainJob is "
+            "suspended: set spec.suspend to true first (Kubernetes cannot add scheduling gates to running Pods)"
+        ]
+    meta = obj.get("metadata") or {}
+    active = facts.active_pods(kind, str(meta.get("namespace")), str(meta.get("name")))
+    if not _suspended(obj, kind) and active > 0:
+        return [
+            f"spec overrides cannot change while the TrainJob's Jobs still have {active} active pods; "
+            "keep spec.suspend true until its pods are gone, then change the overrides and resume"
+        ]
+    return []
+
+
+def _queue_of(obj: JSON, kind: str) -> tuple[str | None, str, str]:
+    """(queue, field path, convention) of a job."""
+    meta = obj.get("metadata") or {}
+    if kind == "MPIJob":
+        q = (((obj.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}).get("queue")
+        if q:
+            return str(q), "spec.runPolicy.schedulingPolicy.queue", ""
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if KUEUE_QUEUE_LABEL in labels:
+        return str(labels[KUEUE_QUEUE_LABEL]), f"metadata.labels[{KUEUE_QUEUE_LABEL}]", "kueue"
+    if VOLCANO_QUEUE_ANNOTATION in annotations:
+        return (
+            str(annotations[VOLCANO_QUEUE_ANNOTATION]),
+            f"metadata.annotations[{VOLCANO_QUEUE_ANNOTATION}]",
+            "volcano",
+        )
+    return None, "", ""
+
+
+def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict, kind: str = "TrainJob") -> list[str]:
+    queue, path, convention = _queue_of(obj, kind)
+    if queue is None:
+        return []
+    if facts.gang == "volcano" and convention in ("volcano", ""):
+        queues = facts.volcano_queues()
+        if queues is not None:
+            return [f"{path}: {c.message}" for c in queue_problems(queue, queues)]
+    if facts.gang == "kueue" and convention in ("kueue", ""):
+        ns = str((obj.get("metadata") or {}).get("namespace"))
+        if facts.local_queue_exists(ns, queue) is False:
+            v.warnings.append(
+                f"{path}: Kueue LocalQueue {queue!r} does not exist in namespace {ns!r}; the job waits until it does"
+            )
+    return []
+
+
+def validate_runtime(obj: JSON) -> Verdict:
+    """Admission of a TrainingRuntime or ClusterTrainingRuntime."""
+    v = Verdict()
+    try:
+        runtime = runtime_from_dict(obj)
+    except ValidationError as e:
+        v.errors += _pydantic_errors(e)
+        return v
+    policy = runtime.spec.ml_policy
+    if policy is not None and policy.torch is not None and policy.mpi is not None:
+        v.errors.append("spec.mlPolicy: set only one of torch and mpi")
+    pgp = runtime.spec.pod_group_policy
+    if pgp is not None and pgp.coscheduling is not None and pgp.volcano is not None:
+        v.errors.append("spec.podGroupPolicy: set only one of coscheduling and volcano")
+    rjobs = (runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else None) or []
+    names = [r.name for r in rjobs]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        v.errors.append(f"spec.template.spec.replicatedJobs: name {dup!r} is used twice")
+    for i, r in enumerate(rjobs):
+        for d in r.depends_on or []:
+            if d.name not in names or d.name == r.name:
+                v.errors.append(
+                    f"spec.template.spec.replicatedJobs[{i}].dependsOn: {d.name!r} is not another replicated job "
+                    "of this runtime"
+                )
+    return v
+
+
+def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdict:
+    """Admission of an MPIJob create (``old`` None) or update."""
+    v = Verdict(errors=check_name(obj) if old is None else [])
+    try:
+        job = MPIJob.model_validate(obj)
+    except ValidationError as e:
+        v.errors += _pydantic_errors(e)
+        return v
+    v.errors += validate_mpijob_spec(job)
+    v.errors += _check_queue(obj, facts, v, "MPIJob")
+    return v
+
+
+def default_patch(obj: JSON, kind: str, gang: str) -> list[JSON]:
+    """JSON patch (RFC 6902) of defaults: a job with a Kueue queue label, under
+    ``--gang-scheduler-name=kueue``, starts suspended so that Kueue admits it (as Kueue's own webhook
+    does). The other upstream defaults are in the CRD schemas."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if gang != "kueue" or KUEUE_QUEUE_LABEL not in labels:
+        return []
+    spec = obj.get("spec") or {}
+    if kind == "MPIJob":
+        if "runPolicy" not in spec:
+            return [{"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}]
+        return [{"op": "add", "path": "/spec/runPolicy/suspend", "value": True}]
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
