@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, ClassVar, Protocol
 
 from api.base import Condition
+from trainer.builders.labels import owner_reference
 from trainer.kube.client import Resource
 
 JSON = dict[str, Any]
@@ -268,3 +269,20 @@ def queue_problem(job: GangInput, carried_by: set[str], flag: str) -> list[Condi
             f"Start the operator with --gang-scheduler-name={q.scheduler}, or remove {q.source}",
         )
     ]
+
+
+def reports_only(job: GangInput, carried_by: set[str], flag: str) -> GangPlan:
+    """The plan of a scheduler that creates nothing (none, kueue): only what it cannot carry, said
+    loudly (a queue of another convention, pods naming another scheduler, a runtime podGroupPolicy)."""
+    plan = GangPlan()
+    if job.finished:
+        return plan
+    plan.conditions += queue_problem(job, carried_by, flag)
+    plan.conditions += scheduler_name_problems(job, None, flag)
+    plan.conditions += runtime_policy_problem(job, None, flag)
+    return plan
+
+
+def pod_group_metadata(job: GangInput) -> JSON:
+    """Metadata of the job's PodGroup: named after the job, in its namespace, owned by it."""
+    return {"name": job.name, "namespace": job.namespace, "ownerReferences": [owner_reference(job.owner)]}

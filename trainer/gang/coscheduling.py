@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from trainer.builders.labels import owner_reference
 from trainer.gang.base import (
     Facts,
     GangInput,
     GangPlan,
     gang_resources,
     min_member,
+    pod_group_metadata,
     queue_problem,
     runtime_policy_problem,
     scheduler_name_problems,
@@ -52,11 +52,7 @@ class Coscheduling:
             {
                 "apiVersion": PODGROUPS.api_version,
                 "kind": PODGROUPS.kind,
-                "metadata": {
-                    "name": job.name,
-                    "namespace": job.namespace,
-                    "ownerReferences": [owner_reference(job.owner)],
-                },
+                "metadata": pod_group_metadata(job),
                 "spec": {
                     "minMember": min_member(job),
                     "minResources": job.min_resources or gang_resources(job.pod_sets),

@@ -13,14 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from trainer.gang.base import (
-    Facts,
-    GangInput,
-    GangPlan,
-    queue_problem,
-    runtime_policy_problem,
-    scheduler_name_problems,
-)
+from trainer.gang.base import Facts, GangInput, GangPlan, reports_only
 from trainer.kube.client import Resource
 
 FLAG = "kueue"
@@ -33,10 +26,4 @@ class Kueue:
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:
-        if job.finished:
-            return GangPlan()
-        plan = GangPlan()
-        plan.conditions += queue_problem(job, {"kueue"}, FLAG)
-        plan.conditions += scheduler_name_problems(job, None, FLAG)
-        plan.conditions += runtime_policy_problem(job, None, FLAG)
-        return plan
+        return reports_only(job, {"kueue"}, FLAG)

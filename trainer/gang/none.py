@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from trainer.gang.base import (
-    Facts,
-    GangInput,
-    GangPlan,
-    queue_problem,
-    runtime_policy_problem,
-    scheduler_name_problems,
-)
+from trainer.gang.base import Facts, GangInput, GangPlan, reports_only
 from trainer.kube.client import Resource
 
 FLAG = "none"
@@ -30,11 +23,5 @@ class NoGang:
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:
-        if job.finished:
-            return GangPlan()
-        plan = GangPlan()
         # Kueue works without our flag (it flips suspend itself), so its label is carried.
-        plan.conditions += queue_problem(job, {"kueue"}, FLAG)
-        plan.conditions += scheduler_name_problems(job, None, FLAG)
-        plan.conditions += runtime_policy_problem(job, None, FLAG)
-        return plan
+        return reports_only(job, {"kueue"}, FLAG)

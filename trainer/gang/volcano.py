@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.base import Condition
-from trainer.builders.labels import owner_reference
 from trainer.gang.base import (
     COND_WAITING_FOR_GANG,
     JSON,
@@ -30,6 +29,7 @@ from trainer.gang.base import (
     GangPlan,
     gang_resources,
     min_member,
+    pod_group_metadata,
     problem,
     queue_problem,
     runtime_policy_problem,
@@ -120,11 +120,7 @@ class Volcano:
             {
                 "apiVersion": PODGROUPS.api_version,
                 "kind": PODGROUPS.kind,
-                "metadata": {
-                    "name": job.name,
-                    "namespace": job.namespace,
-                    "ownerReferences": [owner_reference(job.owner)],
-                },
+                "metadata": pod_group_metadata(job),
                 "spec": spec,
             }
         )
