@@ -167,6 +167,7 @@ async def test_wait_for_job_status_raises_when_the_job_fails(kf: TrainerClient, 
 
 @pytest.mark.xfail(
     strict=True,
+    raises=TimeoutError,
     reason="the operator sets a 'Running' condition, which upstream TrainJobs do not have; the SDK "
     "derives Running only while status.conditions is empty, so it reports 'Created' for a running job",
 )
@@ -187,6 +188,7 @@ async def test_wait_for_running(kf: TrainerClient, client: Client, ns: str) -> N
 
 @pytest.mark.xfail(
     strict=True,
+    raises=TimeoutError,
     reason="spec.activeDeadlineSeconds (kubeflow/trainer v2.2+, written by the SDK's ActiveDeadlineSeconds "
     "option) is not in the API: the apiserver prunes it and the job is never failed with DeadlineExceeded",
 )

@@ -48,6 +48,15 @@ class JobFailedError(TrainerClientError, RuntimeError):
         super().__init__(f"{kind} {namespace}/{name} is Failed: {message}")
 
 
+class JobFinishedError(TrainerClientError, RuntimeError):
+    """The job finished (``Complete``) while a wait wanted a status it can no longer reach."""
+
+    def __init__(self, kind: str, namespace: str, name: str, status: str, wanted: Iterable[str]) -> None:
+        self.kind, self.namespace, self.name, self.status = kind, namespace, name, status
+        self.wanted = sorted(wanted)
+        super().__init__(f"{kind} {namespace}/{name} is {status}; it will not become {' or '.join(self.wanted)}")
+
+
 class WaitTimeoutError(TrainerClientError, TimeoutError):
     """A wait ran out of time. ``last`` is the last status (or state) seen."""
 

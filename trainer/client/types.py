@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from api.base import Condition, Model
@@ -175,6 +176,8 @@ class Event(Model):
     """Kind of the object the event is about (``TrainJob``, ``Job``, ``Pod``, ``PodGroup``)."""
     involved_object_name: str = ""
     """Name of the object the event is about."""
+    involved_object_uid: str = ""
+    """UID of the object the event is about (tells apart objects that reused a name)."""
     count: int = 1
     """How many times it happened."""
     time: str | None = None
@@ -199,14 +202,35 @@ class Event(Model):
             message=str(obj.get("message") or ""),
             involved_object_kind=str(involved.get("kind") or ""),
             involved_object_name=str(involved.get("name") or ""),
+            involved_object_uid=str(involved.get("uid") or ""),
             count=int(obj.get("count") or 1),
             time=str(when) if when else None,
             source=str(source.get("component") or obj.get("reportingComponent") or ""),
         )
 
 
-def related_events(events: Iterable[JSON], objects: set[tuple[str, str]]) -> list[Event]:
-    """The events whose ``(involvedObject.kind, involvedObject.name)`` is in ``objects``, oldest first."""
-    out = [Event.from_dict(e) for e in events]
-    out = [e for e in out if (e.involved_object_kind, e.involved_object_name) in objects]
-    return sorted(out, key=lambda e: e.time or "")
+def related_events(events: Iterable[JSON], objects: dict[tuple[str, str], str | None]) -> list[Event]:
+    """The events about ``objects`` (``(kind, name)`` -> uid, or None when the uid is unknown),
+    oldest first. An event about a known uid must name that uid, so events of an earlier object of
+    the same name (deleted and created again) are left out, as ``kubectl describe`` does."""
+    out = []
+    for event in (Event.from_dict(e) for e in events):
+        key = (event.involved_object_kind, event.involved_object_name)
+        if key not in objects:
+            continue
+        uid = objects[key]
+        if uid and event.involved_object_uid and event.involved_object_uid != uid:
+            continue
+        out.append(event)
+    return sorted(out, key=lambda e: parse_time(e.time))
+
+
+def parse_time(value: str | None) -> datetime:
+    """An RFC 3339 timestamp (with or without fractional seconds) as an aware datetime; the
+    earliest datetime for None or garbage, so such values sort first."""
+    if value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    return datetime.min.replace(tzinfo=UTC)

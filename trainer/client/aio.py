@@ -1,0 +1,589 @@
+"""The asyncio client: :class:`AsyncJobClient` for any training-job kind, and
+:class:`AsyncTrainerClient` for TrainJobs and their runtimes.
+
+Method names and semantics follow the kubeflow SDK's ``TrainerClient``
+(``kubeflow/trainer/api/trainer_client.py``, ``backends/kubernetes/backend.py``, kubeflow 0.5.0)
+where they overlap: ``list_runtimes``, ``get_runtime``, ``list_jobs``, ``get_job``,
+``wait_for_job_status``, ``get_job_logs``, ``get_job_events``, ``delete_job``. Differences: objects
+are the :mod:`api` pydantic models; waits follow a watch on the object instead of polling; logs
+wait for the pod to start instead of returning nothing (kubeflow/sdk#182), and say why when the
+apiserver cannot give them.
+
+All HTTP goes through :class:`trainer.kube.client.Kube`; the two streams it has no verb for (a watch
+with a field selector, and pod logs) use its ``api.call_api`` the way :meth:`Kube.watch` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Generic, Self
+
+import aiohttp
+from kubernetes_asyncio import config
+
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
+from trainer.client.errors import (
+    AlreadyExistsError,
+    JobFailedError,
+    JobFinishedError,
+    LogsUnavailableError,
+    NotFoundError,
+    UnknownStepError,
+    WaitTimeoutError,
+)
+from trainer.client.manifest import Manifest, Source, load_manifests, load_trainjob, wire_dict, with_namespace
+from trainer.client.types import (
+    COMPLETE,
+    FAILED,
+    TRAINJOB,
+    Event,
+    J,
+    JobKind,
+    in_queue,
+    pod_selector,
+    related_events,
+)
+from trainer.gang.volcano import PODGROUPS
+from trainer.kube.client import (
+    CLUSTER_TRAINING_RUNTIMES,
+    EVENTS,
+    JOBS,
+    PODS,
+    TRAINING_RUNTIMES,
+    ApiError,
+    Kube,
+    Resource,
+    resource_of,
+)
+
+JSON = dict[str, Any]
+FIELD_MANAGER = "trainer-client"
+"""Field manager of the client's server-side applies."""
+DEFAULT_WAIT_TIMEOUT = 600.0
+DEFAULT_POD_TIMEOUT = 300.0
+WATCH_SECONDS = 240
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def default_namespace(kubeconfig: str | None = None) -> str:
+    """The namespace of the kubeconfig's current context, else the in-cluster service account's,
+    else ``default`` (as the kubeflow SDK's ``get_default_target_namespace``)."""
+    try:
+        _, current = config.list_kube_config_contexts(kubeconfig)
+        namespace = ((current or {}).get("context") or {}).get("namespace")
+        if namespace:
+            return str(namespace)
+    except (config.ConfigException, OSError, KeyError, TypeError, ValueError):
+        pass
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def resolve_step(step: str | None, node: int | None, steps: Collection[str], default: str) -> tuple[str, int]:
+    """``(step, node)`` from a step name and node index.
+
+    The SDK names steps ``node-0``, ``node-1``: when ``node`` is None and ``step`` ends in
+    ``-<n>`` and is not itself a step of the job, it is read as step ``<name>`` node ``<n>``.
+    """
+    name = step or default
+    if node is not None:
+        return name, node
+    match = re.fullmatch(r"(.+)-(\d+)", name)
+    if match and name not in steps and (not steps or match.group(1) in steps):
+        return match.group(1), int(match.group(2))
+    return name, 0
+
+
+def pick_container(pod: JSON, step: str, default: str) -> str:
+    """The container whose logs a step means: the only one, else the one named after the step
+    (initializers), else ``default`` (``node``), else the first."""
+    names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+    if len(names) == 1:
+        return names[0]
+    for candidate in (step, default):
+        if candidate in names:
+            return candidate
+    return names[0] if names else default
+
+
+def _started(pod: JSON) -> bool:
+    return ((pod.get("status") or {}).get("phase") or "Pending") != "Pending"
+
+
+def _newest(pods: Iterable[JSON]) -> JSON:
+    return max(pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"]["name"]))
+
+
+def _status_detail(text: str) -> str:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())
+    return " ".join(str(body.get("message", text) if isinstance(body, dict) else text).split())
+
+
+async def watch_objects(
+    kube: Kube,
+    res: Resource,
+    namespace: str | None,
+    resource_version: str,
+    *,
+    field_selector: str | None = None,
+    label_selector: str | None = None,
+    timeout_seconds: int = WATCH_SECONDS,
+) -> AsyncIterator[tuple[str, JSON]]:
+    """Stream ``(type, object)`` watch events of ``res`` from ``resource_version`` (bookmarks
+    included), optionally narrowed by field and label selectors. Ends when the server closes the
+    stream. Raises :class:`ApiError` (410 Gone: the caller lists again)."""
+    query = [
+        ("watch", "true"),
+        ("resourceVersion", resource_version),
+        ("allowWatchBookmarks", "true"),
+        ("timeoutSeconds", str(timeout_seconds)),
+    ]
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    resp = await kube.api.call_api(
+        res.path(namespace),
+        "GET",
+        query_params=query,
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _request_timeout=timeout_seconds + 30,
+    )
+    try:
+        if resp.status >= 300:
+            text = await resp.text()
+            raise ApiError(resp.status, json.loads(text) if text.startswith("{") else text)
+        while True:
+            line = await resp.content.readline()
+            if not line:
+                return
+            event = json.loads(line)
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                raise ApiError(int(obj.get("code", 500)), obj)
+            yield str(event.get("type")), obj
+    finally:
+        resp.release()
+
+
+async def observe(
+    kube: Kube,
+    res: Resource,
+    namespace: str | None,
+    *,
+    field_selector: str | None = None,
+    label_selector: str | None = None,
+) -> AsyncIterator[dict[str, JSON]]:
+    """The matching objects by name: first as listed, then again after every change a watch
+    reports. Never ends by itself (the caller stops iterating); lists again when a watch ends or
+    its resourceVersion is gone (410). Raises :class:`ApiError` on other failures."""
+    while True:
+        data = await kube.request(
+            "GET", res.path(namespace), {"fieldSelector": field_selector, "labelSelector": label_selector}
+        )
+        items = {str(i["metadata"]["name"]): i for i in data.get("items") or []}
+        version = str((data.get("metadata") or {}).get("resourceVersion", ""))
+        yield items
+        try:
+            async for type_, obj in watch_objects(
+                kube, res, namespace, version, field_selector=field_selector, label_selector=label_selector
+            ):
+                if type_ == "BOOKMARK":
+                    continue
+                name = str((obj.get("metadata") or {}).get("name"))
+                if type_ == "DELETED":
+                    items.pop(name, None)
+                else:
+                    items[name] = obj
+                yield items
+        except ApiError as e:
+            if not e.gone:
+                raise
+
+
+class AsyncJobClient(Generic[J]):
+    """Jobs of one :class:`JobKind` in one namespace.
+
+    ``kube`` is the apiserver connection; it is closed by :meth:`close` only when ``owns_kube``.
+    """
+
+    def __init__(self, kube: Kube, namespace: str, kind: JobKind[J], owns_kube: bool = False) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.kind = kind
+        self._owns_kube = owns_kube
+
+    async def close(self) -> None:
+        """Close the connection if this client opened it."""
+        if self._owns_kube:
+            await self.kube.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _parse(self, obj: JSON) -> J:
+        return self.kind.model.model_validate(obj)
+
+    def _what(self, name: str) -> str:
+        return f"{self.kind.resource.kind} {self.namespace}/{name}"
+
+    async def get_job(self, name: str) -> J:
+        """The job ``name``. Raises :class:`NotFoundError`, or :class:`ApiError` on other failures."""
+        obj = await self.kube.get_or_none(self.kind.resource, self.namespace, name)
+        if obj is None:
+            raise NotFoundError(self.kind.resource.kind, self.namespace, name)
+        return self._parse(obj)
+
+    async def list_jobs(
+        self, *, label_selector: str | None = None, queue: str | None = None, all_namespaces: bool = False
+    ) -> list[J]:
+        """The jobs in the namespace (or every namespace), oldest first, optionally only those
+        matching ``label_selector`` and naming ``queue`` (Kueue label ``kueue.x-k8s.io/queue-name``
+        or Volcano annotation ``scheduling.volcano.sh/queue-name``)."""
+        items, _ = await self.kube.list(self.kind.resource, None if all_namespaces else self.namespace, label_selector)
+        jobs = [self._parse(i) for i in items]
+        if queue is not None:
+            jobs = [j for j in jobs if in_queue(j, queue)]
+        return sorted(jobs, key=_creation_key)
+
+    async def wait_for_job_status(
+        self,
+        name: str,
+        status: str | Collection[str] = frozenset({COMPLETE}),
+        timeout: float = DEFAULT_WAIT_TIMEOUT,
+        callbacks: Iterable[Callable[[J], None]] | None = None,
+    ) -> J:
+        """Wait until the job's status (``kind.status_of``) is one of ``status``; returns the job.
+
+        Follows a watch on the job, so it returns as soon as the apiserver has the change. Every
+        version of the job seen is passed to each of ``callbacks``.
+
+        Raises ``ValueError`` for a status the kind does not have or a timeout <= 0;
+        :class:`JobFailedError` when the job reaches ``Failed`` and ``Failed`` is not wanted;
+        :class:`JobFinishedError` when it is ``Complete`` and that is not wanted (it will not change
+        any more); :class:`WaitTimeoutError` after ``timeout`` seconds; :class:`NotFoundError` when
+        the job does not exist or is deleted meanwhile.
+        """
+        wanted = {status} if isinstance(status, str) else set(status)
+        unknown = wanted - set(self.kind.statuses)
+        if not wanted or unknown:
+            raise ValueError(f"status must be a non-empty subset of {', '.join(self.kind.statuses)}; got {wanted}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        hooks = list(callbacks or [])
+        last: list[str] = []
+
+        async def run() -> J:
+            async for items in observe(
+                self.kube, self.kind.resource, self.namespace, field_selector=f"metadata.name={name}"
+            ):
+                obj = items.get(name)
+                if obj is None:
+                    raise NotFoundError(self.kind.resource.kind, self.namespace, name)
+                job = self._parse(obj)
+                current = self.kind.status_of(job)
+                last[:] = [current]
+                for hook in hooks:
+                    hook(job)
+                if current in wanted:
+                    return job
+                if current == FAILED:
+                    raise JobFailedError(self.kind.resource.kind, self.namespace, name, self.kind.failure_of(job))
+                if current == COMPLETE:
+                    raise JobFinishedError(self.kind.resource.kind, self.namespace, name, current, wanted)
+            raise NotFoundError(self.kind.resource.kind, self.namespace, name)  # observe never ends
+
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                return await run()
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            what = f"{self._what(name)} to be {' or '.join(sorted(wanted))}"
+            raise WaitTimeoutError(what, timeout, last[0] if last else None) from None
+
+    async def wait_for_pod(
+        self, name: str, step: str | None = None, node: int | None = None, timeout: float = DEFAULT_POD_TIMEOUT
+    ) -> JSON:
+        """The newest started (not ``Pending``) pod of ``step`` (default ``kind.default_step``)
+        node ``node`` (default 0; ``step`` may be given as ``node-1`` like the SDK) of job ``name``,
+        waiting for it to exist and start.
+
+        Raises :class:`NotFoundError` when the job does not exist, or is finished and has no such
+        pod; :class:`UnknownStepError` for a step the job does not have; :class:`WaitTimeoutError`
+        when no such pod started within ``timeout`` seconds.
+        """
+        job = await self.get_job(name)
+        steps = self.kind.steps_of(job)
+        step_name, index = resolve_step(step, node, steps, self.kind.default_step)
+        if steps and step_name not in steps:
+            raise UnknownStepError(self._what(name), step_name, steps)
+        selector = pod_selector(self.kind, name, step_name, index)
+        finished = self.kind.status_of(job) in (COMPLETE, FAILED)
+        last: list[str] = []
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                async for pods in observe(self.kube, PODS, self.namespace, label_selector=selector):
+                    started = [p for p in pods.values() if _started(p)]
+                    if started:
+                        return _newest(started)
+                    if not pods and finished:
+                        raise NotFoundError("Pod", self.namespace, f"of step {step_name!r} node {index} of {name}")
+                    finished = False  # only the first list can tell; later the pods may be on their way
+                    last[:] = [", ".join(f"pod {n} Pending" for n in sorted(pods)) or "no pod yet"]
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            what = f"a started pod of step {step_name!r} node {index} of {self._what(name)}"
+            raise WaitTimeoutError(what, timeout, last[0] if last else None) from None
+        raise NotFoundError("Pod", self.namespace, selector)  # observe never ends
+
+    async def read_pod_logs(self, pod: JSON, container: str, follow: bool = False) -> AsyncGenerator[str, None]:
+        """The lines of one container's log (``GET .../pods/<pod>/log``), streamed as they come
+        when ``follow``. Raises :class:`LogsUnavailableError` when the apiserver answers with an
+        error, e.g. for a pod on a node without a kubelet (KWOK): ``500 Get
+        "https://<node>:<port>/containerLogs/...": dial tcp ...``."""
+        meta = pod.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or self.namespace), str(meta["name"])
+        query = [("container", container)]
+        if follow:
+            query.append(("follow", "true"))
+        resp = await self.kube.api.call_api(
+            PODS.path(namespace, name, "log"),
+            "GET",
+            query_params=query,
+            header_params={"Accept": "*/*"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=30) if follow else aiohttp.ClientTimeout(total=300),
+        )
+        try:
+            if resp.status >= 300:
+                node = (pod.get("spec") or {}).get("nodeName")
+                detail = _status_detail(await resp.text())
+                raise LogsUnavailableError(namespace, name, container, node, resp.status, detail)
+            while True:
+                line = await resp.content.readline()
+                if not line:
+                    return
+                yield line.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+        finally:
+            resp.release()
+
+    async def get_job_logs(
+        self,
+        name: str,
+        step: str | None = None,
+        node: int | None = None,
+        follow: bool = False,
+        *,
+        container: str | None = None,
+        pod_timeout: float = DEFAULT_POD_TIMEOUT,
+    ) -> AsyncGenerator[str, None]:
+        """Log lines of one node of one step: the pod of replicated job ``step`` (default
+        ``node``) with completion index ``node`` (default 0). ``follow`` streams until the
+        container ends. ``container`` defaults to the pod's only container, else the one named
+        after the step, else ``node``.
+
+        Waits up to ``pod_timeout`` seconds for the pod to exist and start (kubeflow/sdk#182)
+        instead of yielding nothing. Raises what :meth:`wait_for_pod` and :meth:`read_pod_logs`
+        raise.
+        """
+        pod = await self.wait_for_pod(name, step, node, pod_timeout)
+        step_name = str(((pod.get("metadata") or {}).get("labels") or {}).get(self.kind.step_label, step or ""))
+        chosen = container or pick_container(pod, step_name, self.kind.default_container)
+        async for line in self.read_pod_logs(pod, chosen, follow):
+            yield line
+
+    async def get_job_events(self, name: str) -> list[Event]:
+        """Events about the job and its current child Jobs, Pods and PodGroup, oldest first (not
+        those of an earlier job of the same name). Raises :class:`ApiError` on failures."""
+        selector = pod_selector(self.kind, name)
+        job = await self.kube.get_or_none(self.kind.resource, self.namespace, name)
+        jobs, _ = await self.kube.list(JOBS, self.namespace, selector)
+        pods, _ = await self.kube.list(PODS, self.namespace, selector)
+        events, _ = await self.kube.list(EVENTS, self.namespace)
+        uid = str((job or {}).get("metadata", {}).get("uid") or "") or None
+        objects: dict[tuple[str, str], str | None] = {(self.kind.resource.kind, name): uid, ("PodGroup", name): None}
+        for kind, items in (("Job", jobs), ("Pod", pods)):
+            for item in items:
+                objects[(kind, str(item["metadata"]["name"]))] = item["metadata"].get("uid")
+        return related_events(events, objects)
+
+    async def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
+        """Delete the job (its children go by background cascading deletion). With ``wait``, return
+        only once it is gone. Raises :class:`NotFoundError` when it does not exist,
+        :class:`WaitTimeoutError` when ``wait`` and it is still there after ``timeout`` seconds."""
+        if not await self.kube.delete(self.kind.resource, self.namespace, name):
+            raise NotFoundError(self.kind.resource.kind, self.namespace, name)
+        if not wait:
+            return
+        try:
+            async with asyncio.timeout(timeout) as scope:
+                async for items in observe(
+                    self.kube, self.kind.resource, self.namespace, field_selector=f"metadata.name={name}"
+                ):
+                    if name not in items:
+                        return
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise WaitTimeoutError(f"{self._what(name)} to be deleted", timeout, "still there") from None
+
+    async def get_podgroup(self, name: str) -> JSON | None:
+        """The Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) named after the job, or None
+        when there is none or Volcano's CRDs are not installed (the apiserver then answers 404 with
+        a plain-text body, which :meth:`Kube.request` cannot decode, hence the raw request).
+        Raises :class:`ApiError` on other failures."""
+        resp = await self.kube.api.call_api(
+            PODGROUPS.path(self.namespace, name),
+            "GET",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=60,
+        )
+        try:
+            text = await resp.text()
+        finally:
+            resp.release()
+        if resp.status == 404:
+            return None
+        body: Any = json.loads(text) if text.startswith("{") else text
+        if resp.status >= 300:
+            raise ApiError(resp.status, body)
+        return body if isinstance(body, dict) else None
+
+
+def _creation_key(obj: Any) -> tuple[str, str]:
+    meta = obj.metadata
+    return (meta.creation_timestamp or "", meta.name or "")
+
+
+class AsyncTrainerClient(AsyncJobClient[TrainJob]):
+    """TrainJobs (``trainer.kubeflow.org/v1alpha1``) and their runtimes in one namespace.
+
+    Create with :meth:`connect` (or around an existing :class:`Kube`); use as an async context
+    manager or call :meth:`close`.
+    """
+
+    def __init__(self, kube: Kube, namespace: str = "default", owns_kube: bool = False) -> None:
+        super().__init__(kube, namespace, TRAINJOB, owns_kube)
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, namespace: str | None = None) -> Self:
+        """Connect with ``kubeconfig`` (else ``$KUBECONFIG``/``~/.kube/config``, else in-cluster);
+        ``namespace`` defaults to :func:`default_namespace`. Raises
+        ``kubernetes_asyncio.config.ConfigException`` or ``FileNotFoundError`` when no
+        configuration can be loaded (``FileNotFoundError`` naming ``kubeconfig`` when that file
+        does not exist)."""
+        if kubeconfig and not Path(kubeconfig).expanduser().is_file():
+            raise FileNotFoundError(errno.ENOENT, "kubeconfig not found", kubeconfig)
+        kube = await Kube.connect(kubeconfig)
+        return cls(kube, namespace or default_namespace(kubeconfig), owns_kube=True)
+
+    def _namespace_for(self, obj: Manifest, namespace: str | None) -> str | None:
+        if not resource_of({"apiVersion": obj.api_version, "kind": obj.kind}).namespaced:
+            return None
+        return namespace or obj.metadata.namespace or self.namespace
+
+    async def create_job(self, manifest: Source, namespace: str | None = None) -> TrainJob:
+        """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or a
+        :class:`TrainJob`), in ``namespace`` if given, else its own, else the client's.
+
+        Raises :class:`ManifestError` for anything but exactly one valid TrainJob;
+        :class:`AlreadyExistsError` when the name is taken; :class:`ApiError` when the apiserver
+        refuses it (e.g. 422 from the CRD's validation).
+        """
+        job = load_trainjob(manifest)
+        ns = self._namespace_for(job, namespace)
+        body = with_namespace(wire_dict(job), ns)
+        try:
+            created = await self.kube.create(self.kind.resource, ns, body)
+        except ApiError as e:
+            if e.conflict:
+                raise AlreadyExistsError(job.kind, ns, job.metadata.name or "") from None
+            raise
+        return self._parse(created)
+
+    async def apply(self, manifests: Source, namespace: str | None = None, force: bool = False) -> list[Manifest]:
+        """Server-side apply every object of ``manifests`` (TrainJobs, TrainingRuntimes,
+        ClusterTrainingRuntimes) as field manager ``trainer-client``, like ``kubectl apply
+        --server-side``; namespaced objects go to ``namespace`` if given, else their own, else the
+        client's. Returns the stored objects. All are validated before the first is sent.
+
+        Raises :class:`ManifestError` for invalid input; :class:`ApiError` when the apiserver
+        refuses one (409 on a field conflict unless ``force``).
+        """
+        objs = load_manifests(manifests)
+        out: list[Manifest] = []
+        for obj in objs:
+            body = with_namespace(wire_dict(obj), self._namespace_for(obj, namespace))
+            stored = await self.kube.apply(body, FIELD_MANAGER, force=force)
+            out.append(type(obj).model_validate(stored))
+        return out
+
+    async def list_jobs(
+        self,
+        runtime: str | TrainingRuntime | ClusterTrainingRuntime | None = None,
+        *,
+        label_selector: str | None = None,
+        queue: str | None = None,
+        all_namespaces: bool = False,
+    ) -> list[TrainJob]:
+        """TrainJobs, oldest first; ``runtime`` (a name, or a runtime object whose kind must match
+        too) keeps those whose ``spec.runtimeRef`` names it; see :meth:`AsyncJobClient.list_jobs`."""
+        jobs = await super().list_jobs(label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
+        if runtime is None:
+            return jobs
+        if isinstance(runtime, str):
+            return [j for j in jobs if j.spec.runtime_ref.name == runtime]
+        return [
+            j
+            for j in jobs
+            if j.spec.runtime_ref.name == runtime.metadata.name
+            and (j.spec.runtime_ref.kind or ClusterTrainingRuntime.KIND) == runtime.kind
+        ]
+
+    async def list_runtimes(self) -> list[TrainingRuntime | ClusterTrainingRuntime]:
+        """The TrainingRuntimes of the namespace, then the ClusterTrainingRuntimes, each by name.
+        Unlike the SDK, a runtime without the ``trainer.kubeflow.org/framework`` label is listed
+        too (see :func:`trainer.client.types.runtime_framework`), and a name present in both
+        scopes is listed twice (``spec.runtimeRef.kind`` picks one)."""
+        out: list[TrainingRuntime | ClusterTrainingRuntime] = []
+        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
+            try:
+                items, _ = await self.kube.list(res, ns)
+            except ApiError as e:
+                if e.not_found:  # the CRD is not installed
+                    continue
+                raise
+            out += sorted((runtime_from_dict(i) for i in items), key=lambda r: r.metadata.name or "")
+        return out
+
+    async def get_runtime(self, name: str) -> TrainingRuntime | ClusterTrainingRuntime:
+        """The TrainingRuntime ``name`` of the namespace, else the ClusterTrainingRuntime (as the
+        SDK). Raises :class:`NotFoundError` when neither exists."""
+        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
+            obj = await self.kube.get_or_none(res, ns, name)
+            if obj is not None:
+                return runtime_from_dict(obj)
+        raise NotFoundError("TrainingRuntime or ClusterTrainingRuntime", None, name)
