@@ -387,6 +387,15 @@ class TrainJobSpec(Model):
     """Patches of the runtime by managers such as Kueue >= 0.17 or the kubeflow SDK."""
     suspend: bool | None = False
     """Keep every child Job suspended (no Pods). Defaults to false."""
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "activeDeadlineSeconds is immutable"}]
+        },
+    )
+    """Seconds the job may run before it fails with reason DeadlineExceeded (v2.2+); the clock
+    restarts when a suspended job resumes. Immutable."""
     managed_by: str | None = cel(
         (
             f"self in ['{MANAGED_BY_TRAINER}', '{MANAGED_BY_MULTIKUEUE}']",

@@ -186,12 +186,6 @@ async def test_wait_for_running(kf: TrainerClient, client: Client, ns: str) -> N
     assert job.status == "Running"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason="spec.activeDeadlineSeconds (kubeflow/trainer v2.2+, written by the SDK's ActiveDeadlineSeconds "
-    "option) is not in the API: the apiserver prunes it and the job is never failed with DeadlineExceeded",
-)
 async def test_active_deadline_seconds_fails_the_job(kf: TrainerClient, client: Client, ns: str) -> None:
     options = [Name("kf-deadline"), ActiveDeadlineSeconds(seconds=2), node_patch(annotations=RUN_FOR)]
     trainer = CustomTrainer(func=train_fn, num_nodes=1)

@@ -273,3 +273,19 @@ def test_pod_template_overrides_merge_metadata_and_spec() -> None:
     assert pod_spec(init_job)["nodeSelector"] == {"zone": "z2"}
     assert pod_spec(init_job)["tolerations"] == [{"key": "t", "operator": "Exists"}]
     assert init_job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "init"
+
+
+def test_active_deadline_reaches_every_job_and_its_failure_names_the_reason(
+    trainjob: TrainJob, runtime: ClusterTrainingRuntime
+) -> None:
+    from api.trainer_v1alpha1 import JobSetSpec
+    from trainer.status import Observed, desired_conditions, jobs_status
+
+    tj = trainjob.model_copy(update={"spec": trainjob.spec.model_copy(update={"active_deadline_seconds": 30})})
+    (job,) = build_children(tj, runtime.spec, [], suspend=False).jobs
+    assert job["spec"]["activeDeadlineSeconds"] == 30
+    rjobs = runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else []
+    failed = {**job, "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}}
+    obs = Observed(False, [failed], runtime.spec.template.spec or JobSetSpec(), "node")
+    (cond,) = desired_conditions(obs, jobs_status(rjobs or [], [failed]), [])
+    assert (cond.type, cond.reason) == ("Failed", "DeadlineExceeded")

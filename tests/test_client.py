@@ -120,9 +120,9 @@ def test_a_typed_trainjob_is_sent_with_only_the_fields_given() -> None:
                 "apiVersion": "trainer.kubeflow.org/v1alpha1",
                 "kind": "TrainJob",
                 "metadata": {"name": "x"},
-                "spec": {"runtimeRef": {"name": "rt"}, "activeDeadlineSeconds": 5, "trainer": {"imgae": "i"}},
+                "spec": {"runtimeRef": {"name": "rt"}, "retries": 5, "trainer": {"imgae": "i"}},
             },
-            "TrainJob 'x' has fields this API does not know: spec.activeDeadlineSeconds, spec.trainer.imgae",
+            "TrainJob 'x' has fields this API does not know: spec.retries, spec.trainer.imgae",
         ),
     ],
 )

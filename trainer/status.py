@@ -19,6 +19,7 @@ from api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
     COND_SUSPENDED,
+    REASON_DEADLINE_EXCEEDED,
     REASON_RESUMED,
     REASON_SUSPENDED,
     JobSetSpec,
@@ -106,7 +107,7 @@ def finished_condition(obs: Observed, statuses: list[JobStatus]) -> Condition | 
         return Condition(
             type=COND_FAILED,
             status="True",
-            reason="FailedJobs",
+            reason=REASON_DEADLINE_EXCEEDED if cond.get("reason") == "DeadlineExceeded" else "FailedJobs",
             message=f"Job {job['metadata']['name']} failed: {cond.get('reason', '')}: {cond.get('message', '')}",
         )
     policy = obs.template.success_policy or {}

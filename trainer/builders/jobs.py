@@ -183,6 +183,9 @@ def build_job(
         spec["parallelism"] = pods
         spec["completions"] = pods
     spec["suspend"] = suspend
+    if job.spec.active_deadline_seconds is not None:
+        # The Job controller enforces it per Job and restarts the clock on resume.
+        spec["activeDeadlineSeconds"] = job.spec.active_deadline_seconds
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
