@@ -276,8 +276,9 @@ async def test_a_failed_job_fails_the_trainjob_with_its_reason(client: Client, n
     await client.kube.merge_patch(JOBS, ns, job["metadata"]["name"], {"spec": {"activeDeadlineSeconds": 1}})
     tj = await client.wait_condition(ns, "fail", "Failed", timeout=60)
     failed = condition(tj, "Failed")
-    assert failed is not None and failed["reason"] == "FailedJobs"
-    assert "DeadlineExceeded" in failed["message"]
+    # A Job failed by its deadline fails the TrainJob with upstream's reason DeadlineExceeded.
+    assert failed is not None and failed["reason"] == "DeadlineExceeded"
+    assert "Job fail-node-0 failed" in failed["message"]
     assert tj["status"]["jobsStatus"][0]["failed"] == 1
 
 
