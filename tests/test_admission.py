@@ -184,3 +184,14 @@ def test_no_exception_escapes_on_arbitrary_input(junk: Any, kind: str) -> None:
     else:
         verdict = rules.validate_runtime(obj)
     assert verdict.allowed or all(isinstance(e, str) and e for e in verdict.errors)
+
+
+def test_the_queue_is_immutable_once_the_job_has_started() -> None:
+    def queued(q: str, suspend: bool) -> JSON:
+        job = tj(suspend=suspend)
+        job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": q}
+        return job
+
+    (err,) = rules.validate_trainjob(queued("b", False), queued("a", False), facts()).errors
+    assert "cannot change from 'a' to 'b'" in err and "scheduling.volcano.sh/queue-name" in err
+    assert rules.validate_trainjob(queued("b", True), queued("a", True), facts()).allowed

@@ -175,8 +175,22 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             v.errors += _check_against_runtime(job, spec, runtime)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, "TrainJob")
+        v.errors += check_queue_change(obj, old, "TrainJob")
     v.errors += _check_queue(obj, facts, v)
     return v
+
+
+def check_queue_change(obj: JSON, old: JSON, kind: str) -> list[str]:
+    """The queue is immutable once the job has started: it may change only while the job is
+    suspended (then nothing of it runs in the old queue)."""
+    new_queue, path, _ = _queue_of(obj, kind)
+    old_queue, old_path, _ = _queue_of(old, kind)
+    if new_queue == old_queue or _suspended(old, kind):
+        return []
+    return [
+        f"{path or old_path}: the queue cannot change from {old_queue!r} to {new_queue!r} once the job has "
+        "started; suspend the job first, or create a new one"
+    ]
 
 
 def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
@@ -329,6 +343,8 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
         v.errors += _pydantic_errors(e)
         return v
     v.errors += validate_mpijob_spec(job)
+    if old is not None:
+        v.errors += check_queue_change(obj, old, "MPIJob")
     v.errors += _check_queue(obj, facts, v, "MPIJob")
     return v
 
