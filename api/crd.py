@@ -59,6 +59,14 @@ CRDS: list[CRDSpec] = [
         printer_columns=[
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
             {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
+            {"name": "Nodes", "type": "integer", "jsonPath": ".spec.trainer.numNodes"},
+            {"name": "Queue", "type": "string", "jsonPath": r".metadata.labels.kueue\.x-k8s\.io/queue-name"},
+            {
+                "name": "Volcano-Queue",
+                "type": "string",
+                "priority": 1,
+                "jsonPath": r".metadata.annotations.scheduling\.volcano\.sh/queue-name",
+            },
             {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
             AGE,
         ],
@@ -96,6 +104,8 @@ CRDS: list[CRDSpec] = [
         categories=["kubeflow"],
         printer_columns=[
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            {"name": "Workers", "type": "integer", "jsonPath": ".spec.mpiReplicaSpecs.Worker.replicas"},
+            {"name": "Queue", "type": "string", "jsonPath": ".spec.runPolicy.schedulingPolicy.queue"},
             AGE,
         ],
     ),

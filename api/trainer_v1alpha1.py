@@ -193,9 +193,17 @@ class PodGroupPolicy(Model):
 class TrainingRuntimeSpec(Model):
     """Specification of a (Cluster)TrainingRuntime."""
 
-    ml_policy: MLPolicy | None = None
+    ml_policy: MLPolicy | None = cel(
+        ("!(has(self.torch) && has(self.mpi))", "mlPolicy: set only one of torch and mpi"), default=None
+    )
     """ML framework settings."""
-    pod_group_policy: PodGroupPolicy | None = None
+    pod_group_policy: PodGroupPolicy | None = cel(
+        (
+            "!(has(self.coscheduling) && has(self.volcano))",
+            "podGroupPolicy: set only one of coscheduling and volcano",
+        ),
+        default=None,
+    )
     """Gang scheduling settings."""
     template: JobSetTemplateSpec
     """The replicated jobs every TrainJob of this runtime expands into."""
