@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint unit e2e venv binaries crds
+.PHONY: demo test lint unit e2e venv binaries crds rbac lock
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,19 @@ binaries:
 
 crds: venv
 	$(PY) -m api.crd
+
+# The ClusterRole, the leader-election Role and the overlays' RBAC patches, from trainer/rbac.py.
+rbac: venv
+	$(PY) -m trainer.rbac
+
+# requirements.lock (the image's dependencies, with hashes) from pyproject.toml, with pip-tools in
+# a throwaway venv; PyPI only, so the hashes are those of the published files.
+lock: venv
+	rm -rf $(VENV)/piptools && $(PY) -m venv $(VENV)/piptools
+	$(VENV)/piptools/bin/pip install --quiet pip-tools
+	env -u PIP_FIND_LINKS $(VENV)/piptools/bin/pip-compile --quiet --generate-hashes --allow-unsafe \
+	  --strip-extras --no-emit-index-url --no-emit-find-links --all-build-deps \
+	  --output-file requirements.lock pyproject.toml
 
 demo: venv binaries
 	$(PY) -m e2e.demo

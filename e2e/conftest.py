@@ -19,6 +19,7 @@ import pytest
 
 from e2e.cluster import LocalCluster
 from e2e.helpers import ROOT, Client
+from e2e.operator_sa import operator_kubeconfig
 
 pytestmark = pytest.mark.e2e
 
@@ -80,6 +81,11 @@ class Operator:
                     str(self.kubeconfig),
                     "--log-format",
                     "json",
+                    # Loopback and a free port each: two operators never collide (args may override).
+                    "--metrics-bind-address",
+                    "127.0.0.1:0",
+                    "--health-probe-bind-address",
+                    "127.0.0.1:0",
                     *self.args,
                 ],
                 stdout=log,
@@ -105,11 +111,17 @@ class Operator:
 def operator(request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster) -> Iterator[Operator]:
     """The operator process for one test module, started with the module's ``GANG_SCHEDULER``
     (default ``none``) as ``--gang-scheduler-name`` and its ``OPERATOR_ARGS``; it logs JSON to
-    ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator."""
+    ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator.
+
+    With ``TRAINER_E2E_OPERATOR_SA=1`` it runs as its own ServiceAccount with the RBAC of
+    ``config/`` (the overlay of its gang scheduler; see :mod:`e2e.operator_sa`), not as admin."""
     gang = getattr(request.module, "GANG_SCHEDULER", "none")
     extra = list(getattr(request.module, "OPERATOR_ARGS", []))
     log_path = cluster.state_dir / "logs" / f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
-    op = Operator(cluster.kubeconfig, log_path, ["--gang-scheduler-name", gang, *extra])
+    kubeconfig = cluster.kubeconfig
+    if os.environ.get("TRAINER_E2E_OPERATOR_SA"):
+        kubeconfig = operator_kubeconfig(cluster, gang, cluster.state_dir / "operator-sa")
+    op = Operator(kubeconfig, log_path, ["--gang-scheduler-name", gang, *extra])
     op.start()
     try:
         yield op

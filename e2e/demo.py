@@ -81,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     log_path = cluster.state_dir / "logs" / "operator.log"
     with log_path.open("ab") as log:
         operator = subprocess.Popen(
-            [sys.executable, "-m", "trainer", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json"],
+            [
+                *(sys.executable, "-m", "trainer", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json"),
+                *("--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=ROOT,

@@ -2,12 +2,17 @@
 
 Every flag can also be given as an environment variable named ``TRAINER_<FLAG>`` (upper case,
 dashes as underscores); the flag wins.
+
+Exit codes: 0 after SIGTERM/SIGINT (in-flight reconciles finished or the shutdown timeout passed,
+the leader Lease released), 1 when the leader Lease was lost (as controller-runtime exits, so the
+pod restarts as a fresh candidate). A second signal cancels at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -20,7 +25,10 @@ import structlog
 from trainer import gang
 from trainer.kube.cache import wait_synced
 from trainer.kube.client import Kube
+from trainer.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.manager import Manager, Settings
+from trainer.metrics import Metrics
+from trainer.probes import metrics_app, probes_app, serve
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
 
 
@@ -28,9 +36,25 @@ def _env(flag: str, default: str | None = None) -> str | None:
     return os.environ.get("TRAINER_" + flag.upper().replace("-", "_"), default)
 
 
+def _bool(value: str) -> bool:
+    """``true``/``false`` (also 1/0, yes/no), as Go's ``strconv.ParseBool`` reads a flag. Raises
+    ``argparse.ArgumentTypeError`` otherwise."""
+    low = value.strip().lower()
+    if low in ("1", "t", "true", "yes", "y", "on"):
+        return True
+    if low in ("0", "f", "false", "no", "n", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {value!r}")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the flags (see ``--help``)."""
-    p = argparse.ArgumentParser(prog="trainer-operator", description="Run the trainer operator.")
+    p = argparse.ArgumentParser(
+        prog="trainer-operator",
+        description="Run the trainer operator.",
+        epilog="Every flag can also be set by the environment variable TRAINER_<FLAG> (upper case, dashes "
+        "as underscores, e.g. TRAINER_LEADER_ELECT=true); the flag wins.",
+    )
     p.add_argument(
         "--kubeconfig", default=_env("kubeconfig"), help="kubeconfig path; default: in-cluster or $KUBECONFIG"
     )
@@ -75,6 +99,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="json, console, or auto: console on a terminal, json otherwise",
     )
     p.add_argument("--log-level", default=_env("log-level", "info"), help="debug, info, warning, error")
+    p.add_argument(
+        "--metrics-bind-address",
+        default=_env("metrics-bind-address", ":8080"),
+        help="host:port of the Prometheus /metrics endpoint; :port for every interface, 0 disables (default :8080)",
+    )
+    p.add_argument(
+        "--health-probe-bind-address",
+        default=_env("health-probe-bind-address", ":8081"),
+        help="host:port of /healthz and /readyz; 0 disables (default :8081)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        nargs="?",
+        const=True,
+        type=_bool,
+        default=_bool(_env("leader-elect", "false") or "false"),
+        metavar="BOOL",
+        help="elect a leader on a Lease so that only one replica reconciles (default false; bare flag: true)",
+    )
+    p.add_argument(
+        "--leader-election-namespace",
+        default=_env("leader-election-namespace"),
+        help="namespace of the Lease; default: the pod's namespace (service account), else default",
+    )
+    p.add_argument(
+        "--leader-election-id",
+        default=_env("leader-election-id", "trainer-operator"),
+        help="name of the Lease (default trainer-operator)",
+    )
     return p.parse_args(argv)
 
 
@@ -97,23 +150,47 @@ def configure_logging(fmt: str, level: str) -> None:
     )
 
 
-async def run(args: argparse.Namespace) -> None:
-    """Connect, run the manager until SIGTERM/SIGINT, then stop cleanly."""
+async def run(args: argparse.Namespace) -> int:
+    """Connect, serve metrics and probes, run the manager (and the webhook) until SIGTERM/SIGINT
+    (graceful) or a lost Lease, then stop cleanly; returns the exit code."""
     log = structlog.get_logger("trainer")
+    metrics = Metrics()
     kube = await Kube.connect(args.kubeconfig)
+    kube.observe = metrics.observe_request
+    elector = None
+    if args.leader_elect:
+        lease_name = args.leader_election_id
+
+        def on_change(leading: bool) -> None:
+            metrics.leading(lease_name, leading)
+
+        elector = LeaderElector(
+            kube, args.leader_election_namespace or default_namespace(), lease_name, on_change=on_change
+        )
+        metrics.leading(lease_name, False)
     settings = Settings(
         namespace=args.namespace,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
     )
-    manager = Manager(kube, settings)
+    manager = Manager(kube, settings, metrics, elector)
+    servers = []
+    for app, address, what in (
+        (metrics_app(metrics), args.metrics_bind_address, "metrics"),
+        (probes_app(manager.ready.is_set), args.health_probe_bind_address, "health probes"),
+    ):
+        served = await serve(app, address, what)
+        if served is not None:
+            servers.append(served[0])
     log.info(
         "starting",
         namespace=args.namespace or "(all)",
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
+        leader_elect=bool(elector),
+        identity=elector.identity if elector else None,
     )
-    parts: list[Coroutine[Any, Any, Any]] = [manager.run()]
+    parts: list[Coroutine[Any, Any, Any]] = []
     if args.webhook_port:
         webhook = WebhookServer(
             kube,
@@ -132,24 +209,51 @@ async def run(args: argparse.Namespace) -> None:
             synced.set()
 
         parts += [when_synced(), webhook.run(synced)]
-    task = asyncio.ensure_future(asyncio.gather(*parts))
     loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(manager.run())
+    # The webhook serves on every replica, leading or not; gather() of nothing would end at once.
+    side = asyncio.ensure_future(asyncio.gather(*parts) if parts else loop.create_future())
+
+    signals: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        if len(signals) > 1:
+            task.cancel()  # a second signal: no more waiting
+        else:
+            log.info("stopping", signal=signal.Signals(sig).name)
+            manager.stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, on_signal, sig)
     try:
+        await asyncio.wait([task, side], return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():  # the webhook failed: stop the manager too, then say why
+            manager.stop()
+            await task
+            side.result()
         await task
+    except LeadershipLost as e:
+        log.error("leader election lost", error=str(e))
+        return 1
     except asyncio.CancelledError:
-        log.info("stopping")
+        log.info("cancelled")
     finally:
+        side.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await side
+        for runner in servers:
+            await runner.cleanup()
         await kube.close()
+    log.info("stopped")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parse_args(argv)
     configure_logging(args.log_format, args.log_level)
-    asyncio.run(run(args))
-    return 0
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,14 @@ Two controllers run side by side, TrainJob and MPIJob, each with its own queue a
 mapped to keys: a child (Job, Service, ConfigMap, Secret, PodGroup) to its controller owner, a
 runtime to every TrainJob that references it, a cluster-wide gang object (a Volcano Queue) to every
 job. A failed reconcile is retried with per-key exponential backoff.
+
+With a :class:`~trainer.kube.leader.LeaderElector`, the caches start (and :attr:`Manager.ready` is
+set) at once, but the workers only once this process leads; a lost Lease cancels the workers at
+once and :meth:`Manager.run` raises :class:`~trainer.kube.leader.LeadershipLost`. :meth:`Manager.stop`
+is the graceful end (SIGTERM): idle workers stop, in-flight reconciles get ``shutdown_timeout``
+seconds to finish, then the Lease is released so a standby takes over at once. Every reconcile is
+counted in :class:`~trainer.metrics.Metrics` and logs with its object key bound
+(``trainjob=ns/name`` or ``mpijob=ns/name``, and ``controller``).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -37,7 +46,9 @@ from trainer.kube.client import (
     Kube,
 )
 from trainer.kube.events import EventRecorder
+from trainer.kube.leader import LeaderElector
 from trainer.kube.queue import WorkQueue
+from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
 
 log = structlog.get_logger("trainer.manager")
 
@@ -52,13 +63,18 @@ class Settings:
     """Reconciles running at once, per controller."""
     gang_scheduler_name: str = "none"
     """The gang scheduler pods are handed to (``--gang-scheduler-name``)."""
+    shutdown_timeout: float = 20.0
+    """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
 
 
 class Manager:
     """Owns the caches, the queues and the workers of the TrainJob and MPIJob controllers."""
 
-    def __init__(self, kube: Kube, settings: Settings) -> None:
-        self.kube, self.settings = kube, settings
+    def __init__(
+        self, kube: Kube, settings: Settings, metrics: Metrics | None = None, elector: LeaderElector | None = None
+    ) -> None:
+        self.kube, self.settings, self.elector = kube, settings, elector
+        self.metrics = metrics if metrics is not None else Metrics()
         ns = settings.namespace
         events = EventRecorder(kube)
         self.gang = gang.get(settings.gang_scheduler_name)
@@ -81,7 +97,11 @@ class Manager:
             secrets=Informer(kube, SECRETS, ns, label_selector=JOB_NAME_LABEL),
             facts=self.caches.facts(),
         )
-        self.queues: dict[str, WorkQueue[Key]] = {"TrainJob": WorkQueue(), "MPIJob": WorkQueue()}
+        self.queues: dict[str, WorkQueue[Key]] = {
+            kind: WorkQueue(metrics=self.metrics.workqueue(kind.lower())) for kind in ("TrainJob", "MPIJob")
+        }
+        for kind in self.queues:
+            self.metrics.controller(kind.lower(), settings.max_concurrent_reconciles)
         self.reconcilers: dict[str, Callable[[Key], Awaitable[float | None]]] = {
             "TrainJob": TrainJobReconciler(kube, self.caches, events, self.gang).reconcile,
             "MPIJob": MPIJobReconciler(kube, self.mpi_caches, events, self.gang).reconcile,
@@ -98,6 +118,10 @@ class Manager:
         self.caches.runtimes.add_handler(self._on_runtime)
         self.caches.cluster_runtimes.add_handler(self._on_runtime)
         self.ready = asyncio.Event()
+        """Set once the caches are synced (leading or not): ``/readyz``."""
+        self._stop = asyncio.Event()
+        self._stopping = False
+        self._busy: set[asyncio.Task[Any] | None] = set()
 
     def _mpi_children(self) -> list[Informer]:
         c = self.mpi_caches
@@ -156,13 +180,19 @@ class Manager:
 
     async def _worker(self, kind: str) -> None:
         queue, reconcile = self.queues[kind], self.reconcilers[kind]
-        while True:
+        controller, me = kind.lower(), asyncio.current_task()
+        while not self._stopping:
             key = await queue.get()
+            if me is not None:
+                self._busy.add(me)
+            self.metrics.active_workers.labels(controller).inc()
             started = time.monotonic()
-            structlog.contextvars.bind_contextvars(**{kind.lower(): "/".join(key)})
+            result: str | None = RESULT_ERROR
+            structlog.contextvars.bind_contextvars(controller=controller, **{controller: "/".join(key)})
             try:
                 requeue = await reconcile(key)
             except asyncio.CancelledError:
+                result = None
                 raise
             except ApiError as e:
                 if e.namespace_terminating:
@@ -175,36 +205,104 @@ class Manager:
                 delay = queue.add_rate_limited(key)
                 log.exception("reconcile failed", error=repr(e), retry_in=round(delay, 3))
             else:
+                result = RESULT_REQUEUE_AFTER if requeue else RESULT_SUCCESS
                 queue.forget(key)
                 if requeue:
                     queue.add_after(key, requeue)
                 log.debug("reconciled", seconds=round(time.monotonic() - started, 4))
             finally:
                 queue.done(key)
+                if result is not None:
+                    self.metrics.reconciled(controller, result, time.monotonic() - started)
+                self.metrics.active_workers.labels(controller).dec()
+                self._busy.discard(me)
                 structlog.contextvars.clear_contextvars()
 
-    async def run(self) -> None:
-        """Run until cancelled: start the caches, wait for their first list, then the workers."""
-        tasks = [asyncio.create_task(i.run(), name=f"informer-{i.res.plural}") for i in self.informers]
+    def stop(self) -> None:
+        """Ask :meth:`run` to end gracefully (see the module docstring); safe from a signal handler."""
+        self._stop.set()
+
+    async def _unless_stopped(self, aw: Awaitable[Any]) -> bool:
+        """Await ``aw``; False (``aw`` cancelled) if :meth:`stop` came first. Raises what ``aw`` raises."""
+        task, stop = asyncio.ensure_future(aw), asyncio.ensure_future(self._stop.wait())
         try:
-            await wait_synced(self.informers)
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (task, stop):
+                if not t.done():
+                    t.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await t
+        if task.cancelled():
+            return False
+        task.result()
+        return True
+
+    async def _drain(self, workers: list[asyncio.Task[None]], lease: asyncio.Task[None] | None) -> None:
+        """Stop idle workers; give busy ones ``shutdown_timeout`` to finish their reconcile. Raises
+        :class:`~trainer.kube.leader.LeadershipLost` if the Lease is lost meanwhile."""
+        self._stopping = True
+        busy = {t for t in workers if t in self._busy}
+        for t in workers:
+            if t not in busy:
+                t.cancel()
+        log.info("stopping: waiting for in-flight reconciles", in_flight=len(busy))
+        deadline = time.monotonic() + self.settings.shutdown_timeout
+        while busy:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning("shutdown timeout: cancelling in-flight reconciles", in_flight=len(busy))
+                return
+            waits: set[asyncio.Task[None]] = busy | ({lease} if lease is not None else set())
+            done, _ = await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if lease is not None and lease in done:
+                lease.result()
+            busy -= done
+
+    async def run(self) -> None:
+        """Run until cancelled, until :meth:`stop`, or until leadership is lost (raises
+        :class:`~trainer.kube.leader.LeadershipLost`): start the caches, wait for their first list,
+        wait to lead (with an elector), then run the workers."""
+        tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(i.run(), name=f"informer-{i.res.plural}") for i in self.informers
+        ]
+        workers: list[asyncio.Task[None]] = []
+        lease: asyncio.Task[None] | None = None
+        try:
+            if not await self._unless_stopped(wait_synced(self.informers)):
+                return
             log.info(
                 "caches synced",
                 trainjobs=len(self.caches.trainjobs.items()),
                 mpijobs=len(self.mpi_caches.mpijobs.items()),
             )
+            self.ready.set()
+            if self.elector is not None:
+                if not await self._unless_stopped(self.elector.acquire()):
+                    return
+                lease = asyncio.create_task(self.elector.keep(), name="lease")
+                tasks.append(lease)
             for kind in self.queues:
-                tasks += [
+                workers += [
                     asyncio.create_task(self._worker(kind), name=f"{kind}-worker-{n}")
                     for n in range(self.settings.max_concurrent_reconciles)
                 ]
-            self.ready.set()
-            await asyncio.gather(*tasks)
+            stop = asyncio.create_task(self._stop.wait(), name="stop")
+            tasks.append(stop)
+            done, _ = await asyncio.wait([*tasks, *workers], return_when=asyncio.FIRST_COMPLETED)
+            if stop in done:
+                await self._drain(workers, lease)
+                return
+            for t in done:
+                t.result()  # the Lease was lost (LeadershipLost), or a bug ended a task
+            raise RuntimeError(f"manager task ended: {', '.join(t.get_name() for t in done)}")
         finally:
             for queue in self.queues.values():
                 queue.shutdown()
-            for t in tasks:
+            for t in [*workers, *tasks]:
                 t.cancel()
-            for t in tasks:
+            for t in [*workers, *tasks]:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+            if self.elector is not None:
+                await self.elector.release()

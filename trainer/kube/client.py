@@ -2,20 +2,24 @@
 
 kubernetes-asyncio supplies configuration (kubeconfig or in-cluster), TLS and authentication; this
 module adds the few verbs a controller needs for any resource, as plain JSON: list, watch, get,
-server-side apply, status merge-patch, create and delete.
+server-side apply, status merge-patch, create, update (PUT, for optimistic concurrency) and delete.
+Every request is reported to an optional observer (the ``rest_client_requests_total`` metric).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
 
 from kubernetes_asyncio import client, config
 
 JSON = dict[str, Any]
+RequestObserver = Callable[[str, str, str], None]
+"""Told of every request once it is answered: ``(method, code, host)``, with ``code`` the HTTP status
+as text or ``"<error>"`` when no answer came, as client-go labels ``rest_client_requests_total``."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "TrainingRuntim
 CLUSTER_TRAINING_RUNTIMES = Resource(
     "trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False
 )
+LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases")
 
 
 class ApiError(Exception):
@@ -102,8 +107,15 @@ class ApiError(Exception):
 class Kube:
     """An apiserver connection. Create with :meth:`connect`; close with :meth:`close`."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, observe: RequestObserver | None = None) -> None:
         self.api = api
+        self.observe = observe
+        """Called after every request (see :data:`RequestObserver`); None: nobody listens."""
+        self.host = urlparse(str(api.configuration.host)).netloc
+
+    def _observed(self, method: str, code: int | str) -> None:
+        if self.observe is not None:
+            self.observe(method, str(code), self.host)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None) -> Kube:
@@ -131,23 +143,33 @@ class Kube:
         timeout: float | None = 60,
     ) -> JSON:
         """One request; returns the decoded JSON body. Raises :class:`ApiError` on a non-2xx answer."""
-        resp = await self.api.call_api(
-            path,
-            method,
-            query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
+        try:
+            resp = await self.api.call_api(
+                path,
+                method,
+                query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except Exception:  # no answer (connection refused, timeout, TLS)
+            self._observed(method, "<error>")
+            raise
+        self._observed(method, resp.status)
         try:
             text = await resp.text()
         finally:
             resp.release()
-        data: Any = json.loads(text) if text else {}
+        try:
+            data: Any = json.loads(text) if text else {}
+        except ValueError:
+            data = text  # e.g. "404 page not found" for an API group that is not served
         if resp.status >= 300:
             raise ApiError(resp.status, data if isinstance(data, dict) else text)
+        if not isinstance(data, (dict, list)):
+            raise ApiError(resp.status, f"not JSON: {text[:200]}")
         return data if isinstance(data, dict) else {"items": data}
 
     async def get(self, res: Resource, namespace: str | None, name: str) -> JSON:
@@ -195,15 +217,20 @@ class Kube:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
-        resp = await self.api.call_api(
-            res.path(namespace),
-            "GET",
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout_seconds + 30,
-        )
+        try:
+            resp = await self.api.call_api(
+                res.path(namespace),
+                "GET",
+                query_params=query,
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout_seconds + 30,
+            )
+        except Exception:
+            self._observed("GET", "<error>")
+            raise
+        self._observed("GET", resp.status)
         try:
             if resp.status >= 300:
                 text = await resp.text()
@@ -252,6 +279,11 @@ class Kube:
         """Create ``obj``. Raises :class:`ApiError` (409 when it exists)."""
         return await self.request("POST", res.path(namespace), body=obj)
 
+    async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
+        """Replace ``obj`` (PUT). With ``metadata.resourceVersion`` set this is a compare-and-swap:
+        raises :class:`ApiError` 409 when the stored object changed since that version."""
+        return await self.request("PUT", res.path(namespace, obj["metadata"]["name"]), body=obj)
+
     async def delete(self, res: Resource, namespace: str | None, name: str, propagation: str = "Background") -> bool:
         """Delete one object; False when it was already gone."""
         try:
@@ -278,6 +310,7 @@ _KNOWN = {
         TRAINJOBS,
         TRAINING_RUNTIMES,
         CLUSTER_TRAINING_RUNTIMES,
+        LEASES,
     )
 }
 

