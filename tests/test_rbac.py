@@ -24,10 +24,11 @@ from trainer.builders.labels import owner_reference
 from trainer.gang.base import Facts, GangInput, PodSet
 from trainer.kube.client import Kube, Resource
 from trainer.manager import Manager, Settings
+from trainer.webhook import server as webhook
 
 ROOT = Path(__file__).resolve().parent.parent
-NOT_OPERATOR = ("trainer/client/", "trainer/cli.py", "trainer/webhook/")
-"""User-side tools (their RBAC is the user's), and the admission webhook, whose RBAC comes with it."""
+NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
+"""User-side tools: their RBAC is the user's."""
 VERBS = {
     "get": ("get",),
     "get_or_none": ("get",),
@@ -48,6 +49,7 @@ DYNAMIC = {
     ("trainer/controllers/apply.py", "apply"): "children",
     ("trainer/controllers/trainjob.py", "delete"): "gang deletes",
     ("trainer/controllers/mpijob.py", "delete"): "gang deletes",
+    ("trainer/webhook/server.py", "apply"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
 Grant = tuple[str, str, str]
@@ -114,6 +116,7 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         "informers": informers,
         "children": children,
         "gang deletes": gang_deletes(scheduler),
+        "webhook configurations": {webhook.VALIDATING, webhook.MUTATING},
     }
     operator: set[Grant] = set()
     leader: set[Grant] = set()

@@ -41,6 +41,7 @@ from trainer.kube.client import (
     TRAINJOBS,
     Resource,
 )
+from trainer.webhook import server as webhook
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 CLUSTER_ROLE = "trainer-operator"
@@ -91,6 +92,10 @@ OPERATOR: list[Rule] = [
     Rule(SERVICES, (*WATCH, *APPLY), "informers; the headless Service"),
     Rule(CONFIGMAPS, (*WATCH, *APPLY), "informers; MPI hostfile ConfigMaps"),
     Rule(SECRETS, (*WATCH, *APPLY), "informers (children only, by label); MPI SSH key Secrets"),
+    Rule(SECRETS, ("get", "update"), "the webhook's certificate Secret: read, rotate (webhook/server.py)"),
+    Rule(webhook.VALIDATING, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
+    Rule(webhook.MUTATING, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
+    Rule(webhook.LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
     Rule(EVENTS, ("create", "patch"), "events, repeats bump the count (kube/events.py)"),
 ]
 """The ClusterRole: what the operator needs whatever its gang scheduler."""

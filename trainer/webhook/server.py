@@ -189,7 +189,7 @@ class WebhookServer:
                     await self.kube.create(SECRETS, ns, body)
                 else:
                     meta["resourceVersion"] = secret["metadata"]["resourceVersion"]
-                    await self.kube.request("PUT", SECRETS.path(ns, SECRET_NAME), body=body)
+                    await self.kube.update(SECRETS, ns, body)
                 bundle = fresh
                 log.info("webhook certificate written", secret=f"{ns}/{SECRET_NAME}", not_after=str(fresh.not_after()))
             except ApiError as e:
@@ -262,8 +262,9 @@ class WebhookServer:
 
     async def install(self, bundle: Bundle) -> None:
         """Apply the webhook configurations with the current CA (server-side apply, idempotent)."""
-        for cfg in self.configurations(bundle.ca):
-            await self.kube.apply(cfg, "trainer")
+        validating, mutating = self.configurations(bundle.ca)
+        await self.kube.apply(validating, "trainer")
+        await self.kube.apply(mutating, "trainer")
 
     # ---------------------------------------------------------------- serving
 
