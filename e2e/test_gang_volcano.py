@@ -173,8 +173,14 @@ async def test_weighted_queues_share_a_saturated_cluster_about_one_to_two(client
         return counts if sum(counts.values()) >= 22 else None
 
     counts = await wait_for(settled, "the cluster to fill up", timeout=120)
-    await asyncio.sleep(5)
-    counts = await settled() or counts
+    print(f"running pods per queue once the cluster is full: {counts}")
+
+    async def weighted() -> dict[str, int] | None:
+        now = await settled()
+        return now if now and 1.5 <= now["heavy"] / max(now["light"], 1) <= 2.5 else None
+
+    # Volcano's reclaim action moves pods from the queue over its share to the one under it.
+    counts = await wait_for(weighted, "running pods to follow the queue weights", timeout=120, interval=1)
     print(f"running pods per queue (weights light=1, heavy=2, 24 CPU): {counts}")
     assert counts["heavy"] > counts["light"], counts
     assert 1.5 <= counts["heavy"] / max(counts["light"], 1) <= 2.5, counts

@@ -34,7 +34,9 @@ QUEUES_PATH = "/apis/scheduling.volcano.sh/v1beta1/queues"
 CONTROLLERS = ("queue-controller", "pg-controller", "gc-controller", "job-controller")
 
 SCHEDULER_CONF: dict[str, Any] = {
-    "actions": "enqueue, allocate, backfill",
+    # reclaim: a queue below its weighted share takes back what others hold beyond theirs, so
+    # weights hold however the pods arrived.
+    "actions": "enqueue, allocate, backfill, reclaim",
     "tiers": [
         {"plugins": [{"name": name} for name in ("priority", "gang", "conformance")]},
         {
