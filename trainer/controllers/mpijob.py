@@ -243,7 +243,8 @@ class MPIJobReconciler:
         if {k: old.get(k) for k in keys} == {k: status.get(k) for k in keys}:
             return
         meta = obj["metadata"]
-        await self.kube.patch_status(MPIJOBS, meta.get("namespace"), meta["name"], status)
+        # Events first: whoever sees the new condition finds its event too.
         for cond in transitions(current, merged):
             warning = cond.type in WARNING_REASONS_TYPES and cond.status == "True"
             await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+        await self.kube.patch_status(MPIJOBS, meta.get("namespace"), meta["name"], status)

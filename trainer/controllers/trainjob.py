@@ -188,15 +188,16 @@ class TrainJobReconciler:
         if comparable_old == comparable_new:
             return
         ns, name = str(job.metadata.namespace), str(job.metadata.name)
+        # Events first: whoever sees the new condition finds its event too.
+        for cond in transitions(current, merged):
+            warning = cond.type in WARNING_CONDITIONS and cond.status == "True"
+            await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
         await self.kube.patch_status(
             TRAINJOBS,
             ns,
             name,
             {"conditions": new_status.get("conditions"), "jobsStatus": new_status.get("jobsStatus")},
         )
-        for cond in transitions(current, merged):
-            warning = cond.type in WARNING_CONDITIONS and cond.status == "True"
-            await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
 
     async def _fail_invalid(self, obj: JSON, message: str) -> None:
         meta = obj.get("metadata") or {}
@@ -206,8 +207,8 @@ class TrainJobReconciler:
             return
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != COND_FAILED]
         conditions.append({**cond.model_copy(update={"last_transition_time": now_rfc3339()}).to_dict()})
-        await self.kube.patch_status(TRAINJOBS, meta.get("namespace"), meta["name"], {"conditions": conditions})
         await self.events.emit(obj, "Warning", cond.reason, message)
+        await self.kube.patch_status(TRAINJOBS, meta.get("namespace"), meta["name"], {"conditions": conditions})
 
 
 def _key(obj: JSON) -> Key:
