@@ -109,3 +109,13 @@ def test_merge_keeps_transition_time_and_moves_new_true_conditions_last() -> Non
     assert [c.type for c in transitions(resumed, running)] == ["Running"]
     again = merge_conditions(running, [Condition(type="Suspended", status="True", reason="Suspended")], "t4")
     assert [c.type for c in again] == ["Suspended"]
+
+
+def test_a_finished_status_is_stable_across_reconciles() -> None:
+    ok = {"conditions": [{"type": "Complete", "status": "True"}]}
+    done = [job("init", **ok), job("node", **ok), job("node", **ok)]
+    obs = Observed(False, done, TEMPLATE, "node")
+    have = [Condition(type="Running", status="True", reason="TrainerPodsRunning")]
+    first = merge_conditions(have, desired_conditions(obs, jobs_status(RJOBS, done), have), "t1")
+    second = merge_conditions(first, desired_conditions(obs, jobs_status(RJOBS, done), first), "t2")
+    assert second == first, "no status rewrite once finished"

@@ -134,7 +134,8 @@ def desired_conditions(obs: Observed, statuses: list[JobStatus], current: list[C
     done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
     if done is not None:
         # Finished is final: the outcome stays, Running turns False, gang conditions go.
-        stopped = Condition(type=COND_RUNNING, status="False", reason=done, message=f"TrainJob {done}")
+        reason = "Completed" if done == COND_COMPLETE else "Failed"  # as when it finished: no flapping
+        stopped = Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {done}")
         kept = (COND_SUSPENDED, COND_COMPLETE, COND_FAILED)
         return [stopped if c.type == COND_RUNNING else c for c in current if c.type in (*kept, COND_RUNNING)]
     out: list[Condition] = []

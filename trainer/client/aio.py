@@ -141,42 +141,17 @@ async def watch_objects(
     timeout_seconds: int = WATCH_SECONDS,
 ) -> AsyncIterator[tuple[str, JSON]]:
     """Stream ``(type, object)`` watch events of ``res`` from ``resource_version`` (bookmarks
-    included), optionally narrowed by field and label selectors. Ends when the server closes the
-    stream. Raises :class:`ApiError` (410 Gone: the caller lists again)."""
-    query = [
-        ("watch", "true"),
-        ("resourceVersion", resource_version),
-        ("allowWatchBookmarks", "true"),
-        ("timeoutSeconds", str(timeout_seconds)),
-    ]
-    if field_selector:
-        query.append(("fieldSelector", field_selector))
-    if label_selector:
-        query.append(("labelSelector", label_selector))
-    resp = await kube.api.call_api(
-        res.path(namespace),
-        "GET",
-        query_params=query,
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=timeout_seconds + 30,
-    )
-    try:
-        if resp.status >= 300:
-            text = await resp.text()
-            raise ApiError(resp.status, json.loads(text) if text.startswith("{") else text)
-        while True:
-            line = await resp.content.readline()
-            if not line:
-                return
-            event = json.loads(line)
-            obj = event.get("object") or {}
-            if event.get("type") == "ERROR":
-                raise ApiError(int(obj.get("code", 500)), obj)
-            yield str(event.get("type")), obj
-    finally:
-        resp.release()
+    included), optionally narrowed by field and label selectors: :meth:`Kube.watch`. Ends when the
+    server closes the stream. Raises :class:`ApiError` (410 Gone: the caller lists again)."""
+    async for event in kube.watch(
+        res,
+        namespace,
+        resource_version,
+        label_selector=label_selector,
+        timeout_seconds=timeout_seconds,
+        field_selector=field_selector,
+    ):
+        yield event
 
 
 async def observe(

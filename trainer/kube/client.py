@@ -203,8 +203,10 @@ class Kube:
         resource_version: str,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        field_selector: str | None = None,
     ) -> AsyncIterator[tuple[str, JSON]]:
-        """Stream ``(type, object)`` watch events from ``resource_version``, with bookmarks.
+        """Stream ``(type, object)`` watch events from ``resource_version``, with bookmarks, optionally
+        narrowed by label and field selectors.
 
         Ends when the server closes the stream (after ``timeout_seconds``). Raises :class:`ApiError`
         (410 Gone when ``resource_version`` is too old: the caller relists).
@@ -217,6 +219,8 @@ class Kube:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
             resp = await self.api.call_api(
                 res.path(namespace),
