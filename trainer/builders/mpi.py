@@ -109,54 +109,37 @@ def ssh_secret(owner: JSON, name: str, private_key: str, public_key: str) -> JSO
     }
 
 
+def add_once(items: list[JSON], entry: JSON) -> None:
+    """Append ``entry`` to ``items`` unless an entry of the same name is there (in place)."""
+    if not any(i.get("name") == entry["name"] for i in items):
+        items.append(entry)
+
+
 def mount_ssh(pod: JSON, secret: str, mount_path: str) -> None:
     """Mount the SSH Secret at ``mount_path`` in every container of ``pod`` (in place)."""
     spec = pod.setdefault("spec", {})
-    volumes = spec.setdefault("volumes", [])
-    if not any(v.get("name") == SSH_VOLUME for v in volumes):
-        volumes.append(
-            {
-                "name": SSH_VOLUME,
-                "secret": {
-                    "secretName": secret,
-                    "defaultMode": 0o600,
-                    "items": [
-                        {"key": "ssh-privatekey", "path": "id_rsa"},
-                        {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                        {"key": "ssh-publickey", "path": "authorized_keys"},
-                    ],
-                },
-            }
-        )
+    keys = [("ssh-privatekey", "id_rsa"), ("ssh-publickey", "id_rsa.pub"), ("ssh-publickey", "authorized_keys")]
+    items = [{"key": k, "path": p} for k, p in keys]
+    secret_source = {"secretName": secret, "defaultMode": 0o600, "items": items}
+    add_once(spec.setdefault("volumes", []), {"name": SSH_VOLUME, "secret": secret_source})
     for container in spec.get("containers") or []:
-        mounts = container.setdefault("volumeMounts", [])
-        if not any(m.get("name") == SSH_VOLUME for m in mounts):
-            mounts.append({"name": SSH_VOLUME, "mountPath": mount_path})
+        add_once(container.setdefault("volumeMounts", []), {"name": SSH_VOLUME, "mountPath": mount_path})
 
 
 def mount_config(pod: JSON, config_map_name: str, implementation: str, slots: int, container: str | None) -> None:
     """Mount the hostfile ConfigMap at /etc/mpi and add the launcher environment to ``container``
     (the first container when None) of ``pod`` (in place)."""
     spec = pod.setdefault("spec", {})
-    volumes = spec.setdefault("volumes", [])
-    if not any(v.get("name") == CONFIG_VOLUME for v in volumes):
-        volumes.append(
-            {
-                "name": CONFIG_VOLUME,
-                "configMap": {
-                    "name": config_map_name,
-                    "items": [
-                        {"key": HOSTFILE, "path": HOSTFILE, "mode": 0o444},
-                        {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": 0o555},
-                    ],
-                },
-            }
-        )
+    items = [
+        {"key": HOSTFILE, "path": HOSTFILE, "mode": 0o444},
+        {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": 0o555},
+    ]
+    add_once(
+        spec.setdefault("volumes", []), {"name": CONFIG_VOLUME, "configMap": {"name": config_map_name, "items": items}}
+    )
     containers = spec.get("containers") or []
     target = next((c for c in containers if c.get("name") == container), containers[0] if containers else None)
     if target is None:
         return
-    mounts = target.setdefault("volumeMounts", [])
-    if not any(m.get("name") == CONFIG_VOLUME for m in mounts):
-        mounts.append({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
+    add_once(target.setdefault("volumeMounts", []), {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
     upsert_env(target, launcher_env(implementation, slots))

@@ -11,16 +11,11 @@ import structlog
 
 from trainer.builders.labels import FIELD_MANAGER
 from trainer.diff import needs_apply, with_hash
-from trainer.kube.cache import Key
+from trainer.kube.cache import key_of
 from trainer.kube.client import JOBS, JSON, ApiError, Kube
 from trainer.kube.events import EventRecorder
 
 log = structlog.get_logger("trainer.apply")
-
-
-def _key(obj: JSON) -> Key:
-    meta = obj["metadata"]
-    return (str(meta.get("namespace") or ""), str(meta["name"]))
 
 
 class Applier:
@@ -74,7 +69,7 @@ class Applier:
                 raise
             if existing is not None and (existing.get("spec") or {}).get("suspend") and desired["spec"]["suspend"]:
                 if existing.get("status", {}).get("startTime"):
-                    ns, name = _key(desired)
+                    ns, name = key_of(desired)
                     await self.kube.patch_status(JOBS, ns, name, {"startTime": None})
                     try:
                         await self.kube.apply(desired, FIELD_MANAGER)
@@ -84,7 +79,7 @@ class Applier:
                             raise
                 if int((existing.get("status") or {}).get("active") or 0) == 0:
                     log.info("recreating suspended job", name=desired["metadata"]["name"], why=e.message)
-                    await self.kube.delete(JOBS, *_key(desired))
+                    await self.kube.delete(JOBS, *key_of(desired))
                     await self.events.emit(
                         owner,
                         "Normal",

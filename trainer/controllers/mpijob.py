@@ -38,7 +38,7 @@ from trainer.gang.base import (
     PodSet,
     QueueChoice,
 )
-from trainer.kube.cache import Informer, Key
+from trainer.kube.cache import Informer, Key, key_of
 from trainer.kube.client import JOBS, JSON, Kube, Resource, register, resource_of
 from trainer.kube.events import EventRecorder, now_rfc3339
 from trainer.mpijob_status import TERMINAL, desired_conditions, finished_at, replica_statuses
@@ -59,11 +59,6 @@ class MPICaches:
     configmaps: Informer
     secrets: Informer
     facts: Facts
-
-
-def _key(obj: JSON) -> Key:
-    meta = obj["metadata"]
-    return (str(meta.get("namespace") or ""), str(meta["name"]))
 
 
 def _parse_time(value: str) -> datetime:
@@ -165,13 +160,13 @@ class MPIJobReconciler:
             suspend = bool(policy and policy.suspend)
             children = build_mpijob_children(obj, job, observed, suspend or plan.hold)
             for pod_group in plan.apply:
-                informer_obj = self.caches.facts.get(resource_of(pod_group), *_key(pod_group))
+                informer_obj = self.caches.facts.get(resource_of(pod_group), *key_of(pod_group))
                 await self.applier.apply(obj, pod_group, informer_obj)
-            await self.applier.apply(obj, children.service, self.caches.services.get(*_key(children.service)))
-            await self.applier.apply(obj, children.config_map, self.caches.configmaps.get(*_key(children.config_map)))
+            await self.applier.apply(obj, children.service, self.caches.services.get(*key_of(children.service)))
+            await self.applier.apply(obj, children.config_map, self.caches.configmaps.get(*key_of(children.config_map)))
             jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
             for desired in decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL):
-                await self.applier.apply_job(obj, desired, self.caches.jobs.get(*_key(desired)))
+                await self.applier.apply_job(obj, desired, self.caches.jobs.get(*key_of(desired)))
 
         conditions = desired_conditions(job, observed.get("launcher"), observed.get("worker"), current, invalid)
         if not finished and not invalid:
@@ -196,7 +191,7 @@ class MPIJobReconciler:
         worker = observed.get("worker")
         if worker is None or policy == "None":
             return
-        ns, name = _key(worker)
+        ns, name = key_of(worker)
         if policy == "All":
             if await self.kube.delete(JOBS, ns, name):
                 log.info("cleanPodPolicy All: deleted the worker Job", name=name)

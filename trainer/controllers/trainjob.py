@@ -33,7 +33,7 @@ from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
 from trainer.controllers.apply import Applier
 from trainer.gang.base import COND_MISCONFIGURED, Facts, GangScheduler
-from trainer.kube.cache import Informer, Key
+from trainer.kube.cache import Informer, Key, key_of
 from trainer.kube.client import JOBS, JSON, TRAINJOBS, Kube, Resource, resource_of
 from trainer.kube.events import EventRecorder, now_rfc3339
 from trainer.status import (
@@ -133,20 +133,20 @@ class TrainJobReconciler:
             # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
             # stop holding nodes (e.g. MPI workers once the launcher is done).
             for child in observed:
-                if job_finished(child) is None and await self.kube.delete(JOBS, *_key(child)):
+                if job_finished(child) is None and await self.kube.delete(JOBS, *key_of(child)):
                     log.info("deleted the active Job of a finished TrainJob", name=child["metadata"]["name"])
         else:
             for pod_group in plan.apply:
                 informer = self.caches.gang.get(resource_of(pod_group))
-                await self.applier.apply(obj, pod_group, informer.get(*_key(pod_group)) if informer else None)
+                await self.applier.apply(obj, pod_group, informer.get(*key_of(pod_group)) if informer else None)
             if runtime.spec.ml_policy is not None and runtime.spec.ml_policy.mpi is not None:
                 await self._ensure_ssh_secret(obj, job)
             for cm in children.config_maps:
-                await self.applier.apply(obj, cm, self.caches.configmaps.get(*_key(cm)))
+                await self.applier.apply(obj, cm, self.caches.configmaps.get(*key_of(cm)))
             if children.service is not None:
-                await self.applier.apply(obj, children.service, self.caches.services.get(*_key(children.service)))
+                await self.applier.apply(obj, children.service, self.caches.services.get(*key_of(children.service)))
             for desired in decorate(children.jobs, plan, completed_first(runtime.spec)):
-                await self.applier.apply_job(obj, desired, self.caches.jobs.get(*_key(desired)))
+                await self.applier.apply_job(obj, desired, self.caches.jobs.get(*key_of(desired)))
             for rjob, why in children.waiting.items():
                 log.debug("replicated job waiting", rjob=rjob, why=why)
 
@@ -209,11 +209,6 @@ class TrainJobReconciler:
         conditions.append({**cond.model_copy(update={"last_transition_time": now_rfc3339()}).to_dict()})
         await self.events.emit(obj, "Warning", cond.reason, message)
         await self.kube.patch_status(TRAINJOBS, meta.get("namespace"), meta["name"], {"conditions": conditions})
-
-
-def _key(obj: JSON) -> Key:
-    meta = obj["metadata"]
-    return (str(meta.get("namespace") or ""), str(meta["name"]))
 
 
 def _first_error(e: ValidationError) -> str:
