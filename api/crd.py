@@ -25,6 +25,7 @@ from pydantic_core import PydanticUndefined
 from api import kubeflow_v2beta1 as kv2
 from api import trainer_v1alpha1 as tv1
 from api.base import IntOrString, OpaqueObject
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, MPIJOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
 
 CRD_DIR = Path(__file__).resolve().parent.parent / "config" / "crd" / "bases"
 
@@ -34,11 +35,8 @@ class CRDSpec:
     """What a CRD needs besides the schema: names, scope and printer columns."""
 
     model: type[BaseModel]
-    group: str
-    version: str
-    plural: str
-    singular: str
-    scope: Literal["Namespaced", "Cluster"]
+    resource: Resource
+    """Group, version, kind, plural and scope, from :mod:`api.kinds`."""
     short_names: list[str] = field(default_factory=list)
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
@@ -49,11 +47,7 @@ AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 CRDS: list[CRDSpec] = [
     CRDSpec(
         tv1.TrainJob,
-        tv1.GROUP,
-        tv1.VERSION,
-        "trainjobs",
-        "trainjob",
-        "Namespaced",
+        TRAINJOBS,
         short_names=["tj"],
         categories=["kubeflow", "trainer"],
         printer_columns=[
@@ -73,33 +67,21 @@ CRDS: list[CRDSpec] = [
     ),
     CRDSpec(
         tv1.TrainingRuntime,
-        tv1.GROUP,
-        tv1.VERSION,
-        "trainingruntimes",
-        "trainingruntime",
-        "Namespaced",
+        TRAINING_RUNTIMES,
         short_names=["tr"],
         categories=["kubeflow", "trainer"],
         printer_columns=[AGE],
     ),
     CRDSpec(
         tv1.ClusterTrainingRuntime,
-        tv1.GROUP,
-        tv1.VERSION,
-        "clustertrainingruntimes",
-        "clustertrainingruntime",
-        "Cluster",
+        CLUSTER_TRAINING_RUNTIMES,
         short_names=["ctr"],
         categories=["kubeflow", "trainer"],
         printer_columns=[AGE],
     ),
     CRDSpec(
         kv2.MPIJob,
-        kv2.GROUP,
-        kv2.VERSION,
-        "mpijobs",
-        "mpijob",
-        "Namespaced",
+        MPIJOBS,
         short_names=["mpij"],
         categories=["kubeflow"],
         printer_columns=[
@@ -224,7 +206,7 @@ def crd(spec: CRDSpec) -> dict[str, Any]:
     """The CustomResourceDefinition object for one kind."""
     kind: str = spec.model.model_fields["kind"].default
     version: dict[str, Any] = {
-        "name": spec.version,
+        "name": spec.resource.version,
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": model_schema(spec.model, top_level=True)},
@@ -236,8 +218,8 @@ def crd(spec: CRDSpec) -> dict[str, Any]:
     names: dict[str, Any] = {
         "kind": kind,
         "listKind": f"{kind}List",
-        "plural": spec.plural,
-        "singular": spec.singular,
+        "plural": spec.resource.plural,
+        "singular": spec.resource.kind.lower(),
     }
     if spec.short_names:
         names["shortNames"] = spec.short_names
@@ -246,8 +228,8 @@ def crd(spec: CRDSpec) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{spec.plural}.{spec.group}"},
-        "spec": {"group": spec.group, "names": names, "scope": spec.scope, "versions": [version]},
+        "metadata": {"name": f"{spec.resource.plural}.{spec.resource.group}"},
+        "spec": {"group": spec.resource.group, "names": names, "scope": spec.resource.scope, "versions": [version]},
     }
 
 
@@ -259,7 +241,7 @@ def render(spec: CRDSpec) -> str:
 
 def path_of(spec: CRDSpec) -> Path:
     """Where the CRD of ``spec`` is checked in."""
-    return CRD_DIR / f"{spec.group}_{spec.plural}.yaml"
+    return CRD_DIR / f"{spec.resource.group}_{spec.resource.plural}.yaml"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,9 +14,9 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from api.base import KubeObject, Model, ObjectMeta, Quantity, cel
+from api.kinds import KUBEFLOW_GROUP, KUBEFLOW_VERSION, MPIJOBS
 
-GROUP = "kubeflow.org"
-VERSION = "v2beta1"
+GROUP, VERSION = KUBEFLOW_GROUP, KUBEFLOW_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 
 MANAGED_BY_MPI_OPERATOR = "kubeflow.org/mpi-operator"
@@ -165,10 +165,10 @@ class MPIJobStatus(Model):
 class MPIJob(Model):
     """An MPI job: one launcher running mpirun over SSH against a set of workers."""
 
-    KIND: ClassVar[str] = "MPIJob"
-    PLURAL: ClassVar[str] = "mpijobs"
+    KIND: ClassVar[str] = MPIJOBS.kind
+    PLURAL: ClassVar[str] = MPIJOBS.plural
     api_version: str = API_VERSION
-    kind: str = "MPIJob"
+    kind: str = MPIJOBS.kind
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: MPIJobSpec
     status: MPIJobStatus | None = None

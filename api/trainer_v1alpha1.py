@@ -27,9 +27,9 @@ from api.base import (
     cel,
     list_map,
 )
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINER_GROUP, TRAINER_VERSION, TRAINING_RUNTIMES, TRAINJOBS
 
-GROUP = "trainer.kubeflow.org"
-VERSION = "v1alpha1"
+GROUP, VERSION = TRAINER_GROUP, TRAINER_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 
 # Well-known names (kubeflow/trainer pkg/constants/constants.go).
@@ -219,17 +219,17 @@ class _RuntimeBase(Model):
 class TrainingRuntime(_RuntimeBase):
     """A namespaced blueprint of training jobs that TrainJobs in its namespace reference."""
 
-    KIND: ClassVar[str] = "TrainingRuntime"
-    PLURAL: ClassVar[str] = "trainingruntimes"
-    kind: str = "TrainingRuntime"
+    KIND: ClassVar[str] = TRAINING_RUNTIMES.kind
+    PLURAL: ClassVar[str] = TRAINING_RUNTIMES.plural
+    kind: str = TRAINING_RUNTIMES.kind
 
 
 class ClusterTrainingRuntime(_RuntimeBase):
     """A cluster-wide blueprint of training jobs that TrainJobs in every namespace may reference."""
 
-    KIND: ClassVar[str] = "ClusterTrainingRuntime"
-    PLURAL: ClassVar[str] = "clustertrainingruntimes"
-    kind: str = "ClusterTrainingRuntime"
+    KIND: ClassVar[str] = CLUSTER_TRAINING_RUNTIMES.kind
+    PLURAL: ClassVar[str] = CLUSTER_TRAINING_RUNTIMES.plural
+    kind: str = CLUSTER_TRAINING_RUNTIMES.kind
 
 
 # --------------------------------------------------------------------------- TrainJob
@@ -445,10 +445,10 @@ class TrainJobStatus(Model):
 class TrainJob(Model):
     """A training job: a runtime reference plus the settings that specialise it."""
 
-    KIND: ClassVar[str] = "TrainJob"
-    PLURAL: ClassVar[str] = "trainjobs"
+    KIND: ClassVar[str] = TRAINJOBS.kind
+    PLURAL: ClassVar[str] = TRAINJOBS.plural
     api_version: str = API_VERSION
-    kind: str = "TrainJob"
+    kind: str = TRAINJOBS.kind
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: TrainJobSpec
     status: TrainJobStatus | None = None

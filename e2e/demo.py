@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+from api.kinds import TRAINJOBS
 from e2e.cluster import LocalCluster
 from e2e.helpers import ROOT, Client, condition
-from trainer.kube.client import TRAINJOBS
 
 DEFAULT_DIR = Path(os.environ.get("TRAINER_CACHE", Path.home() / ".cache" / "trainer")) / "clusters" / "demo"
 SAMPLE = ROOT / "config" / "samples" / "trainjob.yaml"

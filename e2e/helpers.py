@@ -10,13 +10,13 @@ from typing import Any, TypeVar
 
 import yaml
 
+from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICES, TRAINJOBS, resource_of
 from e2e.cluster import LocalCluster
-from trainer.kube.client import EVENTS, JOBS, PODS, SERVICES, TRAINJOBS, Kube, Resource, resource_of
+from trainer.kube.client import Kube
 
 ROOT = Path(__file__).resolve().parent.parent
 JSON = dict[str, Any]
 T = TypeVar("T")
-NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
 
 
 async def wait_for(

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
+from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
 from e2e.conftest import Operator
 from e2e.helpers import Client, wait_for
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.controllers.mpijob import MPIJOBS
-from trainer.kube.client import PODS, TRAINJOBS, ApiError
-from trainer.webhook.server import CONFIG_NAME, MUTATING, VALIDATING
+from trainer.kube.client import ApiError
+from trainer.webhook.server import CONFIG_NAME
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
@@ -42,15 +42,15 @@ async def webhook_installed(client: Client, operator: Operator) -> AsyncIterator
     failurePolicy Fail they would refuse every create once this module's operator is gone."""
 
     async def installed() -> bool:
-        return await client.kube.get_or_none(VALIDATING, None, CONFIG_NAME) is not None
+        return await client.kube.get_or_none(VALIDATING_WEBHOOKS, None, CONFIG_NAME) is not None
 
     await wait_for(installed, "webhook configurations installed")
     await asyncio.sleep(1)
     try:
         yield
     finally:
-        await client.kube.delete(VALIDATING, None, CONFIG_NAME)
-        await client.kube.delete(MUTATING, None, CONFIG_NAME)
+        await client.kube.delete(VALIDATING_WEBHOOKS, None, CONFIG_NAME)
+        await client.kube.delete(MUTATING_WEBHOOKS, None, CONFIG_NAME)
 
 
 async def refused(client: Client, obj: JSON, ns: str | None = None) -> str:

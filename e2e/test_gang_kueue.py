@@ -9,17 +9,14 @@ from typing import Any
 
 import pytest
 
+from api.kinds import KUEUE_CLUSTER_QUEUES
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import rjob, runtime, trainjob
-from trainer.kube.client import Resource, register
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "kueue"
 JSON = dict[str, Any]
 KUEUE = "kueue.x-k8s.io"
-FLAVORS = register(Resource(KUEUE, "v1beta1", "ResourceFlavor", "resourceflavors", namespaced=False))
-CLUSTER_QUEUES = register(Resource(KUEUE, "v1beta1", "ClusterQueue", "clusterqueues", namespaced=False))
-LOCAL_QUEUES = register(Resource(KUEUE, "v1beta1", "LocalQueue", "localqueues"))
 RUN_15S = {
     "pod-complete.stage.kwok.x-k8s.io/delay": "15s",
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "16s",
@@ -74,7 +71,7 @@ async def kueue_queues(client: Client, ns: str, cpu: str) -> None:
     )
 
     async def active() -> bool:
-        cq = await client.kube.get_or_none(CLUSTER_QUEUES, None, f"cq-{ns}")
+        cq = await client.kube.get_or_none(KUEUE_CLUSTER_QUEUES, None, f"cq-{ns}")
         return bool(condition(cq, "Active") and condition(cq, "Active")["status"] == "True")  # type: ignore[index]
 
     await wait_for(active, f"ClusterQueue cq-{ns} active")

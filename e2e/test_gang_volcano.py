@@ -8,15 +8,13 @@ from typing import Any
 
 import pytest
 
+from api.kinds import CRDS, TRAINJOBS, VOLCANO_COMMANDS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.gang.volcano import PODGROUPS, QUEUES
-from trainer.kube.client import CRDS, TRAINJOBS, Resource, register
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "volcano"
 JSON = dict[str, Any]
-COMMANDS = register(Resource("bus.volcano.sh", "v1alpha1", "Command", "commands"))
 
 
 def sized(name: str, nodes: int, cpu: str, **extra: Any) -> JSON:
@@ -32,11 +30,11 @@ async def make_queue(client: Client, name: str, weight: int = 1, parent: str | N
     if parent:
         spec["parent"] = parent
     await client.kube.apply(
-        {"apiVersion": QUEUES.api_version, "kind": "Queue", "metadata": {"name": name}, "spec": spec}, "e2e"
+        {"apiVersion": VOLCANO_QUEUES.api_version, "kind": "Queue", "metadata": {"name": name}, "spec": spec}, "e2e"
     )
 
     async def open_() -> JSON | None:
-        q = await client.kube.get_or_none(QUEUES, None, name)
+        q = await client.kube.get_or_none(VOLCANO_QUEUES, None, name)
         return q if q and (q.get("status") or {}).get("state") == "Open" else None
 
     return await wait_for(open_, f"Volcano queue {name} Open")
@@ -53,11 +51,11 @@ async def test_a_gang_that_cannot_fit_binds_no_pod_and_one_that_fits_runs(client
     await client.apply(sized("big", 8, "6"), ns)
     tj = await client.wait_condition(ns, "big", "WaitingForGang")
     assert "minMember 8" in condition(tj, "WaitingForGang")["message"]  # type: ignore[index]
-    pg = await wait_for(lambda: client.kube.get_or_none(PODGROUPS, ns, "big"), "PodGroup big")
+    pg = await wait_for(lambda: client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "big"), "PodGroup big")
     assert pg["spec"]["minMember"] == 8 and pg["spec"]["minResources"] == {"cpu": "48"}
     assert pg["spec"]["queue"] == "default"
     await asyncio.sleep(5)  # several Volcano scheduling sessions
-    pg = await client.kube.get(PODGROUPS, ns, "big")
+    pg = await client.kube.get(VOLCANO_PODGROUPS, ns, "big")
     assert pg["status"]["phase"] == "Pending", pg["status"]
     assert await pods(client, ns, "big") == [], "no pod may exist, let alone be bound, while the gang cannot start"
     (job,) = await client.jobs(ns, "big")
@@ -73,9 +71,9 @@ async def test_a_gang_that_cannot_fit_binds_no_pod_and_one_that_fits_runs(client
         assert pod["metadata"]["annotations"]["volcano.sh/task-spec"] == "node"
     # Finished: its PodGroup is deleted so it stops holding queue quota; the big one still waits.
     await wait_for(
-        lambda: _absent(client.kube.get_or_none(PODGROUPS, ns, "fits")), "PodGroup of the finished job deleted"
+        lambda: _absent(client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "fits")), "PodGroup of the finished job deleted"
     )
-    assert (await client.kube.get(PODGROUPS, ns, "big"))["status"]["phase"] == "Pending"
+    assert (await client.kube.get(VOLCANO_PODGROUPS, ns, "big"))["status"]["phase"] == "Pending"
 
 
 async def _absent(obj: Any) -> bool:
@@ -88,34 +86,36 @@ async def test_the_queue_reaches_the_pod_group_and_deletion_removes_it(client: C
     await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
     await client.apply(with_queue(sized("prod", 2, "1"), "production"), ns)
     tj = await client.wait_condition(ns, "prod", "Running", timeout=60)
-    pg = await client.kube.get(PODGROUPS, ns, "prod")
+    pg = await client.kube.get(VOLCANO_PODGROUPS, ns, "prod")
     assert pg["spec"]["queue"] == "production"
     assert pg["spec"]["minMember"] == 2
     assert pg["status"]["phase"] == "Running"
     for pod in await pods(client, ns, "prod"):
         assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "production"
     # No per-pod PodGroup of Volcano's own (podgroup-<uid>, minMember 1, queue default).
-    items, _ = await client.kube.list(PODGROUPS, ns)
+    items, _ = await client.kube.list(VOLCANO_PODGROUPS, ns)
     assert [p["metadata"]["name"] for p in items] == ["prod"]
     assert condition(tj, "Misconfigured") is None
 
     await client.kube.delete(TRAINJOBS, ns, "prod")
-    await wait_for(lambda: _absent(client.kube.get_or_none(PODGROUPS, ns, "prod")), "PodGroup deleted with its job")
+    await wait_for(
+        lambda: _absent(client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "prod")), "PodGroup deleted with its job"
+    )
 
 
 async def test_missing_closed_and_parent_queues_hold_the_job_with_a_named_condition(client: Client, ns: str) -> None:
     await client.apply(runtime("rt", rjob("node", "trainer")), ns)
     closed = await make_queue(client, "closing-time")
     await client.kube.create(
-        COMMANDS,
+        VOLCANO_COMMANDS,
         ns,
         {
-            "apiVersion": COMMANDS.api_version,
+            "apiVersion": VOLCANO_COMMANDS.api_version,
             "kind": "Command",
             "metadata": {"generateName": "close-"},
             "action": "CloseQueue",
             "target": {
-                "apiVersion": QUEUES.api_version,
+                "apiVersion": VOLCANO_QUEUES.api_version,
                 "kind": "Queue",
                 "name": "closing-time",
                 "uid": closed["metadata"]["uid"],
@@ -125,7 +125,7 @@ async def test_missing_closed_and_parent_queues_hold_the_job_with_a_named_condit
     )
 
     async def queue_closed() -> bool:
-        q = await client.kube.get(QUEUES, None, "closing-time")
+        q = await client.kube.get(VOLCANO_QUEUES, None, "closing-time")
         return (q.get("status") or {}).get("state") == "Closed"
 
     await wait_for(queue_closed, "queue closing-time Closed")
@@ -150,7 +150,7 @@ async def test_missing_closed_and_parent_queues_hold_the_job_with_a_named_condit
     await asyncio.sleep(3)
     for name in cases:
         assert await pods(client, ns, name) == []
-        assert await client.kube.get_or_none(PODGROUPS, ns, name) is None
+        assert await client.kube.get_or_none(VOLCANO_PODGROUPS, ns, name) is None
     if not parent_supported:
         pytest.skip("this Volcano's Queue CRD has no spec.parent: the non-leaf case is covered by unit tests only")
 
@@ -201,11 +201,34 @@ async def test_seed_000_mpijob_lands_in_its_queue_with_workers_and_launcher_in_t
     await client.apply(job, ns)
     obj = await wait_cond(client, ns, "seed", "Running", timeout=90)
     assert condition(obj, "Misconfigured") is None
-    pg = await client.kube.get(PODGROUPS, ns, "seed")
+    pg = await client.kube.get(VOLCANO_PODGROUPS, ns, "seed")
     assert pg["spec"]["queue"] == "production"
     assert pg["spec"]["minMember"] == 3, "2 workers + the launcher"
     assert pg["status"]["phase"] == "Running"
-    items, _ = await client.kube.list(PODGROUPS, ns)
+    items, _ = await client.kube.list(VOLCANO_PODGROUPS, ns)
     assert [p["metadata"]["name"] for p in items] == ["seed"], "no per-pod PodGroup of Volcano's own"
     for pod in await client.pods(ns, "training.kubeflow.org/job-name=seed"):
         assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "seed"
+
+
+async def test_a_native_sidecar_counts_in_the_pod_group_min_resources(client: Client, ns: str) -> None:
+    """A 1-CPU trainer container beside a 1-CPU native sidecar (an init container with
+    ``restartPolicy: Always``) is 2 CPU per pod, as kube-scheduler counts it: 2 nodes ask 4 CPU of
+    the queue, not the 2 CPU that max(containers, largest init container) would say."""
+    node = rjob("node", "trainer", RUN_FOR)
+    node["template"]["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": "proxy", "image": "busybox", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+    ]
+    await client.apply(runtime("rt", node), ns)
+    await client.apply(sized("sidecar", 2, "1"), ns)
+    pg = await wait_for(lambda: client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "sidecar"), "PodGroup sidecar")
+    assert pg["spec"]["minMember"] == 2
+    assert pg["spec"]["minResources"] == {"cpu": "4"}
+    await client.wait_condition(ns, "sidecar", "Running", timeout=60)
+    assert (await client.kube.get(VOLCANO_PODGROUPS, ns, "sidecar"))["status"]["phase"] == "Running"
+    running = await pods(client, ns, "sidecar")
+    assert len(running) == 2
+    for pod in running:
+        (sidecar,) = pod["spec"]["initContainers"]
+        assert sidecar["restartPolicy"] == "Always" and sidecar["resources"]["requests"] == {"cpu": "1"}
+        assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}

@@ -48,9 +48,9 @@ from kubeflow.trainer.options import (
     TrainingRuntimeSpecPatch,
 )
 
+from api.kinds import JOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
-from trainer.kube.client import JOBS
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
+from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from e2e.helpers import ROOT, Client, condition, wait_for
-from trainer.controllers.mpijob import MPIJOBS
-from trainer.kube.client import CONFIGMAPS, JOBS, SECRETS, SERVICES
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

@@ -27,14 +27,13 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from api.kinds import LEASES, MPIJOBS
 from e2e.cluster.cluster import free_ports
 from e2e.conftest import ExternalCluster, Operator
 from e2e.helpers import ROOT, Client, condition, wait_for
 from e2e.image import Dockerfile, build_locally
 from e2e.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from e2e.test_mpijob import mpijob
-from trainer.controllers.mpijob import MPIJOBS
-from trainer.kube.client import LEASES
 from trainer.kube.leader import LEASE_DURATION, RETRY_PERIOD, micro_time
 
 pytestmark = pytest.mark.e2e

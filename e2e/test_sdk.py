@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from api.base import ObjectMeta
+from api.kinds import JOBS
 from api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
 from e2e.cluster import LocalCluster
 from e2e.cluster.binaries import binary_paths
@@ -57,7 +58,6 @@ from trainer.client import (
     trainjob_status,
 )
 from trainer.client.types import parse_time
-from trainer.kube.client import JOBS
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

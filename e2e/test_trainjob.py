@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from api.kinds import JOBS, PODS, SERVICES, TRAINJOBS
 from e2e.helpers import ROOT, Client, condition, wait_for
-from trainer.kube.client import JOBS, PODS, SERVICES, TRAINJOBS
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

@@ -8,9 +8,21 @@ from typing import Any
 import pytest
 import yaml
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.runtime_info import RuntimeInfo, runtime_info
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"
+
+
+def info(
+    job: TrainJob,
+    runtime: ClusterTrainingRuntime | TrainingRuntime,
+    observed: list[dict[str, Any]] | None = None,
+    gang: str = "none",
+) -> RuntimeInfo:
+    """The runtime info of ``job`` on ``runtime`` with these observed Jobs, as a reconcile derives it."""
+    obj = job.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}
+    return runtime_info(obj, job, runtime.spec, runtime.to_dict(), observed or [], gang)
 
 
 def load_sample(name: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
-from tests.conftest import multi_step_runtime
+from tests.conftest import info, multi_step_runtime
 from trainer.builders.jobs import build_children
 from trainer.builders.merge import find_named
 
@@ -22,7 +22,7 @@ def pod_spec(job: dict[str, Any]) -> dict[str, Any]:
 def test_sample_expands_into_one_indexed_job_and_a_headless_service(
     trainjob: TrainJob, runtime: ClusterTrainingRuntime
 ) -> None:
-    children = build_children(trainjob, runtime.spec, [], suspend=False)
+    children = build_children(info(trainjob, runtime, []), suspend=False)
     assert [j["metadata"]["name"] for j in children.jobs] == ["pytorch-simple-node-0"]
     job = children.jobs[0]
     assert job["spec"]["completionMode"] == "Indexed"
@@ -51,7 +51,7 @@ def test_sample_expands_into_one_indexed_job_and_a_headless_service(
 def test_trainer_settings_and_torch_env_land_on_the_node_container(
     trainjob: TrainJob, runtime: ClusterTrainingRuntime
 ) -> None:
-    job = build_children(trainjob, runtime.spec, [], suspend=False).jobs[0]
+    job = build_children(info(trainjob, runtime, []), suspend=False).jobs[0]
     node = find_named(pod_spec(job)["containers"], "node")
     assert node is not None
     assert node["command"] == ["torchrun", "/workspace/train.py"]
@@ -79,7 +79,7 @@ def test_trainjob_num_proc_overrides_runtime_and_runtime_num_nodes_is_the_defaul
         },
         "status": {"conditions": [{"type": "Complete", "status": "True"}]},
     }
-    jobs = build_children(tj, runtime.spec, [done_init], suspend=False).jobs
+    jobs = build_children(info(tj, runtime, [done_init]), suspend=False).jobs
     node_job = next(j for j in jobs if j["metadata"]["name"] == "t-node-0")
     assert node_job["spec"]["parallelism"] == 3
     node = find_named(pod_spec(node_job)["containers"], "node")
@@ -94,7 +94,7 @@ def test_depends_on_holds_back_a_replicated_job_until_its_dependency_completes()
     tj = TrainJob.model_validate(
         {"metadata": {"name": "t", "namespace": "ns", "uid": "u"}, "spec": {"runtimeRef": {"name": "with-init"}}}
     )
-    first = build_children(tj, runtime.spec, [], suspend=False)
+    first = build_children(info(tj, runtime, []), suspend=False)
     assert [j["metadata"]["name"] for j in first.jobs] == ["t-dataset-initializer-0"]
     assert "dataset-initializer" in first.waiting["node"]
     running_init = {
@@ -106,9 +106,9 @@ def test_depends_on_holds_back_a_replicated_job_until_its_dependency_completes()
         "status": {"active": 1, "ready": 1},
     }
     # Ready is not Complete: still held back.
-    assert build_children(tj, runtime.spec, [running_init], suspend=False).waiting
+    assert build_children(info(tj, runtime, [running_init]), suspend=False).waiting
     running_init["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
-    after = build_children(tj, runtime.spec, [running_init], suspend=False)
+    after = build_children(info(tj, runtime, [running_init]), suspend=False)
     assert [j["metadata"]["name"] for j in after.jobs] == ["t-dataset-initializer-0", "t-node-0"]
     assert after.waiting == {}
 
@@ -124,7 +124,7 @@ def test_initializer_storage_uri_and_secret_reach_their_container() -> None:
             },
         }
     )
-    job = build_children(tj, runtime.spec, [], suspend=True).jobs[0]
+    job = build_children(info(tj, runtime, []), suspend=True).jobs[0]
     init = find_named(pod_spec(job)["containers"], "dataset-initializer")
     assert init is not None
     assert env_of(init)["STORAGE_URI"] == "hf://data"
@@ -167,7 +167,7 @@ def test_pod_spec_overrides_reach_only_the_target_jobs() -> None:
         },
         "status": {"conditions": [{"type": "Complete", "status": "True"}]},
     }
-    init_job, node_job = build_children(tj, runtime.spec, [done_init], suspend=False).jobs
+    init_job, node_job = build_children(info(tj, runtime, [done_init]), suspend=False).jobs
     spec = pod_spec(init_job)
     assert spec["schedulingGates"] == [{"name": "example.com/gate"}]
     assert spec["nodeSelector"] == {"pool": "a"}
@@ -220,7 +220,7 @@ def test_runtime_patches_merge_like_overrides() -> None:
             },
         }
     )
-    init_job = build_children(tj, runtime.spec, [], suspend=False).jobs[0]
+    init_job = build_children(info(tj, runtime, []), suspend=False).jobs[0]
     assert pod_spec(init_job)["nodeSelector"] == {"zone": "z1"}
     assert pod_spec(init_job)["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
     assert init_job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "init"
@@ -228,8 +228,8 @@ def test_runtime_patches_merge_like_overrides() -> None:
 
 def test_builders_do_not_mutate_their_inputs(trainjob: TrainJob, runtime: ClusterTrainingRuntime) -> None:
     before = (trainjob.model_dump(), runtime.model_dump())
-    first = build_children(trainjob, runtime.spec, [], suspend=False)
-    second = build_children(trainjob, runtime.spec, [], suspend=False)
+    first = build_children(info(trainjob, runtime, []), suspend=False)
+    second = build_children(info(trainjob, runtime, []), suspend=False)
     assert first == second
     assert (trainjob.model_dump(), runtime.model_dump()) == before
 
@@ -245,7 +245,7 @@ def test_spec_labels_and_annotations_reach_jobs_and_pods(runtime: ClusterTrainin
             },
         }
     )
-    job = build_children(tj, runtime.spec, [], suspend=False).jobs[0]
+    job = build_children(info(tj, runtime, []), suspend=False).jobs[0]
     assert job["metadata"]["labels"]["team"] == "a"
     assert job["metadata"]["annotations"]["note"] == "n"
     assert job["spec"]["template"]["metadata"]["labels"]["team"] == "a"
@@ -269,7 +269,7 @@ def test_pod_template_overrides_merge_metadata_and_spec() -> None:
             },
         }
     )
-    init_job = build_children(tj, runtime.spec, [], suspend=False).jobs[0]
+    init_job = build_children(info(tj, runtime, []), suspend=False).jobs[0]
     assert pod_spec(init_job)["nodeSelector"] == {"zone": "z2"}
     assert pod_spec(init_job)["tolerations"] == [{"key": "t", "operator": "Exists"}]
     assert init_job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "init"
@@ -278,14 +278,11 @@ def test_pod_template_overrides_merge_metadata_and_spec() -> None:
 def test_active_deadline_reaches_every_job_and_its_failure_names_the_reason(
     trainjob: TrainJob, runtime: ClusterTrainingRuntime
 ) -> None:
-    from api.trainer_v1alpha1 import JobSetSpec
-    from trainer.status import Observed, desired_conditions, jobs_status
+    from trainer.status import desired_conditions
 
     tj = trainjob.model_copy(update={"spec": trainjob.spec.model_copy(update={"active_deadline_seconds": 30})})
-    (job,) = build_children(tj, runtime.spec, [], suspend=False).jobs
+    (job,) = build_children(info(tj, runtime, []), suspend=False).jobs
     assert job["spec"]["activeDeadlineSeconds"] == 30
-    rjobs = runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else []
     failed = {**job, "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}}
-    obs = Observed(False, [failed], runtime.spec.template.spec or JobSetSpec(), "node")
-    (cond,) = desired_conditions(obs, jobs_status(rjobs or [], [failed]), [])
+    (cond,) = desired_conditions(info(tj, runtime, [failed]), [])
     assert (cond.type, cond.reason) == ("Failed", "DeadlineExceeded")

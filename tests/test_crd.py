@@ -10,7 +10,7 @@ from api import crd
 from api.trainer_v1alpha1 import TrainJob
 
 
-@pytest.mark.parametrize("spec", crd.CRDS, ids=lambda s: s.plural)
+@pytest.mark.parametrize("spec", crd.CRDS, ids=lambda s: s.resource.plural)
 def test_checked_in_crd_is_current(spec: crd.CRDSpec) -> None:
     path = crd.path_of(spec)
     assert path.exists(), f"{path} missing: run `python -m api.crd`"
@@ -18,7 +18,7 @@ def test_checked_in_crd_is_current(spec: crd.CRDSpec) -> None:
 
 
 def schema_of(plural: str) -> dict[str, Any]:
-    spec = next(s for s in crd.CRDS if s.plural == plural)
+    spec = next(s for s in crd.CRDS if s.resource.plural == plural)
     version: dict[str, Any] = crd.crd(spec)["spec"]["versions"][0]
     return version
 
@@ -64,7 +64,7 @@ def test_every_property_is_typed_structurally() -> None:
             check(node["items"], f"{where}[]")
 
     for spec in crd.CRDS:
-        check(crd.crd(spec)["spec"]["versions"][0]["schema"]["openAPIV3Schema"], spec.plural)
+        check(crd.crd(spec)["spec"]["versions"][0]["schema"]["openAPIV3Schema"], spec.resource.plural)
 
 
 def test_upstream_manifest_round_trips_through_the_model() -> None:

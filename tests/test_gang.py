@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
-from tests.conftest import multi_step_runtime
+from tests.conftest import info, multi_step_runtime
+from tests.kube_double import reader
 from trainer import gang
-from trainer.builders.gang import decorate, gang_conditions, resolve_queue, trainjob_gang_input
+from trainer.builders.gang import decorate, gang_conditions
 from trainer.builders.jobs import build_children
-from trainer.gang.base import Facts, GangInput, PodSet, parse_quantity, pod_requests
+from trainer.controller import Reader
+from trainer.gang.base import GangInput, PodSet
 from trainer.gang.coscheduling import POD_GROUP_LABEL
-from trainer.gang.volcano import PODGROUPS, QUEUES
-from trainer.kube.client import Resource
+from trainer.queues import resolve_queue
+from trainer.resources import parse_quantity, pod_requests
 
 JSON = dict[str, Any]
 
 
-def facts(pod_group: JSON | None = None, queues: list[JSON] | None = None) -> Facts:
-    def get(res: Resource, ns: str | None, name: str) -> JSON | None:
-        return pod_group if res == PODGROUPS else None
-
-    def items(res: Resource) -> list[JSON]:
-        return list(queues or []) if res == QUEUES else []
-
-    return Facts(get=get, items=items)
+def facts(pod_group: JSON | None = None, queues: list[JSON] | None = None) -> Reader:
+    pod_groups = [] if pod_group is None else [{**pod_group, "metadata": {"namespace": "ns", "name": "t"}}]
+    return reader(
+        {
+            VOLCANO_PODGROUPS: pod_groups,
+            COSCHEDULING_PODGROUPS: [],
+            VOLCANO_QUEUES: list(queues or []),
+        }
+    )
 
 
 def queue(name: str, state: str = "Open", parent: str | None = None) -> JSON:
@@ -49,9 +54,8 @@ def tj(labels: dict[str, str] | None = None, annotations: dict[str, str] | None 
 
 
 def gang_input(job: TrainJob, runtime: ClusterTrainingRuntime, name: str = "volcano", **kw: Any) -> GangInput:
-    return trainjob_gang_input(
-        job.to_dict(), job, runtime.spec, name, kw.get("finished", False), kw.get("started", False)
-    )
+    gi = info(job, runtime, [], name).gang_input()
+    return dataclasses.replace(gi, finished=kw.get("finished", False), started=kw.get("started", False))
 
 
 def test_quantities() -> None:
@@ -96,7 +100,7 @@ def test_volcano_pod_group_holds_until_inqueue(trainjob: TrainJob, runtime: Clus
     plan = gang.get("volcano").plan(gang_input(job, runtime), facts({"status": {"phase": "Inqueue"}}, OPEN))
     assert plan.hold is False and plan.conditions == []
     # Pods: schedulerName volcano where unset, group and task annotations.
-    jobs = build_children(job, runtime.spec, [], suspend=plan.hold).jobs
+    jobs = build_children(info(job, runtime, []), suspend=plan.hold).jobs
     (decorated,) = decorate(jobs, plan, set())
     pod = decorated["spec"]["template"]
     assert pod["spec"]["schedulerName"] == "volcano"
@@ -114,7 +118,7 @@ def test_volcano_started_job_is_not_held_again_and_finished_job_drops_its_pod_gr
     )
     assert not plan.hold
     plan = gang.get("volcano").plan(gang_input(job, runtime, finished=True), facts({"metadata": {"name": "t"}}, OPEN))
-    assert plan.delete == [(PODGROUPS, "ns", "t")] and not plan.apply
+    assert plan.delete == [(VOLCANO_PODGROUPS, "ns", "t")] and not plan.apply
 
 
 @pytest.mark.parametrize(
@@ -181,10 +185,10 @@ def test_queue_precedence_prefers_the_running_schedulers_convention() -> None:
         }
     )
     both = tj(labels={"kueue.x-k8s.io/queue-name": "lq"}, annotations={"scheduling.volcano.sh/queue-name": "vq"})
-    assert resolve_queue(both, rt.spec, "kueue").name == "lq"
-    assert resolve_queue(both, rt.spec, "volcano").name == "vq"
-    assert resolve_queue(tj(), rt.spec, "volcano").name == "from-runtime"
-    assert resolve_queue(tj(), rt.spec, "volcano").source.startswith("runtime template")
+    assert resolve_queue(both.to_dict(), "kueue", rt.to_dict()).name == "lq"
+    assert resolve_queue(both.to_dict(), "volcano", rt.to_dict()).name == "vq"
+    assert resolve_queue(tj().to_dict(), "volcano", rt.to_dict()).name == "from-runtime"
+    assert resolve_queue(tj().to_dict(), "volcano", rt.to_dict()).source.startswith("spec.template.metadata")
 
 
 def test_initializers_completed_first_are_outside_the_gang() -> None:
@@ -192,14 +196,7 @@ def test_initializers_completed_first_are_outside_the_gang() -> None:
     job = TrainJob.model_validate(
         {"metadata": {"name": "t", "namespace": "ns", "uid": "u"}, "spec": {"runtimeRef": {"name": "with-init"}}}
     )
-    gi = trainjob_gang_input(
-        job.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"},
-        job,
-        rt.spec,
-        "volcano",
-        False,
-        False,
-    )
+    gi = info(job, rt, [], "volcano").gang_input()
     assert [(p.name, p.count) for p in gi.pod_sets] == [("node", 3)]
 
 

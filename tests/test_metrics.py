@@ -14,6 +14,7 @@ from trainer.probes import metrics_app, parse_bind_address, probes_app, serve
 NAMES = {
     "controller_runtime_reconcile": "counter",
     "controller_runtime_reconcile_errors": "counter",
+    "controller_runtime_terminal_reconcile_errors": "counter",
     "controller_runtime_reconcile_time_seconds": "histogram",
     "controller_runtime_max_concurrent_reconciles": "gauge",
     "controller_runtime_active_workers": "gauge",

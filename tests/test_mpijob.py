@@ -11,12 +11,13 @@ from pydantic import ValidationError
 
 from api.base import Condition
 from api.kubeflow_v2beta1 import MPIJob
-from tests.conftest import load_sample
+from tests.conftest import info, load_sample
 from trainer.builders.mpi import Host, generate_ssh_keypair, hostfile, ssh_secret
 from trainer.builders.mpijob import build_mpijob_children, validate
-from trainer.controllers.mpijob import mpijob_gang_input
-from trainer.gang.base import min_member
+from trainer.controllers.mpijob import MPIJobInfo, mpijob_gang_input
+from trainer.gang.base import GangInput, min_member
 from trainer.mpijob_status import desired_conditions, replica_statuses
+from trainer.queues import resolve_queue
 
 JSON = dict[str, Any]
 
@@ -99,17 +100,23 @@ def test_wait_for_workers_ready_creates_the_launcher_after_the_workers_and_keeps
     ready = {"worker": {"status": {"ready": 2}}}
     assert build_mpijob_children(obj, job, ready, suspend=False).launcher_job is not None
     # mpi-operator#608: the gang counts only what exists before it is admitted.
-    assert min_member(mpijob_gang_input(obj, job, {}, False, False)) == 2
+    assert min_member(gang_input(obj, job)) == 2
     _, at_startup = sample()
-    assert min_member(mpijob_gang_input(obj, at_startup, {}, False, False)) == 3
+    assert min_member(gang_input(obj, at_startup)) == 3
+
+
+def gang_input(obj: dict[str, Any], job: MPIJob) -> GangInput:
+    """The gang of a new MPIJob (nothing observed yet) under Volcano."""
+    queue = resolve_queue(obj, "volcano")
+    return mpijob_gang_input(MPIJobInfo(obj, job, {}, [], queue, validate(job), False, False, None))
 
 
 def test_scheduling_policy_queue_comes_first() -> None:
     obj, job = sample(
         runPolicy={"schedulingPolicy": {"queue": "production", "minAvailable": 2, "priorityClass": "high"}}
     )
-    gi = mpijob_gang_input(obj, job, {}, False, False)
-    assert (gi.queue.name, gi.queue.source) == ("production", "runPolicy.schedulingPolicy.queue")
+    gi = gang_input(obj, job)
+    assert (gi.queue.name, gi.queue.source) == ("production", "spec.runPolicy.schedulingPolicy.queue")
     assert (gi.min_available, gi.priority_class) == (2, "high")
 
 
@@ -204,7 +211,7 @@ def test_trainjob_with_an_mpi_runtime_shares_the_hostfile_and_ssh_machinery() ->
     obj = load_sample("trainjob-deepspeed.yaml")
     obj["metadata"]["uid"] = "u"
     tj = TrainJob.model_validate(obj)
-    children = build_children(tj, runtime.spec, [], suspend=False)
+    children = build_children(info(tj, runtime, []), suspend=False)
     launcher, node = children.jobs
     assert launcher["metadata"]["name"] == "deepspeed-simple-launcher-0"
     assert "parallelism" not in launcher["spec"], "the launcher keeps its template's single pod"

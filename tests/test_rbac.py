@@ -19,12 +19,21 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from api.kinds import (
+    COSCHEDULING_PODGROUPS,
+    JOBS,
+    MPIJOBS,
+    MUTATING_WEBHOOKS,
+    VALIDATING_WEBHOOKS,
+    VOLCANO_PODGROUPS,
+    Resource,
+)
+from tests.kube_double import reader
 from trainer import gang, rbac
 from trainer.builders.labels import owner_reference
-from trainer.gang.base import Facts, GangInput, PodSet
-from trainer.kube.client import Kube, Resource
+from trainer.gang.base import GangInput, PodSet
+from trainer.kube.client import Kube
 from trainer.manager import Manager, Settings
-from trainer.webhook import server as webhook
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
@@ -46,9 +55,10 @@ VERBS = {
 DYNAMIC = {
     ("trainer/kube/cache.py", "list"): "informers",
     ("trainer/kube/cache.py", "watch"): "informers",
-    ("trainer/controllers/apply.py", "apply"): "children",
-    ("trainer/controllers/trainjob.py", "delete"): "gang deletes",
-    ("trainer/controllers/mpijob.py", "delete"): "gang deletes",
+    ("trainer/controllers/reconciler.py", "apply"): "children",
+    ("trainer/controllers/reconciler.py", "delete"): "deletes",
+    ("trainer/controllers/reconciler.py", "merge_patch"): "patches",
+    ("trainer/controllers/reconciler.py", "patch_status"): "primaries",
     ("trainer/webhook/server.py", "apply"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
@@ -89,7 +99,7 @@ def call_sites() -> list[tuple[str, str, Resource | None, str]]:
 def test_the_scan_sees_the_known_call_sites() -> None:
     sites = {(f, m, r.plural if r else None) for f, m, r, _ in call_sites()}
     assert ("trainer/kube/events.py", "create", "events") in sites
-    assert ("trainer/controllers/trainjob.py", "patch_status", "trainjobs") in sites
+    assert ("trainer/controllers/reconciler.py", "patch_status", "jobs") in sites
     assert ("trainer/kube/leader.py", "update", "leases") in sites
 
 
@@ -98,8 +108,8 @@ def gang_deletes(scheduler: str) -> set[Resource]:
     owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}
     owner["metadata"] = {"name": "j", "namespace": "n", "uid": "u"}  # type: ignore[assignment]
     job = GangInput(owner=owner, pod_sets=[PodSet("node", 1, 1, {"spec": {}})], finished=True, started=True)
-    facts = Facts(get=lambda res, ns, name: {"metadata": {"name": name}}, items=lambda res: [])
-    return {res for res, _, _ in gang.get(scheduler).plan(job, facts).delete}
+    existing = {r: [{"metadata": {"namespace": "n", "name": "j"}}] for r in (VOLCANO_PODGROUPS, COSCHEDULING_PODGROUPS)}
+    return {res for res, _, _ in gang.get(scheduler).plan(job, reader(existing)).delete}
 
 
 async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
@@ -110,13 +120,18 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
     finally:
         await kube.close()
     informers = {i.res for i in manager.informers}
-    children = {i.res for i in manager.informers if manager._on_child in i._handlers}
-    owners = {i.res for i in manager.informers if i.res.kind in manager.queues}
+    children = {o.resource for c in manager.controllers for o in c.owns}
+    owners = {c.for_ for c in manager.controllers}
     found: dict[str, set[Resource]] = {
         "informers": informers,
         "children": children,
-        "gang deletes": gang_deletes(scheduler),
-        "webhook configurations": {webhook.VALIDATING, webhook.MUTATING},
+        "primaries": owners,
+        # The gang plan's deletions, Jobs (a finished TrainJob's active ones, cleanPodPolicy All) and
+        # MPIJobs (ttlSecondsAfterFinished).
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS},
+        # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
+        "patches": {JOBS, MPIJOBS},
+        "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},
     }
     operator: set[Grant] = set()
     leader: set[Grant] = set()

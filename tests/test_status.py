@@ -5,8 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from api.base import Condition
-from api.trainer_v1alpha1 import JobSetSpec, ReplicatedJob
-from trainer.status import Observed, desired_conditions, jobs_status, merge_conditions, transitions
+from api.trainer_v1alpha1 import (
+    ClusterTrainingRuntime,
+    JobSetSpec,
+    JobSetTemplateSpec,
+    ReplicatedJob,
+    TrainingRuntimeSpec,
+    TrainJob,
+)
+from tests.conftest import info
+from trainer.runtime_info import RuntimeInfo
+from trainer.status import desired_conditions, jobs_status, merge_conditions, transitions
 
 
 def job(rjob: str, **status: Any) -> dict[str, Any]:
@@ -46,50 +55,64 @@ def test_unknown_replicated_job_label_is_ignored() -> None:
     assert counts([job("other", ready=2, active=2)]) == {"init": (0, 0, 0, 0, 0), "node": (0, 0, 0, 0, 0)}
 
 
-def conds(obs: Observed, current: list[Condition] | None = None) -> dict[str, tuple[str, str]]:
-    out = desired_conditions(obs, jobs_status(RJOBS, obs.jobs), current or [])
+def observed(suspended: bool, jobs: list[dict[str, Any]], template: JobSetSpec) -> RuntimeInfo:
+    """The runtime info of a TrainJob (suspended or not) on a runtime with ``template``, with ``jobs``."""
+    rt = ClusterTrainingRuntime(
+        metadata={"name": "r"}, spec=TrainingRuntimeSpec(template=JobSetTemplateSpec(spec=template))
+    )
+    tj = TrainJob.model_validate(
+        {
+            "metadata": {"name": "t", "namespace": "ns", "uid": "u"},
+            "spec": {"runtimeRef": {"name": "r"}, "suspend": suspended},
+        }
+    )
+    return info(tj, rt, jobs)
+
+
+def conds(obs: RuntimeInfo, current: list[Condition] | None = None) -> dict[str, tuple[str, str]]:
+    out = desired_conditions(obs, current or [])
     return {c.type: (c.status, c.reason) for c in out}
 
 
 def test_suspended_then_resumed() -> None:
-    suspended = conds(Observed(True, [], TEMPLATE, "node"))
+    suspended = conds(observed(True, [], TEMPLATE))
     assert suspended == {"Suspended": ("True", "Suspended")}
     have = [Condition(type="Suspended", status="True", reason="Suspended")]
-    assert conds(Observed(False, [], TEMPLATE, "node"), have) == {"Suspended": ("False", "Resumed")}
+    assert conds(observed(False, [], TEMPLATE), have) == {"Suspended": ("False", "Resumed")}
 
 
 def test_running_once_every_trainer_job_is_ready() -> None:
     one_ready = [job("node", ready=2, active=2), job("node", ready=1, active=2)]
-    assert "Running" not in conds(Observed(False, one_ready, TEMPLATE, "node"))
+    assert "Running" not in conds(observed(False, one_ready, TEMPLATE))
     all_ready = [job("node", ready=2, active=2), job("node", ready=2, active=2)]
-    assert conds(Observed(False, all_ready, TEMPLATE, "node"))["Running"] == ("True", "TrainerPodsRunning")
+    assert conds(observed(False, all_ready, TEMPLATE))["Running"] == ("True", "TrainerPodsRunning")
 
 
 def test_complete_when_every_job_succeeded_and_failed_wins() -> None:
     ok = {"conditions": [{"type": "Complete", "status": "True"}]}
     done = [job("init", **ok), job("node", **ok), job("node", **ok)]
     have = [Condition(type="Running", status="True", reason="TrainerPodsRunning")]
-    result = conds(Observed(False, done, TEMPLATE, "node"), have)
+    result = conds(observed(False, done, TEMPLATE), have)
     assert result["Complete"] == ("True", "AllJobsCompleted")
     assert result["Running"] == ("False", "Completed")
     failed = [
         *done[:2],
         job("node", conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]),
     ]
-    out = desired_conditions(Observed(False, failed, TEMPLATE, "node"), jobs_status(RJOBS, failed), [])
+    out = desired_conditions(observed(False, failed, TEMPLATE), [])
     assert [(c.type, c.reason) for c in out] == [("Failed", "FailedJobs")]
     assert "BackoffLimitExceeded" in out[0].message
 
 
 def test_finished_is_final() -> None:
     have = [Condition(type="Complete", status="True", reason="AllJobsCompleted")]
-    assert conds(Observed(False, [], TEMPLATE, "node"), have) == {"Complete": ("True", "AllJobsCompleted")}
+    assert conds(observed(False, [], TEMPLATE), have) == {"Complete": ("True", "AllJobsCompleted")}
 
 
 def test_success_policy_any_targets() -> None:
     template = JobSetSpec(replicated_jobs=RJOBS, success_policy={"operator": "Any", "targetReplicatedJobs": ["node"]})
     one = [job("node", conditions=[{"type": "Complete", "status": "True"}])]
-    assert conds(Observed(False, one, template, "node"))["Complete"][0] == "True"
+    assert conds(observed(False, one, template))["Complete"][0] == "True"
 
 
 def test_merge_keeps_transition_time_and_moves_new_true_conditions_last() -> None:
@@ -114,8 +137,8 @@ def test_merge_keeps_transition_time_and_moves_new_true_conditions_last() -> Non
 def test_a_finished_status_is_stable_across_reconciles() -> None:
     ok = {"conditions": [{"type": "Complete", "status": "True"}]}
     done = [job("init", **ok), job("node", **ok), job("node", **ok)]
-    obs = Observed(False, done, TEMPLATE, "node")
+    obs = observed(False, done, TEMPLATE)
     have = [Condition(type="Running", status="True", reason="TrainerPodsRunning")]
-    first = merge_conditions(have, desired_conditions(obs, jobs_status(RJOBS, done), have), "t1")
-    second = merge_conditions(first, desired_conditions(obs, jobs_status(RJOBS, done), first), "t2")
+    first = merge_conditions(have, desired_conditions(obs, have), "t1")
+    second = merge_conditions(first, desired_conditions(obs, first), "t2")
     assert second == first, "no status rewrite once finished"

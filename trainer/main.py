@@ -93,6 +93,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="namespace of the webhook Service and of its certificate Secret (default default)",
     )
     p.add_argument(
+        "--webhook-cert-validity",
+        type=float,
+        default=float(_env("webhook-cert-validity", "31536000") or 31536000),
+        metavar="SECONDS",
+        help="lifetime of the webhook's serving certificate in seconds (default 31536000, one year); it is "
+        "renewed in its last third, checked every min(3600, validity/6) s and on every change of its Secret; "
+        "the CA lives ten years, so at most 315360000",
+    )
+    p.add_argument(
+        "--webhook-reuse-port",
+        nargs="?",
+        const=True,
+        type=_bool,
+        default=_bool(_env("webhook-reuse-port", "false") or "false"),
+        metavar="BOOL",
+        help="bind the webhook port with SO_REUSEPORT so that several replicas on one host share it, e.g. on "
+        "a local cluster (default false; bare flag: true)",
+    )
+    p.add_argument(
         "--log-format",
         choices=["auto", "json", "console"],
         default=_env("log-format", "auto"),
@@ -128,7 +147,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=_env("leader-election-id", "trainer-operator"),
         help="name of the Lease (default trainer-operator)",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not 0 < args.webhook_cert_validity <= 10 * 365 * 86400:  # at most the CA's ten years
+        p.error(f"--webhook-cert-validity must be in (0, 315360000] seconds, not {args.webhook_cert_validity}")
+    return args
 
 
 def configure_logging(fmt: str, level: str) -> None:
@@ -199,8 +221,10 @@ async def run(args: argparse.Namespace) -> int:
                 host=args.webhook_host,
                 namespace=args.webhook_namespace,
                 service=args.webhook_service,
+                cert_validity=args.webhook_cert_validity,
+                reuse_port=args.webhook_reuse_port,
             ),
-            cache_facts(manager, args.gang_scheduler_name),
+            cache_facts(manager.readers, args.gang_scheduler_name),
         )
         synced = asyncio.Event()
 

@@ -1,10 +1,14 @@
-"""The operator process: informers, one work queue per controller, bounded pools of workers.
+"""The operator process: the controllers' informers, queues and bounded pools of workers, all derived
+from the controllers' declarations (:mod:`trainer.controller`).
 
-Two controllers run side by side, TrainJob and MPIJob, each with its own queue and
-``max_concurrent_reconciles`` workers (as controller-runtime does per controller). Cache events are
-mapped to keys: a child (Job, Service, ConfigMap, Secret, PodGroup) to its controller owner, a
-runtime to every TrainJob that references it, a cluster-wide gang object (a Volcano Queue) to every
-job. A failed reconcile is retried with per-key exponential backoff.
+Each declared (resource, label) gets one informer, shared between controllers; each controller gets
+a work queue and ``max_concurrent_reconciles`` workers (as controller-runtime does per controller),
+its metrics, and a :class:`~trainer.controller.Reader` over the informers it declared. Cache events
+become keys: a primary's own key; an owned object's controller owner when that owner is of the
+controller's primary kind; a watched object's keys through the declaration's map function. A failed
+reconcile is retried with per-key exponential backoff; a :class:`~trainer.controller.TerminalError`
+is counted and not retried. Nothing is started that is not declared, and everything declared is
+started: :attr:`Manager.informers` is the one list.
 
 With a :class:`~trainer.kube.leader.LeaderElector`, the caches start (and :attr:`Manager.ready` is
 set) at once, but the workers only once this process leads; a lost Lease cancels the workers at
@@ -20,31 +24,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
+from api.kinds import Resource
 from trainer import gang
-from trainer.builders.labels import JOBSET_NAME
-from trainer.builders.mpijob import JOB_NAME_LABEL
-from trainer.controllers.mpijob import MPIJOBS, MPICaches, MPIJobReconciler
-from trainer.controllers.trainjob import Caches, TrainJobReconciler
-from trainer.kube.cache import Informer, Key, controller_of, key_of, wait_synced
-from trainer.kube.client import (
-    CLUSTER_TRAINING_RUNTIMES,
-    CONFIGMAPS,
-    JOBS,
-    JSON,
-    SECRETS,
-    SERVICES,
-    TRAINING_RUNTIMES,
-    TRAINJOBS,
-    ApiError,
-    Kube,
-)
+from trainer.controller import Context, Controller, MapFn, Reader, Reconcile, TerminalError, UndeclaredRead
+from trainer.controllers import mpijob, trainjob
+from trainer.gang.base import GangScheduler
+from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
+from trainer.kube.client import JSON, ApiError, Kube
 from trainer.kube.events import EventRecorder
 from trainer.kube.leader import LeaderElector
 from trainer.kube.queue import WorkQueue
@@ -67,120 +59,63 @@ class Settings:
     """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
 
 
+def default_controllers(scheduler: GangScheduler) -> list[Controller]:
+    """The operator's controllers: TrainJob and MPIJob."""
+    return [trainjob.controller(scheduler), mpijob.controller(scheduler)]
+
+
 class Manager:
-    """Owns the caches, the queues and the workers of the TrainJob and MPIJob controllers."""
+    """Owns the informers, the queues and the workers of the declared controllers."""
 
     def __init__(
-        self, kube: Kube, settings: Settings, metrics: Metrics | None = None, elector: LeaderElector | None = None
+        self,
+        kube: Kube,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        elector: LeaderElector | None = None,
+        controllers: list[Controller] | None = None,
     ) -> None:
         self.kube, self.settings, self.elector = kube, settings, elector
         self.metrics = metrics if metrics is not None else Metrics()
-        ns = settings.namespace
-        events = EventRecorder(kube)
         self.gang = gang.get(settings.gang_scheduler_name)
-        self.gang_informers = {r: Informer(kube, r, ns if r.namespaced else None) for r in self.gang.watches}
-        self.caches = Caches(
-            trainjobs=Informer(kube, TRAINJOBS, ns),
-            runtimes=Informer(kube, TRAINING_RUNTIMES, ns),
-            cluster_runtimes=Informer(kube, CLUSTER_TRAINING_RUNTIMES),
-            jobs=Informer(kube, JOBS, ns, label_selector=JOBSET_NAME),
-            services=Informer(kube, SERVICES, ns, label_selector=JOBSET_NAME),
-            configmaps=Informer(kube, CONFIGMAPS, ns, label_selector=JOBSET_NAME),
-            secrets=Informer(kube, SECRETS, ns, label_selector=JOBSET_NAME),
-            gang=self.gang_informers,
-        )
-        self.mpi_caches = MPICaches(
-            mpijobs=Informer(kube, MPIJOBS, ns),
-            jobs=Informer(kube, JOBS, ns, label_selector=JOB_NAME_LABEL),
-            services=Informer(kube, SERVICES, ns, label_selector=JOB_NAME_LABEL),
-            configmaps=Informer(kube, CONFIGMAPS, ns, label_selector=JOB_NAME_LABEL),
-            secrets=Informer(kube, SECRETS, ns, label_selector=JOB_NAME_LABEL),
-            facts=self.caches.facts(),
-        )
-        self.queues: dict[str, WorkQueue[Key]] = {
-            kind: WorkQueue(metrics=self.metrics.workqueue(kind.lower())) for kind in ("TrainJob", "MPIJob")
-        }
-        for kind in self.queues:
-            self.metrics.controller(kind.lower(), settings.max_concurrent_reconciles)
-        self.reconcilers: dict[str, Callable[[Key], Awaitable[float | None]]] = {
-            "TrainJob": TrainJobReconciler(kube, self.caches, events, self.gang).reconcile,
-            "MPIJob": MPIJobReconciler(kube, self.mpi_caches, events, self.gang).reconcile,
-        }
-        self.caches.trainjobs.add_handler(self._on_primary("TrainJob"))
-        self.mpi_caches.mpijobs.add_handler(self._on_primary("MPIJob"))
-        c = self.caches
-        children = [c.jobs, c.services, c.configmaps, c.secrets, *self._mpi_children()]
-        for informer in children + [i for r, i in self.gang_informers.items() if r.namespaced]:
-            informer.add_handler(self._on_child)
-        for res, informer in self.gang_informers.items():
-            if not res.namespaced:
-                informer.add_handler(self._on_cluster_object)
-        self.caches.runtimes.add_handler(self._on_runtime)
-        self.caches.cluster_runtimes.add_handler(self._on_runtime)
+        self.controllers = controllers if controllers is not None else default_controllers(self.gang)
+        events = EventRecorder(kube)
+        self._informers: dict[tuple[Resource, str | None], Informer] = {}
+        self.readers: dict[str, Reader] = {}
+        self.queues: dict[str, WorkQueue[Key]] = {}
+        self.reconcilers: dict[str, Reconcile] = {}
+        for c in self.controllers:
+            stores = {res: self._informer(res, label) for res, label in c.sources()}
+            reader = self.readers[c.name] = Reader(c.name, dict(stores))
+            queue = self.queues[c.name] = WorkQueue(metrics=self.metrics.workqueue(c.name))
+            self.metrics.controller(c.name, settings.max_concurrent_reconciles)
+            stores[c.for_].add_handler(_enqueue_primary(queue))
+            for owned in c.owns:
+                stores[owned.resource].add_handler(_enqueue_owner(queue, c.for_))
+            for watched in c.watches:
+                stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
+            self.reconcilers[c.name] = c.build(Context(kube, reader, events, self.gang))
         self.ready = asyncio.Event()
         """Set once the caches are synced (leading or not): ``/readyz``."""
         self._stop = asyncio.Event()
         self._stopping = False
         self._busy: set[asyncio.Task[Any] | None] = set()
 
-    def _mpi_children(self) -> list[Informer]:
-        c = self.mpi_caches
-        return [c.jobs, c.services, c.configmaps, c.secrets]
+    def _informer(self, res: Resource, label: str | None) -> Informer:
+        key = (res, label)
+        if key not in self._informers:
+            namespace = self.settings.namespace if res.namespaced else None
+            self._informers[key] = Informer(self.kube, res, namespace, label_selector=label)
+        return self._informers[key]
 
     @property
     def informers(self) -> list[Informer]:
-        """Every informer, in start order."""
-        c = self.caches
-        primary = [c.trainjobs, self.mpi_caches.mpijobs]
-        return [
-            *self.gang_informers.values(),
-            c.cluster_runtimes,
-            c.runtimes,
-            c.jobs,
-            c.services,
-            *self._mpi_children(),
-            *primary,
-        ]
+        """Every informer the declarations name, each once: exactly what :meth:`run` starts."""
+        return list(self._informers.values())
 
-    def _on_primary(self, kind: str) -> Callable[[JSON | None, JSON | None], None]:
-        def handler(old: JSON | None, new: JSON | None) -> None:
-            obj = new or old
-            if obj is not None:
-                self.queues[kind].add(key_of(obj))
-
-        return handler
-
-    def _on_child(self, old: JSON | None, new: JSON | None) -> None:
-        for obj in (old, new):
-            ref = controller_of(obj) if obj is not None else None
-            if ref and obj is not None and ref.get("kind") in self.queues:
-                self.queues[str(ref["kind"])].add((key_of(obj)[0], str(ref["name"])))
-
-    def _on_cluster_object(self, old: JSON | None, new: JSON | None) -> None:
-        """A cluster-wide object a gang scheduler reads (e.g. a Volcano Queue) changed: every job may
-        depend on it."""
-        for kind, informer in (("TrainJob", self.caches.trainjobs), ("MPIJob", self.mpi_caches.mpijobs)):
-            for obj in informer.items():
-                self.queues[kind].add(key_of(obj))
-
-    def _on_runtime(self, old: JSON | None, new: JSON | None) -> None:
-        obj = new or old
-        if obj is None:
-            return
-        ns, name = key_of(obj)
-        kind = obj.get("kind", "")
-        for tj in self.caches.trainjobs.items():
-            ref = (tj.get("spec") or {}).get("runtimeRef") or {}
-            ref_kind = ref.get("kind") or ClusterTrainingRuntime.KIND
-            if ref.get("name") != name or ref_kind != kind:
-                continue
-            if kind == TrainingRuntime.KIND and key_of(tj)[0] != ns:
-                continue
-            self.queues["TrainJob"].add(key_of(tj))
-
-    async def _worker(self, kind: str) -> None:
-        queue, reconcile = self.queues[kind], self.reconcilers[kind]
-        controller, me = kind.lower(), asyncio.current_task()
+    async def _worker(self, controller: str) -> None:
+        queue, reconcile = self.queues[controller], self.reconcilers[controller]
+        me = asyncio.current_task()
         while not self._stopping:
             key = await queue.get()
             if me is not None:
@@ -188,12 +123,17 @@ class Manager:
             self.metrics.active_workers.labels(controller).inc()
             started = time.monotonic()
             result: str | None = RESULT_ERROR
+            terminal = False
             structlog.contextvars.bind_contextvars(controller=controller, **{controller: "/".join(key)})
             try:
                 requeue = await reconcile(key)
             except asyncio.CancelledError:
                 result = None
                 raise
+            except (TerminalError, UndeclaredRead) as e:
+                terminal = True
+                queue.forget(key)
+                log.error("reconcile failed; not retrying", error=str(e), terminal=True)
             except ApiError as e:
                 if e.namespace_terminating:
                     queue.forget(key)
@@ -213,7 +153,7 @@ class Manager:
             finally:
                 queue.done(key)
                 if result is not None:
-                    self.metrics.reconciled(controller, result, time.monotonic() - started)
+                    self.metrics.reconciled(controller, result, time.monotonic() - started, terminal)
                 self.metrics.active_workers.labels(controller).dec()
                 self._busy.discard(me)
                 structlog.contextvars.clear_contextvars()
@@ -272,9 +212,7 @@ class Manager:
             if not await self._unless_stopped(wait_synced(self.informers)):
                 return
             log.info(
-                "caches synced",
-                trainjobs=len(self.caches.trainjobs.items()),
-                mpijobs=len(self.mpi_caches.mpijobs.items()),
+                "caches synced", **{c.name + "s": len(self.readers[c.name].items(c.for_)) for c in self.controllers}
             )
             self.ready.set()
             if self.elector is not None:
@@ -282,9 +220,9 @@ class Manager:
                     return
                 lease = asyncio.create_task(self.elector.keep(), name="lease")
                 tasks.append(lease)
-            for kind in self.queues:
+            for name in self.queues:
                 workers += [
-                    asyncio.create_task(self._worker(kind), name=f"{kind}-worker-{n}")
+                    asyncio.create_task(self._worker(name), name=f"{name}-worker-{n}")
                     for n in range(self.settings.max_concurrent_reconciles)
                 ]
             stop = asyncio.create_task(self._stop.wait(), name="stop")
@@ -306,3 +244,37 @@ class Manager:
                     await t
             if self.elector is not None:
                 await self.elector.release()
+
+
+def _enqueue_primary(queue: WorkQueue[Key]) -> Handler:
+    def handler(old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is not None:
+            queue.add(key_of(obj))
+
+    return handler
+
+
+def _enqueue_owner(queue: WorkQueue[Key], primary: Resource) -> Handler:
+    """Enqueue the controller owner of a changed object when it is of the ``primary`` kind (both the
+    old and the new owner, should the reference have changed)."""
+
+    def handler(old: JSON | None, new: JSON | None) -> None:
+        for obj in (old, new):
+            ref = controller_of(obj) if obj is not None else None
+            if obj is None or ref is None:
+                continue
+            if ref.get("kind") == primary.kind and ref.get("apiVersion") == primary.api_version:
+                queue.add((key_of(obj)[0], str(ref["name"])))
+
+    return handler
+
+
+def _enqueue_mapped(queue: WorkQueue[Key], to_keys: MapFn, reader: Reader) -> Handler:
+    def handler(old: JSON | None, new: JSON | None) -> None:
+        obj = new or old
+        if obj is not None:
+            for key in to_keys(obj, reader):
+                queue.add(key)
+
+    return handler

@@ -6,6 +6,7 @@ Followed upstream (names, labels, buckets, and when each is updated):
 * controller-runtime ``pkg/internal/controller/metrics/metrics.go``:
   ``controller_runtime_reconcile_total{controller,result}`` (result ``success``, ``error``,
   ``requeue``, ``requeue_after``), ``controller_runtime_reconcile_errors_total{controller}``,
+  ``controller_runtime_terminal_reconcile_errors_total{controller}``,
   ``controller_runtime_reconcile_time_seconds{controller}``,
   ``controller_runtime_max_concurrent_reconciles{controller}``,
   ``controller_runtime_active_workers{controller}``;
@@ -58,6 +59,12 @@ class Metrics:
         self.reconcile_errors = Counter(
             "controller_runtime_reconcile_errors_total",
             "Total number of reconciliation errors per controller",
+            ["controller"],
+            registry=r,
+        )
+        self.terminal_errors = Counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
             ["controller"],
             registry=r,
         )
@@ -119,15 +126,19 @@ class Metrics:
         self.max_concurrent.labels(name).set(max_concurrent)
         self.active_workers.labels(name).set(0)
         self.reconcile_errors.labels(name)
+        self.terminal_errors.labels(name)
         self.reconcile_time.labels(name)
         for result in (RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE, RESULT_REQUEUE_AFTER):
             self.reconcile_total.labels(name, result)
 
-    def reconciled(self, controller: str, result: str, seconds: float) -> None:
-        """One reconcile of ``controller`` ended with ``result`` after ``seconds``."""
+    def reconciled(self, controller: str, result: str, seconds: float, terminal: bool = False) -> None:
+        """One reconcile of ``controller`` ended with ``result`` after ``seconds``; ``terminal``: with
+        an error no retry can fix (counted in both error counters, as controller-runtime does)."""
         self.reconcile_total.labels(controller, result).inc()
         if result == RESULT_ERROR:
             self.reconcile_errors.labels(controller).inc()
+        if terminal:
+            self.terminal_errors.labels(controller).inc()
         self.reconcile_time.labels(controller).observe(seconds)
 
     def observe_request(self, method: str, code: str, host: str) -> None:

@@ -27,21 +27,25 @@ from typing import Any
 
 import yaml
 
-from trainer.controllers.mpijob import MPIJOBS
-from trainer.gang import coscheduling, volcano
-from trainer.kube.client import (
+from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
+    COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
+    KUEUE_LOCAL_QUEUES,
     LEASES,
+    MPIJOBS,
+    MUTATING_WEBHOOKS,
     SECRETS,
     SERVICES,
     TRAINING_RUNTIMES,
     TRAINJOBS,
+    VALIDATING_WEBHOOKS,
+    VOLCANO_PODGROUPS,
+    VOLCANO_QUEUES,
     Resource,
 )
-from trainer.webhook import server as webhook
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 CLUSTER_ROLE = "trainer-operator"
@@ -93,9 +97,9 @@ OPERATOR: list[Rule] = [
     Rule(CONFIGMAPS, (*WATCH, *APPLY), "informers; MPI hostfile ConfigMaps"),
     Rule(SECRETS, (*WATCH, *APPLY), "informers (children only, by label); MPI SSH key Secrets"),
     Rule(SECRETS, ("get", "update"), "the webhook's certificate Secret: read, rotate (webhook/server.py)"),
-    Rule(webhook.VALIDATING, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
-    Rule(webhook.MUTATING, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
-    Rule(webhook.LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
+    Rule(VALIDATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
+    Rule(MUTATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
+    Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
     Rule(EVENTS, ("create", "patch"), "events, repeats bump the count (kube/events.py)"),
 ]
 """The ClusterRole: what the operator needs whatever its gang scheduler."""
@@ -109,11 +113,11 @@ GANG: dict[str, list[Rule]] = {
     "none": [],
     "kueue": [],
     "volcano": [
-        Rule(volcano.PODGROUPS, (*WATCH, *APPLY, "delete"), "informer; one PodGroup per job; deleted when done"),
-        Rule(volcano.QUEUES, WATCH, "informer: queue checks (gang/volcano.py)"),
+        Rule(VOLCANO_PODGROUPS, (*WATCH, *APPLY, "delete"), "informer; one PodGroup per job; deleted when done"),
+        Rule(VOLCANO_QUEUES, WATCH, "informer: queue checks (gang/volcano.py)"),
     ],
     "scheduler-plugins": [
-        Rule(coscheduling.PODGROUPS, (*WATCH, *APPLY, "delete"), "informer; one PodGroup per job; deleted when done"),
+        Rule(COSCHEDULING_PODGROUPS, (*WATCH, *APPLY, "delete"), "informer; one PodGroup per job; deleted when done"),
     ],
 }
 """What each ``--gang-scheduler-name`` adds to the ClusterRole."""

@@ -10,8 +10,7 @@ Failed) plus ``Running`` and ``RuntimeNotFound``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.base import Condition
 from api.trainer_v1alpha1 import (
@@ -22,11 +21,13 @@ from api.trainer_v1alpha1 import (
     REASON_DEADLINE_EXCEEDED,
     REASON_RESUMED,
     REASON_SUSPENDED,
-    JobSetSpec,
     JobStatus,
     ReplicatedJob,
 )
 from trainer.builders.labels import REPLICATED_JOB_NAME
+
+if TYPE_CHECKING:
+    from trainer.runtime_info import RuntimeInfo
 
 JSON = dict[str, Any]
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
@@ -72,35 +73,11 @@ def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[Jo
     return list(counts.values())
 
 
-def dependency_blocker(rjob: ReplicatedJob, statuses: dict[str, JobStatus], replicas: dict[str, int]) -> str:
-    """Why ``rjob`` may not start yet ("" when every ``dependsOn`` entry is met).
-
-    ``Ready``: every Job of the dependency is ready or succeeded; ``Complete``: every one succeeded.
-    """
-    for dep in rjob.depends_on or []:
-        st = statuses.get(dep.name)
-        want = replicas.get(dep.name, 0)
-        if st is None:
-            return f"depends on unknown replicated job {dep.name!r}"
-        reached = st.succeeded if dep.status == "Complete" else st.ready + st.succeeded
-        if reached < want:
-            return f"waiting for replicated job {dep.name!r} to be {dep.status} ({reached}/{want} Jobs)"
-    return ""
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What the controller saw: the TrainJob's desired suspension, its Jobs and its runtime."""
-
-    suspended: bool
-    jobs: list[JSON]
-    template: JobSetSpec
-    trainer_rjob: str | None
-
-
-def finished_condition(obs: Observed, statuses: list[JobStatus]) -> Condition | None:
-    """The terminal condition the Jobs call for (Failed wins over Complete), or None."""
-    failed = [j for j in obs.jobs if job_finished(j) == "Failed"]
+def finished_condition(info: RuntimeInfo) -> Condition | None:
+    """The terminal condition the Jobs call for (Failed wins over Complete), or None. Completion
+    follows JobSet's ``successPolicy`` (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``):
+    operator ``All`` (default) or ``Any`` over ``targetReplicatedJobs`` (default: every one)."""
+    failed = [j for j in info.observed if job_finished(j) == "Failed"]
     if failed:
         job = failed[0]
         cond = next(c for c in job["status"]["conditions"] if c.get("type") == "Failed" and c.get("status") == "True")
@@ -110,10 +87,10 @@ def finished_condition(obs: Observed, statuses: list[JobStatus]) -> Condition | 
             reason=REASON_DEADLINE_EXCEEDED if cond.get("reason") == "DeadlineExceeded" else "FailedJobs",
             message=f"Job {job['metadata']['name']} failed: {cond.get('reason', '')}: {cond.get('message', '')}",
         )
-    policy = obs.template.success_policy or {}
-    rjobs = obs.template.replicated_jobs or []
+    policy = info.template.success_policy or {}
+    rjobs = info.rjobs
     targets = set(policy.get("targetReplicatedJobs") or [r.name for r in rjobs])
-    by_name = {s.name: s for s in statuses}
+    by_name = {s.name: s for s in info.statuses}
     replicas = {r.name: r.replicas for r in rjobs if r.name in targets}
     if not replicas:
         return None
@@ -128,7 +105,7 @@ def finished_condition(obs: Observed, statuses: list[JobStatus]) -> Condition | 
     return None
 
 
-def desired_conditions(obs: Observed, statuses: list[JobStatus], current: list[Condition]) -> list[Condition]:
+def desired_conditions(info: RuntimeInfo, current: list[Condition]) -> list[Condition]:
     """The conditions the TrainJob should carry now (without timestamps; see :func:`merge_conditions`)."""
     have = {c.type: c for c in current}
     done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
@@ -139,23 +116,24 @@ def desired_conditions(obs: Observed, statuses: list[JobStatus], current: list[C
         kept = (COND_SUSPENDED, COND_COMPLETE, COND_FAILED)
         return [stopped if c.type == COND_RUNNING else c for c in current if c.type in (*kept, COND_RUNNING)]
     out: list[Condition] = []
-    if obs.suspended:
+    suspended = info.suspended
+    if suspended:
         out.append(
             Condition(type=COND_SUSPENDED, status="True", reason=REASON_SUSPENDED, message="TrainJob is suspended")
         )
     elif COND_SUSPENDED in have:
         out.append(Condition(type=COND_SUSPENDED, status="False", reason=REASON_RESUMED, message="TrainJob is resumed"))
-    finished = finished_condition(obs, statuses)
+    finished = finished_condition(info)
     if finished is not None:
         out.append(finished)
         if COND_RUNNING in have:
             reason = "Completed" if finished.type == COND_COMPLETE else "Failed"
             out.append(Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {finished.type}"))
         return out
-    trainer = next((s for s in statuses if s.name == obs.trainer_rjob), None)
-    rjob = next((r for r in obs.template.replicated_jobs or [] if r.name == obs.trainer_rjob), None)
+    trainer = next((s for s in info.statuses if s.name == info.trainer), None)
+    rjob = next((r for r in info.rjobs if r.name == info.trainer), None)
     running = (
-        not obs.suspended
+        not suspended
         and trainer is not None
         and rjob is not None
         and rjob.replicas > 0
@@ -168,7 +146,7 @@ def desired_conditions(obs: Observed, statuses: list[JobStatus], current: list[C
             )
         )
     elif COND_RUNNING in have:
-        reason = "Suspended" if obs.suspended else "TrainerPodsNotReady"
+        reason = "Suspended" if suspended else "TrainerPodsNotReady"
         out.append(
             Condition(type=COND_RUNNING, status="False", reason=reason, message="Not all trainer pods are running")
         )

@@ -27,6 +27,16 @@ from typing import Any, Generic, Self
 import aiohttp
 from kubernetes_asyncio import config
 
+from api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
+    EVENTS,
+    JOBS,
+    PODS,
+    TRAINING_RUNTIMES,
+    VOLCANO_PODGROUPS,
+    Resource,
+    resource_of,
+)
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
 from trainer.client.errors import (
     AlreadyExistsError,
@@ -49,18 +59,7 @@ from trainer.client.types import (
     pod_selector,
     related_events,
 )
-from trainer.gang.volcano import PODGROUPS
-from trainer.kube.client import (
-    CLUSTER_TRAINING_RUNTIMES,
-    EVENTS,
-    JOBS,
-    PODS,
-    TRAINING_RUNTIMES,
-    ApiError,
-    Kube,
-    Resource,
-    resource_of,
-)
+from trainer.kube.client import ApiError, Kube
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "trainer-client"
@@ -429,7 +428,7 @@ class AsyncJobClient(Generic[J]):
         a plain-text body, which :meth:`Kube.request` cannot decode, hence the raw request).
         Raises :class:`ApiError` on other failures."""
         resp = await self.kube.api.call_api(
-            PODGROUPS.path(self.namespace, name),
+            VOLCANO_PODGROUPS.path(self.namespace, name),
             "GET",
             header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],

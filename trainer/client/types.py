@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from api.base import Condition, Model
+from api.kinds import TRAINJOBS, Resource
 from api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
@@ -22,8 +23,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.builders.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
-from trainer.gang.base import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
-from trainer.kube.client import TRAINJOBS, Resource
+from trainer.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 
 JSON = dict[str, Any]
 J = TypeVar("J", bound=Model)
@@ -141,13 +141,11 @@ def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: i
     return ",".join(parts)
 
 
-def queue_of(obj: Model) -> str | None:
-    """The queue an object names: Kueue's label ``kueue.x-k8s.io/queue-name``, else Volcano's
-    annotation ``scheduling.volcano.sh/queue-name``; None when it names none."""
-    meta = getattr(obj, "metadata", None)
-    labels = (getattr(meta, "labels", None) or {}) if meta else {}
-    annotations = (getattr(meta, "annotations", None) or {}) if meta else {}
-    return labels.get(KUEUE_QUEUE_LABEL) or annotations.get(VOLCANO_QUEUE_ANNOTATION)
+def queue_of(obj: Model, gang: str = "") -> str | None:
+    """The queue a job asks for, by the operator's one rule (:func:`trainer.queues.resolve_queue`);
+    ``gang`` is the operator's ``--gang-scheduler-name`` when known (it decides between a Kueue
+    label and a Volcano annotation set together). None when the job names none."""
+    return resolve_queue(obj.to_dict(), gang).name
 
 
 def in_queue(obj: Model, queue: str) -> bool:

@@ -1,11 +1,13 @@
-"""The MPIJob reconciler: cache -> builders -> apply what differs -> runPolicy -> status.
+"""The MPIJob controller: its declaration and what its reconcile does that TrainJob's does not.
 
-Level-triggered like the TrainJob reconciler, sharing its apply path and gang schedulers. The SSH
-Secret is generated once (a new key pair on every reconcile would break running jobs); everything
-else is computed by the pure builders of :mod:`trainer.builders.mpijob`. When the job finishes,
-``cleanPodPolicy`` is applied (All: the worker Job and all its pods go; Running: the worker Job is
+Declared once (:func:`controller`): MPIJobs; the Jobs, Services, ConfigMaps and Secrets they own,
+each carrying ``training.kubeflow.org/job-name``; the gang scheduler's owned and watched objects.
+The reconcile is :class:`~trainer.controllers.reconciler.Reconciler`'s; this module supplies the
+children (:mod:`trainer.builders.mpijob`; the SSH Secret made once) and ``runPolicy``: when the job
+finishes, ``cleanPodPolicy`` (All: the worker Job and all its pods go; Running: the worker Job is
 suspended, which stops its running pods and keeps finished ones; None: nothing), the PodGroup is
-released, and after ``ttlSecondsAfterFinished`` the MPIJob itself is deleted.
+released, and after ``ttlSecondsAfterFinished`` the MPIJob itself is deleted. Follows
+kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import structlog
-from pydantic import ValidationError
-
 from api.base import Condition
+from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from api.kubeflow_v2beta1 import COND_FAILED, JobCondition, MPIJob
 from trainer.builders.gang import decorate, gang_conditions
 from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
@@ -28,50 +28,42 @@ from trainer.builders.mpijob import (
     validate,
     worker_replicas,
 )
-from trainer.controllers.apply import Applier
-from trainer.gang.base import (
-    KUEUE_QUEUE_LABEL,
-    VOLCANO_QUEUE_ANNOTATION,
-    Facts,
-    GangInput,
-    GangScheduler,
-    PodSet,
-    QueueChoice,
-)
-from trainer.kube.cache import Informer, Key, key_of
-from trainer.kube.client import JOBS, JSON, Kube, Resource, register, resource_of
-from trainer.kube.events import EventRecorder, now_rfc3339
+from trainer.controller import Context, Controller, Owns, Reconcile, Watches, every_primary
+from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler
+from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet
+from trainer.kube.cache import key_of
+from trainer.kube.client import JSON
+from trainer.kube.events import now_rfc3339
 from trainer.mpijob_status import TERMINAL, desired_conditions, finished_at, replica_statuses
-from trainer.status import merge_conditions, transitions
-
-log = structlog.get_logger("trainer.mpijob")
-MPIJOBS = register(Resource("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"))
-WARNING_REASONS_TYPES = {COND_FAILED, "Misconfigured"}
-
-
-@dataclass
-class MPICaches:
-    """The informers the MPIJob reconciler reads (children selected by ``training.kubeflow.org/job-name``)."""
-
-    mpijobs: Informer
-    jobs: Informer
-    services: Informer
-    configmaps: Informer
-    secrets: Informer
-    facts: Facts
+from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 
 
 def _parse_time(value: str) -> datetime:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
-def mpijob_gang_input(obj: JSON, job: MPIJob, observed: dict[str, JSON], finished: bool, started: bool) -> GangInput:
-    """The gang of an MPIJob: the workers, plus the launcher unless it waits for the workers (then it
-    is created after the gang is admitted, so counting it would deadlock: mpi-operator#608).
+@dataclass(frozen=True)
+class MPIJobInfo:
+    """One MPIJob as this reconcile sees it, derived once."""
 
-    Queue precedence: ``runPolicy.schedulingPolicy.queue``, then the label
-    ``kueue.x-k8s.io/queue-name`` or the annotation ``scheduling.volcano.sh/queue-name``.
-    """
+    obj: JSON
+    job: MPIJob
+    observed: dict[str, JSON]
+    """The launcher and worker Jobs, by role."""
+    current: list[Condition]
+    queue: QueueChoice
+    invalid: list[str]
+    """Why the spec cannot run (each naming the field), empty when it can."""
+    finished: bool
+    started: bool
+    ttl_left: float | None
+    """Seconds until ``ttlSecondsAfterFinished`` passes (<= 0: passed), None when it does not apply."""
+
+
+def mpijob_gang_input(info: MPIJobInfo) -> GangInput:
+    """The gang of an MPIJob: the workers, plus the launcher unless it waits for the workers (then it
+    is created after the gang is admitted, so counting it would deadlock: mpi-operator#608)."""
+    job = info.job
     specs = job.spec.mpi_replica_specs
     sets = []
     if specs.worker is not None and worker_replicas(job) > 0:
@@ -79,167 +71,148 @@ def mpijob_gang_input(obj: JSON, job: MPIJob, observed: dict[str, JSON], finishe
     if specs.launcher is not None and job.spec.launcher_creation_policy != "WaitForWorkersReady":
         sets.append(PodSet("launcher", 1, 1, specs.launcher.template))
     policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None
-    labels, annotations = job.metadata.labels or {}, job.metadata.annotations or {}
-    if policy is not None and policy.queue:
-        queue = QueueChoice(policy.queue, "runPolicy.schedulingPolicy.queue", "")
-    elif KUEUE_QUEUE_LABEL in labels:
-        queue = QueueChoice(labels[KUEUE_QUEUE_LABEL], f"label {KUEUE_QUEUE_LABEL}", "kueue")
-    elif VOLCANO_QUEUE_ANNOTATION in annotations:
-        queue = QueueChoice(annotations[VOLCANO_QUEUE_ANNOTATION], f"annotation {VOLCANO_QUEUE_ANNOTATION}", "volcano")
-    else:
-        queue = QueueChoice(None)
     return GangInput(
-        owner=obj,
+        owner=info.obj,
         pod_sets=sets,
-        queue=queue,
+        queue=info.queue,
         priority_class=policy.priority_class if policy else None,
         min_available=policy.min_available if policy else None,
         min_resources={k: str(v) for k, v in policy.min_resources.items()} if policy and policy.min_resources else None,
         schedule_timeout_seconds=policy.schedule_timeout_seconds if policy else None,
-        finished=finished,
-        started=started,
+        finished=info.finished or bool(info.invalid),
+        started=info.started,
     )
 
 
-class MPIJobReconciler:
-    """Reconciles one MPIJob per call. Raise to retry with backoff; return seconds to requeue after."""
+class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
+    """Reconciles one MPIJob per call."""
 
-    def __init__(self, kube: Kube, caches: MPICaches, events: EventRecorder, gang: GangScheduler) -> None:
-        self.kube, self.caches, self.events, self.gang = kube, caches, events, gang
-        self.applier = Applier(kube, events)
+    resource = MPIJOBS
+    model = MPIJob
+    warning_conditions = frozenset({COND_FAILED, COND_MISCONFIGURED})
 
-    async def reconcile(self, key: Key) -> float | None:
-        """Bring the children and status of MPIJob ``key`` in line with its spec."""
-        obj = self.caches.mpijobs.get(*key)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            return None
-        try:
-            job = MPIJob.model_validate(obj)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
-            await self._write_status(
-                obj,
-                None,
-                [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=f"{field}: {err['msg']}")],
-                {},
-            )
-            return None
-        if not job.managed_by_us:
-            return None
-        policy = job.spec.run_policy
-        current = [Condition.model_validate(c.to_dict()) for c in (job.status.conditions if job.status else None) or []]
-        finished = any(c.type in TERMINAL and c.status == "True" for c in current)
+    def invalid(self, obj: JSON, message: str) -> list[Condition]:
+        return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]
 
-        queue = policy.scheduling_policy.queue if policy and policy.scheduling_policy else None
-        if self.gang.name == "kueue" and queue and KUEUE_QUEUE_LABEL not in (job.metadata.labels or {}):
+    def info(self, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
+        queue = resolve_queue(obj, self.gang.name)
+        labels = job.metadata.labels or {}
+        if self.gang.name == "kueue" and queue.name and queue.scheduler == "" and KUEUE_QUEUE_LABEL not in labels:
             # Kueue reads only its label: carry schedulingPolicy.queue over.
-            await self.kube.merge_patch(MPIJOBS, *key, {"metadata": {"labels": {KUEUE_QUEUE_LABEL: queue}}})
-            return None
-
-        invalid = validate(job)
+            patch = {"metadata": {"labels": {KUEUE_QUEUE_LABEL: queue.name}}}
+            return Blocked(None, Desired(patch=[(MPIJOBS, *key_of(obj), patch)]))
+        current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
         observed = {
-            str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j
-            for j in self.caches.jobs.owned_by(str(job.metadata.uid))
+            str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in self.reader.owned(JOBS, str(job.metadata.uid))
         }
-        started = any(not (j.get("spec") or {}).get("suspend") for j in observed.values())
-        plan = self.gang.plan(
-            mpijob_gang_input(obj, job, observed, finished or bool(invalid), started), self.caches.facts
-        )
-        for res, ns, name in plan.delete:
-            await self.kube.delete(res, ns, name)
-
-        requeue: float | None = None
-        if finished:
-            await self._clean_pods(job, observed)
-            requeue = await self._ttl(job, current)
-            if requeue == 0:
-                return None
-        elif not invalid:
-            await self._ensure_secret(obj, job)
-            suspend = bool(policy and policy.suspend)
-            children = build_mpijob_children(obj, job, observed, suspend or plan.hold)
-            for pod_group in plan.apply:
-                informer_obj = self.caches.facts.get(resource_of(pod_group), *key_of(pod_group))
-                await self.applier.apply(obj, pod_group, informer_obj)
-            await self.applier.apply(obj, children.service, self.caches.services.get(*key_of(children.service)))
-            await self.applier.apply(obj, children.config_map, self.caches.configmaps.get(*key_of(children.config_map)))
-            jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
-            for desired in decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL):
-                await self.applier.apply_job(obj, desired, self.caches.jobs.get(*key_of(desired)))
-
-        conditions = desired_conditions(job, observed.get("launcher"), observed.get("worker"), current, invalid)
-        if not finished and not invalid:
-            conditions += gang_conditions(plan)
-        statuses = {
-            k: v.to_dict() for k, v in replica_statuses(job, observed.get("launcher"), observed.get("worker")).items()
-        }
-        await self._write_status(obj, job, conditions, statuses)
-        return requeue
-
-    async def _ensure_secret(self, owner: JSON, job: MPIJob) -> None:
-        name = names(job)["ssh"]
-        if self.caches.secrets.get(job.metadata.namespace, name) is not None:
-            return
-        private, public = generate_ssh_keypair()
-        secret = ssh_secret(owner, name, private, public)
-        secret["metadata"]["labels"] = {JOB_NAME_LABEL: str(job.metadata.name)}
-        await self.applier.apply(owner, secret, None)
-
-    async def _clean_pods(self, job: MPIJob, observed: dict[str, JSON]) -> None:
-        policy = (job.spec.run_policy.clean_pod_policy if job.spec.run_policy else None) or "None"
-        worker = observed.get("worker")
-        if worker is None or policy == "None":
-            return
-        ns, name = key_of(worker)
-        if policy == "All":
-            if await self.kube.delete(JOBS, ns, name):
-                log.info("cleanPodPolicy All: deleted the worker Job", name=name)
-        elif not (worker.get("spec") or {}).get("suspend"):
-            await self.kube.merge_patch(JOBS, ns, name, {"spec": {"suspend": True}})
-            log.info("cleanPodPolicy Running: suspended the worker Job, its running pods stop", name=name)
-
-    async def _ttl(self, job: MPIJob, current: list[Condition]) -> float | None:
-        """Delete the job once its TTL after finishing has passed (returns 0); else seconds to wait."""
         ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec.run_policy else None
         done = finished_at(current)
-        if ttl is None or done is None:
-            return None
-        left = ttl - (datetime.now(UTC) - _parse_time(done)).total_seconds()
-        if left > 0:
-            return left
-        await self.kube.delete(MPIJOBS, job.metadata.namespace, str(job.metadata.name))
-        log.info("ttlSecondsAfterFinished passed: deleted the MPIJob")
-        return 0
+        ttl_left = None
+        if ttl is not None and done is not None:
+            ttl_left = ttl - (datetime.now(UTC) - _parse_time(done)).total_seconds()
+        return MPIJobInfo(
+            obj=obj,
+            job=job,
+            observed=observed,
+            current=current,
+            queue=queue,
+            invalid=validate(job),
+            finished=any(c.type in TERMINAL and c.status == "True" for c in current),
+            started=any(not (j.get("spec") or {}).get("suspend") for j in observed.values()),
+            ttl_left=ttl_left,
+        )
 
-    async def _write_status(
-        self, obj: JSON, job: MPIJob | None, desired: list[Condition], replicas: dict[str, JSON]
-    ) -> None:
-        old = obj.get("status") or {}
-        current = [Condition.model_validate(c) for c in old.get("conditions") or []]
-        now = now_rfc3339()
-        merged = merge_conditions(current, desired, now)
-        conditions = [
+    def gang_input(self, info: MPIJobInfo) -> GangInput:
+        return mpijob_gang_input(info)
+
+    def desired(self, info: MPIJobInfo, plan: GangPlan) -> Desired:
+        out = Desired(delete=list(plan.delete))
+        job = info.job
+        if info.finished:
+            worker = info.observed.get("worker")
+            policy = (job.spec.run_policy.clean_pod_policy if job.spec.run_policy else None) or "None"
+            if worker is not None and policy == "All":
+                out.delete.append((JOBS, *key_of(worker)))
+            elif worker is not None and policy == "Running" and not (worker.get("spec") or {}).get("suspend"):
+                out.patch.append((JOBS, *key_of(worker), {"spec": {"suspend": True}}))
+            if info.ttl_left is not None and info.ttl_left <= 0:
+                out.delete.append((MPIJOBS, *key_of(info.obj)))
+            return out
+        if info.invalid:
+            return out
+        suspend = bool(job.spec.run_policy and job.spec.run_policy.suspend)
+        children = build_mpijob_children(info.obj, job, info.observed, suspend or plan.hold)
+        out.once.append(self._ssh_secret(info))
+        out.apply += [*plan.apply, children.service, children.config_map]
+        jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
+        out.apply += decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL)
+        return out
+
+    def _ssh_secret(self, info: MPIJobInfo) -> Once:
+        name = names(info.job)["ssh"]
+
+        def make() -> JSON:
+            private, public = generate_ssh_keypair()
+            secret = ssh_secret(info.obj, name, private, public)
+            secret["metadata"]["labels"] = {JOB_NAME_LABEL: str(info.job.metadata.name)}
+            return secret
+
+        return Once(SECRETS, str(info.job.metadata.namespace), name, make)
+
+    def conditions(self, info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
+        if info.ttl_left is not None and info.ttl_left <= 0:
+            return None  # deleted
+        obs = info.observed
+        out = desired_conditions(info.job, obs.get("launcher"), obs.get("worker"), info.current, info.invalid)
+        return out if info.finished or info.invalid else out + gang_conditions(plan)
+
+    def status(self, obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) -> JSON:
+        rendered = [
             JobCondition(
-                type=c.type,
-                status=c.status,
-                reason=c.reason,
-                message=c.message,
-                last_transition_time=c.last_transition_time,
-                last_update_time=c.last_transition_time,
+                type=c["type"],
+                status=c["status"],
+                reason=c.get("reason"),
+                message=c.get("message"),
+                last_transition_time=c.get("lastTransitionTime"),
+                last_update_time=c.get("lastTransitionTime"),
             ).to_dict()
-            for c in merged
+            for c in conditions or []
         ]
-        status: JSON = {"conditions": conditions or None, "replicaStatuses": replicas or None}
+        old = obj.get("status") or {}
+        job = info.job if info else None
+        obs = info.observed if info else {}
+        now = now_rfc3339()
         suspended = bool(job and job.spec.run_policy and job.spec.run_policy.suspend)
-        status["startTime"] = old.get("startTime") or (None if suspended or job is None else now)
-        status["completionTime"] = old.get("completionTime") or (now if finished_at(merged) else None)
-        keys = ("conditions", "replicaStatuses", "startTime", "completionTime")
-        if {k: old.get(k) for k in keys} == {k: status.get(k) for k in keys}:
-            return
-        meta = obj["metadata"]
-        # Events first: whoever sees the new condition finds its event too.
-        for cond in transitions(current, merged):
-            warning = cond.type in WARNING_REASONS_TYPES and cond.status == "True"
-            await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
-        await self.kube.patch_status(MPIJOBS, meta.get("namespace"), meta["name"], status)
+        merged = [Condition.model_validate(c) for c in conditions or []]
+        replicas = (
+            {k: v.to_dict() for k, v in replica_statuses(job, obs.get("launcher"), obs.get("worker")).items()}
+            if job is not None
+            else None
+        )
+        return {
+            "conditions": rendered or None,
+            "replicaStatuses": replicas or None,
+            "startTime": old.get("startTime") or (None if suspended or job is None else now),
+            "completionTime": old.get("completionTime") or (now if finished_at(merged) else None),
+        }
+
+    def requeue_after(self, info: MPIJobInfo) -> float | None:
+        return info.ttl_left if info.ttl_left is not None and info.ttl_left > 0 else None
+
+
+def controller(gang: GangScheduler) -> Controller:
+    """The MPIJob controller's declaration under gang scheduler ``gang``."""
+
+    def build(ctx: Context) -> Reconcile:
+        return MPIJobReconciler(ctx).reconcile
+
+    return Controller(
+        name="mpijob",
+        for_=MPIJOBS,
+        build=build,
+        owns=(
+            *(Owns(r, JOB_NAME_LABEL) for r in (JOBS, SERVICES, CONFIGMAPS, SECRETS)),
+            *(Owns(r) for r in gang.owns),
+        ),
+        watches=tuple(Watches(r, every_primary(MPIJOBS)) for r in gang.watches),
+    )

@@ -1,7 +1,8 @@
 """What every gang scheduler module shares: its interface, its inputs and its plan.
 
 A gang scheduler module is pure: ``plan(GangInput, Facts) -> GangPlan``. The reconciler builds the
-input from the job (TrainJob or MPIJob), passes a read-only view of its caches as ``Facts``, then
+input from the job's derived data (TrainJob runtime info or MPIJob), passes its cache
+:class:`~trainer.controller.Reader` as ``Facts``, then
 applies the plan: the PodGroup objects, the pod template decorations, and the hold (Jobs stay
 suspended) with the conditions that explain it. Adding a scheduler is one module that registers
 itself in :mod:`trainer.gang`; the reconcilers do not change.
@@ -9,23 +10,22 @@ itself in :mod:`trainer.gang`; the reconcilers do not change.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, ClassVar, Protocol
 
 from api.base import Condition
+from api.kinds import Resource
 from trainer.builders.labels import owner_reference
-from trainer.kube.client import Resource
+from trainer.queues import NO_QUEUE, QueueChoice
+from trainer.resources import ResourceList, format_quantity, pod_requests
 
 JSON = dict[str, Any]
 
 # Condition types a gang plan may set on the job.
 COND_MISCONFIGURED = "Misconfigured"
 COND_WAITING_FOR_GANG = "WaitingForGang"
-
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 
 @dataclass(frozen=True)
@@ -43,16 +43,12 @@ class PodSet:
         """Pods in the set."""
         return self.jobs * self.pods_per_job
 
-
-@dataclass(frozen=True)
-class QueueChoice:
-    """The queue a job asks for and where that came from (a field path, for messages)."""
-
-    name: str | None
-    source: str = ""
-    scheduler: str = ""
-    """Which scheduler's convention named it: ``volcano``, ``kueue`` or "" (neutral, e.g. MPIJob
-    ``schedulingPolicy.queue``)."""
+    @cached_property
+    def requests(self) -> ResourceList:
+        """Requests of one Pod of the set, as kube-scheduler counts them
+        (:func:`trainer.resources.pod_requests`), computed once. Raises ``ValueError`` for a value
+        that is not a quantity."""
+        return pod_requests(self.template)
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ class GangInput:
     """The job object (TrainJob or MPIJob), for owner references and metadata."""
     pod_sets: list[PodSet]
     """The Pods that must run together."""
-    queue: QueueChoice = QueueChoice(None)
+    queue: QueueChoice = NO_QUEUE
     priority_class: str | None = None
     min_available: int | None = None
     min_resources: dict[str, str] | None = None
@@ -84,12 +80,16 @@ class GangInput:
         return str(self.owner["metadata"].get("namespace") or "")
 
 
-@dataclass(frozen=True)
-class Facts:
-    """A read-only view of the caches: ``get(resource, namespace, name)`` and ``items(resource)``."""
+class Facts(Protocol):
+    """A read-only view of the caches (the controller's :class:`~trainer.controller.Reader`)."""
 
-    get: Callable[[Resource, str | None, str], JSON | None]
-    items: Callable[[Resource], list[JSON]]
+    def get(self, res: Resource, namespace: str | None, name: str) -> JSON | None:
+        """The cached object, or None."""
+        ...
+
+    def items(self, res: Resource) -> list[JSON]:
+        """Every cached object of ``res``."""
+        ...
 
 
 @dataclass
@@ -115,8 +115,10 @@ class GangScheduler(Protocol):
     """One gang scheduler. ``name`` is the ``--gang-scheduler-name`` value that selects it."""
 
     name: ClassVar[str]
+    owns: ClassVar[list[Resource]]
+    """Objects of the plan that the job owns (e.g. its PodGroup); the controller caches them."""
     watches: ClassVar[list[Resource]]
-    """Resources the reconciler must cache for :meth:`plan` (read through ``Facts``)."""
+    """Cluster-wide objects :meth:`plan` reads (e.g. Volcano Queues); a change re-plans every job."""
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:
         """The gang plan for ``job``. Pure; never raises for bad input (it reports a condition)."""
@@ -125,80 +127,15 @@ class GangScheduler(Protocol):
 
 # ----------------------------------------------------------------------------- resources
 
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
-
-
-def parse_quantity(value: str | int | float) -> Decimal:
-    """A ``resource.Quantity`` string (``"500m"``, ``"4Gi"``, ``"1e3"``) as a number. Raises
-    ``ValueError`` for anything else."""
-    text = str(value).strip()
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if suffix and text.endswith(suffix):
-            number = text[: -len(suffix)]
-            break
-    else:
-        suffix, number = "", text
-    try:
-        return Decimal(number) * _SUFFIX[suffix]
-    except ArithmeticError as e:
-        raise ValueError(f"not a quantity: {value!r}") from e
-
-
-def format_quantity(value: Decimal) -> str:
-    """A number as a Quantity string: an integer when whole, else millis (rounded up)."""
-    if value == value.to_integral_value():
-        return str(int(value))
-    return f"{int((value * 1000).to_integral_value(rounding='ROUND_CEILING'))}m"
-
-
-def _add(into: dict[str, Decimal], resources: dict[str, Any] | None, times: int = 1) -> None:
-    for name, qty in (resources or {}).items():
-        into[name] = into.get(name, Decimal(0)) + parse_quantity(qty) * times
-
-
-def _requests(container: JSON) -> dict[str, Any]:
-    res = container.get("resources") or {}
-    return {**(res.get("limits") or {}), **(res.get("requests") or {})}  # requests default to limits
-
-
-def pod_requests(template: JSON) -> dict[str, Decimal]:
-    """Requests of one Pod: max(sum of containers, largest init container) + overhead, per resource
-    (as the scheduler computes a Pod's effective request)."""
-    spec = template.get("spec") or {}
-    total: dict[str, Decimal] = {}
-    for c in spec.get("containers") or []:
-        _add(total, _requests(c))
-    for c in spec.get("initContainers") or []:
-        one: dict[str, Decimal] = {}
-        _add(one, _requests(c))
-        for name, qty in one.items():
-            total[name] = max(total.get(name, Decimal(0)), qty)
-    _add(total, spec.get("overhead"))
-    return total
-
 
 def gang_resources(pod_sets: list[PodSet]) -> dict[str, str]:
-    """minResources of a gang: the sum of every Pod's requests."""
+    """minResources of a gang: resource name -> Quantity string (``{"cpu": "4", "memory": "2147483648"}``),
+    the sum over every Pod of its requests as kube-scheduler counts them
+    (:func:`trainer.resources.pod_requests`: native sidecars included). Raises ``ValueError`` for a
+    resource value that is not a quantity."""
     total: dict[str, Decimal] = {}
     for ps in pod_sets:
-        for name, qty in pod_requests(ps.template).items():
+        for name, qty in ps.requests.items():
             total[name] = total.get(name, Decimal(0)) + qty * ps.count
     return {k: format_quantity(v) for k, v in sorted(total.items())}
 

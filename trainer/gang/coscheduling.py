@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from api.kinds import COSCHEDULING_PODGROUPS, Resource
 from trainer.gang.base import (
     Facts,
     GangInput,
@@ -23,9 +24,7 @@ from trainer.gang.base import (
     runtime_policy_problem,
     scheduler_name_problems,
 )
-from trainer.kube.client import Resource, register
 
-PODGROUPS = register(Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups"))
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 DEFAULT_SCHEDULER = "scheduler-plugins-scheduler"
 DEFAULT_TIMEOUT = 60
@@ -36,13 +35,14 @@ class Coscheduling:
     """``--gang-scheduler-name=scheduler-plugins``."""
 
     name: ClassVar[str] = "scheduler-plugins"
-    watches: ClassVar[list[Resource]] = [PODGROUPS]
+    owns: ClassVar[list[Resource]] = [COSCHEDULING_PODGROUPS]
+    watches: ClassVar[list[Resource]] = []
     scheduler: str = DEFAULT_SCHEDULER
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:
-        existing = facts.get(PODGROUPS, job.namespace, job.name)
+        existing = facts.get(COSCHEDULING_PODGROUPS, job.namespace, job.name)
         if job.finished:
-            return GangPlan(delete=[(PODGROUPS, job.namespace, job.name)] if existing else [])
+            return GangPlan(delete=[(COSCHEDULING_PODGROUPS, job.namespace, job.name)] if existing else [])
         plan = GangPlan(scheduler_name=self.scheduler, pod_labels={POD_GROUP_LABEL: job.name})
         plan.conditions += scheduler_name_problems(job, self.scheduler, FLAG)
         plan.conditions += runtime_policy_problem(job, "coscheduling", FLAG)
@@ -50,8 +50,8 @@ class Coscheduling:
         timeout = job.schedule_timeout_seconds if job.schedule_timeout_seconds is not None else DEFAULT_TIMEOUT
         plan.apply.append(
             {
-                "apiVersion": PODGROUPS.api_version,
-                "kind": PODGROUPS.kind,
+                "apiVersion": COSCHEDULING_PODGROUPS.api_version,
+                "kind": COSCHEDULING_PODGROUPS.kind,
                 "metadata": pod_group_metadata(job),
                 "spec": {
                     "minMember": min_member(job),

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from api.kinds import Resource
 from trainer.gang.base import Facts, GangInput, GangPlan, reports_only
-from trainer.kube.client import Resource
 
 FLAG = "kueue"
 
@@ -23,6 +23,7 @@ class Kueue:
     """``--gang-scheduler-name=kueue``."""
 
     name: ClassVar[str] = "kueue"
+    owns: ClassVar[list[Resource]] = []
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from api.kinds import Resource
 from trainer.gang.base import Facts, GangInput, GangPlan, reports_only
-from trainer.kube.client import Resource
 
 FLAG = "none"
 
@@ -20,6 +20,7 @@ class NoGang:
     """``--gang-scheduler-name=none``."""
 
     name: ClassVar[str] = "none"
+    owns: ClassVar[list[Resource]] = []
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.base import Condition
+from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
 from trainer.gang.base import (
     COND_WAITING_FOR_GANG,
     JSON,
@@ -35,14 +36,12 @@ from trainer.gang.base import (
     runtime_policy_problem,
     scheduler_name_problems,
 )
-from trainer.kube.client import Resource, register
+from trainer.queues import VOLCANO_QUEUE_ANNOTATION
 
-PODGROUPS = register(Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups"))
-QUEUES = register(Resource("scheduling.volcano.sh", "v1beta1", "Queue", "queues", namespaced=False))
 SCHEDULER_NAME = "volcano"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
-QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
 DEFAULT_QUEUE = "default"
 FLAG = "volcano"
 
@@ -80,21 +79,22 @@ class Volcano:
     """``--gang-scheduler-name=volcano``."""
 
     name: ClassVar[str] = "volcano"
-    watches: ClassVar[list[Resource]] = [PODGROUPS, QUEUES]
+    owns: ClassVar[list[Resource]] = [VOLCANO_PODGROUPS]
+    watches: ClassVar[list[Resource]] = [VOLCANO_QUEUES]
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:
-        existing = facts.get(PODGROUPS, job.namespace, job.name)
+        existing = facts.get(VOLCANO_PODGROUPS, job.namespace, job.name)
         if job.finished:
-            return GangPlan(delete=[(PODGROUPS, job.namespace, job.name)] if existing else [])
+            return GangPlan(delete=[(VOLCANO_PODGROUPS, job.namespace, job.name)] if existing else [])
         plan = GangPlan(scheduler_name=SCHEDULER_NAME)
         plan.conditions += scheduler_name_problems(job, SCHEDULER_NAME, FLAG)
         plan.conditions += runtime_policy_problem(job, "volcano", FLAG)
         plan.conditions += queue_problem(job, {"volcano"}, FLAG)
         queue = job.queue.name if job.queue.name and job.queue.scheduler in ("volcano", "") else DEFAULT_QUEUE
-        plan.pod_annotations["*"] = {GROUP_NAME_ANNOTATION: job.name, QUEUE_ANNOTATION: queue}
+        plan.pod_annotations["*"] = {GROUP_NAME_ANNOTATION: job.name, VOLCANO_QUEUE_ANNOTATION: queue}
         for ps in job.pod_sets:
             plan.pod_annotations[ps.name] = {TASK_SPEC_ANNOTATION: ps.name}
-        queue_issues = [] if job.started else queue_problems(queue, facts.items(QUEUES))
+        queue_issues = [] if job.started else queue_problems(queue, facts.items(VOLCANO_QUEUES))
         if queue_issues:
             plan.conditions += queue_issues
             plan.hold = True
@@ -118,8 +118,8 @@ class Volcano:
             spec["networkTopology"] = job.network_topology
         plan.apply.append(
             {
-                "apiVersion": PODGROUPS.api_version,
-                "kind": PODGROUPS.kind,
+                "apiVersion": VOLCANO_PODGROUPS.api_version,
+                "kind": VOLCANO_PODGROUPS.kind,
                 "metadata": pod_group_metadata(job),
                 "spec": spec,
             }

@@ -16,7 +16,8 @@ from typing import Any
 import aiohttp
 import structlog
 
-from trainer.kube.client import JSON, ApiError, Kube, Resource
+from api.kinds import Resource
+from trainer.kube.client import JSON, ApiError, Kube
 
 log = structlog.get_logger("trainer.cache")
 
@@ -40,7 +41,8 @@ def controller_of(obj: JSON) -> dict[str, Any] | None:
 
 
 class Informer:
-    """A cache of one resource in one namespace (or all), optionally narrowed by a label selector."""
+    """A cache of one resource in one namespace (or all), optionally narrowed by a label selector and a
+    field selector (e.g. ``metadata.name=<name>`` for a single object)."""
 
     def __init__(
         self,
@@ -49,8 +51,10 @@ class Informer:
         namespace: str | None = None,
         label_selector: str | None = None,
         backoff_max: float = 30.0,
+        field_selector: str | None = None,
     ) -> None:
         self.kube, self.res, self.namespace, self.label_selector = kube, res, namespace, label_selector
+        self.field_selector = field_selector
         self.synced = asyncio.Event()
         self._store: dict[Key, JSON] = {}
         self._by_owner: dict[str, set[Key]] = {}
@@ -100,7 +104,9 @@ class Informer:
                 log.exception("cache handler failed", resource=self.res.plural)
 
     async def _relist(self) -> str:
-        items, rv = await self.kube.list(self.res, self.namespace, self.label_selector)
+        items, rv = await self.kube.list(
+            self.res, self.namespace, self.label_selector, field_selector=self.field_selector
+        )
         fresh = {key_of(o): o for o in items}
         for key in [k for k in self._store if k not in fresh]:
             self._remove(key)
@@ -113,6 +119,16 @@ class Informer:
         self.synced.set()
         return rv
 
+    def handle_event(self, typ: str, obj: JSON) -> None:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``; bookmarks and others are
+        ignored) to the cache and tell the handlers."""
+        if typ in ("ADDED", "MODIFIED"):
+            obj.setdefault("apiVersion", self.res.api_version)
+            obj.setdefault("kind", self.res.kind)
+            self._set(obj)
+        elif typ == "DELETED":
+            self._remove(key_of(obj))
+
     async def run(self) -> None:
         """List and watch until cancelled. Never raises: errors are logged and retried with backoff."""
         delay = 0.5
@@ -122,15 +138,14 @@ class Informer:
                 delay = 0.5
                 while True:
                     async for typ, obj in self.kube.watch(
-                        self.res, self.namespace, rv, label_selector=self.label_selector
+                        self.res,
+                        self.namespace,
+                        rv,
+                        label_selector=self.label_selector,
+                        field_selector=self.field_selector,
                     ):
                         rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                        if typ in ("ADDED", "MODIFIED"):
-                            obj.setdefault("apiVersion", self.res.api_version)
-                            obj.setdefault("kind", self.res.kind)
-                            self._set(obj)
-                        elif typ == "DELETED":
-                            self._remove(key_of(obj))
+                        self.handle_event(typ, obj)
             except asyncio.CancelledError:
                 raise
             except ApiError as e:

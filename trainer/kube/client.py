@@ -8,61 +8,24 @@ Every request is reported to an optional observer (the ``rest_client_requests_to
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
-from urllib.parse import quote, urlparse
+from urllib.parse import urlparse
 
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
+from yarl import URL
+
+from api.kinds import Resource, resource_of
 
 JSON = dict[str, Any]
 RequestObserver = Callable[[str, str, str], None]
 """Told of every request once it is answered: ``(method, code, host)``, with ``code`` the HTTP status
 as text or ``"<error>"`` when no answer came, as client-go labels ``rest_client_requests_total``."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A kind the controller works with: where its REST collection lives."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        """``group/version``, or ``version`` for the core group."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-        """The REST path of the collection (``name`` None) or of one object, optionally a subresource."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace)}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{quote(name)}"
-        if sub:
-            base += f"/{sub}"
-        return base
-
-
-JOBS = Resource("batch", "v1", "Job", "jobs")
-SERVICES = Resource("", "v1", "Service", "services")
-PODS = Resource("", "v1", "Pod", "pods")
-EVENTS = Resource("", "v1", "Event", "events")
-CONFIGMAPS = Resource("", "v1", "ConfigMap", "configmaps")
-SECRETS = Resource("", "v1", "Secret", "secrets")
-CRDS = Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
-TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes")
-CLUSTER_TRAINING_RUNTIMES = Resource(
-    "trainer.kubeflow.org", "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes", False
-)
-LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases")
 
 
 class ApiError(Exception):
@@ -104,14 +67,95 @@ class ApiError(Exception):
         return self.status == 422
 
 
+_RETRY_AFTER = re.compile(r"[+-]?[0-9]+")
+_READ_BUFSIZE = 2**21
+"""The session's read buffer, as kubernetes_asyncio's ``RESTClientObject`` sets it: one watch event
+carries a whole object, up to etcd's 1.5 MiB request limit."""
+
+
+def retry_after(status: int, headers: Mapping[str, str]) -> int | None:
+    """Seconds (>= 0) the apiserver asks a client to wait before sending the same request again, or
+    None when the answer is not to be retried.
+
+    As client-go's ``checkWait`` (k8s.io/client-go ``rest/with_retry.go``; ``rest/request.go`` in older
+    releases) with its ``retryAfterSeconds``: only a 429 (API Priority and Fairness throttling, "storage
+    is (re)initializing") or a 5xx answer, and only when ``Retry-After`` holds whole seconds; an
+    HTTP-date or a missing header means no retry. A negative value means no wait.
+    """
+    if status != 429 and status < 500:
+        return None
+    value = headers.get("Retry-After", "").strip()
+    if not _RETRY_AFTER.fullmatch(value):
+        return None
+    return max(0, int(value))
+
+
+def _environment_proxy(host: str) -> str | None:
+    """The proxy URL the environment names for the apiserver URL ``host`` (``HTTPS_PROXY``/``https_proxy``
+    or ``HTTP_PROXY`` by its scheme, unless ``NO_PROXY`` covers its host), with credentials from
+    ``~/.netrc`` put in its userinfo; None when no proxy applies.
+
+    The same lookup aiohttp does per request for a ``trust_env`` session (``get_env_proxy_for_url``,
+    aio-libs/aiohttp ``aiohttp/helpers.py``), done once. Blocking (reads ``~/.netrc``).
+    """
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(host))
+    except LookupError:
+        return None
+    if auth is not None:
+        proxy = proxy.with_user(auth.login).with_password(auth.password)
+    return str(proxy)
+
+
+async def _settle_environment(api: client.ApiClient) -> None:
+    """Give ``api`` an HTTP session that consults no environment per request.
+
+    kubernetes_asyncio's ``RESTClientObject`` (``kubernetes_asyncio/client/rest.py``) opens its aiohttp
+    session with ``trust_env=True``; aiohttp then looks up ``~/.netrc`` (``loop.run_in_executor``) and the
+    proxy environment (``asyncio.to_thread``) on every request (``ClientSession._request`` in
+    ``aiohttp/client.py``): a thread-pool hop per request. Here the session is replaced by one with
+    ``trust_env=False`` over the very same connector (its SSL context carries the CA, client certificate
+    and verification settings kubernetes_asyncio built from the configuration), and the proxy is decided
+    once: the configuration's own (kubeconfig ``proxy-url``) if any, else the environment's for the
+    apiserver host. Authentication is untouched: the bearer token (and its refresh hook) is still set per
+    request by ``ApiClient``. Raises ``RuntimeError`` if the session has no connector.
+    """
+    rest = api.rest_client
+    stock: aiohttp.ClientSession = rest.pool_manager
+    connector = stock.connector
+    if connector is None:
+        raise RuntimeError("kubernetes_asyncio's HTTP session has no connector")
+    stock.detach()  # the new session owns (and closes) the connector
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=_READ_BUFSIZE)
+    if not rest.proxy:
+        proxy = await asyncio.to_thread(_environment_proxy, str(api.configuration.host))
+        if proxy is not None:
+            rest.proxy = proxy
+
+
 class Kube:
     """An apiserver connection. Create with :meth:`connect`; close with :meth:`close`."""
 
-    def __init__(self, api: client.ApiClient, observe: RequestObserver | None = None) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        observe: RequestObserver | None = None,
+        *,
+        max_attempts: int = 5,
+        max_retry_wait: float = 10.0,
+    ) -> None:
+        """Wrap ``api`` as it is (use :meth:`connect` for a session that skips per-request environment
+        lookups). ``max_attempts`` (>= 1) bounds the sends of one request that the server keeps answering
+        with a retryable ``Retry-After`` (client-go allows 1 + 10); ``max_retry_wait`` (seconds) caps each
+        wait the server asks for."""
         self.api = api
         self.observe = observe
         """Called after every request (see :data:`RequestObserver`); None: nobody listens."""
         self.host = urlparse(str(api.configuration.host)).netloc
+        self.max_attempts = max(1, max_attempts)
+        """Sends of one request at most, the first included (see :func:`retry_after`)."""
+        self.max_retry_wait = max_retry_wait
+        """Longest wait, in seconds, before a retry, whatever ``Retry-After`` asks."""
 
     def _observed(self, method: str, code: int | str) -> None:
         if self.observe is not None:
@@ -119,7 +163,14 @@ class Kube:
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None) -> Kube:
-        """Load ``kubeconfig`` (or ``$KUBECONFIG``/``~/.kube/config``), else the in-cluster config."""
+        """Load ``kubeconfig`` (or ``$KUBECONFIG``/``~/.kube/config``), else the in-cluster config.
+
+        TLS and authentication are kubernetes_asyncio's; the proxy (the kubeconfig's ``proxy-url``, else
+        ``HTTPS_PROXY``, or ``HTTP_PROXY`` for an http server, unless ``NO_PROXY`` covers the apiserver
+        host) is read here once, so requests make no thread-pool call. Raises ``config.ConfigException``
+        or ``FileNotFoundError`` when an explicit ``kubeconfig`` cannot be loaded, and
+        ``config.ConfigException`` when neither config exists.
+        """
         cfg = client.Configuration()
         try:
             await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
@@ -127,11 +178,54 @@ class Kube:
             if kubeconfig:
                 raise
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(configuration=cfg))
+        api = client.ApiClient(configuration=cfg)
+        try:
+            await _settle_environment(api)
+        except BaseException:
+            await api.close()
+            raise
+        return cls(api)
 
     async def close(self) -> None:
         """Close the HTTP session."""
         await self.api.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, Any]],
+        headers: dict[str, str],
+        body: Any,
+        timeout: float | None,
+    ) -> aiohttp.ClientResponse:
+        """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released."""
+        attempt = 1
+        while True:
+            try:
+                resp: aiohttp.ClientResponse = await self.api.call_api(
+                    path,
+                    method,
+                    query_params=list(query),
+                    header_params=dict(headers),  # call_api adds to it
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+            except Exception:  # no answer (connection refused, timeout, TLS)
+                self._observed(method, "<error>")
+                raise
+            self._observed(method, resp.status)
+            wait = retry_after(resp.status, resp.headers)
+            if wait is None or attempt >= self.max_attempts:
+                return resp
+            try:
+                await resp.read()  # drained, the connection goes back to the pool
+            finally:
+                resp.release()
+            await asyncio.sleep(min(wait, self.max_retry_wait))
+            attempt += 1
 
     async def request(
         self,
@@ -142,22 +236,23 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | None = 60,
     ) -> JSON:
-        """One request; returns the decoded JSON body. Raises :class:`ApiError` on a non-2xx answer."""
-        try:
-            resp = await self.api.call_api(
-                path,
-                method,
-                query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
-        except Exception:  # no answer (connection refused, timeout, TLS)
-            self._observed(method, "<error>")
-            raise
-        self._observed(method, resp.status)
+        """One request; returns the decoded JSON body (a JSON list comes back as ``{"items": [...]}``).
+
+        ``query`` entries that are None are left out; ``timeout`` (seconds, None: none) bounds each send.
+        A 429 or 5xx answer with ``Retry-After`` is sent again, whatever the verb, after the wait it asks
+        (capped at :attr:`max_retry_wait`), up to :attr:`max_attempts` sends, as client-go's
+        ``rest.Request`` does (k8s.io/client-go ``rest/request.go``, ``rest/with_retry.go``); every send
+        is reported to :attr:`observe`. Raises :class:`ApiError` on a non-2xx final answer, and aiohttp's
+        or asyncio's errors when no answer came (connection refused, timeout, TLS).
+        """
+        resp = await self._send(
+            method,
+            path,
+            [(k, v) for k, v in (query or {}).items() if v is not None],
+            {"Content-Type": content_type, "Accept": "application/json"},
+            body,
+            timeout,
+        )
         try:
             text = await resp.text()
         finally:
@@ -186,10 +281,17 @@ class Kube:
             raise
 
     async def list(
-        self, res: Resource, namespace: str | None = None, label_selector: str | None = None
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        *,
+        field_selector: str | None = None,
     ) -> tuple[list[JSON], str]:
-        """Every object (in ``namespace`` or all), and the list's resourceVersion to watch from."""
-        data = await self.request("GET", res.path(namespace), {"labelSelector": label_selector})
+        """Every object (in ``namespace`` or all, optionally narrowed by label and field selectors),
+        and the list's resourceVersion to watch from."""
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector}
+        data = await self.request("GET", res.path(namespace), query)
         items = data.get("items") or []
         for item in items:  # list items lack kind/apiVersion
             item.setdefault("apiVersion", res.api_version)
@@ -208,8 +310,10 @@ class Kube:
         """Stream ``(type, object)`` watch events from ``resource_version``, with bookmarks, optionally
         narrowed by label and field selectors.
 
-        Ends when the server closes the stream (after ``timeout_seconds``). Raises :class:`ApiError`
-        (410 Gone when ``resource_version`` is too old: the caller relists).
+        Ends when the server closes the stream (after ``timeout_seconds``). Opening the stream is
+        retried on 429/5xx with ``Retry-After`` like :meth:`request` (client-go's ``Request.Watch`` does
+        too). Raises :class:`ApiError` (410 Gone when ``resource_version`` is too old: the caller relists),
+        and aiohttp's or asyncio's errors when the connection fails.
         """
         query = [
             ("watch", "true"),
@@ -221,20 +325,9 @@ class Kube:
             query.append(("labelSelector", label_selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        try:
-            resp = await self.api.call_api(
-                res.path(namespace),
-                "GET",
-                query_params=query,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout_seconds + 30,
-            )
-        except Exception:
-            self._observed("GET", "<error>")
-            raise
-        self._observed("GET", resp.status)
+        resp = await self._send(
+            "GET", res.path(namespace), query, {"Accept": "application/json"}, None, timeout_seconds + 30
+        )
         try:
             if resp.status >= 300:
                 text = await resp.text()
@@ -299,32 +392,3 @@ class Kube:
                 return False
             raise
         return True
-
-
-_KNOWN = {
-    (r.api_version, r.kind): r
-    for r in (
-        JOBS,
-        SERVICES,
-        PODS,
-        EVENTS,
-        CONFIGMAPS,
-        SECRETS,
-        CRDS,
-        TRAINJOBS,
-        TRAINING_RUNTIMES,
-        CLUSTER_TRAINING_RUNTIMES,
-        LEASES,
-    )
-}
-
-
-def register(res: Resource) -> Resource:
-    """Make ``res`` known to :func:`resource_of` (for kinds added by other modules); returns it."""
-    _KNOWN[(res.api_version, res.kind)] = res
-    return res
-
-
-def resource_of(obj: JSON) -> Resource:
-    """The :class:`Resource` of an object by its apiVersion and kind. Raises ``KeyError`` if unknown."""
-    return _KNOWN[(obj["apiVersion"], obj["kind"])]

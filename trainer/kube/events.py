@@ -12,7 +12,8 @@ from typing import Any
 
 import structlog
 
-from trainer.kube.client import EVENTS, JSON, ApiError, Kube
+from api.kinds import EVENTS
+from trainer.kube.client import JSON, ApiError, Kube
 
 log = structlog.get_logger("trainer.events")
 COMPONENT = "trainer"

@@ -41,7 +41,8 @@ from pathlib import Path
 import aiohttp
 import structlog
 
-from trainer.kube.client import JSON, LEASES, ApiError, Kube
+from api.kinds import LEASES
+from trainer.kube.client import JSON, ApiError, Kube
 
 log = structlog.get_logger("trainer.leader")
 

@@ -30,8 +30,9 @@ from api.trainer_v1alpha1 import (
 from trainer.builders.mpi import RESERVED_ENV_PREFIXES
 from trainer.builders.mpijob import validate as validate_mpijob_spec
 from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
-from trainer.gang.base import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 from trainer.gang.volcano import queue_problems
+from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.runtime_info import replicated_jobs, runtime_ref, step_of
 
 JSON = dict[str, Any]
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -92,17 +93,12 @@ def check_name(obj: JSON, max_len: int = 63) -> list[str]:
 def _rjob_containers(runtime: TrainingRuntime | ClusterTrainingRuntime) -> dict[str, tuple[set[str], set[str], str]]:
     """Replicated job name -> (container names, init container names, ancestor step)."""
     out = {}
-    for r in (runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else None) or []:
+    for r in replicated_jobs(runtime.spec):
         pod = ((r.template.get("spec") or {}).get("template") or {}).get("spec") or {}
-        step = str(
-            ((r.template.get("metadata") or {}).get("labels") or {}).get(
-                "trainer.kubeflow.org/trainjob-ancestor-step", ""
-            )
-        )
         out[r.name] = (
             {c.get("name", "") for c in pod.get("containers") or []},
             {c.get("name", "") for c in pod.get("initContainers") or []},
-            step,
+            step_of(r),
         )
     return out
 
@@ -175,21 +171,20 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             v.errors += _check_against_runtime(job, spec, runtime)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, "TrainJob")
-        v.errors += check_queue_change(obj, old, "TrainJob")
+        v.errors += check_queue_change(obj, old, "TrainJob", facts)
     v.errors += _check_queue(obj, facts, v)
     return v
 
 
-def check_queue_change(obj: JSON, old: JSON, kind: str) -> list[str]:
+def check_queue_change(obj: JSON, old: JSON, kind: str, facts: AdmissionFacts) -> list[str]:
     """The queue is immutable once the job has started: it may change only while the job is
     suspended (then nothing of it runs in the old queue)."""
-    new_queue, path, _ = _queue_of(obj, kind)
-    old_queue, old_path, _ = _queue_of(old, kind)
-    if new_queue == old_queue or _suspended(old, kind):
+    new, before = admission_queue(obj, facts), admission_queue(old, facts)
+    if new.name == before.name or _suspended(old, kind):
         return []
     return [
-        f"{path or old_path}: the queue cannot change from {old_queue!r} to {new_queue!r} once the job has "
-        "started; suspend the job first, or create a new one"
+        f"{new.source or before.source}: the queue cannot change from {before.name!r} to {new.name!r} once the "
+        "job has started; suspend the job first, or create a new one"
     ]
 
 
@@ -270,38 +265,31 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
     return []
 
 
-def _queue_of(obj: JSON, kind: str) -> tuple[str | None, str, str]:
-    """(queue, field path, convention) of a job."""
-    meta = obj.get("metadata") or {}
-    if kind == "MPIJob":
-        q = (((obj.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}).get("queue")
-        if q:
-            return str(q), "spec.runPolicy.schedulingPolicy.queue", ""
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    if KUEUE_QUEUE_LABEL in labels:
-        return str(labels[KUEUE_QUEUE_LABEL]), f"metadata.labels[{KUEUE_QUEUE_LABEL}]", "kueue"
-    if VOLCANO_QUEUE_ANNOTATION in annotations:
-        return (
-            str(annotations[VOLCANO_QUEUE_ANNOTATION]),
-            f"metadata.annotations[{VOLCANO_QUEUE_ANNOTATION}]",
-            "volcano",
-        )
-    return None, "", ""
+def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
+    """The queue admission checks: :func:`trainer.queues.resolve_queue`, the reconcilers' rule, with
+    the TrainJob's runtime from the caches."""
+    runtime = None
+    if obj.get("kind") != "MPIJob":
+        kind, name = runtime_ref(obj)
+        ns = str((obj.get("metadata") or {}).get("namespace") or "")
+        runtime = facts.runtime(kind, name, ns if kind == TrainingRuntime.KIND else None)
+    return resolve_queue(obj, facts.gang, runtime)
 
 
-def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict, kind: str = "TrainJob") -> list[str]:
-    queue, path, convention = _queue_of(obj, kind)
-    if queue is None:
+def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict) -> list[str]:
+    queue = admission_queue(obj, facts)
+    if queue.name is None:
         return []
-    if facts.gang == "volcano" and convention in ("volcano", ""):
+    if facts.gang == "volcano" and queue.scheduler in ("volcano", ""):
         queues = facts.volcano_queues()
         if queues is not None:
-            return [f"{path}: {c.message}" for c in queue_problems(queue, queues)]
-    if facts.gang == "kueue" and convention in ("kueue", ""):
+            return [f"{queue.source}: {c.message}" for c in queue_problems(queue.name, queues)]
+    if facts.gang == "kueue" and queue.scheduler in ("kueue", ""):
         ns = str((obj.get("metadata") or {}).get("namespace"))
-        if facts.local_queue_exists(ns, queue) is False:
+        if facts.local_queue_exists(ns, queue.name) is False:
             v.warnings.append(
-                f"{path}: Kueue LocalQueue {queue!r} does not exist in namespace {ns!r}; the job waits until it does"
+                f"{queue.source}: Kueue LocalQueue {queue.name!r} does not exist in namespace {ns!r}; "
+                "the job waits until it does"
             )
     return []
 
@@ -344,8 +332,8 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
         return v
     v.errors += validate_mpijob_spec(job)
     if old is not None:
-        v.errors += check_queue_change(obj, old, "MPIJob")
-    v.errors += _check_queue(obj, facts, v, "MPIJob")
+        v.errors += check_queue_change(obj, old, "MPIJob", facts)
+    v.errors += _check_queue(obj, facts, v)
     return v
 
 

@@ -5,7 +5,8 @@ ClusterTrainingRuntime (validation) and TrainJob, MPIJob (defaulting and validat
 the pure functions of :mod:`trainer.webhook.rules`, fed from the operator's caches. The operator
 applies its own Validating/MutatingWebhookConfigurations with the CA of its certificates, pointing
 either at a URL (``--webhook-host``, e.g. a local apiserver calling 127.0.0.1) or at a Service
-(in a cluster), from the same code.
+(in a cluster), from the same code. The certificates (the shared Secret, rotation, reloading in place)
+are :mod:`trainer.webhook.tls`'s business; it calls :meth:`WebhookServer.install` when the CAs change.
 
 ``failurePolicy: Fail`` on CREATE and UPDATE only: while the operator is down no invalid object gets
 in, and since DELETE is not intercepted, deletions always work.
@@ -15,48 +16,37 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import ipaddress
 import json
-import ssl
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import structlog
 from aiohttp import web
 
-from trainer.kube.client import JSON, SECRETS, ApiError, Kube, Resource, register
+from api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
+    JOBS,
+    KUEUE_LOCAL_QUEUES,
+    MPIJOBS,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+    VOLCANO_QUEUES,
+    Resource,
+)
+from trainer.controller import Reader
+from trainer.kube.client import JSON, ApiError, Kube
 from trainer.webhook import rules
-from trainer.webhook.certs import Bundle, generate
+from trainer.webhook.certs import VALIDITY
+from trainer.webhook.tls import WebhookTLS, serving_names
 
 log = structlog.get_logger("trainer.webhook")
-VALIDATING = register(
-    Resource(
-        "admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False
-    )
-)
-MUTATING = register(
-    Resource(
-        "admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False
-    )
-)
-LOCAL_QUEUES = register(Resource("kueue.x-k8s.io", "v1beta1", "LocalQueue", "localqueues"))
 CONFIG_NAME = "trainer-webhook"
-SECRET_NAME = "trainer-webhook-certs"
 
-# path -> (group, version, resource, kind handled)
-VALIDATE = {
-    "/validate-trainjob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-    "/validate-trainingruntime": ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
-    "/validate-clustertrainingruntime": ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"),
-    "/validate-mpijob": ("kubeflow.org", "v2beta1", "mpijobs"),
-}
-MUTATE = {
-    "/mutate-trainjob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-    "/mutate-mpijob": ("kubeflow.org", "v2beta1", "mpijobs"),
-}
+VALIDATED = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, MPIJOBS)
+"""Kinds admission validates, each at ``/validate-<kind>``."""
+DEFAULTED = (TRAINJOBS, MPIJOBS)
+"""Kinds admission defaults, each at ``/mutate-<kind>``."""
+VALIDATE = {f"/validate-{r.kind.lower()}": r for r in VALIDATED}
+MUTATE = {f"/mutate-{r.kind.lower()}": r for r in DEFAULTED}
 
 
 @dataclass(frozen=True)
@@ -68,8 +58,13 @@ class WebhookSettings:
     host: str | None = None
     """URL host the apiserver calls (e.g. 127.0.0.1); None: through the Service below."""
     namespace: str = "default"
+    """Namespace of the Service and of the certificate Secret."""
     service: str = "trainer-webhook-service"
     service_port: int = 443
+    cert_validity: float = VALIDITY.total_seconds()
+    """Seconds a serving certificate is valid (renewed in its last third; the CA lives ten years)."""
+    reuse_port: bool = False
+    """Bind the port with SO_REUSEPORT, so that several replicas on one host share it."""
 
 
 def review_response(uid: str, verdict: rules.Verdict, patch: list[JSON] | None = None) -> JSON:
@@ -90,8 +85,8 @@ class WebhookServer:
 
     def __init__(self, kube: Kube, settings: WebhookSettings, facts: rules.AdmissionFacts) -> None:
         self.kube, self.settings, self.facts = kube, settings, facts
-        self.bundle: Bundle | None = None
-        self._dir = Path(tempfile.mkdtemp(prefix="trainer-webhook-"))
+        self.tls: WebhookTLS | None = None
+        """The certificate keeper while :meth:`run` serves."""
 
     # ---------------------------------------------------------------- admission
 
@@ -139,13 +134,12 @@ class WebhookServer:
         """The cache facts, plus a LocalQueue look-up when Kueue is the gang scheduler."""
         if self.facts.gang != "kueue":
             return self.facts
-        kind = "MPIJob" if path == "/validate-mpijob" else "TrainJob"
-        queue, _, _ = rules._queue_of(obj, kind)
+        queue = rules.admission_queue(obj, self.facts).name
         ns = str((obj.get("metadata") or {}).get("namespace"))
         exists: bool | None = None
         if queue:
             try:
-                exists = await self.kube.get_or_none(LOCAL_QUEUES, ns, queue) is not None
+                exists = await self.kube.get_or_none(KUEUE_LOCAL_QUEUES, ns, queue) is not None
             except ApiError:
                 exists = None
         return rules.AdmissionFacts(
@@ -155,61 +149,6 @@ class WebhookServer:
             local_queue_exists=lambda _ns, _name: exists,
             gang=self.facts.gang,
         )
-
-    # ---------------------------------------------------------------- certificates
-
-    def _sans(self) -> tuple[list[str], list[str]]:
-        s = self.settings
-        dns = [f"{s.service}.{s.namespace}.svc", f"{s.service}.{s.namespace}.svc.cluster.local", "localhost"]
-        ips = ["127.0.0.1"]
-        if s.host:
-            try:
-                ipaddress.ip_address(s.host)
-                if s.host not in ips:
-                    ips.append(s.host)
-            except ValueError:
-                dns.insert(0, s.host)
-        return dns, ips
-
-    async def ensure_certs(self) -> Bundle:
-        """Read the shared certificate Secret, writing a new one when missing or due for rotation."""
-        ns = self.settings.namespace
-        secret = await self.kube.get_or_none(SECRETS, ns, SECRET_NAME)
-        bundle = None
-        if secret is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                bundle = Bundle.from_secret_data(secret.get("data") or {})
-        if bundle is None or bundle.needs_rotation():
-            fresh = generate(*self._sans())
-            meta: JSON = {"name": SECRET_NAME, "namespace": ns}
-            body: JSON = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": meta}
-            body["data"] = fresh.to_secret_data()
-            try:
-                if secret is None:
-                    await self.kube.create(SECRETS, ns, body)
-                else:
-                    meta["resourceVersion"] = secret["metadata"]["resourceVersion"]
-                    await self.kube.update(SECRETS, ns, body)
-                bundle = fresh
-                log.info("webhook certificate written", secret=f"{ns}/{SECRET_NAME}", not_after=str(fresh.not_after()))
-            except ApiError as e:
-                if not e.conflict:
-                    raise
-                # Another replica wrote it first: use theirs.
-                secret = await self.kube.get(SECRETS, ns, SECRET_NAME)
-                bundle = Bundle.from_secret_data(secret["data"])
-        self.bundle = bundle
-        return bundle
-
-    def ssl_context(self, bundle: Bundle) -> ssl.SSLContext:
-        """A server TLS context for ``bundle`` (files in a private temporary directory)."""
-        cert, key = self._dir / "tls.crt", self._dir / "tls.key"
-        cert.write_text(bundle.cert)
-        key.write_text(bundle.key)
-        key.chmod(0o600)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        return ctx
 
     # ---------------------------------------------------------------- configurations
 
@@ -225,8 +164,8 @@ class WebhookServer:
     def configurations(self, ca: str) -> list[JSON]:
         """The Validating and Mutating webhook configurations, with ``ca`` as their caBundle."""
 
-        def hook(path: str, target: tuple[str, str, str], prefix: str) -> JSON:
-            group, version, resource = target
+        def hook(path: str, target: Resource, prefix: str) -> JSON:
+            group, version, resource = target.group, target.version, target.plural
             return {
                 "name": f"{prefix}.{resource}.{group}",
                 "clientConfig": self._client_config(path, ca),
@@ -260,9 +199,10 @@ class WebhookServer:
             },
         ]
 
-    async def install(self, bundle: Bundle) -> None:
-        """Apply the webhook configurations with the current CA (server-side apply, idempotent)."""
-        validating, mutating = self.configurations(bundle.ca)
+    async def install(self, ca: str) -> None:
+        """Apply the webhook configurations with caBundle ``ca`` (PEM, one or more CAs; server-side
+        apply, idempotent). Raises :class:`ApiError` when the apiserver refuses."""
+        validating, mutating = self.configurations(ca)
         await self.kube.apply(validating, "trainer")
         await self.kube.apply(mutating, "trainer")
 
@@ -275,57 +215,55 @@ class WebhookServer:
             app.router.add_post(path, self.handle)
         return app
 
-    async def run(self, ready: asyncio.Event | None = None, rotate_every: float = 3600.0) -> None:
+    async def run(self, ready: asyncio.Event | None = None) -> None:
         """Serve until cancelled: certificates, then the listener, then the configurations (only once
-        this replica can answer), then a rotation check every ``rotate_every`` seconds."""
-        bundle = await self.ensure_certs()
-        if ready is not None:
-            await ready.wait()  # caches synced: answers would be wrong before
-        runner = web.AppRunner(self.app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.settings.bind_address, self.settings.port, ssl_context=self.ssl_context(bundle))
-        await site.start()
-        log.info("webhook serving", port=self.settings.port, host=self.settings.host or "(service)")
-        await self.install(bundle)
+        this replica can answer; before it when its start put a new CA in the Secret, which configurations
+        installed earlier would not trust), then keep the certificate current (see
+        :class:`~trainer.webhook.tls.WebhookTLS`). Raises :class:`ApiError` when the certificate Secret
+        or the configurations cannot be written at start, ``OSError`` when the port cannot be bound."""
+        s = self.settings
+        dns, ips = serving_names(s.service, s.namespace, s.host)
+        tls = self.tls = WebhookTLS(self.kube, s.namespace, dns, ips, validity=s.cert_validity, install=self.install)
         try:
-            while True:
-                await asyncio.sleep(rotate_every)
-                fresh = await self.ensure_certs()
-                if fresh.cert != bundle.cert:
-                    bundle = fresh
-                    await site.stop()
-                    site = web.TCPSite(
-                        runner, self.settings.bind_address, self.settings.port, ssl_context=self.ssl_context(bundle)
-                    )
-                    await site.start()
-                    await self.install(bundle)
-                    log.info("webhook certificate rotated")
+            await tls.start()
+            if ready is not None:
+                await ready.wait()  # caches synced: answers would be wrong before
+            runner = web.AppRunner(self.app(), access_log=None)
+            await runner.setup()
+            try:
+                if tls.trust_changed:
+                    await tls.install()
+                site = web.TCPSite(runner, s.bind_address, s.port, ssl_context=tls.context, reuse_port=s.reuse_port)
+                await site.start()
+                log.info("webhook serving", port=s.port, host=s.host or "(service)", reuse_port=s.reuse_port)
+                await tls.install()
+                await tls.run()
+            finally:
+                await runner.cleanup()
         finally:
-            await runner.cleanup()
+            tls.close()
 
 
-def cache_facts(manager: Any, gang: str) -> rules.AdmissionFacts:
-    """Admission facts read from the manager's caches."""
-    from trainer.gang.volcano import QUEUES
-
-    caches, mpi = manager.caches, manager.mpi_caches
+def cache_facts(readers: dict[str, Reader], gang: str) -> rules.AdmissionFacts:
+    """Admission facts read from the controllers' caches (``readers`` by controller name, as
+    :attr:`trainer.manager.Manager.readers`)."""
+    trainjobs, mpijobs = readers["trainjob"], readers["mpijob"]
 
     def runtime(kind: str, name: str, namespace: str | None) -> JSON | None:
-        if kind == "TrainingRuntime":
-            return caches.runtimes.get(namespace, name)  # type: ignore[no-any-return]
-        return caches.cluster_runtimes.get(None, name)  # type: ignore[no-any-return]
+        if kind == TRAINING_RUNTIMES.kind:
+            return trainjobs.get(TRAINING_RUNTIMES, namespace, name)
+        return trainjobs.get(CLUSTER_TRAINING_RUNTIMES, None, name)
 
     def active_pods(kind: str, namespace: str, name: str) -> int:
-        primary, jobs = (caches.trainjobs, caches.jobs) if kind == "TrainJob" else (mpi.mpijobs, mpi.jobs)
-        obj = primary.get(namespace, name)
+        reader, primary = (trainjobs, TRAINJOBS) if kind == TRAINJOBS.kind else (mpijobs, MPIJOBS)
+        obj = reader.get(primary, namespace, name)
         if obj is None:
             return 0
-        uid = str(obj["metadata"].get("uid"))
-        return sum(int((j.get("status") or {}).get("active") or 0) for j in jobs.owned_by(uid))
+        jobs = reader.owned(JOBS, str(obj["metadata"].get("uid")))
+        return sum(int((j.get("status") or {}).get("active") or 0) for j in jobs)
 
     def volcano_queues() -> list[JSON] | None:
-        informer = caches.gang.get(QUEUES)
-        return informer.items() if informer is not None else None
+        return trainjobs.items(VOLCANO_QUEUES) if trainjobs.declares(VOLCANO_QUEUES) else None
 
     return rules.AdmissionFacts(
         runtime=runtime,

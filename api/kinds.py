@@ -1,0 +1,102 @@
+"""Every kind the project reads or writes, declared once: group, version, kind, plural and scope.
+
+The pure core (builders, gang modules, admission rules), the HTTP shell (:mod:`trainer.kube.client`,
+the informers), CRD generation (:mod:`api.crd`) and the webhook routes all take a kind's coordinates
+from here, so a group, version or plural is spelled in one place only. Upstream sources of the
+third-party kinds: volcano-sh/apis ``pkg/apis/scheduling/v1beta1`` (PodGroup, Queue),
+kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1`` (PodGroup), kubernetes-sigs/kueue
+``apis/kueue/v1beta1`` (LocalQueue, ClusterQueue, ResourceFlavor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A kind and where its REST collection lives."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``group/version``, or ``version`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def scope(self) -> str:
+        """``Namespaced`` or ``Cluster``, as a CRD spells it."""
+        return "Namespaced" if self.namespaced else "Cluster"
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        """The REST path of the collection (``name`` None) or of one object, optionally a subresource."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name)}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+TRAINER_GROUP, TRAINER_VERSION = "trainer.kubeflow.org", "v1alpha1"
+KUBEFLOW_GROUP, KUBEFLOW_VERSION = "kubeflow.org", "v2beta1"
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+# Ours (CRDs generated from api/).
+TRAINJOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainJob", "trainjobs")
+TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainingRuntime", "trainingruntimes")
+CLUSTER_TRAINING_RUNTIMES = Resource(
+    TRAINER_GROUP, TRAINER_VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False
+)
+MPIJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "MPIJob", "mpijobs")
+
+# Kubernetes.
+JOBS = Resource("batch", "v1", "Job", "jobs")
+SERVICES = Resource("", "v1", "Service", "services")
+PODS = Resource("", "v1", "Pod", "pods")
+EVENTS = Resource("", "v1", "Event", "events")
+CONFIGMAPS = Resource("", "v1", "ConfigMap", "configmaps")
+SECRETS = Resource("", "v1", "Secret", "secrets")
+NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases")
+CRDS = Resource("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False)
+VALIDATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False
+)
+MUTATING_WEBHOOKS = Resource(
+    "admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False
+)
+
+# Gang schedulers and queues.
+VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+VOLCANO_QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "Queue", "queues", namespaced=False)
+VOLCANO_COMMANDS = Resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
+COSCHEDULING_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+KUEUE_LOCAL_QUEUES = Resource(KUEUE_GROUP, "v1beta1", "LocalQueue", "localqueues")
+KUEUE_CLUSTER_QUEUES = Resource(KUEUE_GROUP, "v1beta1", "ClusterQueue", "clusterqueues", namespaced=False)
+KUEUE_RESOURCE_FLAVORS = Resource(KUEUE_GROUP, "v1beta1", "ResourceFlavor", "resourceflavors", namespaced=False)
+
+ALL: tuple[Resource, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Resource))
+"""Every kind above."""
+_BY_TYPE = {(r.api_version, r.kind): r for r in ALL}
+
+
+def resource_of(obj: dict[str, Any]) -> Resource:
+    """The :class:`Resource` of an object by its ``apiVersion`` and ``kind``. Raises ``KeyError``
+    naming them when the kind is not declared here."""
+    try:
+        return _BY_TYPE[(obj["apiVersion"], obj["kind"])]
+    except KeyError:
+        raise KeyError(
+            f"kind {obj.get('kind')!r} of {obj.get('apiVersion')!r} is not declared in api/kinds.py"
+        ) from None

@@ -1,0 +1,179 @@
+"""A recording double of the project's own :class:`~trainer.kube.client.Kube` interface, for
+reconciler-level unit tests (end-to-end tests use the real apiserver).
+
+:class:`RecordingKube` keeps objects in memory, gives them uid, resourceVersion and generation as
+the apiserver would, records every write, and feeds each change to the manager's informers (as
+their watch would) so that a reconcile sees what the previous one wrote. Label selectors of the
+forms ``key`` and ``key=value`` (comma-separated) are understood, as the informers use them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.kinds import Resource, resource_of
+from trainer.controller import Reader
+from trainer.kube.cache import Informer, Key, controller_of, key_of
+
+JSON = dict[str, Any]
+
+
+class TableStore:
+    """A :class:`~trainer.controller.Store` over a fixed list of objects."""
+
+    def __init__(self, objects: list[JSON] | None = None) -> None:
+        self.objects = {key_of(o): o for o in objects or []}
+
+    def get(self, namespace: str | None, name: str) -> JSON | None:
+        return self.objects.get((namespace or "", name))
+
+    def items(self) -> list[JSON]:
+        return list(self.objects.values())
+
+    def owned_by(self, uid: str) -> list[JSON]:
+        return [o for o in self.objects.values() if (controller_of(o) or {}).get("uid") == uid]
+
+
+def reader(tables: dict[Resource, list[JSON]] | None = None, name: str = "test") -> Reader:
+    """A Reader over fixed objects, one table per resource."""
+    return Reader(name, {res: TableStore(objs) for res, objs in (tables or {}).items()})
+
+
+def _selected(obj: JSON, selector: str | None) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, (selector or "").split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
+
+
+def _merge(base: Any, patch: Any) -> Any:
+    """RFC 7386 merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(base) if isinstance(base, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out
+
+
+@dataclass
+class Write:
+    """One recorded write: verb, kind, namespace/name."""
+
+    verb: str
+    kind: str
+    key: Key
+    body: Any = None
+
+
+@dataclass
+class RecordingKube:
+    """In-memory objects by (resource, key), every write recorded in :attr:`writes`."""
+
+    objects: dict[tuple[Resource, Key], JSON] = field(default_factory=dict)
+    writes: list[Write] = field(default_factory=list)
+    informers: list[Informer] = field(default_factory=list)
+    _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    # ------------------------------------------------------------------ test helpers
+
+    def connect(self, informers: list[Informer]) -> None:
+        """Feed changes to these informers from now on, and fill them with what exists."""
+        self.informers = informers
+        for (res, _), obj in self.objects.items():
+            self._feed(res, obj, deleted=False)
+
+    def put(self, obj: JSON) -> JSON:
+        """Store ``obj`` as a user (or another controller) would, without recording a write."""
+        return self._store(resource_of(obj), copy.deepcopy(obj))
+
+    def count(self, verb: str | None = None, kind: str | None = None) -> int:
+        """Recorded writes matching ``verb`` and ``kind``."""
+        return sum(1 for w in self.writes if (verb in (None, w.verb)) and (kind in (None, w.kind)))
+
+    def _feed(self, res: Resource, obj: JSON | None, deleted: bool, key: Key | None = None) -> None:
+        for inf in self.informers:
+            if inf.res != res:
+                continue
+            if deleted:
+                inf.handle_event(
+                    "DELETED", {"metadata": {"namespace": key[0] if key else "", "name": key[1] if key else ""}}
+                )
+            elif obj is not None and _selected(obj, inf.label_selector):
+                inf.handle_event("MODIFIED", copy.deepcopy(obj))
+
+    def _store(self, res: Resource, obj: JSON) -> JSON:
+        key = key_of(obj)
+        meta = obj.setdefault("metadata", {})
+        old = self.objects.get((res, key))
+        meta.setdefault("uid", (old or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()))
+        meta["resourceVersion"] = str(next(self._rv))
+        meta.setdefault("generation", 1)
+        if res.namespaced:
+            meta.setdefault("namespace", key[0])
+        self.objects[(res, key)] = obj
+        self._feed(res, obj, deleted=False)
+        return copy.deepcopy(obj)
+
+    # ------------------------------------------------------------------ the Kube interface
+
+    async def get(self, res: Resource, namespace: str | None, name: str) -> JSON:
+        obj = self.objects.get((res, (namespace or "" if res.namespaced else "", name)))
+        if obj is None:
+            from trainer.kube.client import ApiError
+
+            raise ApiError(404, {"reason": "NotFound", "message": f"{res.kind} {name} not found"})
+        return copy.deepcopy(obj)
+
+    async def get_or_none(self, res: Resource, namespace: str | None, name: str) -> JSON | None:
+        obj = self.objects.get((res, (namespace or "" if res.namespaced else "", name)))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    async def apply(self, obj: JSON, manager: str, force: bool = True) -> JSON:
+        res = resource_of(obj)
+        key = key_of(obj)
+        self.writes.append(Write("apply", res.kind, key, obj))
+        old = self.objects.get((res, key))
+        merged = copy.deepcopy(obj)
+        if old is not None:
+            merged["status"] = copy.deepcopy(old.get("status"))
+            merged["metadata"] = {**old["metadata"], **merged["metadata"]}
+        return self._store(res, merged)
+
+    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
+        key = (namespace or "", name)
+        self.writes.append(Write("patch_status", res.kind, key, status))
+        obj = copy.deepcopy(self.objects[(res, key)])
+        obj["status"] = _merge(obj.get("status") or {}, status)
+        return self._store(res, obj)
+
+    async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: JSON) -> JSON:
+        key = (namespace or "", name)
+        self.writes.append(Write("merge_patch", res.kind, key, patch))
+        obj = _merge(self.objects[(res, key)], patch)
+        return self._store(res, obj)
+
+    async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
+        self.writes.append(Write("create", res.kind, key_of(obj), obj))
+        return self._store(res, copy.deepcopy(obj))
+
+    async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
+        self.writes.append(Write("update", res.kind, key_of(obj), obj))
+        return self._store(res, copy.deepcopy(obj))
+
+    async def delete(self, res: Resource, namespace: str | None, name: str, propagation: str = "Background") -> bool:
+        key = (namespace or "" if res.namespaced else "", name)
+        self.writes.append(Write("delete", res.kind, key))
+        if self.objects.pop((res, key), None) is None:
+            return False
+        self._feed(res, None, deleted=True, key=key)
+        return True

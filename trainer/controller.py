@@ -1,0 +1,166 @@
+"""Controllers declared once, as controller-runtime's builder declares them (``For`` / ``Owns`` / ``Watches``).
+
+A :class:`Controller` names its primary resource, the resources it owns (with the label every owned
+object carries, which narrows their informer) and the resources it watches (with the mapping from a
+changed object to the keys of the primaries to reconcile), and how to build its reconciler. The
+manager derives everything it starts from these declarations: one informer per (resource, label),
+shared between controllers, the event handlers, one work queue and its metrics per controller, and a
+:class:`Reader` per controller over exactly the informers that controller declared. A reconciler
+reads nothing else: reading an undeclared resource raises, so a cache that is read but never
+started cannot exist.
+
+Mirrors kubernetes-sigs/controller-runtime ``pkg/builder/controller.go`` (``For``, ``Owns``,
+``Watches`` with ``handler.EnqueueRequestsFromMapFunc``) and ``pkg/reconcile`` (``Reconciler``,
+``TerminalError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from api.kinds import Resource
+from trainer.kube.cache import Key, key_of
+
+__all__ = [
+    "Context",
+    "Controller",
+    "Key",
+    "MapFn",
+    "Owns",
+    "Reader",
+    "Reconcile",
+    "Store",
+    "TerminalError",
+    "UndeclaredRead",
+    "Watches",
+    "every_primary",
+]
+
+if TYPE_CHECKING:
+    from trainer.gang.base import GangScheduler
+    from trainer.kube.client import Kube
+    from trainer.kube.events import EventRecorder
+
+JSON = dict[str, Any]
+
+
+class Store(Protocol):
+    """A cache of one resource (an informer, or a test's table)."""
+
+    def get(self, namespace: str | None, name: str) -> JSON | None: ...
+
+    def items(self) -> list[JSON]: ...
+
+    def owned_by(self, uid: str) -> list[JSON]: ...
+
+
+class UndeclaredRead(KeyError):
+    """A reconciler read a resource its controller did not declare (a wiring bug, never retried)."""
+
+
+class Reader:
+    """What one controller may read: the caches of the resources it declared, by resource."""
+
+    def __init__(self, controller: str, stores: dict[Resource, Store]) -> None:
+        self.controller, self.stores = controller, stores
+
+    def _store(self, res: Resource) -> Store:
+        store = self.stores.get(res)
+        if store is None:
+            raise UndeclaredRead(
+                f"controller {self.controller!r} reads {res.kind} ({res.api_version}) but does not declare it: "
+                "add it to the controller's owns or watches"
+            )
+        return store
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> JSON | None:
+        """The cached object, or None. Raises :class:`UndeclaredRead` for an undeclared resource."""
+        return self._store(res).get(namespace, name)
+
+    def items(self, res: Resource) -> list[JSON]:
+        """Every cached object of ``res``. Raises :class:`UndeclaredRead` for an undeclared resource."""
+        return self._store(res).items()
+
+    def owned(self, res: Resource, uid: str) -> list[JSON]:
+        """Cached objects of ``res`` whose controller owner reference has ``uid``."""
+        return self._store(res).owned_by(uid)
+
+    def declares(self, res: Resource) -> bool:
+        """Whether the controller declared ``res``."""
+        return res in self.stores
+
+
+@dataclass(frozen=True)
+class Owns:
+    """Objects the controller creates, with a controller owner reference to the primary."""
+
+    resource: Resource
+    label: str | None = None
+    """A label key every owned object carries; the informer lists only objects that have it."""
+
+
+MapFn = Callable[[JSON, Reader], Iterable[Key]]
+"""``(changed object, reader) -> keys of the primaries to reconcile``."""
+
+
+@dataclass(frozen=True)
+class Watches:
+    """Objects the controller reads but does not own; a change maps to primaries to reconcile."""
+
+    resource: Resource
+    to_keys: MapFn
+
+
+class TerminalError(Exception):
+    """A reconcile failure that retrying cannot fix (e.g. a spec the operator cannot read): counted in
+    ``controller_runtime_terminal_reconcile_errors_total`` and not retried; the next change of the
+    object reconciles it again."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the manager hands a reconciler factory."""
+
+    kube: Kube
+    reader: Reader
+    events: EventRecorder
+    gang: GangScheduler
+
+
+Reconcile = Callable[[Key], Awaitable[float | None]]
+"""Reconcile one key; return seconds to requeue after (None: done); raise to retry with backoff, or
+:class:`TerminalError` not to."""
+
+
+@dataclass(frozen=True)
+class Controller:
+    """One controller: its primary resource, what it owns and watches, and its reconciler."""
+
+    name: str
+    """Lower-case name: the ``controller`` label of the metrics and logs, and the queue's name."""
+    for_: Resource
+    build: Callable[[Context], Reconcile]
+    owns: tuple[Owns, ...] = ()
+    watches: tuple[Watches, ...] = field(default_factory=tuple)
+
+    def sources(self) -> list[tuple[Resource, str | None]]:
+        """Every (resource, label) this controller caches, primary first."""
+        out: list[tuple[Resource, str | None]] = [(self.for_, None)]
+        out += [(o.resource, o.label) for o in self.owns]
+        out += [(w.resource, None) for w in self.watches]
+        resources = [r for r, _ in out]
+        dup = {r.kind for r in resources if resources.count(r) > 1}
+        if dup:
+            raise ValueError(f"controller {self.name!r} declares {', '.join(sorted(dup))} more than once")
+        return out
+
+
+def every_primary(primary: Resource) -> MapFn:
+    """A map function for a cluster-wide object that any primary may depend on (e.g. a Volcano Queue)."""
+
+    def to_keys(_obj: JSON, reader: Reader) -> Iterable[Key]:
+        return [key_of(o) for o in reader.items(primary)]
+
+    return to_keys

@@ -1,0 +1,262 @@
+"""The reconcile every kind shares: read -> validate -> managedBy -> derived info -> gang plan -> apply
+what differs -> one status write.
+
+A kind (TrainJob, MPIJob) subclasses :class:`Reconciler` and supplies only what differs: how to
+derive its info (:meth:`Reconciler.info`), its gang input, its desired children
+(:meth:`Reconciler.desired`), its conditions and how its status is spelled. Everything here is
+level-triggered and idempotent: objects are read from the controller's caches only, a child is
+written (server-side apply, field manager ``trainer``) only when :func:`trainer.diff.needs_apply`
+says it differs, and the status is patched only when it changed, so a second reconcile of a
+settled object writes nothing.
+
+A spec the operator cannot parse gets condition ``Failed`` once and raises
+:class:`~trainer.controller.TerminalError` (not retried). A child the apiserver refuses (422, 403)
+becomes a Warning event ``TrainJobResourcesCreationFailed`` on the job instead of a retry loop.
+Mirrors the flow of kubeflow/trainer ``pkg/controller/trainjob_controller.go`` and
+kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, Protocol, TypeVar, cast
+
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from api.base import Condition
+from api.kinds import JOBS, Resource, resource_of
+from trainer.builders.labels import FIELD_MANAGER
+from trainer.controller import Context, Key, TerminalError
+from trainer.diff import needs_apply, with_hash
+from trainer.gang.base import GangInput, GangPlan
+from trainer.kube.cache import key_of
+from trainer.kube.client import JSON, ApiError
+from trainer.kube.events import now_rfc3339
+from trainer.status import merge_conditions, transitions
+
+log = structlog.get_logger("trainer.reconciler")
+REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
+
+
+class Job(Protocol):
+    """What the skeleton needs of a parsed job model."""
+
+    @property
+    def managed_by_us(self) -> bool: ...
+
+
+J = TypeVar("J", bound=Job)
+I = TypeVar("I")  # noqa: E741 (the kind's derived info)
+
+
+@dataclass(frozen=True)
+class Once:
+    """An object created only when absent and never rewritten (an SSH key pair)."""
+
+    resource: Resource
+    namespace: str
+    name: str
+    make: Callable[[], JSON]
+
+
+@dataclass
+class Desired:
+    """What one reconcile writes, in this order: deletions, merge patches, created-once objects, then
+    objects applied where they differ from the cache."""
+
+    delete: list[tuple[Resource, str, str]] = field(default_factory=list)
+    patch: list[tuple[Resource, str, str, JSON]] = field(default_factory=list)
+    once: list[Once] = field(default_factory=list)
+    apply: list[JSON] = field(default_factory=list)
+
+
+@dataclass
+class Blocked:
+    """The job cannot be expanded now (e.g. its runtime is missing): write ``desired`` and, unless
+    None, these conditions; no children are built."""
+
+    conditions: list[Condition] | None
+    desired: Desired = field(default_factory=Desired)
+
+
+def first_error(e: ValidationError) -> str:
+    """``field.path: message`` of a validation error's first entry."""
+    err = e.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+
+
+class Reconciler(Generic[J, I]):
+    """Reconciles one object of ``resource`` per call. Raise to retry with backoff; return seconds to
+    requeue after; raise :class:`TerminalError` for what no retry can fix."""
+
+    resource: ClassVar[Resource]
+    model: ClassVar[type[BaseModel]]
+    warning_conditions: ClassVar[frozenset[str]]
+    """Condition types reported as Warning events when they turn True."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.kube, self.reader, self.events, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
+
+    # ----------------------------------------------------------------- what each kind supplies
+
+    def invalid(self, obj: JSON, message: str) -> list[Condition]:
+        """The conditions of a job whose spec cannot be parsed."""
+        raise NotImplementedError
+
+    def info(self, obj: JSON, job: J) -> I | Blocked:
+        """Everything derived from the job and what it depends on, computed once per reconcile."""
+        raise NotImplementedError
+
+    def gang_input(self, info: I) -> GangInput:
+        """The job's gang, for the gang scheduler module."""
+        raise NotImplementedError
+
+    def desired(self, info: I, plan: GangPlan) -> Desired:
+        """The writes the job needs now."""
+        raise NotImplementedError
+
+    def conditions(self, info: I, plan: GangPlan) -> list[Condition] | None:
+        """The conditions the job should carry (without timestamps); None: write no status."""
+        raise NotImplementedError
+
+    def status(self, obj: JSON, info: I | None, conditions: list[JSON] | None) -> JSON:
+        """The whole status to write for ``obj`` (``info`` None when the job could not be expanded):
+        every key it names is compared with the stored status and merge-patched (None deletes)."""
+        raise NotImplementedError
+
+    def requeue_after(self, info: I) -> float | None:
+        """Seconds after which to look again although nothing changed (e.g. a TTL), or None."""
+        return None
+
+    # ----------------------------------------------------------------- the skeleton
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Bring the children and status of the object ``key`` in line with its spec."""
+        obj = self.reader.get(self.resource, *key)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        try:
+            job = cast(J, self.model.model_validate(obj))
+        except ValidationError as e:
+            message = f"invalid {self.resource.kind}: {first_error(e)}"
+            await self.write_status(obj, None, self.invalid(obj, message))
+            raise TerminalError(message) from e
+        if not job.managed_by_us:
+            return None
+        info = self.info(obj, job)
+        if isinstance(info, Blocked):
+            await self.write(obj, info.desired)
+            if info.conditions is not None:
+                await self.write_status(obj, None, info.conditions)
+            return None
+        plan = self.gang.plan(self.gang_input(info), self.reader)
+        await self.write(obj, self.desired(info, plan))
+        conditions = self.conditions(info, plan)
+        if conditions is not None:
+            await self.write_status(obj, info, conditions)
+        return self.requeue_after(info)
+
+    async def write(self, owner: JSON, desired: Desired) -> None:
+        """Carry out ``desired`` against the caches: only what is missing or differs is written."""
+        for res, ns, name in desired.delete:
+            if await self.kube.delete(res, ns, name):
+                log.info("deleted", kind=res.kind, name=name)
+        for res, ns, name, patch in desired.patch:
+            await self.kube.merge_patch(res, ns, name, patch)
+        for once in desired.once:
+            if self.reader.get(once.resource, once.namespace, once.name) is None:
+                await self.apply(owner, once.make(), None)
+        for obj in desired.apply:
+            existing = self.reader.get(resource_of(obj), *key_of(obj))
+            if obj["kind"] == JOBS.kind:
+                await self.apply_job(owner, obj, existing)
+            else:
+                await self.apply(owner, obj, existing)
+
+    async def write_status(self, obj: JSON, info: I | None, desired: list[Condition]) -> None:
+        """Merge ``desired`` into the conditions (transition times kept unless a status changes), record
+        an event per transition, then patch the status once, only if it changed."""
+        old = obj.get("status") or {}
+        current = [Condition.model_validate(c) for c in old.get("conditions") or []]
+        generation = (obj.get("metadata") or {}).get("generation")
+        merged = merge_conditions(current, desired, now_rfc3339(), generation)
+        new = self.status(obj, info, [c.to_dict() for c in merged] or None)
+        if {k: old.get(k) for k in new} == new:
+            return
+        # Events first: whoever sees the new condition finds its event too.
+        for cond in transitions(current, merged):
+            warning = cond.type in self.warning_conditions and cond.status == "True"
+            await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+        meta = obj["metadata"]
+        await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
+
+    # ----------------------------------------------------------------- writing children
+
+    async def _refused(self, owner: JSON, desired: JSON, e: ApiError) -> None:
+        await self.events.emit(
+            owner, "Warning", REASON_CREATION_FAILED, f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
+        )
+
+    async def _created(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
+        log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
+        if existing is None:
+            await self.events.emit(
+                owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
+            )
+
+    async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
+        """Server-side apply ``desired`` unless ``existing`` already matches it. A refusal (422, 403)
+        becomes a Warning event on ``owner``, not a retry; other errors raise."""
+        desired = with_hash(desired)
+        if not needs_apply(desired, existing):
+            return
+        try:
+            await self.kube.apply(desired, FIELD_MANAGER)
+        except ApiError as e:
+            if e.namespace_terminating:
+                return
+            if e.invalid or e.status == 403:
+                await self._refused(owner, desired, e)
+                return
+            raise
+        await self._created(owner, desired, existing)
+
+    async def apply_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
+        """Apply one Job. A suspended Job whose Pod template cannot be changed in place (Kubernetes
+        allows only scheduling directives, and only before the Job first starts) has its startTime
+        cleared, and if that is not enough it is deleted to be recreated by the next reconcile: it
+        has no Pods, so nothing is lost."""
+        desired = with_hash(desired)
+        if not needs_apply(desired, existing):
+            return
+        try:
+            await self.kube.apply(desired, FIELD_MANAGER)
+        except ApiError as e:
+            if e.namespace_terminating:
+                return
+            if not e.invalid:
+                raise
+            if existing is not None and (existing.get("spec") or {}).get("suspend") and desired["spec"]["suspend"]:
+                if (existing.get("status") or {}).get("startTime"):
+                    await self.kube.patch_status(JOBS, *key_of(desired), {"startTime": None})
+                    try:
+                        await self.kube.apply(desired, FIELD_MANAGER)
+                        return
+                    except ApiError as again:
+                        if not again.invalid:
+                            raise
+                if int((existing.get("status") or {}).get("active") or 0) == 0:
+                    log.info("recreating suspended job", name=desired["metadata"]["name"], why=e.message)
+                    await self.kube.delete(JOBS, *key_of(desired))
+                    await self.events.emit(
+                        owner,
+                        "Normal",
+                        "RecreatingJob",
+                        f"Recreating suspended Job {desired['metadata']['name']} to apply the changed Pod template",
+                    )
+                    return
+            await self._refused(owner, desired, e)
+            return
+        await self._created(owner, desired, existing)
