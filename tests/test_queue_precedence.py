@@ -1,0 +1,117 @@
+"""One queue rule: admission, both reconcilers, the gang plan and the SDK name the same queue, whatever
+mix of Kueue label, Volcano annotation, runtime default and MPIJob schedulingPolicy a job carries."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, MPIJOBS, TRAINJOBS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
+from api.kubeflow_v2beta1 import MPIJob
+from api.trainer_v1alpha1 import TrainJob
+from tests.conftest import load_sample
+from tests.kube_double import RecordingKube, reader
+from trainer import gang
+from trainer.client.types import queue_of
+from trainer.controller import Context
+from trainer.controllers.mpijob import MPIJobReconciler
+from trainer.controllers.reconciler import Blocked
+from trainer.controllers.trainjob import TrainJobReconciler
+from trainer.kube.events import EventRecorder
+from trainer.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.webhook import rules
+
+JSON = dict[str, Any]
+names = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
+
+
+def with_queues(obj: JSON, label: str | None, annotation: str | None) -> JSON:
+    obj = copy.deepcopy(obj)
+    meta = obj.setdefault("metadata", {})
+    meta.update({"namespace": "ns", "uid": "u"})
+    if label:
+        meta.setdefault("labels", {})[KUEUE_QUEUE_LABEL] = label
+    if annotation:
+        meta.setdefault("annotations", {})[VOLCANO_QUEUE_ANNOTATION] = annotation
+    return obj
+
+
+def queues(*names: str) -> list[JSON]:
+    return [{"metadata": {"name": n}, "spec": {}, "status": {"state": "Open"}} for n in names]
+
+
+def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
+    kube = RecordingKube()
+    tables = {JOBS: [], VOLCANO_QUEUES: queues("a", "b", "c", "default"), VOLCANO_PODGROUPS: [], **tables}
+    return Context(kube, reader(tables), EventRecorder(kube), gang.get(scheduler))  # type: ignore[arg-type]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    label=names,
+    annotation=names,
+    runtime_default=names,
+    scheduler=st.sampled_from(sorted(gang.SCHEDULERS)),
+)
+def test_admission_and_the_trainjob_reconciler_name_the_same_queue(
+    label: str | None, annotation: str | None, runtime_default: str | None, scheduler: str
+) -> None:
+    runtime = load_sample("torch-distributed.yaml")
+    if runtime_default:
+        runtime["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[
+            VOLCANO_QUEUE_ANNOTATION
+        ] = runtime_default
+    obj = with_queues(load_sample("trainjob.yaml"), label, annotation)
+    facts = rules.AdmissionFacts(
+        runtime=lambda kind, name, ns: runtime,
+        active_pods=lambda kind, ns, name: 0,
+        volcano_queues=lambda: queues("a", "b", "c"),
+        local_queue_exists=lambda ns, name: True,
+        gang=scheduler,
+    )
+    admitted = rules.admission_queue(obj, facts)
+
+    ctx = context(scheduler, {TRAINJOBS: [obj], CLUSTER_TRAINING_RUNTIMES: [runtime]})
+    info = TrainJobReconciler(ctx).info(obj, TrainJob.model_validate(obj))
+    assert not isinstance(info, Blocked)
+    assert info.queue == admitted
+    if scheduler == "volcano":
+        plan = ctx.gang.plan(info.gang_input(), ctx.reader)
+        if plan.apply:
+            carried = admitted.name if admitted.scheduler in ("volcano", "") and admitted.name else "default"
+            assert plan.apply[0]["spec"]["queue"] == carried
+    # The SDK, which does not know the runtime or the flag, agrees whenever the job itself names a queue.
+    if label or annotation:
+        assert queue_of(TrainJob.model_validate(obj), scheduler) == admitted.name
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    label=names,
+    annotation=names,
+    policy=names,
+    scheduler=st.sampled_from(sorted(set(gang.SCHEDULERS) - {"kueue"})),
+)
+def test_admission_and_the_mpijob_reconciler_name_the_same_queue(
+    label: str | None, annotation: str | None, policy: str | None, scheduler: str
+) -> None:
+    obj = with_queues(load_sample("mpijob.yaml"), label, annotation)
+    if policy:
+        obj["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {"queue": policy}
+    facts = rules.AdmissionFacts(
+        runtime=lambda kind, name, ns: None,
+        active_pods=lambda kind, ns, name: 0,
+        volcano_queues=lambda: queues("a", "b", "c"),
+        local_queue_exists=lambda ns, name: True,
+        gang=scheduler,
+    )
+    admitted = rules.admission_queue(obj, facts)
+    info = MPIJobReconciler(context(scheduler, {MPIJOBS: [obj]})).info(obj, MPIJob.model_validate(obj))
+    assert not isinstance(info, Blocked)
+    assert info.queue == admitted == resolve_queue(obj, scheduler)
+    assert admitted.name == (
+        policy or (label if scheduler != "volcano" or not annotation else annotation) or annotation
+    )

@@ -1,0 +1,189 @@
+"""The reconcilers over a recording double of the project's ``Kube`` (tests/kube_double.py), wired by
+the real :class:`~trainer.manager.Manager` from the controllers' declarations.
+
+For every sample (torch TrainJob, TrainJob on the mpi runtime, MPIJob) and every gang scheduler: a
+reconcile of a settled object writes nothing (no apply, no status patch, no event), at each stage of
+the job's life; the SSH Secret is written exactly once; every informer a reconciler can read is
+started, and reading an undeclared resource fails loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from api.kinds import (
+    JOBS,
+    MPIJOBS,
+    SECRETS,
+    TRAINJOBS,
+    VOLCANO_PODGROUPS,
+    VOLCANO_QUEUES,
+    Resource,
+)
+from tests.conftest import load_sample
+from tests.kube_double import RecordingKube
+from trainer import gang
+from trainer.controller import Controller, Owns, UndeclaredRead
+from trainer.controllers.trainjob import TrainJobReconciler
+from trainer.kube.cache import key_of
+from trainer.manager import Manager, Settings
+
+JSON = dict[str, Any]
+SAMPLES = {
+    "torch": ("trainjob", TRAINJOBS, ["torch-distributed.yaml", "trainjob.yaml"]),
+    "deepspeed-mpi": ("trainjob", TRAINJOBS, ["deepspeed-distributed.yaml", "trainjob-deepspeed.yaml"]),
+    "mpijob": ("mpijob", MPIJOBS, ["mpijob.yaml"]),
+}
+VOLCANO_DEFAULT_QUEUE = {
+    "apiVersion": VOLCANO_QUEUES.api_version,
+    "kind": VOLCANO_QUEUES.kind,
+    "metadata": {"name": "default"},
+    "spec": {"weight": 1},
+    "status": {"state": "Open"},
+}
+CASES = [(s, g) for s in SAMPLES for g in sorted(gang.SCHEDULERS)]
+
+
+class World:
+    """A manager on the recording double, with one sample stored."""
+
+    def __init__(self, sample: str, scheduler: str) -> None:
+        self.controller, self.resource, files = SAMPLES[sample]
+        self.kube = RecordingKube()
+        self.manager = Manager(self.kube, Settings(gang_scheduler_name=scheduler))  # type: ignore[arg-type]
+        self.kube.connect(self.manager.informers)
+        self.key = ("", "")
+        self.kube.put({**VOLCANO_DEFAULT_QUEUE})
+        for f in files:
+            stored = self.kube.put(load_sample(f))
+            if stored["kind"] in (TRAINJOBS.kind, MPIJOBS.kind):
+                self.key = key_of(stored)
+
+    async def reconcile(self) -> int:
+        """One reconcile of the sample; returns how many writes it made."""
+        before = len(self.kube.writes)
+        await self.manager.reconcilers[self.controller](self.key)
+        return len(self.kube.writes) - before
+
+    async def settle(self) -> None:
+        """Reconcile until a reconcile writes nothing (at most 6 rounds)."""
+        for _ in range(6):
+            if await self.reconcile() == 0:
+                return
+        raise AssertionError(f"never settled; last writes: {self.kube.writes[-5:]}")
+
+    def jobs(self) -> list[JSON]:
+        return [o for (res, _), o in self.kube.objects.items() if res == JOBS]
+
+    def set_status(self, res: Resource, obj: JSON, status: JSON) -> None:
+        """Another controller (the Job controller, Volcano) writes a status."""
+        new = copy.deepcopy(obj)
+        new["status"] = {**(new.get("status") or {}), **status}
+        self.kube.put(new)
+
+
+@pytest.mark.parametrize(("sample", "scheduler"), CASES)
+async def test_a_settled_object_is_not_written_again_at_any_stage(sample: str, scheduler: str) -> None:
+    w = World(sample, scheduler)
+    await w.settle()
+    assert w.kube.count("patch_status", w.resource.kind) >= 1, "the first reconciles write a status"
+    assert await w.reconcile() == 0
+
+    pod_group = w.kube.objects.get((VOLCANO_PODGROUPS, w.key))
+    if pod_group is not None:  # Volcano admits the gang
+        w.set_status(VOLCANO_PODGROUPS, pod_group, {"phase": "Running"})
+        await w.settle()
+        assert await w.reconcile() == 0
+    assert w.jobs(), "children were created"
+    assert all(not j["spec"].get("suspend") for j in w.jobs()), "released"
+
+    for job in w.jobs():  # every pod ready
+        n = int(job["spec"].get("parallelism") or 1)
+        w.set_status(JOBS, job, {"active": n, "ready": n})
+    await w.settle()
+    assert await w.reconcile() == 0
+
+    for job in w.jobs():  # every Job complete
+        n = int(job["spec"].get("parallelism") or 1)
+        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": n, "conditions": [_complete()]})
+    await w.settle()
+    assert await w.reconcile() == 0
+    status = w.kube.objects[(w.resource, w.key)]["status"]
+    done = "Succeeded" if w.resource == MPIJOBS else "Complete"
+    assert any(c["type"] == done and c["status"] == "True" for c in status["conditions"]), status
+
+
+def _complete() -> JSON:
+    return {"type": "Complete", "status": "True", "reason": "CompletionsReached"}
+
+
+@pytest.mark.parametrize("sample", ["deepspeed-mpi", "mpijob"])
+@pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
+async def test_the_ssh_secret_is_written_exactly_once(sample: str, scheduler: str) -> None:
+    w = World(sample, scheduler)
+    await w.settle()
+    for i in range(5):  # five changes of the job, each reconciled
+        obj = copy.deepcopy(w.kube.objects[(w.resource, w.key)])
+        obj["metadata"].setdefault("annotations", {})["touch"] = str(i)
+        w.kube.put(obj)
+        await w.settle()
+    secrets = [o for (res, _), o in w.kube.objects.items() if res == SECRETS]
+    assert len(secrets) == 1 and w.kube.count("apply", SECRETS.kind) == 1
+    assert w.kube.count("apply", "ConfigMap") == 1, "the hostfile is written once"
+
+
+@pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
+def test_every_informer_a_reconciler_can_read_is_started(scheduler: str) -> None:
+    manager = Manager(RecordingKube(), Settings(gang_scheduler_name=scheduler))  # type: ignore[arg-type]
+    started = {id(i) for i in manager.informers}
+    for name, reader in manager.readers.items():
+        for res, store in reader.stores.items():
+            assert id(store) in started, f"{name} reads {res.kind} from an informer that is never started"
+    declared = {(r, label) for c in manager.controllers for r, label in c.sources()}
+    assert {(i.res, i.label_selector) for i in manager.informers} == declared
+
+
+async def test_reading_an_undeclared_resource_fails_loudly() -> None:
+    kube = RecordingKube()
+    bare = Controller("trainjob", TRAINJOBS, lambda ctx: TrainJobReconciler(ctx).reconcile, owns=(Owns(JOBS),))
+    manager = Manager(kube, Settings(), controllers=[bare])  # type: ignore[arg-type]
+    kube.connect(manager.informers)
+    tj = kube.put(load_sample("trainjob.yaml"))
+    with pytest.raises(UndeclaredRead, match="ClusterTrainingRuntime"):
+        await manager.reconcilers["trainjob"](key_of(tj))
+
+
+async def test_a_spec_the_operator_cannot_read_is_failed_once_and_not_retried() -> None:
+    w = World("torch", "none")
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    obj["spec"]["trainer"] = {"numNodes": "many"}
+    w.kube.put(obj)
+    from trainer.controller import TerminalError
+
+    with pytest.raises(TerminalError, match="numNodes"):
+        await w.reconcile()
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [("Failed", "ResourcesCreationFailed")]
+    assert "spec.trainer.numNodes" in status["conditions"][0]["message"]
+    writes = len(w.kube.writes)
+    with pytest.raises(TerminalError):
+        await w.reconcile()
+    assert len(w.kube.writes) == writes, "the same refusal is not written again"
+
+    # The worker counts it as terminal and does not requeue it.
+    queue = w.manager.queues["trainjob"]
+    worker = asyncio.create_task(w.manager._worker("trainjob"))
+    queue.add(w.key)
+    metrics = w.manager.metrics
+    for _ in range(100):
+        if metrics.terminal_errors.labels("trainjob")._value.get() == 1:
+            break
+        await asyncio.sleep(0.01)
+    worker.cancel()
+    assert metrics.terminal_errors.labels("trainjob")._value.get() == 1
+    assert metrics.reconcile_errors.labels("trainjob")._value.get() == 1
+    assert queue.failures(w.key) == 0 and len(queue) == 0, "not retried"
