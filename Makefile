@@ -40,7 +40,7 @@ demo: venv binaries
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy api trainer tests e2e
+	$(VENV)/bin/mypy api trainer tests e2e bench
 
 unit: venv
 	$(PY) -m pytest tests -q

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -97,3 +98,25 @@ class Client:
             return tj if c and c.get("status") == status else None
 
         return await wait_for(probe, f"TrainJob {ns}/{name} condition {type_}={status}", timeout)
+
+
+def log_events(path: Path, offset: int = 0) -> list[JSON]:
+    """The JSON log lines of an operator from byte ``offset``."""
+    if not path.exists():
+        return []
+    with path.open("rb") as f:
+        f.seek(offset)
+        lines = f.read().decode(errors="replace").splitlines()
+    out = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
+def size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0

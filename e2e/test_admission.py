@@ -6,13 +6,13 @@ the Volcano queue rules apply."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
+from e2e.cluster.cluster import free_ports
 from e2e.conftest import Operator
 from e2e.helpers import Client, wait_for
 from e2e.test_gang_volcano import make_queue
@@ -25,13 +25,7 @@ pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-PORT = _free_port()
+(PORT,) = free_ports(1)
 GANG_SCHEDULER = "volcano"
 OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
 

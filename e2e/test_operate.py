@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.kinds import LEASES, MPIJOBS
 from e2e.cluster.cluster import free_ports
 from e2e.conftest import ExternalCluster, Operator
-from e2e.helpers import ROOT, Client, condition, wait_for
+from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
 from e2e.image import Dockerfile, build_locally
 from e2e.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from e2e.test_mpijob import mpijob
@@ -55,28 +55,6 @@ HANDOVER: dict[str, float] = {}
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def log_events(path: Path, offset: int = 0) -> list[JSON]:
-    """The JSON log lines of an operator from byte ``offset``."""
-    if not path.exists():
-        return []
-    with path.open("rb") as f:
-        f.seek(offset)
-        lines = f.read().decode(errors="replace").splitlines()
-    out = []
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
-
-
-def size(path: Path) -> int:
-    return path.stat().st_size if path.exists() else 0
 
 
 async def identity(path: Path, offset: int = 0) -> str:

@@ -4,12 +4,15 @@ Succeeded after the delay their annotations ask for."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+import yaml
 
-from api.kinds import JOBS, PODS, SERVICES, TRAINJOBS
-from e2e.helpers import ROOT, Client, condition, wait_for
+from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
+from e2e.conftest import Operator
+from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
@@ -300,3 +303,30 @@ async def test_without_a_gang_scheduler_a_volcano_queue_is_reported_not_silently
     assert "schedulerName 'volcano'" in cond["message"]
     events = await client.events(ns, "seed")
     assert any(e["type"] == "Warning" and e["reason"] == "QueueIgnored" for e in events)
+
+
+async def test_a_trainjob_on_an_mpi_runtime_keeps_one_ssh_secret_and_one_hostfile(
+    client: Client, ns: str, operator: Operator
+) -> None:
+    """A new key pair under running pods would break every ssh between launcher and nodes: the Secret
+    (and the hostfile) are written once, whatever reconciles follow."""
+    await client.apply_file(ROOT / "config" / "samples" / "deepspeed-distributed.yaml")
+    tj = yaml.safe_load((ROOT / "config" / "samples" / "trainjob-deepspeed.yaml").read_text())
+    tj["spec"]["annotations"] = RUN_FOR  # the pods keep running
+    await client.apply(tj, ns)
+    name = tj["metadata"]["name"]
+    await client.wait_condition(ns, name, "Running", timeout=90)
+    secret = await client.kube.get(SECRETS, ns, f"{name}-mpi-ssh-auth")
+    hostfile = await client.kube.get(CONFIGMAPS, ns, f"{name}-mpi-hostfile")
+    start = size(operator.log_path)
+    for i in range(5):  # each change of the TrainJob is a watch event, hence a reconcile
+        await client.kube.merge_patch(TRAINJOBS, ns, name, {"metadata": {"annotations": {"touched": str(i)}}})
+        await asyncio.sleep(1)
+    again = await client.kube.get(SECRETS, ns, f"{name}-mpi-ssh-auth")
+    assert again["data"] == secret["data"]
+    assert again["metadata"]["resourceVersion"] == secret["metadata"]["resourceVersion"]
+    assert (await client.kube.get(CONFIGMAPS, ns, f"{name}-mpi-hostfile"))["metadata"]["resourceVersion"] == (
+        hostfile["metadata"]["resourceVersion"]
+    )
+    writes = [e for e in log_events(operator.log_path, start) if e.get("event") == "applied"]
+    assert writes == [], f"reconciles of a settled TrainJob wrote: {writes}"

@@ -13,10 +13,9 @@ from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info, multi_step_runtime
 from tests.kube_double import reader
 from trainer import gang
-from trainer.builders.gang import decorate, gang_conditions
 from trainer.builders.jobs import build_children
 from trainer.controller import Reader
-from trainer.gang.base import GangInput, PodSet
+from trainer.gang.base import GangInput, PodSet, decorate, gang_conditions
 from trainer.gang.coscheduling import POD_GROUP_LABEL
 from trainer.queues import resolve_queue
 from trainer.resources import parse_quantity, pod_requests

@@ -96,7 +96,7 @@ OPERATOR: list[Rule] = [
     Rule(SERVICES, (*WATCH, *APPLY), "informers; the headless Service"),
     Rule(CONFIGMAPS, (*WATCH, *APPLY), "informers; MPI hostfile ConfigMaps"),
     Rule(SECRETS, (*WATCH, *APPLY), "informers (children only, by label); MPI SSH key Secrets"),
-    Rule(SECRETS, ("get", "update"), "the webhook's certificate Secret: read, rotate (webhook/server.py)"),
+    Rule(SECRETS, ("get", "update"), "the webhook's certificate Secret: read, rotate (webhook/tls.py)"),
     Rule(VALIDATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
     Rule(MUTATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
     Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from api.base import Condition
-from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
+from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import COND_FAILED, JobCondition, MPIJob
-from trainer.builders.gang import decorate, gang_conditions
 from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
 from trainer.builders.mpijob import (
     JOB_NAME_LABEL,
@@ -28,9 +27,9 @@ from trainer.builders.mpijob import (
     validate,
     worker_replicas,
 )
-from trainer.controller import Context, Controller, Owns, Reconcile, Watches, every_primary
-from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler
-from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet
+from trainer.controller import Controller
+from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, declare
+from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
 from trainer.kube.events import now_rfc3339
@@ -202,17 +201,4 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
 
 def controller(gang: GangScheduler) -> Controller:
     """The MPIJob controller's declaration under gang scheduler ``gang``."""
-
-    def build(ctx: Context) -> Reconcile:
-        return MPIJobReconciler(ctx).reconcile
-
-    return Controller(
-        name="mpijob",
-        for_=MPIJOBS,
-        build=build,
-        owns=(
-            *(Owns(r, JOB_NAME_LABEL) for r in (JOBS, SERVICES, CONFIGMAPS, SECRETS)),
-            *(Owns(r) for r in gang.owns),
-        ),
-        watches=tuple(Watches(r, every_primary(MPIJOBS)) for r in gang.watches),
-    )
+    return declare("mpijob", MPIJobReconciler, JOB_NAME_LABEL, gang)

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import structlog
 from pydantic import BaseModel, ValidationError
 
 from api.base import Condition
-from api.kinds import JOBS, Resource, resource_of
+from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, Resource, resource_of
 from trainer.builders.labels import FIELD_MANAGER
-from trainer.controller import Context, Key, TerminalError
+from trainer.controller import Context, Controller, Key, Owns, Reconcile, TerminalError, Watches, every_primary
 from trainer.diff import needs_apply, with_hash
-from trainer.gang.base import GangInput, GangPlan
+from trainer.gang.base import GangInput, GangPlan, GangScheduler
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.events import now_rfc3339
@@ -169,11 +169,7 @@ class Reconciler(Generic[J, I]):
             if self.reader.get(once.resource, once.namespace, once.name) is None:
                 await self.apply(owner, once.make(), None)
         for obj in desired.apply:
-            existing = self.reader.get(resource_of(obj), *key_of(obj))
-            if obj["kind"] == JOBS.kind:
-                await self.apply_job(owner, obj, existing)
-            else:
-                await self.apply(owner, obj, existing)
+            await self.apply(owner, obj, self.reader.get(resource_of(obj), *key_of(obj)))
 
     async def write_status(self, obj: JSON, info: I | None, desired: list[Condition]) -> None:
         """Merge ``desired`` into the conditions (transition times kept unless a status changes), record
@@ -208,7 +204,8 @@ class Reconciler(Generic[J, I]):
 
     async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
         """Server-side apply ``desired`` unless ``existing`` already matches it. A refusal (422, 403)
-        becomes a Warning event on ``owner``, not a retry; other errors raise."""
+        becomes a Warning event on ``owner``, not a retry; other errors raise. A suspended Job whose
+        Pod template cannot be changed in place is mended by :meth:`_mend_suspended_job`."""
         desired = with_hash(desired)
         if not needs_apply(desired, existing):
             return
@@ -216,6 +213,8 @@ class Reconciler(Generic[J, I]):
             await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
             if e.namespace_terminating:
+                return
+            if e.invalid and desired["kind"] == JOBS.kind and await self._mend_suspended_job(owner, desired, existing):
                 return
             if e.invalid or e.status == 403:
                 await self._refused(owner, desired, e)
@@ -223,40 +222,57 @@ class Reconciler(Generic[J, I]):
             raise
         await self._created(owner, desired, existing)
 
-    async def apply_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
-        """Apply one Job. A suspended Job whose Pod template cannot be changed in place (Kubernetes
-        allows only scheduling directives, and only before the Job first starts) has its startTime
-        cleared, and if that is not enough it is deleted to be recreated by the next reconcile: it
-        has no Pods, so nothing is lost."""
-        desired = with_hash(desired)
-        if not needs_apply(desired, existing):
-            return
-        try:
-            await self.kube.apply(desired, FIELD_MANAGER)
-        except ApiError as e:
-            if e.namespace_terminating:
-                return
-            if not e.invalid:
-                raise
-            if existing is not None and (existing.get("spec") or {}).get("suspend") and desired["spec"]["suspend"]:
-                if (existing.get("status") or {}).get("startTime"):
-                    await self.kube.patch_status(JOBS, *key_of(desired), {"startTime": None})
-                    try:
-                        await self.kube.apply(desired, FIELD_MANAGER)
-                        return
-                    except ApiError as again:
-                        if not again.invalid:
-                            raise
-                if int((existing.get("status") or {}).get("active") or 0) == 0:
-                    log.info("recreating suspended job", name=desired["metadata"]["name"], why=e.message)
-                    await self.kube.delete(JOBS, *key_of(desired))
-                    await self.events.emit(
-                        owner,
-                        "Normal",
-                        "RecreatingJob",
-                        f"Recreating suspended Job {desired['metadata']['name']} to apply the changed Pod template",
-                    )
-                    return
-            await self._refused(owner, desired, e)
-            return
-        await self._created(owner, desired, existing)
+    async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
+        """Kubernetes lets a suspended Job's Pod template change only in its scheduling directives, and
+        only before the Job first started: clear its startTime and apply again; if that is not enough,
+        delete it to be recreated by the next reconcile (it has no Pods, so nothing is lost). True when
+        mended; raises what a retried apply raises unless it is a refusal."""
+        if existing is None or not (existing.get("spec") or {}).get("suspend") or not desired["spec"]["suspend"]:
+            return False
+        if (existing.get("status") or {}).get("startTime"):
+            await self.kube.patch_status(JOBS, *key_of(desired), {"startTime": None})
+            try:
+                await self.kube.apply(desired, FIELD_MANAGER)
+                return True
+            except ApiError as again:
+                if not again.invalid:
+                    raise
+        if int((existing.get("status") or {}).get("active") or 0) > 0:
+            return False
+        log.info("recreating suspended job", name=desired["metadata"]["name"])
+        await self.kube.delete(JOBS, *key_of(desired))
+        await self.events.emit(
+            owner,
+            "Normal",
+            "RecreatingJob",
+            f"Recreating suspended Job {desired['metadata']['name']} to apply the changed Pod template",
+        )
+        return True
+
+
+def declare(
+    name: str,
+    reconciler: type[Reconciler[Any, Any]],
+    child_label: str,
+    gang: GangScheduler,
+    watches: tuple[Watches, ...] = (),
+) -> Controller:
+    """A job controller's declaration: its primary is ``reconciler.resource``; it owns its Jobs,
+    Services, ConfigMaps and Secrets (each carrying ``child_label``) and the gang scheduler's objects
+    (PodGroups); it watches ``watches`` and the gang scheduler's cluster-wide objects (Volcano Queues),
+    each mapped to every job."""
+    primary = reconciler.resource
+
+    def build(ctx: Context) -> Reconcile:
+        return reconciler(ctx).reconcile
+
+    return Controller(
+        name=name,
+        for_=primary,
+        build=build,
+        owns=(
+            *(Owns(r, child_label) for r in (JOBS, SERVICES, CONFIGMAPS, SECRETS)),
+            *(Owns(r) for r in gang.owns),
+        ),
+        watches=(*watches, *(Watches(r, every_primary(primary)) for r in gang.watches)),
+    )

@@ -19,10 +19,8 @@ from pydantic import ValidationError
 from api.base import Condition
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
-    CONFIGMAPS,
     JOBS,
     SECRETS,
-    SERVICES,
     TRAINING_RUNTIMES,
     TRAINJOBS,
 )
@@ -35,13 +33,12 @@ from api.trainer_v1alpha1 import (
     runtime_from_dict,
 )
 from trainer.builders import trainjob_mpi
-from trainer.builders.gang import decorate, gang_conditions
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
-from trainer.controller import Context, Controller, Key, Owns, Reader, Reconcile, Watches, every_primary
-from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, first_error
-from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler
+from trainer.controller import Controller, Key, Reader, Watches
+from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, declare, first_error
+from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, decorate, gang_conditions
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
 from trainer.runtime_info import RuntimeInfo, runtime_info, runtime_ref
@@ -140,22 +137,10 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
 
 
 def controller(gang: GangScheduler) -> Controller:
-    """The TrainJob controller's declaration under gang scheduler ``gang``."""
-
-    def build(ctx: Context) -> Reconcile:
-        return TrainJobReconciler(ctx).reconcile
-
-    return Controller(
-        name="trainjob",
-        for_=TRAINJOBS,
-        build=build,
-        owns=(
-            *(Owns(r, JOBSET_NAME) for r in (JOBS, SERVICES, CONFIGMAPS, SECRETS)),
-            *(Owns(r) for r in gang.owns),
-        ),
-        watches=(
-            Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
-            Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
-            *(Watches(r, every_primary(TRAINJOBS)) for r in gang.watches),
-        ),
+    """The TrainJob controller's declaration under gang scheduler ``gang``: also watches the
+    (Cluster)TrainingRuntimes, each mapped to the TrainJobs that reference it."""
+    runtimes = (
+        Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
+        Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
     )
+    return declare("trainjob", TrainJobReconciler, JOBSET_NAME, gang, runtimes)

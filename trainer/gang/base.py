@@ -1,5 +1,7 @@
 """What every gang scheduler module shares: its interface, its inputs and its plan.
 
+:func:`decorate` and :func:`gang_conditions` apply a plan to a job's desired Jobs and conditions.
+
 A gang scheduler module is pure: ``plan(GangInput, Facts) -> GangPlan``. The reconciler builds the
 input from the job's derived data (TrainJob runtime info or MPIJob), passes its cache
 :class:`~trainer.controller.Reader` as ``Facts``, then
@@ -10,6 +12,7 @@ itself in :mod:`trainer.gang`; the reconcilers do not change.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -17,7 +20,7 @@ from typing import Any, ClassVar, Protocol
 
 from api.base import Condition
 from api.kinds import Resource
-from trainer.builders.labels import owner_reference
+from trainer.builders.labels import REPLICATED_JOB_NAME, owner_reference
 from trainer.queues import NO_QUEUE, QueueChoice
 from trainer.resources import ResourceList, format_quantity, pod_requests
 
@@ -223,3 +226,44 @@ def reports_only(job: GangInput, carried_by: set[str], flag: str) -> GangPlan:
 def pod_group_metadata(job: GangInput) -> JSON:
     """Metadata of the job's PodGroup: named after the job, in its namespace, owned by it."""
     return {"name": job.name, "namespace": job.namespace, "ownerReferences": [owner_reference(job.owner)]}
+
+
+# ----------------------------------------------------------------------------- applying a plan
+
+
+def decorate(
+    jobs: list[JSON], plan: GangPlan, skip: frozenset[str] | set[str], set_label: str = REPLICATED_JOB_NAME
+) -> list[JSON]:
+    """Copies of ``jobs`` whose pod templates carry the plan's schedulerName (where unset), labels
+    and annotations. A Job's pod set is named by its label ``set_label``; Jobs of sets in ``skip``
+    (not in the gang) are left as they are."""
+    out = []
+    for job in jobs:
+        rjob = job["metadata"]["labels"].get(set_label, "")
+        if rjob in skip:
+            out.append(job)
+            continue
+        job = copy.deepcopy(job)
+        pod = job["spec"]["template"]
+        meta = pod.setdefault("metadata", {})
+        if plan.pod_labels:
+            meta["labels"] = {**(meta.get("labels") or {}), **plan.pod_labels}
+        extra = {**plan.pod_annotations.get("*", {}), **plan.pod_annotations.get(rjob, {})}
+        if extra:
+            meta["annotations"] = {**(meta.get("annotations") or {}), **extra}
+        spec = pod.setdefault("spec", {})
+        if plan.scheduler_name and not spec.get("schedulerName"):
+            spec["schedulerName"] = plan.scheduler_name
+        out.append(job)
+    return out
+
+
+def gang_conditions(plan: GangPlan) -> list[Condition]:
+    """The plan's conditions, with every ``Misconfigured`` problem folded into one condition (reason of
+    the first, messages of all)."""
+    problems = [c for c in plan.conditions if c.type == COND_MISCONFIGURED]
+    others = [c for c in plan.conditions if c.type != COND_MISCONFIGURED]
+    if not problems:
+        return others
+    merged = problems[0].model_copy(update={"message": "; ".join(dict.fromkeys(p.message for p in problems))})
+    return [merged, *others]

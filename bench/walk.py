@@ -1,0 +1,110 @@
+"""How far one plain torch TrainJob travels through the code: from its watch event to the Job create
+and the status write, which project files run and how deep the project's frames nest.
+
+``python -m bench.walk`` runs the real manager, informer, queue, worker and reconciler on the
+recording double of ``Kube`` (tests/kube_double.py; no cluster, no network), with a profiler that
+notes every project function entered, and prints the files in the order first entered and the
+deepest chain of project frames. Test and bench modules are not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from tests.kube_double import RecordingKube
+from trainer.main import configure_logging
+from trainer.manager import Manager, Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "config" / "samples"
+COUNTED = ("trainer/", "api/")
+
+
+def _project_file(frame: FrameType) -> str | None:
+    path = Path(frame.f_code.co_filename)
+    try:
+        rel = path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    return rel if rel.startswith(COUNTED) else None
+
+
+async def walk() -> tuple[list[str], dict[str, list[str]]]:
+    """(project files in the order first entered, the project frames on the stack at each step:
+    the watch event reaching the queue, the Job create, the status write)."""
+    kube = RecordingKube()
+    manager = Manager(kube, Settings(), None)  # type: ignore[arg-type]
+    kube.connect(manager.informers)
+    kube.put(yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text()))
+    tj: dict[str, Any] = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+    queue = manager.queues["trainjob"]
+    worker = asyncio.create_task(manager._worker("trainjob"))
+    await asyncio.sleep(0)
+
+    files: list[str] = []
+    paths: dict[str, list[str]] = {}
+
+    def chain(frame: FrameType | None) -> list[str]:
+        out: list[str] = []
+        while frame is not None:
+            rel = _project_file(frame)
+            if rel is not None:
+                out.append(f"{rel}:{frame.f_code.co_name}")
+            frame = frame.f_back
+        return out[::-1]
+
+    def profile(frame: FrameType, event: str, _arg: Any) -> None:
+        if event != "call":
+            return
+        rel = _project_file(frame)
+        if rel is not None and rel not in files:
+            files.append(rel)
+        name = frame.f_code.co_name
+        if frame.f_code.co_filename.endswith("kube_double.py") and name in ("apply", "patch_status", "put"):
+            obj = frame.f_locals.get("obj") or {}
+            what = {"put": "watch event", "apply": f"apply {obj.get('kind')}", "patch_status": "status write"}[name]
+            if what in ("watch event", "apply Job", "status write") and what not in paths:
+                paths[what] = chain(frame.f_back)
+        if name == "add" and rel == "trainer/kube/queue.py" and "watch event -> queue" not in paths:
+            paths["watch event -> queue"] = chain(frame)
+
+    sys.setprofile(profile)
+    try:
+        kube.put(tj)  # stored, and its watch event fed to the TrainJob informer
+        for _ in range(200):
+            if kube.count("patch_status", "TrainJob") and kube.count("apply", "Job"):
+                break
+            await asyncio.sleep(0.01)
+        while len(queue) or queue._processing:  # the reconcile under way ends
+            await asyncio.sleep(0.01)
+    finally:
+        sys.setprofile(None)
+        worker.cancel()
+    assert kube.count("apply", "Job") and kube.count("patch_status", "TrainJob"), kube.writes
+    return files, paths
+
+
+def main() -> None:
+    configure_logging("json", "warning")
+    files, paths = asyncio.run(walk())
+    print(f"project files entered from the watch event to the Job create and the status write: {len(files)}")
+    for f in files:
+        print(f"  {f}")
+    on_path = sorted({frame.split(":")[0] for step in paths.values() for frame in step})
+    print(f"files on the call paths below: {len(on_path)}")
+    for step, frames in paths.items():
+        if step == "watch event":
+            continue
+        print(f"{step}: {len(frames)} frames")
+        for f in frames:
+            print(f"  {f}")
+
+
+if __name__ == "__main__":
+    main()
