@@ -49,6 +49,7 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
 
     files: list[str] = []
     paths: dict[str, list[str]] = {}
+    calls: dict[str, int] = {}
 
     def chain(frame: FrameType | None) -> list[str]:
         out: list[str] = []
@@ -66,6 +67,8 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
         if rel is not None and rel not in files:
             files.append(rel)
         name = frame.f_code.co_name
+        if rel is not None:
+            calls[f"{rel}:{name}"] = calls.get(f"{rel}:{name}", 0) + 1
         if frame.f_code.co_filename.endswith("kube_double.py") and name in ("apply", "patch_status", "put"):
             obj = frame.f_locals.get("obj") or {}
             what = {"put": "watch event", "apply": f"apply {obj.get('kind')}", "patch_status": "status write"}[name]
@@ -87,6 +90,7 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
         sys.setprofile(None)
         worker.cancel()
     assert kube.count("apply", "Job") and kube.count("patch_status", "TrainJob"), kube.writes
+    paths["calls"] = [f"{k} {v}" for k, v in calls.items()]
     return files, paths
 
 
@@ -98,6 +102,12 @@ def main() -> None:
         print(f"  {f}")
     on_path = sorted({frame.split(":")[0] for step in paths.values() for frame in step})
     print(f"files on the call paths below: {len(on_path)}")
+    calls = {k: int(v) for k, v in (c.rsplit(" ", 1) for c in paths.pop("calls"))}
+    reconciles = sum(v for k, v in calls.items() if k.endswith(":reconcile"))
+    print(f"reconciles: {reconciles}; project function calls: {sum(calls.values())}")
+    print("per reconcile: the trainer's pod template built (apply_torch), jobsStatus counted (jobs_status):")
+    for fn in ("apply_torch", "jobs_status"):
+        print(f"  {fn}: {sum(v for k, v in calls.items() if k.endswith(':' + fn)) / max(reconciles, 1):g}")
     for step, frames in paths.items():
         if step == "watch event":
             continue
