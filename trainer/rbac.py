@@ -92,7 +92,7 @@ OPERATOR: list[Rule] = [
     Rule(MPIJOBS, ("patch",), "status (controllers/mpijob.py)", "status"),
     Rule(MPIJOBS, ("update",), "blockOwnerDeletion on children, as for trainjobs", "finalizers"),
     Rule(JOBS, (*WATCH, *APPLY, "delete"), "informers; apply; finished jobs, cleanPodPolicy, re-creation"),
-    Rule(JOBS, ("patch",), "clearing startTime of a suspended Job (controllers/apply.py)", "status"),
+    Rule(JOBS, ("patch",), "clearing startTime of a suspended Job (controllers/reconciler.py)", "status"),
     Rule(SERVICES, (*WATCH, *APPLY), "informers; the headless Service"),
     Rule(CONFIGMAPS, (*WATCH, *APPLY), "informers; MPI hostfile ConfigMaps"),
     Rule(SECRETS, (*WATCH, *APPLY), "informers (children only, by label); MPI SSH key Secrets"),

@@ -25,6 +25,7 @@ from api.trainer_v1alpha1 import (
     STEP_DATASET_INITIALIZER,
     STEP_MODEL_INITIALIZER,
     STEP_TRAINER,
+    ClusterTrainingRuntime,
     JobSetSpec,
     JobStatus,
     ReplicatedJob,
@@ -46,7 +47,7 @@ def runtime_ref(obj: JSON) -> tuple[str, str]:
     """``(kind, name)`` of the runtime a TrainJob (as JSON) references; the kind defaults to
     ClusterTrainingRuntime, as upstream."""
     ref = (obj.get("spec") or {}).get("runtimeRef") or {}
-    return str(ref.get("kind") or "ClusterTrainingRuntime"), str(ref.get("name") or "")
+    return str(ref.get("kind") or ClusterTrainingRuntime.KIND), str(ref.get("name") or "")
 
 
 def step_of(rjob: ReplicatedJob) -> str:

@@ -109,6 +109,14 @@ def ssh_secret(owner: JSON, name: str, private_key: str, public_key: str) -> JSO
     }
 
 
+def new_ssh_secret(owner: JSON, name: str, labels: dict[str, str]) -> JSON:
+    """A Secret ``name`` with a fresh key pair (:func:`generate_ssh_keypair`; not pure: random), owned by
+    ``owner`` and carrying ``labels``. Made once per job: a new key under running pods breaks every ssh."""
+    secret = ssh_secret(owner, name, *generate_ssh_keypair())
+    secret["metadata"]["labels"] = dict(labels)
+    return secret
+
+
 def add_once(items: list[JSON], entry: JSON) -> None:
     """Append ``entry`` to ``items`` unless an entry of the same name is there (in place)."""
     if not any(i.get("name") == entry["name"] for i in items):

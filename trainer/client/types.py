@@ -144,7 +144,8 @@ def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: i
 def queue_of(obj: Model, gang: str = "") -> str | None:
     """The queue a job asks for, by the operator's one rule (:func:`trainer.queues.resolve_queue`);
     ``gang`` is the operator's ``--gang-scheduler-name`` when known (it decides between a Kueue
-    label and a Volcano annotation set together). None when the job names none."""
+    label and a Volcano annotation set together). None when the job names none; a default queue
+    its runtime's template may carry is not looked up here."""
     return resolve_queue(obj.to_dict(), gang).name
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 
 from api.base import Condition
 from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import COND_FAILED, JobCondition, MPIJob
-from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
+from trainer.builders.mpi import new_ssh_secret
 from trainer.builders.mpijob import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -141,22 +142,14 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
             return out
         suspend = bool(job.spec.run_policy and job.spec.run_policy.suspend)
         children = build_mpijob_children(info.obj, job, info.observed, suspend or plan.hold)
-        out.once.append(self._ssh_secret(info))
+        name, labels = names(job)["ssh"], {JOB_NAME_LABEL: str(job.metadata.name)}
+        out.once.append(
+            Once(SECRETS, str(job.metadata.namespace), name, partial(new_ssh_secret, info.obj, name, labels))
+        )
         out.apply += [*plan.apply, children.service, children.config_map]
         jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
         out.apply += decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL)
         return out
-
-    def _ssh_secret(self, info: MPIJobInfo) -> Once:
-        name = names(info.job)["ssh"]
-
-        def make() -> JSON:
-            private, public = generate_ssh_keypair()
-            secret = ssh_secret(info.obj, name, private, public)
-            secret["metadata"]["labels"] = {JOB_NAME_LABEL: str(info.job.metadata.name)}
-            return secret
-
-        return Once(SECRETS, str(info.job.metadata.namespace), name, make)
 
     def conditions(self, info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
         if info.ttl_left is not None and info.ttl_left <= 0:

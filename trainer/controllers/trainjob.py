@@ -13,6 +13,7 @@ controller owner reference, so deleting the TrainJob lets the garbage collector 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 from pydantic import ValidationError
 
@@ -35,7 +36,7 @@ from api.trainer_v1alpha1 import (
 from trainer.builders import trainjob_mpi
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
-from trainer.builders.mpi import generate_ssh_keypair, ssh_secret
+from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Controller, Key, Reader, Watches
 from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, declare, first_error
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, decorate, gang_conditions
@@ -105,24 +106,14 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         out.apply += plan.apply
         mpi = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
         if mpi is not None:
-            out.once.append(self._ssh_secret(info))
+            name, labels = trainjob_mpi.secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
+            make = partial(new_ssh_secret, info.obj, name, labels)
+            out.once.append(Once(SECRETS, str(info.job.metadata.namespace), name, make))
         out.apply += children.config_maps
         if children.service is not None:
             out.apply.append(children.service)
         out.apply += decorate(children.jobs, plan, info.not_in_gang)
         return out
-
-    def _ssh_secret(self, info: RuntimeInfo) -> Once:
-        """The MPI SSH Secret, made once: a new key pair under running pods would break every ssh."""
-        name = trainjob_mpi.secret_name(info.job)
-
-        def make() -> JSON:
-            private, public = generate_ssh_keypair()
-            secret = ssh_secret(info.obj, name, private, public)
-            secret["metadata"]["labels"] = {JOBSET_NAME: str(info.job.metadata.name)}
-            return secret
-
-        return Once(SECRETS, str(info.job.metadata.namespace), name, make)
 
     def conditions(self, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
         current = (info.job.status.conditions if info.job.status else None) or []
