@@ -91,6 +91,41 @@ class Network(Model):
     """Publish pod DNS records before the pods are ready; defaults to true."""
 
 
+FAIL_JOBSET = "FailJobSet"
+RESTART_JOBSET = "RestartJobSet"
+RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
+
+
+class FailurePolicyRule(Model):
+    """One rule of a JobSet failure policy (kubernetes-sigs/jobset ``api/jobset/v1alpha2``
+    ``FailurePolicyRule``): the first rule that matches a failed Job decides."""
+
+    name: str
+    """The rule's name, for messages."""
+    action: Literal["FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"]
+    """What to do: fail the TrainJob, restart it (counting towards maxRestarts), or restart it without
+    counting. JobSet's per-Job ``RecreateJob`` is refused at admission."""
+    on_job_failure_reasons: list[str] | None = atomic_list()
+    """Job failure reasons (e.g. ``BackoffLimitExceeded``, ``DeadlineExceeded``,
+    ``PodFailurePolicy``) the rule applies to; empty: any."""
+    on_job_failure_message_patterns: list[str] | None = atomic_list()
+    """Regular expressions one of which the Job's failure message must match; empty: any."""
+    target_replicated_jobs: list[str] | None = atomic_list()
+    """Replicated jobs the rule applies to; empty: all."""
+
+
+class FailurePolicy(Model):
+    """How Job failures are handled (kubernetes-sigs/jobset ``FailurePolicy``, v0.12)."""
+
+    max_restarts: int = Field(default=0, ge=0)
+    """Restarts of the whole group (every Job recreated) before the TrainJob fails."""
+    restart_strategy: Literal["Recreate", "BlockingRecreate"] = "Recreate"
+    """Both recreate every Job only once every Job of the previous attempt and its Pods are gone
+    (no two attempts run at once). JobSet's ``InPlaceRestart`` is refused at admission."""
+    rules: list[FailurePolicyRule] | None = atomic_list()
+    """Evaluated in order for the earliest failed Job; none matching: ``RestartJobSet``."""
+
+
 class JobSetSpec(Model):
     """The JobSet spec a runtime template holds (JobSet ``JobSetSpec``)."""
 
@@ -100,10 +135,12 @@ class JobSetSpec(Model):
     """Pod DNS settings."""
     success_policy: KubeObject | None = None
     """When the set counts as succeeded (JobSet ``SuccessPolicy``); default: all Jobs complete."""
-    failure_policy: KubeObject | None = None
-    """How Job failures are handled (JobSet ``FailurePolicy``)."""
+    failure_policy: FailurePolicy | None = None
+    """How Job failures are handled (JobSet ``FailurePolicy``); unset: the first failed Job fails the
+    TrainJob."""
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    """Seconds after finishing until the TrainJob is deleted."""
+    """Seconds after the TrainJob finished until its children (Jobs, Pods, Service, ConfigMaps,
+    Secrets, PodGroup) are deleted, as JobSet deletes the group; the TrainJob keeps its outcome."""
 
 
 class JobSetTemplateSpec(Model):
@@ -440,6 +477,11 @@ class TrainJobStatus(Model):
     """Conditions: Suspended, Running, Complete, Failed."""
     jobs_status: list[JobStatus] | None = list_map("name")
     """Child Job counts per replicated job."""
+    restarts: int | None = Field(default=None, ge=0)
+    """Restarts of the whole group by the runtime's failurePolicy (JobSet's ``status.restarts``; not in
+    upstream TrainJob)."""
+    restarts_count_towards_max: int | None = Field(default=None, ge=0)
+    """Restarts counted against ``maxRestarts`` (JobSet's ``status.restartsCountTowardsMax``)."""
 
 
 class TrainJob(Model):

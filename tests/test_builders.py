@@ -275,14 +275,14 @@ def test_pod_template_overrides_merge_metadata_and_spec() -> None:
     assert init_job["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "init"
 
 
-def test_active_deadline_reaches_every_job_and_its_failure_names_the_reason(
+def test_the_trainjob_deadline_is_not_copied_to_jobs_and_a_job_deadline_names_the_reason(
     trainjob: TrainJob, runtime: ClusterTrainingRuntime
 ) -> None:
     from trainer.status import desired_conditions
 
     tj = trainjob.model_copy(update={"spec": trainjob.spec.model_copy(update={"active_deadline_seconds": 30})})
     (job,) = build_children(info(tj, runtime, []), suspend=False).jobs
-    assert job["spec"]["activeDeadlineSeconds"] == 30
+    assert "activeDeadlineSeconds" not in job["spec"], "one budget for the whole TrainJob, not one per Job"
     failed = {**job, "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]}}
     (cond,) = desired_conditions(info(tj, runtime, [failed]), [])
     assert (cond.type, cond.reason) == ("Failed", "DeadlineExceeded")

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, MPIJOBS, TRAINJOBS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, JOBS, MPIJOBS, TRAINJOBS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import TrainJob
 from tests.conftest import load_sample
@@ -45,7 +45,13 @@ def queues(*names: str) -> list[JSON]:
 
 def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
     kube = RecordingKube()
-    tables = {JOBS: [], VOLCANO_QUEUES: queues("a", "b", "c", "default"), VOLCANO_PODGROUPS: [], **tables}
+    tables = {
+        JOBS: [],
+        CONFIGMAPS: [],
+        VOLCANO_QUEUES: queues("a", "b", "c", "default"),
+        VOLCANO_PODGROUPS: [],
+        **tables,
+    }
     return Context(kube, reader(tables), EventRecorder(kube), gang.get(scheduler))  # type: ignore[arg-type]
 
 

@@ -14,13 +14,16 @@ TrainJob's overrides in all three upstream forms (:mod:`trainer.builders.overrid
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from api.trainer_v1alpha1 import (
     ANCESTOR_LABEL,
     COND_COMPLETE,
     COND_FAILED,
+    COND_SUSPENDED,
     NODE_CONTAINER,
     STEP_DATASET_INITIALIZER,
     STEP_MODEL_INITIALIZER,
@@ -32,15 +35,69 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
+from trainer.builders import labels as L
 from trainer.builders import trainjob_mpi
 from trainer.builders.overrides import apply_pod_patch, patches_for
 from trainer.builders.steps import apply_initializer, apply_trainer
 from trainer.builders.torch import apply_torch
+from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
 from trainer.queues import QueueChoice, resolve_queue
 from trainer.status import jobs_status
 
 JSON = dict[str, Any]
+SNAPSHOT_SUFFIX = "-runtime-snapshot"
+SNAPSHOT_KEY = "runtime"
+
+
+def parse_time(value: str) -> datetime:
+    """An RFC 3339 time as Kubernetes writes it (``2006-01-02T15:04:05Z``), in UTC."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def attempt_of(job: JSON) -> int:
+    """The restart attempt a Job belongs to (label ``jobset.sigs.k8s.io/restart-attempt``; 0 when unset)."""
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(L.RESTART_ATTEMPT) or "0"
+    return int(value) if str(value).isdigit() else 0
+
+
+def snapshot_name(trainjob: str) -> str:
+    """Name of the ConfigMap that freezes a TrainJob's runtime."""
+    return f"{trainjob}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
+    """The ConfigMap ``<trainjob>-runtime-snapshot`` (key ``runtime``: the runtime's kind, name and spec
+    as JSON), owned by the TrainJob: its runtime as it was at the first reconcile (kubeflow/trainer
+    KEP-2599). Later edits or deletion of the runtime never change the job."""
+    meta = obj["metadata"]
+    frozen = {
+        "apiVersion": runtime_obj.get("apiVersion"),
+        "kind": runtime_obj.get("kind"),
+        "metadata": {"name": (runtime_obj.get("metadata") or {}).get("name")},
+        "spec": runtime_obj.get("spec"),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": snapshot_name(meta["name"]),
+            "namespace": meta["namespace"],
+            "labels": {L.JOBSET_NAME: meta["name"]},
+            "ownerReferences": [L.owner_reference(obj)],
+        },
+        "data": {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)},
+    }
+
+
+def runtime_of_snapshot(config_map: JSON) -> JSON | None:
+    """The runtime a snapshot ConfigMap froze, or None when it holds none."""
+    text = (config_map.get("data") or {}).get(SNAPSHOT_KEY)
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def runtime_ref(obj: JSON) -> tuple[str, str]:
@@ -139,6 +196,8 @@ class RuntimeInfo:
     """The TrainJob as stored (for owner references and status)."""
     job: TrainJob
     runtime: TrainingRuntimeSpec
+    runtime_obj: JSON | None
+    """The runtime as JSON (from the job's snapshot once it has one)."""
     rjobs: list[ReplicatedJob]
     """The runtime's replicated jobs, in order."""
     pod_sets: list[PodSet]
@@ -155,13 +214,26 @@ class RuntimeInfo:
     """Replicated jobs completed before the rest start (see :func:`completed_first`)."""
     queue: QueueChoice
     observed: list[JSON]
-    """The TrainJob's Jobs, as cached."""
+    """The TrainJob's Jobs of the current restart attempt, as cached."""
+    previous: list[JSON]
+    """Jobs of earlier restart attempts, to be deleted before the current attempt's are created."""
     statuses: list[JobStatus]
     """``jobsStatus`` of the observed Jobs, in runtime order."""
     finished: bool
     """The TrainJob already has Complete or Failed True."""
     started: bool
     """Some Job of the TrainJob is not suspended (it was released at least once)."""
+    restarts: int
+    """``status.restarts``: the current restart attempt."""
+    counted_restarts: int
+    """``status.restartsCountTowardsMax``."""
+    decision: Decision | None
+    """What the current attempt's failed Jobs call for (failurePolicy), None when none failed."""
+    deadline_left: float | None
+    """Seconds left of ``spec.activeDeadlineSeconds`` (counted from creation or the last resume;
+    <= 0: exceeded), None when it does not apply (unset, suspended or finished)."""
+    ttl_left: float | None
+    """Seconds until ``ttlSecondsAfterFinished`` deletes the children (<= 0: due), None when it does not apply."""
 
     @property
     def template(self) -> JobSetSpec:
@@ -197,11 +269,47 @@ class RuntimeInfo:
         )
 
 
+def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None:
+    """As upstream ``reconcileDeadline`` (kubeflow/trainer ``pkg/controller/trainjob_controller.go``):
+    one budget for the whole TrainJob from its creation or its last resume."""
+    seconds = job.spec.active_deadline_seconds
+    if not seconds or finished or job.spec.suspend or not job.metadata.creation_timestamp:
+        return None
+    start = parse_time(str(job.metadata.creation_timestamp))
+    for c in (job.status.conditions if job.status else None) or []:
+        if c.type == COND_SUSPENDED and c.status == "False" and c.last_transition_time:
+            start = parse_time(c.last_transition_time)
+    return seconds - (now - start).total_seconds()
+
+
+def _ttl_left(job: TrainJob, runtime: TrainingRuntimeSpec, now: datetime) -> float | None:
+    ttl = runtime.template.spec.ttl_seconds_after_finished if runtime.template.spec else None
+    done = next(
+        (
+            c.last_transition_time
+            for c in (job.status.conditions if job.status else None) or []
+            if c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" and c.last_transition_time
+        ),
+        None,
+    )
+    if ttl is None or done is None:
+        return None
+    return ttl - (now - parse_time(done)).total_seconds()
+
+
 def runtime_info(
-    obj: JSON, job: TrainJob, runtime: TrainingRuntimeSpec, runtime_obj: JSON | None, observed: list[JSON], gang: str
+    obj: JSON,
+    job: TrainJob,
+    runtime: TrainingRuntimeSpec,
+    runtime_obj: JSON | None,
+    observed: list[JSON],
+    gang: str,
+    now: datetime | None = None,
 ) -> RuntimeInfo:
     """Derive everything about ``job`` (its JSON ``obj``) on ``runtime`` (``runtime_obj`` its JSON,
-    for the queue default) with its ``observed`` Jobs, under ``--gang-scheduler-name=gang``. Pure."""
+    for the queue default) with every Job it owns (``observed``), under ``--gang-scheduler-name=gang``,
+    at ``now`` (default: the current time). Pure but for the clock."""
+    now = now or datetime.now(UTC)
     rjobs = replicated_jobs(runtime)
     trainer = trainer_rjob(rjobs)
     nodes = num_nodes(job, runtime)
@@ -214,11 +322,18 @@ def runtime_info(
         is_trainer = trainer is not None and trainer.name == r.name
         template = _pod_template(job, runtime, r, is_trainer, nodes or 1, subdomain or str(job.metadata.name))
         pod_sets.append(PodSet(name=r.name, jobs=r.replicas, pods_per_job=pods, template=template))
-    current = (job.status.conditions if job.status else None) or []
+    conditions = (job.status.conditions if job.status else None) or []
+    finished = any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in conditions)
+    restarts = (job.status.restarts if job.status else None) or 0
+    counted = (job.status.restarts_count_towards_max if job.status else None) or 0
+    current = [j for j in observed if attempt_of(j) >= restarts]
+    failed = [j for j in current if failure(j) is not None]
+    policy = runtime.template.spec.failure_policy if runtime.template.spec else None
     return RuntimeInfo(
         obj=obj,
         job=job,
         runtime=runtime,
+        runtime_obj=runtime_obj,
         rjobs=rjobs,
         pod_sets=pod_sets,
         policy_sized=frozenset(sized),
@@ -227,8 +342,14 @@ def runtime_info(
         subdomain=subdomain,
         not_in_gang=frozenset(completed_first(rjobs)),
         queue=resolve_queue(obj, gang, runtime_obj),
-        observed=observed,
-        statuses=jobs_status(rjobs, observed),
-        finished=any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in current),
+        observed=current,
+        previous=[j for j in observed if attempt_of(j) < restarts],
+        statuses=jobs_status(rjobs, current),
+        finished=finished,
         started=any(not (j.get("spec") or {}).get("suspend") for j in observed),
+        restarts=restarts,
+        counted_restarts=counted,
+        decision=None if finished else decide(policy, failed, counted),
+        deadline_left=_deadline_left(job, finished, now),
+        ttl_left=_ttl_left(job, runtime, now) if finished else None,
     )

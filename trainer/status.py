@@ -76,17 +76,22 @@ def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[Jo
 def finished_condition(info: RuntimeInfo) -> Condition | None:
     """The terminal condition the Jobs call for (Failed wins over Complete), or None. Completion
     follows JobSet's ``successPolicy`` (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``):
-    operator ``All`` (default) or ``Any`` over ``targetReplicatedJobs`` (default: every one)."""
-    failed = [j for j in info.observed if job_finished(j) == "Failed"]
-    if failed:
-        job = failed[0]
-        cond = next(c for c in job["status"]["conditions"] if c.get("type") == "Failed" and c.get("status") == "True")
+    operator ``All`` (default) or ``Any`` over ``targetReplicatedJobs`` (default: every one). A
+    failed Job decides through the runtime's failurePolicy (:mod:`trainer.failure_policy`); the
+    TrainJob's own ``activeDeadlineSeconds`` fails it with ``DeadlineExceeded``."""
+    if info.deadline_left is not None and info.deadline_left <= 0:
+        seconds = info.job.spec.active_deadline_seconds
         return Condition(
             type=COND_FAILED,
             status="True",
-            reason=REASON_DEADLINE_EXCEEDED if cond.get("reason") == "DeadlineExceeded" else "FailedJobs",
-            message=f"Job {job['metadata']['name']} failed: {cond.get('reason', '')}: {cond.get('message', '')}",
+            reason=REASON_DEADLINE_EXCEEDED,
+            message=f"TrainJob exceeded its active deadline of {seconds} seconds (spec.activeDeadlineSeconds)",
         )
+    if info.decision is not None:
+        # A failed Job: the failure policy fails the TrainJob, or restarts it (then it is neither).
+        if not info.decision.fail:
+            return None
+        return Condition(type=COND_FAILED, status="True", reason=info.decision.reason, message=info.decision.message)
     policy = info.template.success_policy or {}
     rjobs = info.rjobs
     targets = set(policy.get("targetReplicatedJobs") or [r.name for r in rjobs])

@@ -90,6 +90,7 @@ def build_job(
         L.REPLICATED_JOB_REPLICAS: str(rjob.replicas),
         L.JOB_INDEX: str(index),
         L.JOB_GLOBAL_INDEX: str(global_index),
+        L.RESTART_ATTEMPT: str(info.restarts),
     }
     runtime_meta = info.runtime.template.metadata or {}
     job_labels = {
@@ -117,9 +118,6 @@ def build_job(
         spec["parallelism"] = pod_set.pods_per_job
         spec["completions"] = pod_set.pods_per_job
     spec["suspend"] = suspend
-    if job.spec.active_deadline_seconds is not None:
-        # The Job controller enforces it per Job and restarts the clock on resume.
-        spec["activeDeadlineSeconds"] = job.spec.active_deadline_seconds
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

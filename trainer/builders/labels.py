@@ -13,6 +13,7 @@ REPLICATED_JOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 REPLICATED_JOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 FIELD_MANAGER = "trainer"

@@ -67,6 +67,9 @@ class Desired:
     objects applied where they differ from the cache."""
 
     delete: list[tuple[Resource, str, str]] = field(default_factory=list)
+    delete_foreground: list[tuple[Resource, str, str]] = field(default_factory=list)
+    """Deleted with ``propagationPolicy: Foreground``: the object stays (terminating) until its
+    dependents (a Job's Pods) are gone."""
     patch: list[tuple[Resource, str, str, JSON]] = field(default_factory=list)
     once: list[Once] = field(default_factory=list)
     apply: list[JSON] = field(default_factory=list)
@@ -97,7 +100,7 @@ class Reconciler(Generic[J, I]):
     """Condition types reported as Warning events when they turn True."""
 
     def __init__(self, ctx: Context) -> None:
-        self.kube, self.reader, self.events, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
+        self.kube, self.reader, self.recorder, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
 
     # ----------------------------------------------------------------- what each kind supplies
 
@@ -125,6 +128,11 @@ class Reconciler(Generic[J, I]):
         """The whole status to write for ``obj`` (``info`` None when the job could not be expanded):
         every key it names is compared with the stored status and merge-patched (None deletes)."""
         raise NotImplementedError
+
+    def events(self, info: I | None) -> list[tuple[str, str, str]]:
+        """Events ``(type, reason, message)`` to record with this status write besides those of
+        condition transitions (e.g. a restart); recorded only when the status changes."""
+        return []
 
     def requeue_after(self, info: I) -> float | None:
         """Seconds after which to look again although nothing changed (e.g. a TTL), or None."""
@@ -163,6 +171,9 @@ class Reconciler(Generic[J, I]):
         for res, ns, name in desired.delete:
             if await self.kube.delete(res, ns, name):
                 log.info("deleted", kind=res.kind, name=name)
+        for res, ns, name in desired.delete_foreground:
+            if await self.kube.delete(res, ns, name, propagation="Foreground"):
+                log.info("deleted", kind=res.kind, name=name, propagation="Foreground")
         for res, ns, name, patch in desired.patch:
             await self.kube.merge_patch(res, ns, name, patch)
         for once in desired.once:
@@ -182,23 +193,25 @@ class Reconciler(Generic[J, I]):
         if {k: old.get(k) for k in new} == new:
             return
         # Events first: whoever sees the new condition finds its event too.
+        for type_, reason, message in self.events(info):
+            await self.recorder.emit(obj, type_, reason, message)
         for cond in transitions(current, merged):
             warning = cond.type in self.warning_conditions and cond.status == "True"
-            await self.events.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+            await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
         meta = obj["metadata"]
         await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
 
     # ----------------------------------------------------------------- writing children
 
     async def _refused(self, owner: JSON, desired: JSON, e: ApiError) -> None:
-        await self.events.emit(
+        await self.recorder.emit(
             owner, "Warning", REASON_CREATION_FAILED, f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
         )
 
     async def _created(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
         log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
         if existing is None:
-            await self.events.emit(
+            await self.recorder.emit(
                 owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
             )
 
@@ -241,7 +254,7 @@ class Reconciler(Generic[J, I]):
             return False
         log.info("recreating suspended job", name=desired["metadata"]["name"])
         await self.kube.delete(JOBS, *key_of(desired))
-        await self.events.emit(
+        await self.recorder.emit(
             owner,
             "Normal",
             "RecreatingJob",

@@ -12,20 +12,15 @@ controller owner reference, so deleting the TrainJob lets the garbage collector 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 from pydantic import ValidationError
 
 from api.base import Condition
-from api.kinds import (
-    CLUSTER_TRAINING_RUNTIMES,
-    JOBS,
-    SECRETS,
-    TRAINING_RUNTIMES,
-    TRAINJOBS,
-)
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINING_RUNTIMES, TRAINJOBS
 from api.trainer_v1alpha1 import (
+    COND_COMPLETE,
     COND_FAILED,
     REASON_RESOURCES_CREATION_FAILED,
     TrainingRuntime,
@@ -42,7 +37,15 @@ from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, d
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, decorate, gang_conditions
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
-from trainer.runtime_info import RuntimeInfo, runtime_info, runtime_ref
+from trainer.runtime_info import (
+    SNAPSHOT_SUFFIX,
+    RuntimeInfo,
+    runtime_info,
+    runtime_of_snapshot,
+    runtime_ref,
+    snapshot_config_map,
+    snapshot_name,
+)
 from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, runtime_not_found
 
 
@@ -80,11 +83,14 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         return [*kept, failed]
 
     def info(self, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
-        runtime_obj = runtime_of(obj, self.reader)
+        ns = str(job.metadata.namespace)
+        snapshot = self.reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
+        runtime_obj = runtime_of_snapshot(snapshot) if snapshot is not None else runtime_of(obj, self.reader)
         kind, name = runtime_ref(obj)
         if runtime_obj is None:
-            ns = job.metadata.namespace if kind == TrainingRuntime.KIND else None
-            return Blocked([runtime_not_found(kind, name, ns)])
+            if any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in _conditions(job)):
+                return Blocked(None)  # finished without a snapshot (made before them): the outcome stays
+            return Blocked([runtime_not_found(kind, name, ns if kind == TrainingRuntime.KIND else None)])
         try:
             runtime = runtime_from_dict(runtime_obj)
         except ValidationError as e:
@@ -96,12 +102,30 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         return info.gang_input()
 
     def desired(self, info: RuntimeInfo, plan: GangPlan) -> Desired:
+        ns, uid = str(info.job.metadata.namespace), str(info.job.metadata.uid)
         out = Desired(delete=list(plan.delete))
-        if info.finished:
+        out.once.append(Once(CONFIGMAPS, ns, snapshot_name(str(info.job.metadata.name)), self._snapshot(info)))
+        jobs = [*info.previous, *info.observed]
+        if info.finished or (info.deadline_left is not None and info.deadline_left <= 0):
             # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
-            # stop holding nodes (e.g. MPI workers once the launcher is done).
-            out.delete += [(JOBS, *key_of(j)) for j in info.observed if job_finished(j) is None]
+            # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
+            out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is None and not _deleting(j)]
+            if info.ttl_left is not None and info.ttl_left <= 0:
+                # ttlSecondsAfterFinished: the group goes (JobSet deletes the JobSet); the TrainJob and
+                # its runtime snapshot stay, with their outcome.
+                out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is not None and not _deleting(j)]
+                for res in (SERVICES, CONFIGMAPS, SECRETS):
+                    out.delete += [
+                        (res, *key_of(o))
+                        for o in self.reader.owned(res, uid)
+                        if not o["metadata"]["name"].endswith(SNAPSHOT_SUFFIX) and not _deleting(o)
+                    ]
             return out
+        if info.previous:
+            # A restart: every Job of the earlier attempt goes, with its Pods (foreground), before
+            # any Job of the new attempt is created: two attempts never run at once.
+            out.delete_foreground += [(JOBS, *key_of(j)) for j in info.previous if not _deleting(j)]
+        restarting = info.decision is not None and not info.decision.fail
         children = build_children(info, info.suspended or plan.hold)
         out.apply += plan.apply
         mpi = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
@@ -112,8 +136,22 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         out.apply += children.config_maps
         if children.service is not None:
             out.apply.append(children.service)
-        out.apply += decorate(children.jobs, plan, info.not_in_gang)
+        if not info.previous and not restarting:
+            out.apply += decorate(children.jobs, plan, info.not_in_gang)
         return out
+
+    def _snapshot(self, info: RuntimeInfo) -> Callable[[], JSON]:
+        runtime_obj = info.runtime_obj or {}
+        return lambda: snapshot_config_map(info.obj, runtime_obj)
+
+    def events(self, info: RuntimeInfo | None) -> list[tuple[str, str, str]]:
+        if info is None or info.decision is None or info.decision.fail:
+            return []
+        return [("Warning", info.decision.reason, info.decision.message)]
+
+    def requeue_after(self, info: RuntimeInfo) -> float | None:
+        waits = [t for t in (info.deadline_left, info.ttl_left) if t is not None and t > 0]
+        return min(waits) if waits else None
 
     def conditions(self, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
         current = (info.job.status.conditions if info.job.status else None) or []
@@ -123,8 +161,28 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
     def status(self, obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -> JSON:
         if info is None:
             return {"conditions": conditions}
-        jobs_status = TrainJobStatus(jobs_status=info.statuses).to_dict().get("jobsStatus")
-        return {"conditions": conditions, "jobsStatus": jobs_status}
+        old = obj.get("status") or {}
+        if info.finished:  # the outcome is final, jobsStatus included (the Jobs may go by TTL)
+            jobs_status = old.get("jobsStatus")
+        else:
+            jobs_status = TrainJobStatus(jobs_status=info.statuses).to_dict().get("jobsStatus")
+        restarts, counted = info.restarts, info.counted_restarts
+        if info.decision is not None and not info.decision.fail:
+            restarts, counted = restarts + 1, counted + int(info.decision.counted)
+        return {
+            "conditions": conditions,
+            "jobsStatus": jobs_status,
+            "restarts": restarts or None,
+            "restartsCountTowardsMax": counted or None,
+        }
+
+
+def _conditions(job: TrainJob) -> list[Condition]:
+    return list((job.status.conditions if job.status else None) or [])
+
+
+def _deleting(obj: JSON) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def controller(gang: GangScheduler) -> Controller:

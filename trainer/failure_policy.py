@@ -1,0 +1,114 @@
+"""What a failed Job does to its TrainJob: the runtime's JobSet failure policy, as a pure decision.
+
+Mirrors kubernetes-sigs/jobset ``pkg/controllers/failure_policy.go`` (v0.12): without a policy the
+first failed Job fails the TrainJob; with one, the rules are tried in order and the first that
+matches a failed Job (the earliest failed one it matches) decides; none matching means
+``RestartJobSet``. ``RestartJobSet`` restarts the whole group while fewer than ``maxRestarts``
+counted restarts were made, else fails it with ``ReachedMaxRestarts``;
+``RestartJobSetAndIgnoreMaxRestarts`` restarts without counting; ``FailJobSet`` fails at once with
+``FailJobSetFailurePolicyAction``. Reasons and messages are JobSet's (``pkg/constants``), with the
+failed Job and its own reason appended.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from api.trainer_v1alpha1 import (
+    FAIL_JOBSET,
+    REASON_DEADLINE_EXCEEDED,
+    RESTART_JOBSET,
+    RESTART_JOBSET_IGNORE_MAX,
+    FailurePolicy,
+    FailurePolicyRule,
+)
+from trainer.builders.labels import REPLICATED_JOB_NAME
+
+JSON = dict[str, Any]
+REASON_FAILED_JOBS = "FailedJobs"
+REASON_REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
+REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
+REASON_RESTART_ACTION = "RestartJobSetFailurePolicyAction"
+REASON_RESTART_IGNORE_MAX_ACTION = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+_MESSAGES = {
+    REASON_FAILED_JOBS: "jobset failed due to one or more job failures",
+    REASON_REACHED_MAX_RESTARTS: "jobset failed due to reaching max number of restarts",
+    REASON_FAIL_ACTION: "applying FailJobSet failure policy action",
+    REASON_RESTART_ACTION: "applying RestartJobSet failure policy action",
+    REASON_RESTART_IGNORE_MAX_ACTION: "applying RestartJobSetAndIgnoreMaxRestarts failure policy action",
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the failed Jobs call for: ``fail`` (with ``reason``) or a restart (``counted`` towards
+    maxRestarts or not), and the message naming the failed Job and its reason."""
+
+    fail: bool
+    reason: str
+    message: str
+    counted: bool = False
+
+
+def failure(job: JSON) -> JSON | None:
+    """The ``Failed`` condition of a batch/v1 Job when it is True, else None."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Failed" and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def _failed_at(job: JSON) -> str:
+    return str((failure(job) or {}).get("lastTransitionTime") or "")
+
+
+def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
+    cond = failure(job) or {}
+    if rule.on_job_failure_reasons and cond.get("reason") not in rule.on_job_failure_reasons:
+        return False
+    message = str(cond.get("message") or "")
+    if rule.on_job_failure_message_patterns and not any(
+        re.search(p, message) for p in rule.on_job_failure_message_patterns
+    ):
+        return False
+    rjob = ((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME)
+    if not rjob:
+        return False
+    return not rule.target_replicated_jobs or rjob in rule.target_replicated_jobs
+
+
+def _message(reason: str, job: JSON) -> str:
+    cond = failure(job) or {}
+    name = (job.get("metadata") or {}).get("name")
+    detail = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
+    return f"{_MESSAGES[reason]} (first failed job: {name}){': ' + detail if detail else ''}"
+
+
+def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: int) -> Decision | None:
+    """The decision for the failed Jobs of the current attempt (None when there are none).
+    ``counted_restarts`` is ``status.restartsCountTowardsMax``. Raises nothing: an invalid pattern
+    is refused at admission."""
+    if not failed:
+        return None
+    earliest = min(failed, key=_failed_at)
+    if policy is None:
+        # No policy: the first failed Job fails the TrainJob; a Job's own deadline keeps its reason.
+        cond = failure(earliest) or {}
+        reason = REASON_DEADLINE_EXCEEDED if cond.get("reason") == REASON_DEADLINE_EXCEEDED else REASON_FAILED_JOBS
+        name = (earliest.get("metadata") or {}).get("name")
+        return Decision(True, reason, f"Job {name} failed: {cond.get('reason', '')}: {cond.get('message', '')}")
+    action, job = RESTART_JOBSET, earliest
+    for rule in policy.rules or []:
+        matching = [j for j in failed if _applies(rule, j)]
+        if matching:
+            action, job = rule.action, min(matching, key=_failed_at)
+            break
+    if action == FAIL_JOBSET:
+        return Decision(True, REASON_FAIL_ACTION, _message(REASON_FAIL_ACTION, job))
+    if action == RESTART_JOBSET_IGNORE_MAX:
+        return Decision(False, REASON_RESTART_IGNORE_MAX_ACTION, _message(REASON_RESTART_IGNORE_MAX_ACTION, job))
+    if counted_restarts >= policy.max_restarts:
+        return Decision(True, REASON_REACHED_MAX_RESTARTS, _message(REASON_REACHED_MAX_RESTARTS, job))
+    return Decision(False, REASON_RESTART_ACTION, _message(REASON_RESTART_ACTION, job), counted=True)
