@@ -62,6 +62,7 @@ CRDS: list[CRDSpec] = [
                 "jsonPath": r".metadata.annotations.scheduling\.volcano\.sh/queue-name",
             },
             {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
+            {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
             AGE,
         ],
     ),

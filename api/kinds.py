@@ -5,7 +5,9 @@ the informers), CRD generation (:mod:`api.crd`) and the webhook routes all take 
 from here, so a group, version or plural is spelled in one place only. Upstream sources of the
 third-party kinds: volcano-sh/apis ``pkg/apis/scheduling/v1beta1`` (PodGroup, Queue),
 kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1`` (PodGroup), kubernetes-sigs/kueue
-``apis/kueue/v1beta1`` (LocalQueue, ClusterQueue, ResourceFlavor).
+``apis/kueue/v1beta2`` (LocalQueue, ClusterQueue, ResourceFlavor, Workload, AdmissionCheck,
+MultiKueueConfig, MultiKueueCluster; served from Kueue v0.15, which converts to and from the stored
+v1beta1 in its webhook).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Resource:
 
 TRAINER_GROUP, TRAINER_VERSION = "trainer.kubeflow.org", "v1alpha1"
 KUBEFLOW_GROUP, KUBEFLOW_VERSION = "kubeflow.org", "v2beta1"
-KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 
 # Ours (CRDs generated from api/).
 TRAINJOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainJob", "trainjobs")
@@ -82,9 +84,17 @@ VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "po
 VOLCANO_QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "Queue", "queues", namespaced=False)
 VOLCANO_COMMANDS = Resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
 COSCHEDULING_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
-KUEUE_LOCAL_QUEUES = Resource(KUEUE_GROUP, "v1beta1", "LocalQueue", "localqueues")
-KUEUE_CLUSTER_QUEUES = Resource(KUEUE_GROUP, "v1beta1", "ClusterQueue", "clusterqueues", namespaced=False)
-KUEUE_RESOURCE_FLAVORS = Resource(KUEUE_GROUP, "v1beta1", "ResourceFlavor", "resourceflavors", namespaced=False)
+KUEUE_LOCAL_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "LocalQueue", "localqueues")
+KUEUE_CLUSTER_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "ClusterQueue", "clusterqueues", namespaced=False)
+KUEUE_RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "ResourceFlavor", "resourceflavors", namespaced=False)
+KUEUE_WORKLOADS = Resource(KUEUE_GROUP, KUEUE_VERSION, "Workload", "workloads")
+KUEUE_ADMISSION_CHECKS = Resource(KUEUE_GROUP, KUEUE_VERSION, "AdmissionCheck", "admissionchecks", namespaced=False)
+KUEUE_MULTIKUEUE_CONFIGS = Resource(
+    KUEUE_GROUP, KUEUE_VERSION, "MultiKueueConfig", "multikueueconfigs", namespaced=False
+)
+KUEUE_MULTIKUEUE_CLUSTERS = Resource(
+    KUEUE_GROUP, KUEUE_VERSION, "MultiKueueCluster", "multikueueclusters", namespaced=False
+)
 
 ALL: tuple[Resource, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Resource))
 """Every kind above."""

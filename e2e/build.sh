@@ -196,7 +196,10 @@ EOF
 }
 
 # build_kueue: the Kueue manager, and in crds/ Kueue's CRDs plus those of the JobSet and MPIJob
-# kinds Kueue integrates with (each from the module at the version Kueue's go.mod requires).
+# kinds Kueue integrates with (each from the module at the version Kueue's go.mod requires). From
+# v0.15 Kueue serves v1beta1 and v1beta2 and converts between them in its webhook server: the
+# conversion patches its own kustomization enables (config/components/crd) go to conversion/, for
+# the cluster to point at its Kueue.
 # `go install sigs.k8s.io/kueue/cmd/kueue@VERSION` would do, but it reads the module's version
 # list (for deprecation notices) and the proxy here refuses that list (403); a wrapper module that
 # requires only Kueue selects exactly Kueue's own dependency versions and needs no list.
@@ -204,7 +207,7 @@ build_kueue() {
   local ver="$KUEUE_VERSION" out="$cache/bin/kueue-$KUEUE_VERSION"
   [ -x "$out/kueue" ] && [ -f "$out/crds/kueue.x-k8s.io_clusterqueues.yaml" ] && \
     [ -f "$out/crds/jobset.x-k8s.io_jobsets.yaml" ] && \
-    [ -f "$out/crds/kubeflow.org_mpijobs.yaml" ] && return 0
+    [ -f "$out/crds/kubeflow.org_mpijobs.yaml" ] && [ -d "$out/conversion" ] && return 0
   local mod="$cache/src/kueue-$ver" src gomod dep want
   mkdir -p "$mod" "$out"
   log "kueue $ver: resolving modules in $mod"
@@ -238,6 +241,13 @@ EOF
     mv "$out/kueue.tmp" "$out/kueue"
   fi
   copy_crds "$out/crds" "$src/config/components/crd/bases"/*.yaml
+  local patch patches=()
+  for patch in $(awk '$1 == "-" && $2 == "path:" && $3 ~ /^patches\/webhook_in_/ {print $3}' \
+    "$src/config/components/crd/kustomization.yaml"); do
+    patches+=("$src/config/components/crd/$patch")
+  done
+  mkdir -p "$out/conversion"
+  [ "${#patches[@]}" -eq 0 ] || copy_crds "$out/conversion" "${patches[@]}"
   src="$(module_dir sigs.k8s.io/jobset "$JOBSET_VERSION")"
   copy_crds "$out/crds" "$src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
   src="$(module_dir github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION")"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -195,3 +196,20 @@ def test_the_queue_is_immutable_once_the_job_has_started() -> None:
     (err,) = rules.validate_trainjob(queued("b", False), queued("a", False), facts()).errors
     assert "cannot change from 'a' to 'b'" in err and "scheduling.volcano.sh/queue-name" in err
     assert rules.validate_trainjob(queued("b", True), queued("a", True), facts()).allowed
+
+
+def test_a_failure_policy_rule_names_existing_replicated_jobs_and_valid_patterns() -> None:
+    rt = copy.deepcopy(RUNTIME)
+    rt["spec"]["template"]["spec"]["failurePolicy"] = {
+        "maxRestarts": 1,
+        "rules": [
+            {"name": "a", "action": "FailJobSet", "targetReplicatedJobs": ["nope"]},
+            {"name": "a", "action": "RestartJobSet", "onJobFailureMessagePatterns": ["("]},
+        ],
+    }
+    errors = rules.validate_runtime(rt).errors
+    assert any("rules[0].targetReplicatedJobs: 'nope'" in e for e in errors)
+    assert any("rules[1].onJobFailureMessagePatterns" in e for e in errors)
+    assert any("name 'a' is used twice" in e for e in errors)
+    rt["spec"]["template"]["spec"]["failurePolicy"]["rules"][0]["action"] = "RecreateJob"
+    assert any("action" in e for e in rules.validate_runtime(rt).errors), "JobSet actions not implemented are refused"

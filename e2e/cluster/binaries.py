@@ -34,6 +34,8 @@ OPTIONAL_BINARIES: dict[str, tuple[str, str]] = {
 }
 # build.sh components that also install CRDs into their crds/ directory.
 COMPONENTS_WITH_CRDS = ("volcano", "kueue")
+# Other directories a build.sh component installs beside its binaries (present, possibly empty).
+COMPONENT_DIRS: dict[str, tuple[str, ...]] = {"kueue": ("conversion",)}
 
 
 def cache_dir() -> Path:
@@ -84,7 +86,8 @@ def binary_paths() -> dict[str, Path]:
 def missing_binaries(names: Iterable[str] | None = None) -> list[str]:
     """The binaries among ``names`` (default: the core ones) that are not built yet.
 
-    A binary of a component that installs CRDs also counts as missing while its ``crds/`` is empty.
+    A binary of a component that installs CRDs also counts as missing while its ``crds/`` is empty,
+    and one of a component with :data:`COMPONENT_DIRS` while one of them is absent.
     """
     paths = binary_paths()
     missing = []
@@ -93,7 +96,8 @@ def missing_binaries(names: Iterable[str] | None = None) -> list[str]:
         component = _all_binaries()[name][1]
         built = path is not None and os.access(path, os.X_OK)
         crds_ok = component not in COMPONENTS_WITH_CRDS or any(crd_dir(component).glob("*.yaml"))
-        if not (built and crds_ok):
+        dirs_ok = all((component_dir(component) / d).is_dir() for d in COMPONENT_DIRS.get(component, ()))
+        if not (built and crds_ok and dirs_ok):
             missing.append(name)
     return missing
 

@@ -14,7 +14,8 @@ state lives in ``state_dir``::
       run/<component>.pid      pids of the running processes
       logs/<component>.log     their output
       volcano/scheduler.conf   vc-scheduler's configuration (alone in its directory: it is watched)
-      kueue/config.yaml        Kueue's Configuration; kueue/webhook-certs/ its serving certificate
+      kueue/config.yaml        Kueue's Configuration; kueue/webhook-certs/ its serving certificate;
+                               kueue/crds/ its CRDs as applied (conversion by its webhook server)
 
 Start order: the core, then the CRDs of the requested optional components and the ``extra_crds``
 (one server-side apply, in that order, waited Established), then Volcano and Kueue; ``stop()``
@@ -42,7 +43,7 @@ from typing import Any
 
 from e2e.cluster import kueue, volcano
 from e2e.cluster.api import ApiClient
-from e2e.cluster.binaries import binary_paths, crd_dir, ensure_binaries
+from e2e.cluster.binaries import binary_paths, component_dir, crd_dir, ensure_binaries
 from e2e.cluster.crds import apply_crds
 from e2e.cluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig
 from e2e.cluster.process import Component
@@ -421,8 +422,19 @@ class LocalCluster:
         crds: list[Path] = []
         if any(name in to_start for name in VOLCANO_COMPONENTS):
             crds.append(crd_dir("volcano"))
+        kueue_ports: kueue.KueuePorts | None = None
         if any(name in to_start for name in KUEUE_COMPONENTS):
-            crds.append(crd_dir("kueue"))
+            # The ports first: the CRDs Kueue converts name its webhook server's.
+            kueue_ports = self._new_kueue_ports()
+            crds.append(
+                kueue.write_crds(
+                    crd_dir("kueue"),
+                    component_dir("kueue") / "conversion",
+                    self._kueue_dir / "crds",
+                    Pki(self.state_dir / "pki").ca_cert,
+                    kueue_ports.webhook,
+                )
+            )
         crds += self.extra_crds
         if crds:
             began = time.monotonic()
@@ -441,7 +453,7 @@ class LocalCluster:
         starters: dict[str, Callable[[], None]] = {
             "vc-scheduler": self._start_vc_scheduler,
             "vc-controller-manager": self._start_vc_controller_manager,
-            "kueue": self._start_kueue,
+            "kueue": lambda: self._start_kueue(kueue_ports or self._new_kueue_ports()),
         }
         for name in to_start:
             starters[name]()
@@ -481,8 +493,14 @@ class LocalCluster:
             env=volcano.env(kubeconfig, self.state_dir / "run"),
         )
 
-    def _start_kueue(self) -> None:
-        ports = kueue.KueuePorts(*free_ports(3))
+    def _new_kueue_ports(self) -> kueue.KueuePorts:
+        """The ports of the last Kueue of this cluster when they are all free, else new ones."""
+        ports = kueue.read_ports(self._kueue_dir / "config.yaml")
+        if ports is None or not all(_port_is_free(p) for p in (ports.webhook, ports.metrics, ports.health)):
+            ports = kueue.KueuePorts(*free_ports(3))
+        return ports
+
+    def _start_kueue(self, ports: kueue.KueuePorts) -> None:
         config = kueue.prepare(self._kueue_dir, Pki(self.state_dir / "pki"), ports)
         self._start("kueue", kueue.args(config, self.state_dir / "kubeconfigs" / "kueue.yaml"))
 

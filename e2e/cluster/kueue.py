@@ -1,18 +1,23 @@
-"""Kueue's manager run out of cluster: its Configuration, certificates, flags and readiness.
+"""Kueue's manager run out of cluster: its Configuration, certificates, flags, CRD conversion and readiness.
 
-Checked against sigs.k8s.io/kueue@v0.14.5 (cmd/kueue/main.go, apis/config/v1beta1,
-pkg/config). The flags are only ``--config``, ``--kubeconfig`` (controller-runtime's),
+Checked against sigs.k8s.io/kueue@v0.15.2 (cmd/kueue/main.go, apis/config/v1beta2, pkg/config,
+config/components/crd). The flags are only ``--config``, ``--kubeconfig`` (controller-runtime's),
 ``--feature-gates`` and zap's ``--zap-*``; everything else is in the Configuration file, which
 is decoded strictly (an unknown field fails the start).
 
 - ``internalCertManagement.enable: false``: Kueue does not create its Secret nor patch webhook
   configurations; its webhook server serves ``tls.crt``/``tls.key`` from ``webhook.certDir``,
-  written here with the cluster CA. No webhook configuration is installed in the cluster, so
-  Kueue's defaulting webhooks never run: a Job must be created with ``suspend: true`` and its
-  ``kueue.x-k8s.io/queue-name`` label.
-- With internal cert management off, Kueue v0.14.5 *always* loads the metrics server's
-  certificate from the hard-coded ``/etc/kueue/metrics/certs/tls.{crt,key}`` (not configurable)
-  and exits if they are missing, so :func:`ensure_metrics_certs` creates them there when absent.
+  written here with the cluster CA. No admission webhook configuration is installed in the
+  cluster, so Kueue's defaulting webhooks never run: a job must be created with ``suspend: true``
+  and its ``kueue.x-k8s.io/queue-name`` label (and, for MultiKueue, its ``managedBy``).
+- Kueue v0.15 serves ``kueue.x-k8s.io`` v1beta1 (stored) and v1beta2 (what its controllers use);
+  the CRDs its kustomization patches for conversion (``conversion/`` beside the CRDs, see
+  ``e2e/build.sh``) are applied here with ``conversion.strategy: Webhook`` pointing at this
+  Kueue's webhook server (``https://127.0.0.1:<port>/convert``, the cluster CA as caBundle):
+  :func:`write_crds`.
+- With internal cert management off, Kueue *always* loads the metrics server's certificate from
+  the hard-coded ``/etc/kueue/metrics/certs/tls.{crt,key}`` (not configurable) and exits if they
+  are missing, so :func:`ensure_metrics_certs` creates them there when absent.
 - ``VisibilityOnDemand`` (beta, on by default) would start an extra API server on a fixed
   port: switched off.
 - Integrations whose CRD is missing at start (e.g. TrainJob) are deferred by Kueue until the CRD
@@ -21,7 +26,9 @@ is decoded strictly (an unknown field fails the start).
 
 from __future__ import annotations
 
+import base64
 import datetime
+import shutil
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +37,14 @@ from typing import Any
 import yaml
 from cryptography import x509
 
+from api.kinds import KUEUE_CLUSTER_QUEUES
 from e2e.cluster.pki import Pki, write_serving_cert
 
+KUEUE_API_VERSION = KUEUE_CLUSTER_QUEUES.api_version
+"""The version of the Kueue objects written here (``kueue.x-k8s.io/v1beta2``, see api/kinds.py)."""
 FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
 NAMESPACE = "kueue-system"
-# Hard-coded in cmd/kueue/main.go (v0.14.5) when internalCertManagement is disabled.
+# Hard-coded in cmd/kueue/main.go (v0.14.5 to v0.15.2) when internalCertManagement is disabled.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 
 
@@ -48,9 +58,9 @@ class KueuePorts:
 
 
 def configuration(cert_dir: Path, ports: KueuePorts) -> dict[str, Any]:
-    """The Kueue ``Configuration`` object (``config.kueue.x-k8s.io/v1beta1``)."""
+    """The Kueue ``Configuration`` object (``config.kueue.x-k8s.io/v1beta2``)."""
     return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": NAMESPACE,
         "manageJobsWithoutQueueName": False,
@@ -79,6 +89,45 @@ def prepare(directory: Path, pki: Pki, ports: KueuePorts) -> Path:
     path = directory / "config.yaml"
     path.write_text(yaml.safe_dump(configuration(cert_dir, ports), sort_keys=False))
     return path
+
+
+def write_crds(source: Path, conversion: Path, dest: Path, ca_cert: Path, webhook_port: int) -> Path:
+    """Copy the CRD manifests of ``source`` into ``dest`` (emptied first), with conversion by webhook.
+
+    Every CRD named by a patch in ``conversion`` (Kueue's ``webhook_in_<plural>.yaml``: a CRD
+    whose ``spec.conversion`` is ``Webhook`` through the ``/convert`` path of Kueue's webhook
+    service) gets that conversion with ``clientConfig.url`` ``https://127.0.0.1:<webhook_port>/convert``
+    and ``ca_cert`` (PEM) as caBundle, since Kueue runs outside the cluster. Returns ``dest``.
+    Raises ``ValueError`` when a patch names a CRD ``source`` does not hold, ``OSError`` when a
+    file cannot be read or written.
+    """
+    converted: dict[str, dict[str, Any]] = {}
+    for patch_file in sorted(conversion.glob("*.yaml")) if conversion.is_dir() else []:
+        patch = yaml.safe_load(patch_file.read_text())
+        webhook = patch["spec"]["conversion"]["webhook"]
+        converted[patch["metadata"]["name"]] = {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{webhook_port}{webhook['clientConfig']['service']['path']}",
+                    "caBundle": base64.b64encode(ca_cert.read_bytes()).decode(),
+                },
+                "conversionReviewVersions": list(webhook["conversionReviewVersions"]),
+            },
+        }
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for manifest in sorted(source.glob("*.yaml")):
+        crd = yaml.safe_load(manifest.read_text())
+        name = (crd.get("metadata") or {}).get("name")
+        if name in converted:
+            crd["spec"]["conversion"] = converted.pop(name)
+            (dest / manifest.name).write_text(yaml.safe_dump(crd, sort_keys=False))
+        else:
+            shutil.copyfile(manifest, dest / manifest.name)
+    if converted:
+        raise ValueError(f"conversion patches in {conversion} name CRDs missing from {source}: {sorted(converted)}")
+    return dest
 
 
 def read_ports(config: Path) -> KueuePorts | None:
@@ -130,3 +179,66 @@ def ready(ports: KueuePorts) -> bool:
             return bool(resp.status == 200)
     except (OSError, ValueError):
         return False
+
+
+# --- Kueue objects (kueue.x-k8s.io/v1beta2, apis/kueue/v1beta2 of v0.15.2) --------------------
+
+
+def resource_flavor(name: str, node_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A ResourceFlavor; ``node_labels`` select its nodes (Kueue writes them into admitted pods)."""
+    spec: dict[str, Any] = {"nodeLabels": dict(node_labels)} if node_labels else {}
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def cluster_queue(
+    name: str,
+    flavor: str,
+    cpu: str,
+    memory: str,
+    namespaces: list[str] | None = None,
+    admission_checks: list[str] | None = None,
+) -> dict[str, Any]:
+    """A ClusterQueue with one flavor's ``cpu`` and ``memory`` quota (Kubernetes quantities).
+
+    ``namespaces`` limits it to those namespaces (default: every namespace); ``admission_checks``
+    names AdmissionChecks every workload must pass (v1beta2 ``admissionChecksStrategy``).
+    """
+    selector: dict[str, Any] = {}
+    if namespaces is not None:
+        selector = {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": list(namespaces)},
+            ]
+        }
+    spec: dict[str, Any] = {
+        "namespaceSelector": selector,
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [{"name": "cpu", "nominalQuota": cpu}, {"name": "memory", "nominalQuota": memory}],
+                    }
+                ],
+            }
+        ],
+    }
+    if admission_checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check} for check in admission_checks]}
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(namespace: str, name: str, cluster_queue_name: str) -> dict[str, Any]:
+    """A LocalQueue ``name`` in ``namespace`` feeding ``cluster_queue_name``."""
+    return {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue_name},
+    }

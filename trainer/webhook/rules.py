@@ -312,6 +312,20 @@ def validate_runtime(obj: JSON) -> Verdict:
     names = [r.name for r in rjobs]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         v.errors.append(f"spec.template.spec.replicatedJobs: name {dup!r} is used twice")
+    failure = runtime.spec.template.spec.failure_policy if runtime.spec.template.spec else None
+    for i, rule in enumerate((failure.rules if failure else None) or []):
+        where = f"spec.template.spec.failurePolicy.rules[{i}]"
+        for target in rule.target_replicated_jobs or []:
+            if target not in names:
+                v.errors.append(f"{where}.targetReplicatedJobs: {target!r} is not a replicated job of this runtime")
+        for pattern in rule.on_job_failure_message_patterns or []:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                v.errors.append(f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a regular expression: {e}")
+    rule_names = [r.name for r in (failure.rules if failure else None) or []]
+    for dup in sorted({n for n in rule_names if rule_names.count(n) > 1}):
+        v.errors.append(f"spec.template.spec.failurePolicy.rules: name {dup!r} is used twice")
     for i, r in enumerate(rjobs):
         for d in r.depends_on or []:
             if d.name not in names or d.name == r.name:

@@ -1,0 +1,236 @@
+"""The TrainJob lifecycle as JobSet defines it, on the recording double of ``Kube`` wired by the real
+manager: failurePolicy restarts (every Job recreated, old attempt deleted first, the count in the
+status), FailJobSet and RestartJobSetAndIgnoreMaxRestarts rules, the runtime snapshot,
+ttlSecondsAfterFinished and the TrainJob's own activeDeadlineSeconds."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, JOBS, SERVICES, TRAINJOBS
+from api.trainer_v1alpha1 import FailurePolicy, FailurePolicyRule
+from tests.conftest import load_sample
+from tests.kube_double import RecordingKube
+from trainer.failure_policy import decide
+from trainer.kube.cache import key_of
+from trainer.manager import Manager, Settings
+
+JSON = dict[str, Any]
+RESTART = "RestartJobSetFailurePolicyAction"
+
+
+def failed_job(name: str, rjob: str, reason: str, at: str = "2026-01-01T00:00:00Z", message: str = "") -> JSON:
+    cond = {"type": "Failed", "status": "True", "reason": reason, "message": message, "lastTransitionTime": at}
+    return {
+        "metadata": {"name": name, "labels": {"jobset.sigs.k8s.io/replicatedjob-name": rjob}},
+        "status": {"conditions": [cond]},
+    }
+
+
+def test_the_first_matching_rule_decides_for_the_earliest_failed_job_it_matches() -> None:
+    policy = FailurePolicy(
+        max_restarts=3,
+        rules=[
+            FailurePolicyRule(name="deadline", action="FailJobSet", on_job_failure_reasons=["DeadlineExceeded"]),
+            FailurePolicyRule(name="any", action="RestartJobSetAndIgnoreMaxRestarts"),
+        ],
+    )
+    early = failed_job("a", "node", "BackoffLimitExceeded", "2026-01-01T00:00:00Z")
+    late = failed_job("b", "node", "DeadlineExceeded", "2026-01-01T00:00:05Z")
+    d = decide(policy, [early, late], 0)
+    assert d is not None and (d.fail, d.reason) == (True, "FailJobSetFailurePolicyAction") and "job: b" in d.message
+    d = decide(policy, [early], 0)
+    assert d is not None and (d.fail, d.counted) == (False, False)
+    assert d.reason == "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+
+
+def test_restart_until_max_restarts_then_fail_and_targets_and_patterns_narrow_a_rule() -> None:
+    policy = FailurePolicy(max_restarts=2)
+    job = failed_job("a", "node", "BackoffLimitExceeded", message="exit 1")
+    for counted in (0, 1):
+        d = decide(policy, [job], counted)
+        assert d is not None and (d.fail, d.counted, d.reason) == (False, True, "RestartJobSetFailurePolicyAction")
+    d = decide(policy, [job], 2)
+    assert d is not None and (d.fail, d.reason) == (True, "ReachedMaxRestarts")
+    assert "first failed job: a" in d.message and "BackoffLimitExceeded" in d.message
+    narrow = FailurePolicy(
+        rules=[
+            FailurePolicyRule(name="init", action="FailJobSet", target_replicated_jobs=["initializer"]),
+            FailurePolicyRule(name="oom", action="FailJobSet", on_job_failure_message_patterns=["OOM.*"]),
+        ]
+    )
+    d = decide(narrow, [job], 0)  # neither rule matches: RestartJobSet, and maxRestarts 0 is reached
+    assert d is not None and d.reason == "ReachedMaxRestarts"
+    d = decide(narrow, [failed_job("c", "node", "PodFailurePolicy", message="OOMKilled")], 0)
+    assert d is not None and d.reason == "FailJobSetFailurePolicyAction"
+    assert decide(None, [job], 0) is not None and decide(policy, [], 0) is None
+
+
+class World:
+    """The torch sample on a runtime with ``failurePolicy`` and ``ttl``, reconciled on the double."""
+
+    def __init__(self, policy: JSON | None = None, ttl: int | None = None, deadline: int | None = None) -> None:
+        self.kube = RecordingKube()
+        self.manager = Manager(self.kube, Settings())  # type: ignore[arg-type]
+        self.kube.connect(self.manager.informers)
+        runtime = load_sample("torch-distributed.yaml")
+        if policy is not None:
+            runtime["spec"]["template"]["spec"]["failurePolicy"] = policy
+        if ttl is not None:
+            runtime["spec"]["template"]["spec"]["ttlSecondsAfterFinished"] = ttl
+        self.runtime = self.kube.put(runtime)
+        tj = load_sample("trainjob.yaml")
+        if deadline is not None:
+            tj["spec"]["activeDeadlineSeconds"] = deadline
+        tj["metadata"]["creationTimestamp"] = _ago(0)
+        self.key = key_of(self.kube.put(tj))
+
+    async def settle(self) -> float | None:
+        requeue = None
+        for _ in range(8):
+            before = len(self.kube.writes)
+            requeue = await self.manager.reconcilers["trainjob"](self.key)
+            if len(self.kube.writes) == before:
+                return requeue
+        raise AssertionError(f"never settled: {self.kube.writes[-4:]}")
+
+    @property
+    def tj(self) -> JSON:
+        return self.kube.objects[(TRAINJOBS, self.key)]
+
+    def jobs(self) -> list[JSON]:
+        return [o for (res, _), o in self.kube.objects.items() if res == JOBS]
+
+    def fail_jobs(self, reason: str) -> None:
+        for job in self.jobs():
+            new = copy.deepcopy(job)
+            cond = {"type": "Failed", "status": "True", "reason": reason, "lastTransitionTime": _ago(0)}
+            new["status"] = {"failed": 1, "conditions": [cond]}
+            self.kube.put(new)
+
+    def complete_jobs(self) -> None:
+        for job in self.jobs():
+            new = copy.deepcopy(job)
+            new["status"] = {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}
+            self.kube.put(new)
+
+    def condition(self, type_: str) -> JSON | None:
+        return next((c for c in self.tj.get("status", {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+def _ago(seconds: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def test_max_restarts_recreates_every_job_then_fails_with_reached_max_restarts() -> None:
+    w = World({"maxRestarts": 2})
+    await w.settle()
+    uids = {j["metadata"]["uid"] for j in w.jobs()}
+    for attempt in (1, 2):
+        w.fail_jobs("BackoffLimitExceeded")
+        await w.settle()
+        assert w.tj["status"]["restarts"] == attempt and w.tj["status"]["restartsCountTowardsMax"] == attempt
+        assert w.condition("Failed") is None, "a restarting job is not Failed"
+        jobs = w.jobs()
+        assert jobs and {j["metadata"]["labels"]["jobset.sigs.k8s.io/restart-attempt"] for j in jobs} == {str(attempt)}
+        pod_labels = jobs[0]["spec"]["template"]["metadata"]["labels"]
+        assert pod_labels["jobset.sigs.k8s.io/restart-attempt"] == str(attempt)
+        assert not uids & {j["metadata"]["uid"] for j in jobs}, "every Job is new"
+        uids = {j["metadata"]["uid"] for j in jobs}
+    foreground = [x for x in w.kube.writes if x.verb == "delete" and x.kind == "Job"]
+    assert len(foreground) == 2, "each old Job deleted once"
+    events = [o for (res, _), o in w.kube.objects.items() if res == EVENTS and o["reason"] == RESTART]
+    assert sum(e["count"] for e in events) == 2 and all(e["type"] == "Warning" for e in events), "an event per restart"
+    w.fail_jobs("BackoffLimitExceeded")
+    await w.settle()
+    failed = w.condition("Failed")
+    assert (
+        failed is not None and failed["reason"] == "ReachedMaxRestarts" and "pytorch-simple-node-0" in failed["message"]
+    )
+    assert w.tj["status"]["restarts"] == 2
+    assert await w.settle() is None and len(w.kube.writes) == len(w.kube.writes)
+
+
+async def test_a_fail_rule_fails_at_once_and_an_ignore_max_rule_restarts_without_counting() -> None:
+    rules = [
+        {"name": "deadline", "action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]},
+        {
+            "name": "flaky",
+            "action": "RestartJobSetAndIgnoreMaxRestarts",
+            "onJobFailureReasons": ["BackoffLimitExceeded"],
+        },
+    ]
+    w = World({"maxRestarts": 0, "rules": rules})
+    await w.settle()
+    w.fail_jobs("BackoffLimitExceeded")
+    await w.settle()
+    assert (w.tj["status"]["restarts"], w.tj["status"].get("restartsCountTowardsMax")) == (1, None)
+    w.complete_jobs()  # the second attempt succeeds
+    await w.settle()
+    complete = w.condition("Complete")
+    assert complete is not None and complete["status"] == "True" and w.tj["status"]["restarts"] == 1
+
+    w2 = World({"maxRestarts": 5, "rules": rules})
+    await w2.settle()
+    w2.fail_jobs("DeadlineExceeded")
+    await w2.settle()
+    failed = w2.condition("Failed")
+    assert failed is not None and failed["reason"] == "FailJobSetFailurePolicyAction"
+    assert "restarts" not in w2.tj["status"]
+
+
+async def test_the_runtime_is_frozen_and_a_finished_status_stays_when_the_runtime_goes() -> None:
+    w = World()
+    await w.settle()
+    snapshot = w.kube.objects[(CONFIGMAPS, (w.key[0], f"{w.key[1]}-runtime-snapshot"))]
+    assert snapshot["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    edited = copy.deepcopy(w.runtime)
+    edited["spec"]["mlPolicy"]["numNodes"] = 7
+    edited["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "image"
+    ] = "changed"
+    w.kube.put(edited)
+    writes = len(w.kube.writes)
+    await w.settle()
+    assert len(w.kube.writes) == writes, "an edited runtime changes nothing of a started job"
+    w.complete_jobs()
+    await w.settle()
+    status = copy.deepcopy(w.tj["status"])
+    await w.kube.delete(CLUSTER_TRAINING_RUNTIMES, None, w.runtime["metadata"]["name"])
+    await w.kube.delete(CONFIGMAPS, w.key[0], f"{w.key[1]}-runtime-snapshot")
+    await w.settle()
+    assert w.tj["status"] == status, "outcome and jobsStatus stay"
+
+
+async def test_ttl_deletes_the_children_keeps_the_outcome_and_never_reruns() -> None:
+    w = World(ttl=3)
+    await w.settle()
+    w.complete_jobs()
+    requeue = await w.settle()
+    assert requeue is not None and 0 < requeue <= 3
+    tj = copy.deepcopy(w.tj)
+    for c in tj["status"]["conditions"]:  # three seconds later
+        c["lastTransitionTime"] = _ago(4)
+    w.kube.put(tj)
+    await w.settle()
+    assert not w.jobs() and not [o for (res, _), o in w.kube.objects.items() if res == SERVICES]
+    assert w.condition("Complete") is not None and w.tj["status"]["jobsStatus"][0]["succeeded"] == 1
+    writes = len(w.kube.writes)
+    await w.settle()
+    assert len(w.kube.writes) == writes and not w.jobs(), "no Job is created again"
+
+
+async def test_the_trainjob_deadline_is_one_budget_and_fails_with_deadline_exceeded() -> None:
+    w = World(deadline=20)
+    requeue = await w.settle()
+    assert requeue is not None and 0 < requeue <= 20
+    assert all("activeDeadlineSeconds" not in j["spec"] for j in w.jobs())
+    tj = copy.deepcopy(w.tj)
+    tj["metadata"]["creationTimestamp"] = _ago(21)
+    w.kube.put(tj)
+    await w.settle()
+    failed = w.condition("Failed")
+    assert failed is not None and failed["reason"] == "DeadlineExceeded"
+    assert not w.jobs(), "every Job goes"
