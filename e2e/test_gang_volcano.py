@@ -232,3 +232,32 @@ async def test_a_native_sidecar_counts_in_the_pod_group_min_resources(client: Cl
         (sidecar,) = pod["spec"]["initContainers"]
         assert sidecar["restartPolicy"] == "Always" and sidecar["resources"]["requests"] == {"cpu": "1"}
         assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+
+
+async def test_a_restart_keeps_the_pod_group_and_the_gang(client: Client, ns: str) -> None:
+    """failurePolicy under Volcano: every Job is recreated, the PodGroup (same uid) stays, and the new
+    attempt's pods are gang scheduled again before the restarts run out."""
+    node = rjob("node", "trainer", RUN_FOR)
+    node["template"]["spec"]["activeDeadlineSeconds"] = 3
+    rt = runtime("rt", node)
+    rt["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    await client.apply(rt, ns)
+    await client.apply(sized("again", 2, "1"), ns)
+    pg = await wait_for(lambda: client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "again"), "PodGroup again")
+
+    async def attempt_one_pods() -> list[JSON] | None:
+        found = [
+            p
+            for p in await pods(client, ns, "again")
+            if p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == "1" and p["spec"].get("nodeName")
+        ]
+        return found if len(found) == 2 else None
+
+    restarted = await wait_for(attempt_one_pods, "both pods of attempt 1 bound", timeout=60)
+    assert all(p["spec"]["schedulerName"] == "volcano" for p in restarted)
+    assert all(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "again" for p in restarted)
+    now = await client.kube.get(VOLCANO_PODGROUPS, ns, "again")
+    assert now["metadata"]["uid"] == pg["metadata"]["uid"], "the PodGroup stays across the restart"
+    tj = await client.wait_condition(ns, "again", "Failed", timeout=60)
+    assert condition(tj, "Failed")["reason"] == "ReachedMaxRestarts"  # type: ignore[index]
+    assert tj["status"]["restarts"] == 1

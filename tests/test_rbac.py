@@ -20,10 +20,13 @@ import yaml
 from kubernetes_asyncio import client
 
 from api.kinds import (
+    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    SECRETS,
+    SERVICES,
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     Resource,
@@ -126,9 +129,10 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         "informers": informers,
         "children": children,
         "primaries": owners,
-        # The gang plan's deletions, Jobs (a finished TrainJob's active ones, cleanPodPolicy All) and
-        # MPIJobs (ttlSecondsAfterFinished).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS},
+        # The gang plan's deletions, Jobs (a finished TrainJob's active ones, restarts, cleanPodPolicy
+        # All), MPIJobs (their ttlSecondsAfterFinished) and a TrainJob's other children (its runtime's
+        # ttlSecondsAfterFinished).
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, SERVICES, CONFIGMAPS, SECRETS},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},
