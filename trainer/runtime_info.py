@@ -42,17 +42,13 @@ from trainer.builders.steps import apply_initializer, apply_trainer
 from trainer.builders.torch import apply_torch
 from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
+from trainer.kube.events import parse_time
 from trainer.queues import QueueChoice, resolve_queue
 from trainer.status import jobs_status
 
 JSON = dict[str, Any]
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
-
-
-def parse_time(value: str) -> datetime:
-    """An RFC 3339 time as Kubernetes writes it (``2006-01-02T15:04:05Z``), in UTC."""
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def attempt_of(job: JSON) -> int:

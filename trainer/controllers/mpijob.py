@@ -33,13 +33,9 @@ from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, d
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
-from trainer.kube.events import now_rfc3339
+from trainer.kube.events import now_rfc3339, parse_time
 from trainer.mpijob_status import TERMINAL, desired_conditions, finished_at, replica_statuses
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-
-
-def _parse_time(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -109,7 +105,7 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
         done = finished_at(current)
         ttl_left = None
         if ttl is not None and done is not None:
-            ttl_left = ttl - (datetime.now(UTC) - _parse_time(done)).total_seconds()
+            ttl_left = ttl - (datetime.now(UTC) - parse_time(done)).total_seconds()
         return MPIJobInfo(
             obj=obj,
             job=job,

@@ -24,6 +24,12 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(value: str) -> datetime:
+    """A time as Kubernetes writes it (``2006-01-02T15:04:05Z``), in UTC. Raises ``ValueError``
+    for anything else."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
 class EventRecorder:
     """Writes core/v1 Events. Failures are logged, never raised: an event is never worth a retry."""
 
