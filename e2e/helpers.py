@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 import yaml
 
 from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICES, TRAINJOBS, resource_of
+from api.trainer_v1alpha1 import TrainJob
 from e2e.cluster import LocalCluster
+from trainer.client.types import trainjob_status
 from trainer.kube.client import Kube
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +100,25 @@ class Client:
             return tj if c and c.get("status") == status else None
 
         return await wait_for(probe, f"TrainJob {ns}/{name} condition {type_}={status}", timeout)
+
+    async def wait_running(self, ns: str, name: str, timeout: float = 60) -> JSON:
+        """Wait until the TrainJob runs as the SDK reads it (:func:`trainer.client.types.trainjob_status`:
+        every trainer Job ready, with or without a ``Running`` condition); returns the TrainJob."""
+
+        async def probe() -> JSON | None:
+            tj = await self.trainjob(ns, name)
+            return tj if tj and trainjob_status(TrainJob.model_validate(tj)) == "Running" else None
+
+        return await wait_for(probe, f"TrainJob {ns}/{name} Running", timeout)
+
+    async def wait_gone(self, ns: str, name: str, type_: str, timeout: float = 60) -> JSON:
+        """Wait until the TrainJob has no condition ``type_``; returns the TrainJob."""
+
+        async def probe() -> JSON | None:
+            tj = await self.trainjob(ns, name)
+            return tj if tj and condition(tj, type_) is None else None
+
+        return await wait_for(probe, f"TrainJob {ns}/{name} without condition {type_}", timeout)
 
 
 def log_events(path: Path, offset: int = 0) -> list[JSON]:

@@ -85,7 +85,7 @@ async def test_the_queue_reaches_the_pod_group_and_deletion_removes_it(client: C
     await make_queue(client, "production")
     await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
     await client.apply(with_queue(sized("prod", 2, "1"), "production"), ns)
-    tj = await client.wait_condition(ns, "prod", "Running", timeout=60)
+    tj = await client.wait_running(ns, "prod", timeout=60)
     pg = await client.kube.get(VOLCANO_PODGROUPS, ns, "prod")
     assert pg["spec"]["queue"] == "production"
     assert pg["spec"]["minMember"] == 2
@@ -224,7 +224,7 @@ async def test_a_native_sidecar_counts_in_the_pod_group_min_resources(client: Cl
     pg = await wait_for(lambda: client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "sidecar"), "PodGroup sidecar")
     assert pg["spec"]["minMember"] == 2
     assert pg["spec"]["minResources"] == {"cpu": "4"}
-    await client.wait_condition(ns, "sidecar", "Running", timeout=60)
+    await client.wait_running(ns, "sidecar", timeout=60)
     assert (await client.kube.get(VOLCANO_PODGROUPS, ns, "sidecar"))["status"]["phase"] == "Running"
     running = await pods(client, ns, "sidecar")
     assert len(running) == 2

@@ -20,8 +20,7 @@ What the SDK needs, read from its source (``kubeflow/trainer/backends/kubernetes
 * optionally the ConfigMap ``kubeflow-trainer-public`` (key ``kubeflow_trainer_version``) in
   ``kubeflow-system``: without it the SDK only logs a warning.
 
-Tests of what the operator does not provide yet are marked ``xfail(strict=True)`` naming the
-missing piece, so they turn into failures (to be unmarked) once it is there.
+Every test here passes against this operator with its default settings.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ from kubeflow.trainer.options import (
     TrainingRuntimeSpecPatch,
 )
 
-from api.kinds import JOBS
+from api.kinds import JOBS, TRAINJOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
 
@@ -165,25 +164,46 @@ async def test_wait_for_job_status_raises_when_the_job_fails(kf: TrainerClient, 
     assert (await asyncio.to_thread(kf.get_job, name)).status == "Failed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason="the operator sets a 'Running' condition, which upstream TrainJobs do not have; the SDK "
-    "derives Running only while status.conditions is empty, so it reports 'Created' for a running job",
-)
-async def test_wait_for_running(kf: TrainerClient, client: Client, ns: str) -> None:
-    options = [Name("kf-runs"), node_patch(annotations=RUN_FOR)]
+TEN_SECONDS = {  # KWOK completes pods carrying these after about 10 s
+    "pod-complete.stage.kwok.x-k8s.io/delay": "10s",
+    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "11s",
+}
+
+
+async def test_wait_for_running_then_complete(kf: TrainerClient, client: Client, ns: str) -> None:
+    """The SDK derives Running only while a TrainJob has no condition: by default the operator writes
+    none while it runs, as upstream."""
+    options = [Name("kf-runs"), node_patch(annotations=TEN_SECONDS)]
     trainer = CustomTrainer(func=train_fn, num_nodes=2)
     name = await asyncio.to_thread(kf.train, runtime="torch-distributed", trainer=trainer, options=options)
-
-    async def trainer_ready() -> JSON | None:
-        tj = await client.trainjob(ns, name)
-        statuses = ((tj or {}).get("status") or {}).get("jobsStatus") or []
-        return tj if statuses and statuses[0].get("ready") == 1 else None
-
-    await wait_for(trainer_ready, "the node Job ready (all its pods running)")
-    job = await asyncio.to_thread(kf.wait_for_job_status, name, {"Running"}, 5, 1)
+    job = await asyncio.to_thread(kf.wait_for_job_status, name, {"Running"}, 30, 1)
     assert job.status == "Running"
+    job = await asyncio.to_thread(kf.wait_for_job_status, name, {"Complete"}, 60, 1)
+    assert job.status == "Complete"
+
+
+async def test_wait_for_running_after_a_suspend_and_resume(kf: TrainerClient, client: Client, ns: str) -> None:
+    """Better than upstream (kubeflow/sdk#803): once resumed, no Suspended=False condition stays behind,
+    so the SDK sees the job run."""
+    tj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "kf-resumed"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "suspend": True,
+            "trainer": {"numNodes": 1},
+            "annotations": TEN_SECONDS,
+        },
+    }
+    await client.apply(tj, ns)
+    job = await asyncio.to_thread(kf.wait_for_job_status, "kf-resumed", {"Created"}, 30, 1)
+    await client.wait_condition(ns, "kf-resumed", "Suspended")
+    await client.kube.merge_patch(TRAINJOBS, ns, "kf-resumed", {"spec": {"suspend": False}})
+    job = await asyncio.to_thread(kf.wait_for_job_status, "kf-resumed", {"Running"}, 30, 1)
+    assert job.status == "Running"
+    job = await asyncio.to_thread(kf.wait_for_job_status, "kf-resumed", {"Complete"}, 60, 1)
+    assert job.status == "Complete"
 
 
 async def test_active_deadline_seconds_fails_the_job(kf: TrainerClient, client: Client, ns: str) -> None:

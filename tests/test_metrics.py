@@ -25,6 +25,10 @@ NAMES = {
     "workqueue_retries": "counter",
     "rest_client_requests": "counter",
     "leader_election_master_status": "gauge",
+    "trainer_jobs_created": "counter",
+    "trainer_jobs_succeeded": "counter",
+    "trainer_jobs_failed": "counter",
+    "trainer_jobs_restarted": "counter",
 }
 
 
@@ -44,7 +48,11 @@ def test_metrics_have_controller_runtime_names_in_their_own_registry() -> None:
     assert families == NAMES
     assert not any(name.startswith("controller_runtime") for name in REGISTRY._names_to_collectors)
     assert Metrics().registry is not m.registry
-    assert "_created" not in m.exposition().decode()
+    m.outcome("created", "TrainJob", "ns", "rt")
+    m.outcome("failed", "MPIJob", "ns", "", "BackoffLimitExceeded")
+    samples = [s.name for f in text_string_to_metric_families(m.exposition().decode()) for s in f.samples]
+    assert "trainer_jobs_created_total" in samples and "trainer_jobs_failed_total" in samples
+    assert not [n for n in samples if n.endswith("_created")], "no _created series, as the Go client"
 
 
 def test_reconciles_count_by_result_and_errors_separately() -> None:

@@ -69,8 +69,8 @@ def observed(suspended: bool, jobs: list[dict[str, Any]], template: JobSetSpec) 
     return info(tj, rt, jobs)
 
 
-def conds(obs: RuntimeInfo, current: list[Condition] | None = None) -> dict[str, tuple[str, str]]:
-    out = desired_conditions(obs, current or [])
+def conds(obs: RuntimeInfo, current: list[Condition] | None = None, rich: bool = True) -> dict[str, tuple[str, str]]:
+    out = desired_conditions(obs, current or [], running_condition=rich)
     return {c.type: (c.status, c.reason) for c in out}
 
 
@@ -142,3 +142,14 @@ def test_a_finished_status_is_stable_across_reconciles() -> None:
     first = merge_conditions(have, desired_conditions(obs, have), "t1")
     second = merge_conditions(first, desired_conditions(obs, first), "t2")
     assert second == first, "no status rewrite once finished"
+
+
+def test_by_default_only_upstreams_conditions_so_the_official_sdk_sees_a_run() -> None:
+    all_ready = [job("node", ready=2, active=2), job("node", ready=2, active=2)]
+    assert conds(observed(False, all_ready, TEMPLATE), rich=False) == {}, "no condition while it runs"
+    have = [Condition(type="Suspended", status="True", reason="Suspended")]
+    assert conds(observed(True, [], TEMPLATE), have, rich=False) == {"Suspended": ("True", "Suspended")}
+    assert conds(observed(False, all_ready, TEMPLATE), have, rich=False) == {}, "resumed: the condition goes"
+    ok = {"conditions": [{"type": "Complete", "status": "True"}]}
+    done = [job("init", **ok), job("node", **ok), job("node", **ok)]
+    assert conds(observed(False, done, TEMPLATE), [], rich=False) == {"Complete": ("True", "AllJobsCompleted")}

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from trainer.gang.base import GangScheduler
     from trainer.kube.client import Kube
     from trainer.kube.events import EventRecorder
+    from trainer.metrics import Metrics
 
 JSON = dict[str, Any]
 
@@ -127,6 +128,10 @@ class Context:
     reader: Reader
     events: EventRecorder
     gang: GangScheduler
+    metrics: Metrics | None = None
+    """Where job outcomes are counted; None: nowhere."""
+    running_condition: bool = False
+    """``--trainjob-running-condition``: TrainJobs carry the richer conditions (``Running``, ``Resumed``)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

@@ -72,6 +72,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins or none (default none)",
     )
     p.add_argument(
+        "--trainjob-running-condition",
+        nargs="?",
+        const=True,
+        type=_bool,
+        default=_bool(_env("trainjob-running-condition", "false") or "false"),
+        metavar="BOOL",
+        help="TrainJobs also carry a Running condition and Suspended=False once resumed (default false: only "
+        "upstream's conditions, which the official kubeflow SDK reads correctly)",
+    )
+    p.add_argument(
         "--webhook-port",
         type=int,
         default=int(_env("webhook-port", "0") or 0),
@@ -194,6 +204,7 @@ async def run(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
+        trainjob_running_condition=args.trainjob_running_condition,
     )
     manager = Manager(kube, settings, metrics, elector)
     servers = []

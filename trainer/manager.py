@@ -57,6 +57,8 @@ class Settings:
     """The gang scheduler pods are handed to (``--gang-scheduler-name``)."""
     shutdown_timeout: float = 20.0
     """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
+    trainjob_running_condition: bool = False
+    """TrainJobs carry ``Running`` and ``Suspended=False`` conditions (``--trainjob-running-condition``)."""
 
 
 def default_controllers(scheduler: GangScheduler) -> list[Controller]:
@@ -94,7 +96,8 @@ class Manager:
                 stores[owned.resource].add_handler(_enqueue_owner(queue, c.for_))
             for watched in c.watches:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
-            self.reconcilers[c.name] = c.build(Context(kube, reader, events, self.gang))
+            context = Context(kube, reader, events, self.gang, self.metrics, settings.trainjob_running_condition)
+            self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
         """Set once the caches are synced (leading or not): ``/readyz``."""
         self._stop = asyncio.Event()

@@ -16,6 +16,11 @@ Followed upstream (names, labels, buckets, and when each is updated):
 * controller-runtime ``pkg/metrics/client_go_adapter.go``: ``rest_client_requests_total{code,method,host}``;
 * client-go ``tools/leaderelection/metrics.go``: ``leader_election_master_status{name}``.
 
+And the jobs' outcomes, as JobSet's ``jobset_completed_total``/``jobset_failed_total`` and
+mpi-operator's ``mpi_operator_jobs_{created,successful,failed}_total`` count them, for both kinds at
+once: ``trainer_jobs_{created,succeeded,failed,restarted}_total{kind,namespace,runtime}`` (failed also
+by ``reason``), counted when this operator writes the status that records the event.
+
 Everything lives in the :class:`Metrics` object's own ``CollectorRegistry`` (never the process-wide
 default one), so two operators in one process, or a test, never share counters. Counters carry no
 ``_created`` series (``disable_created_metrics``), as the Go client exports none.
@@ -114,6 +119,19 @@ class Metrics:
             ["code", "method", "host"],
             registry=r,
         )
+        outcome = ["kind", "namespace", "runtime"]
+        self.jobs_created = Counter(
+            "trainer_jobs_created_total", "Jobs (TrainJob, MPIJob) the operator started", outcome, registry=r
+        )
+        self.jobs_succeeded = Counter(
+            "trainer_jobs_succeeded_total", "Jobs that finished successfully", outcome, registry=r
+        )
+        self.jobs_failed = Counter(
+            "trainer_jobs_failed_total", "Jobs that failed, by reason", [*outcome, "reason"], registry=r
+        )
+        self.jobs_restarted = Counter(
+            "trainer_jobs_restarted_total", "Restarts of a whole job by its failure policy", outcome, registry=r
+        )
         self.leader = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
@@ -148,6 +166,15 @@ class Metrics:
     def leading(self, name: str, leading: bool) -> None:
         """Whether this process holds lease ``name``."""
         self.leader.labels(name).set(1 if leading else 0)
+
+    def outcome(self, event: str, kind: str, namespace: str, runtime: str, reason: str = "") -> None:
+        """Count a job's ``event``: ``created``, ``succeeded``, ``failed`` (with ``reason``) or
+        ``restarted``. Labels are bounded: kind, namespace, runtime name, condition reason."""
+        if event == "failed":
+            self.jobs_failed.labels(kind, namespace, runtime, reason).inc()
+            return
+        counter = {"created": self.jobs_created, "succeeded": self.jobs_succeeded, "restarted": self.jobs_restarted}
+        counter[event].labels(kind, namespace, runtime).inc()
 
     def workqueue(self, name: str) -> WorkQueueMetrics:
         """The :class:`trainer.kube.queue.QueueMetrics` of the work queue ``name``."""

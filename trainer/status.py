@@ -110,8 +110,16 @@ def finished_condition(info: RuntimeInfo) -> Condition | None:
     return None
 
 
-def desired_conditions(info: RuntimeInfo, current: list[Condition]) -> list[Condition]:
-    """The conditions the TrainJob should carry now (without timestamps; see :func:`merge_conditions`)."""
+def desired_conditions(info: RuntimeInfo, current: list[Condition], running_condition: bool = False) -> list[Condition]:
+    """The conditions the TrainJob should carry now (without timestamps; see :func:`merge_conditions`).
+
+    By default only upstream's (kubeflow/trainer ``trainjob_types.go``): ``Suspended`` while suspended,
+    ``Complete``/``Failed`` at the end, and nothing while it runs, so the official kubeflow SDK, which
+    reports ``Running`` only while a TrainJob has no condition at all, sees it run; unlike upstream the
+    ``Suspended`` condition goes once the job is resumed (upstream keeps ``Suspended=False``, after which
+    that SDK never reports ``Running`` again: kubeflow/sdk#803). ``running_condition`` (the richer
+    shape): ``Suspended=False``/``Resumed`` stays and ``Running`` tells whether every trainer pod is ready.
+    """
     have = {c.type: c for c in current}
     done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
     if done is not None:
@@ -126,7 +134,7 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition]) -> list[Cond
         out.append(
             Condition(type=COND_SUSPENDED, status="True", reason=REASON_SUSPENDED, message="TrainJob is suspended")
         )
-    elif COND_SUSPENDED in have:
+    elif COND_SUSPENDED in have and running_condition:
         out.append(Condition(type=COND_SUSPENDED, status="False", reason=REASON_RESUMED, message="TrainJob is resumed"))
     finished = finished_condition(info)
     if finished is not None:
@@ -134,6 +142,8 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition]) -> list[Cond
         if COND_RUNNING in have:
             reason = "Completed" if finished.type == COND_COMPLETE else "Failed"
             out.append(Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {finished.type}"))
+        return out
+    if not running_condition:
         return out
     trainer = next((s for s in info.statuses if s.name == info.trainer), None)
     rjob = next((r for r in info.rjobs if r.name == info.trainer), None)

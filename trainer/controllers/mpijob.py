@@ -18,7 +18,7 @@ from functools import partial
 
 from api.base import Condition
 from api.kinds import JOBS, MPIJOBS, SECRETS
-from api.kubeflow_v2beta1 import COND_FAILED, JobCondition, MPIJob
+from api.kubeflow_v2beta1 import COND_FAILED, COND_SUCCEEDED, JobCondition, MPIJob
 from trainer.builders.mpi import new_ssh_secret
 from trainer.builders.mpijob import (
     JOB_NAME_LABEL,
@@ -86,6 +86,7 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
     resource = MPIJOBS
     model = MPIJob
     warning_conditions = frozenset({COND_FAILED, COND_MISCONFIGURED})
+    succeeded_condition = COND_SUCCEEDED
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
         return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]

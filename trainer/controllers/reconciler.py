@@ -98,9 +98,13 @@ class Reconciler(Generic[J, I]):
     model: ClassVar[type[BaseModel]]
     warning_conditions: ClassVar[frozenset[str]]
     """Condition types reported as Warning events when they turn True."""
+    succeeded_condition: ClassVar[str]
+    """The condition type of success (``Complete``, MPIJob's ``Succeeded``), for the outcome counters."""
 
     def __init__(self, ctx: Context) -> None:
         self.kube, self.reader, self.recorder, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
+        self.running_condition = ctx.running_condition
+        self.metrics = ctx.metrics
 
     # ----------------------------------------------------------------- what each kind supplies
 
@@ -200,6 +204,29 @@ class Reconciler(Generic[J, I]):
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
         meta = obj["metadata"]
         await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
+        self._count_outcomes(obj, old, new)
+
+    def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
+        """Count what this status write records: the first status, success, failure, a restart."""
+        if self.metrics is None:
+            return
+
+        def true(status: JSON, type_: str) -> JSON | None:
+            return next(
+                (c for c in status.get("conditions") or [] if c["type"] == type_ and c["status"] == "True"), None
+            )
+
+        kind, ns = self.resource.kind, str(obj["metadata"].get("namespace") or "")
+        runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
+        if not old:
+            self.metrics.outcome("created", kind, ns, runtime)
+        if true(new, self.succeeded_condition) and not true(old, self.succeeded_condition):
+            self.metrics.outcome("succeeded", kind, ns, runtime)
+        failed = true(new, "Failed")
+        if failed and not true(old, "Failed"):
+            self.metrics.outcome("failed", kind, ns, runtime, str(failed.get("reason") or ""))
+        if int(new.get("restarts") or 0) > int(old.get("restarts") or 0):
+            self.metrics.outcome("restarted", kind, ns, runtime)
 
     # ----------------------------------------------------------------- writing children
 

@@ -22,7 +22,9 @@ from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, JOBS, SECRETS, SERV
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
+    COND_SUSPENDED,
     REASON_RESOURCES_CREATION_FAILED,
+    REASON_RESUMED,
     TrainingRuntime,
     TrainJob,
     TrainJobStatus,
@@ -72,6 +74,7 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
     resource = TRAINJOBS
     model = TrainJob
     warning_conditions = frozenset({COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED})
+    succeeded_condition = COND_COMPLETE
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
         kept = [
@@ -145,9 +148,13 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         return lambda: snapshot_config_map(info.obj, runtime_obj)
 
     def events(self, info: RuntimeInfo | None) -> list[tuple[str, str, str]]:
-        if info is None or info.decision is None or info.decision.fail:
-            return []
-        return [("Warning", info.decision.reason, info.decision.message)]
+        out = []
+        if info is not None and info.decision is not None and not info.decision.fail:
+            out.append(("Warning", info.decision.reason, info.decision.message))
+        suspended = next((c for c in _conditions(info.job) if c.type == COND_SUSPENDED), None) if info else None
+        if info is not None and not self.running_condition and not info.suspended and suspended is not None:
+            out.append(("Normal", REASON_RESUMED, "TrainJob is resumed"))  # no Resumed condition to tell it
+        return out
 
     def requeue_after(self, info: RuntimeInfo) -> float | None:
         waits = [t for t in (info.deadline_left, info.ttl_left) if t is not None and t > 0]
@@ -155,7 +162,7 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
 
     def conditions(self, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
         current = (info.job.status.conditions if info.job.status else None) or []
-        out = desired_conditions(info, current)
+        out = desired_conditions(info, current, self.running_condition)
         return out if info.finished else out + gang_conditions(plan)
 
     def status(self, obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -> JSON:
