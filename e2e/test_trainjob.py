@@ -332,3 +332,26 @@ async def test_a_trainjob_on_an_mpi_runtime_keeps_one_ssh_secret_and_one_hostfil
     )
     writes = [e for e in log_events(operator.log_path, start) if e.get("event") == "applied"]
     assert writes == [], f"reconciles of a settled TrainJob wrote: {writes}"
+
+
+async def test_bad_input_the_webhook_would_refuse_ends_in_a_condition(client: Client, ns: str) -> None:
+    """Without the webhook: a child the apiserver refuses, and overrides the operator cannot expand,
+    each end in a Misconfigured condition naming the field, within 10 s, not in silence."""
+    bad = rjob("node", "trainer")
+    bad["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"memory": "-1Mi"}}
+    await client.apply(runtime("bad-env", bad), ns)
+    await client.apply(trainjob("refused", "bad-env"), ns)
+    tj = await client.wait_condition(ns, "refused", "Misconfigured", timeout=10)
+    cond = condition(tj, "Misconfigured")
+    assert cond is not None and cond["reason"] == "TrainJobResourcesCreationFailed"
+    assert "refused-node-0" in cond["message"] and "requests[memory]" in cond["message"], cond["message"]
+    assert not await client.jobs(ns, "refused")
+
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    garbage = {"template": {"spec": {"replicatedJobs": "not a list"}}}
+    await client.apply(
+        trainjob("garbled", "rt", runtimePatches=[{"manager": "me", "trainingRuntimeSpec": garbage}]), ns
+    )
+    tj = await client.wait_condition(ns, "garbled", "Misconfigured", timeout=10)
+    cond = condition(tj, "Misconfigured")
+    assert cond is not None and cond["reason"] == "InvalidSpec" and "fix its spec or its runtime" in cond["message"]

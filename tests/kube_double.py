@@ -82,6 +82,8 @@ class RecordingKube:
     objects: dict[tuple[Resource, Key], JSON] = field(default_factory=dict)
     writes: list[Write] = field(default_factory=list)
     informers: list[Informer] = field(default_factory=list)
+    refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Kinds whose apply the double refuses, with the HTTP status and message (as validation would)."""
     _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # ------------------------------------------------------------------ test helpers
@@ -142,6 +144,11 @@ class RecordingKube:
         res = resource_of(obj)
         key = key_of(obj)
         self.writes.append(Write("apply", res.kind, key, obj))
+        if res.kind in self.refuse:
+            from trainer.kube.client import ApiError
+
+            status, message = self.refuse[res.kind]
+            raise ApiError(status, {"reason": "Invalid", "message": message})
         old = self.objects.get((res, key))
         merged = copy.deepcopy(obj)
         if old is not None:

@@ -188,3 +188,31 @@ async def test_a_spec_the_operator_cannot_read_is_failed_once_and_not_retried() 
     assert metrics.terminal_errors.labels("trainjob")._value.get() == 1
     assert metrics.reconcile_errors.labels("trainjob")._value.get() == 1
     assert queue.failures(w.key) == 0 and len(queue) == 0, "not retried"
+
+
+async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent_again() -> None:
+    w = World("torch", "none")
+    message = 'Job.batch "pytorch-simple-node-0" is invalid: spec.template.spec.containers[0].env[0].name: Invalid'
+    w.kube.refuse["Job"] = (422, message)
+    await w.settle()
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Misconfigured"]
+    assert cond["reason"] == "TrainJobResourcesCreationFailed" and "env[0].name" in cond["message"]
+    job_applies = [x for x in w.kube.writes if x.verb == "apply" and x.kind == "Job"]
+    assert len(job_applies) == 1, "the refused Job is not sent again while nothing changed"
+    assert await w.reconcile() == 0
+
+
+async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop() -> None:
+    w = World("torch", "none")
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    garbage = {"template": {"spec": {"replicatedJobs": "garbage"}}}
+    obj["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": garbage}]
+    w.kube.put(obj)
+    from trainer.controller import TerminalError
+
+    with pytest.raises(TerminalError):
+        await w.reconcile()
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Misconfigured"]
+    assert cond["reason"] == "InvalidSpec" and "fix its spec or its runtime" in cond["message"]

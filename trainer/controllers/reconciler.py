@@ -28,9 +28,19 @@ from pydantic import BaseModel, ValidationError
 from api.base import Condition
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, Resource, resource_of
 from trainer.builders.labels import FIELD_MANAGER
-from trainer.controller import Context, Controller, Key, Owns, Reconcile, TerminalError, Watches, every_primary
-from trainer.diff import needs_apply, with_hash
-from trainer.gang.base import GangInput, GangPlan, GangScheduler
+from trainer.controller import (
+    Context,
+    Controller,
+    Key,
+    Owns,
+    Reconcile,
+    TerminalError,
+    UndeclaredRead,
+    Watches,
+    every_primary,
+)
+from trainer.diff import HASH_ANNOTATION, needs_apply, with_hash
+from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.events import now_rfc3339
@@ -104,6 +114,8 @@ class Reconciler(Generic[J, I]):
     def __init__(self, ctx: Context) -> None:
         self.kube, self.reader, self.recorder, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
         self.running_condition = ctx.running_condition
+        self._refusals: dict[tuple[str, str, str], tuple[str, str]] = {}
+        """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
         self.metrics = ctx.metrics
 
     # ----------------------------------------------------------------- what each kind supplies
@@ -157,21 +169,42 @@ class Reconciler(Generic[J, I]):
             raise TerminalError(message) from e
         if not job.managed_by_us:
             return None
-        info = self.info(obj, job)
-        if isinstance(info, Blocked):
-            await self.write(obj, info.desired)
-            if info.conditions is not None:
-                await self.write_status(obj, None, info.conditions)
-            return None
-        plan = self.gang.plan(self.gang_input(info), self.reader)
-        await self.write(obj, self.desired(info, plan))
+        try:
+            info = self.info(obj, job)
+            if isinstance(info, Blocked):
+                await self.write(obj, info.desired)
+                if info.conditions is not None:
+                    await self.write_status(obj, None, info.conditions)
+                return None
+            plan = self.gang.plan(self.gang_input(info), self.reader)
+            desired = self.desired(info, plan)
+        except UndeclaredRead:
+            raise  # a wiring bug of ours, not the user's input
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            # Input the schema let through that the pure core cannot expand (the webhook, when it
+            # runs, refuses it first): said on the job, not retried until it changes.
+            message = f"cannot expand the {self.resource.kind}: {e!r}; fix its spec or its runtime"
+            await self.write_status(obj, None, [*self._kept(obj), problem("InvalidSpec", message)])
+            raise TerminalError(message) from e
+        refused = await self.write(obj, desired)
         conditions = self.conditions(info, plan)
         if conditions is not None:
+            if refused:
+                conditions = _with_problem(conditions, problem(REASON_CREATION_FAILED, "; ".join(refused)))
             await self.write_status(obj, info, conditions)
         return self.requeue_after(info)
 
-    async def write(self, owner: JSON, desired: Desired) -> None:
-        """Carry out ``desired`` against the caches: only what is missing or differs is written."""
+    def _kept(self, obj: JSON) -> list[Condition]:
+        """The job's conditions but ``Misconfigured`` (which the caller sets anew)."""
+        return [
+            Condition.model_validate(c)
+            for c in (obj.get("status") or {}).get("conditions") or []
+            if c.get("type") != COND_MISCONFIGURED
+        ]
+
+    async def write(self, owner: JSON, desired: Desired) -> list[str]:
+        """Carry out ``desired`` against the caches: only what is missing or differs is written.
+        Returns the apiserver's refusals of children (``<Kind> <name>: <message>``)."""
         for res, ns, name in desired.delete:
             if await self.kube.delete(res, ns, name):
                 log.info("deleted", kind=res.kind, name=name)
@@ -180,11 +213,13 @@ class Reconciler(Generic[J, I]):
                 log.info("deleted", kind=res.kind, name=name, propagation="Foreground")
         for res, ns, name, patch in desired.patch:
             await self.kube.merge_patch(res, ns, name, patch)
+        refused = []
         for once in desired.once:
             if self.reader.get(once.resource, once.namespace, once.name) is None:
-                await self.apply(owner, once.make(), None)
+                refused.append(await self.apply(owner, once.make(), None))
         for obj in desired.apply:
-            await self.apply(owner, obj, self.reader.get(resource_of(obj), *key_of(obj)))
+            refused.append(await self.apply(owner, obj, self.reader.get(resource_of(obj), *key_of(obj))))
+        return [r for r in refused if r]
 
     async def write_status(self, obj: JSON, info: I | None, desired: list[Condition]) -> None:
         """Merge ``desired`` into the conditions (transition times kept unless a status changes), record
@@ -242,25 +277,38 @@ class Reconciler(Generic[J, I]):
                 owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
             )
 
-    async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
-        """Server-side apply ``desired`` unless ``existing`` already matches it. A refusal (422, 403)
-        becomes a Warning event on ``owner``, not a retry; other errors raise. A suspended Job whose
-        Pod template cannot be changed in place is mended by :meth:`_mend_suspended_job`."""
+    async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> str | None:
+        """Server-side apply ``desired`` unless ``existing`` already matches it. A refusal (4xx but
+        conflict and throttling) is final for that desired object: a Warning event on ``owner`` once,
+        then the same object is not sent again (until what is desired changes); returns the refusal
+        (``<Kind> <name>: <message>``), else None. Other errors raise. A suspended Job whose Pod
+        template cannot be changed in place is mended by :meth:`_mend_suspended_job`."""
         desired = with_hash(desired)
         if not needs_apply(desired, existing):
-            return
+            return None
+        ident = (desired["kind"], *key_of(desired))
+        digest = desired["metadata"]["annotations"][HASH_ANNOTATION]
+        seen = self._refusals.get(ident)
+        if seen is not None and seen[0] == digest:
+            return seen[1]
         try:
             await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
             if e.namespace_terminating:
-                return
+                return None
             if e.invalid and desired["kind"] == JOBS.kind and await self._mend_suspended_job(owner, desired, existing):
-                return
-            if e.invalid or e.status == 403:
+                return None
+            if 400 <= e.status < 500 and e.status not in (409, 429):
+                message = f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
+                self._refusals[ident] = (digest, message)
+                if len(self._refusals) > 10000:
+                    self._refusals.pop(next(iter(self._refusals)))
                 await self._refused(owner, desired, e)
-                return
+                return message
             raise
+        self._refusals.pop(ident, None)
         await self._created(owner, desired, existing)
+        return None
 
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
         """Kubernetes lets a suspended Job's Pod template change only in its scheduling directives, and
@@ -316,3 +364,12 @@ def declare(
         ),
         watches=(*watches, *(Watches(r, every_primary(primary)) for r in gang.watches)),
     )
+
+
+def _with_problem(conditions: list[Condition], extra: Condition) -> list[Condition]:
+    """``conditions`` with ``extra`` folded into their ``Misconfigured`` condition (one per job)."""
+    for i, c in enumerate(conditions):
+        if c.type == COND_MISCONFIGURED:
+            merged = c.model_copy(update={"message": f"{c.message}; {extra.message}"})
+            return [*conditions[:i], merged, *conditions[i + 1 :]]
+    return [*conditions, extra]
