@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint unit e2e venv binaries crds rbac lock
+.PHONY: demo test lint unit e2e venv binaries crds rbac chart lock
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,22 @@ binaries:
 
 crds: venv
 	$(PY) -m api.crd
+	$(MAKE) --no-print-directory chart
 
 # The ClusterRole, the leader-election Role and the overlays' RBAC patches, from trainer/rbac.py.
 rbac: venv
 	$(PY) -m trainer.rbac
+	$(MAKE) --no-print-directory chart
+
+# charts/trainer's CRDs and the RBAC files its templates read: verbatim copies of config/'s
+# (tests/test_helm_chart.py fails when one is stale).
+chart:
+	rm -rf charts/trainer/crds charts/trainer/files/config
+	mkdir -p charts/trainer/crds charts/trainer/files/config/rbac
+	cp config/crd/bases/*.yaml charts/trainer/crds/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml charts/trainer/files/config/rbac/
+	for f in config/overlays/*/role_patch.yaml; do \
+	  mkdir -p charts/trainer/files/$$(dirname $$f) && cp $$f charts/trainer/files/$$f; done
 
 # requirements.lock (the image's dependencies, with hashes) from pyproject.toml, with pip-tools in
 # a throwaway venv; PyPI only, so the hashes are those of the published files.

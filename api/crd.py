@@ -63,6 +63,18 @@ CRDS: list[CRDSpec] = [
             },
             {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"},
             {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+            {
+                "name": "Progress",
+                "type": "integer",
+                "description": "percent complete, as the trainer last reported (status.trainerStatus)",
+                "jsonPath": ".status.trainerStatus.progressPercentage",
+            },
+            {
+                "name": "ETA",
+                "type": "integer",
+                "description": "seconds of training left, as the trainer last reported (status.trainerStatus)",
+                "jsonPath": ".status.trainerStatus.estimatedRemainingSeconds",
+            },
             AGE,
         ],
     ),

@@ -78,6 +78,7 @@ VALIDATING_WEBHOOKS = Resource(
 MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False
 )
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", namespaced=False)
 
 # Gang schedulers and queues.
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")

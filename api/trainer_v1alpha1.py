@@ -470,6 +470,31 @@ class JobStatus(Model):
     """Jobs that are suspended."""
 
 
+class Metric(Model):
+    """One training metric a trainer reported (kubeflow/trainer ``trainjob_types.go`` ``Metric``)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    """A user-defined label for the metric, e.g. ``loss``, ``eval_accuracy``."""
+    value: str = Field(min_length=1, max_length=64)
+    """Value of the metric, serialized as a string."""
+
+
+class TrainerStatus(Model):
+    """The latest runtime status the trainer step reported (kubeflow/trainer ``trainjob_types.go``
+    ``TrainerStatus``, KEP-2779), written by the operator's status server."""
+
+    progress_percentage: int | None = Field(default=None, ge=0, le=100)
+    """An estimate of how complete the TrainJob is, in percent (0 to 100); empty when unknown."""
+    estimated_remaining_seconds: int | None = Field(default=None, ge=0)
+    """Estimated training time left, in seconds; empty when unknown."""
+    metrics: list[Metric] | None = Field(
+        default=None, max_length=256, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """The current metrics of the model."""
+    last_updated_time: str = Field(json_schema_extra={"format": "date-time"})
+    """When the runtime status was observed (RFC 3339)."""
+
+
 class TrainJobStatus(Model):
     """Observed state of a TrainJob."""
 
@@ -482,6 +507,9 @@ class TrainJobStatus(Model):
     upstream TrainJob)."""
     restarts_count_towards_max: int | None = Field(default=None, ge=0)
     """Restarts counted against ``maxRestarts`` (JobSet's ``status.restartsCountTowardsMax``)."""
+    trainer_status: TrainerStatus | None = None
+    """The latest runtime status of the trainer step (progress, remaining time, metrics), as the
+    trainer's pods post it to the operator's status server; empty until one does."""
 
 
 class TrainJob(Model):

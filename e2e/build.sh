@@ -7,7 +7,7 @@
 #
 # Usage: e2e/build.sh                  # build every component that is missing, print the bin directory
 #        e2e/build.sh volcano kueue    # build only the named components
-# Components: etcd kwok kubernetes volcano kueue
+# Components: etcd kwok kubernetes volcano kueue helm
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -254,11 +254,32 @@ EOF
   copy_crds "$out/crds" "$src/manifests/base/kubeflow.org_mpijobs.yaml"
 }
 
-components=(etcd kwok kubernetes volcano kueue)
+# build_helm: the helm client the chart's tests use (charts/trainer: lint, template, install).
+# The k8sVersion variables are what helm's own Makefile sets from the client-go it requires: the
+# Kubernetes version `helm template` and `helm lint` assume when no cluster is asked.
+build_helm() {
+  local ver="$HELM_VERSION" out="$cache/bin/helm-$HELM_VERSION"
+  [ -x "$out/helm" ] && return 0
+  local gomod client minor ldflags
+  mkdir -p "$out"
+  log "helm $ver: building"
+  module_dir helm.sh/helm/v3 "$ver" >/dev/null
+  gomod="$(go env GOMODCACHE)/cache/download/helm.sh/helm/v3/@v/$ver.mod"
+  client="$(required_version "$gomod" k8s.io/client-go)"
+  minor="${client#v0.}"
+  minor="${minor%%.*}"
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$ver"
+  ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  ldflags+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$minor"
+  ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
+  GOBIN="$out" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$ver"
+}
+
+components=(etcd kwok kubernetes volcano kueue helm)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm"
     exit 2
   fi
 done

@@ -10,6 +10,7 @@ import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.runtime_info import RuntimeInfo, runtime_info
+from trainer.trainjobstatus import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"
 
@@ -19,10 +20,11 @@ def info(
     runtime: ClusterTrainingRuntime | TrainingRuntime,
     observed: list[dict[str, Any]] | None = None,
     gang: str = "none",
+    injection: Injection | None = None,
 ) -> RuntimeInfo:
     """The runtime info of ``job`` on ``runtime`` with these observed Jobs, as a reconcile derives it."""
     obj = job.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}
-    return runtime_info(obj, job, runtime.spec, runtime.to_dict(), observed or [], gang)
+    return runtime_info(obj, job, runtime.spec, runtime.to_dict(), observed or [], gang, injection=injection)
 
 
 def load_sample(name: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.base import Model
+from api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client import (
     COMPLETE,
@@ -39,8 +40,9 @@ from trainer.client import (
     trainjob_status,
 )
 from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT
-from trainer.client.manifest import load_manifests, parse_manifest, read_yaml
-from trainer.client.types import parse_time
+from trainer.client.manifest import load_manifests, parse_manifest, read_yaml, wire_dict
+from trainer.client.multicluster import WorkloadInfo, for_multicluster
+from trainer.client.types import eta_text, parse_time, progress_text, trainer_status_of
 from trainer.kube.client import ApiError
 
 T = TypeVar("T")
@@ -259,11 +261,19 @@ def job_row(job: TrainJob, now: datetime | None = None) -> list[str]:
 JOB_COLUMNS = ("NAME", "STATE", "RUNTIME", "NODES", "JOBS", "QUEUE", "AGE")
 
 
+PROGRESS_COLUMNS = ("PROGRESS", "ETA")
+"""Added before AGE when some job of the table reported progress (``status.trainerStatus``)."""
+
+
 def jobs_table(jobs: Iterable[TrainJob], now: datetime | None = None) -> Table:
-    """The table ``get`` and ``list`` print."""
-    t = table(*JOB_COLUMNS)
+    """The table ``get`` and ``list`` print: :data:`JOB_COLUMNS`, plus :data:`PROGRESS_COLUMNS` (e.g.
+    ``45%``, ``3h12m``) before AGE when a job reported progress."""
+    jobs = list(jobs)
+    progress = any(trainer_status_of(j) is not None for j in jobs)
+    t = table(*((*JOB_COLUMNS[:-1], *PROGRESS_COLUMNS, JOB_COLUMNS[-1]) if progress else JOB_COLUMNS))
     for job in jobs:
-        t.add_row(*job_row(job, now))
+        row = job_row(job, now)
+        t.add_row(*([*row[:-1], progress_text(job), eta_text(job), row[-1]] if progress else row))
     return t
 
 
@@ -284,35 +294,80 @@ def events_table(events: Iterable[Event], now: datetime | None = None) -> Table:
     return t
 
 
-def describe_data(job: TrainJob, podgroup: JSON | None, events: list[Event]) -> JSON:
-    """What ``describe -o json|yaml`` prints: the job, its status and queue, PodGroup and events."""
+def describe_data(
+    job: TrainJob, podgroup: JSON | None, events: list[Event], workload: WorkloadInfo | None = None
+) -> JSON:
+    """What ``describe -o json|yaml`` prints: the job, its status and queue, PodGroup, Kueue
+    Workload (with ``clusterName``, the MultiKueue worker it runs on) and events."""
     return {
         "trainJob": job.to_dict(),
         "state": trainjob_status(job),
         "queue": queue_of(job),
+        "managedBy": job.spec.managed_by,
         "podGroup": podgroup,
+        "workload": workload.to_dict() if workload else None,
         "events": [e.to_dict() for e in events],
     }
 
 
+def workload_tables(workload: WorkloadInfo | None) -> list[Table]:
+    """The Workload, its admission checks and its conditions (only the Workload row when it has none)."""
+    head = table("NAME", "QUEUE", "CLUSTER QUEUE", "ADMITTED", "CLUSTER", title="Workload:")
+    if workload is None:
+        head.add_row("<none>", "", "", "", "")
+        return [head]
+    head.add_row(
+        workload.name,
+        workload.queue or "",
+        workload.cluster_queue or "",
+        str(workload.admitted).lower(),
+        workload.where(),
+    )
+    out = [head]
+    if workload.admission_checks:
+        checks = table("NAME", "STATE", "MESSAGE", title="Admission checks:")
+        for c in workload.admission_checks:
+            checks.add_row(c.name, c.state, c.message)
+        out.append(checks)
+    if workload.conditions:
+        conditions = table("TYPE", "STATUS", "REASON", "MESSAGE", title="Workload conditions:")
+        for wc in workload.conditions:
+            conditions.add_row(wc.type, wc.status, wc.reason, wc.message)
+        out.append(conditions)
+    return out
+
+
 def describe_tables(
-    job: TrainJob, podgroup: JSON | None, events: list[Event], now: datetime | None = None
+    job: TrainJob,
+    podgroup: JSON | None,
+    events: list[Event],
+    now: datetime | None = None,
+    workload: WorkloadInfo | None = None,
 ) -> list[Table]:
-    """The sections ``describe`` prints as tables."""
+    """The sections ``describe`` prints as tables; the Workload ones only when Kueue made one."""
     meta = job.metadata
     ref = job.spec.runtime_ref
     head = Table(box=None, show_header=False, pad_edge=False)
     head.add_column()
     head.add_column()
-    for key, value in (
+    rows = [
         ("Name:", meta.name or ""),
         ("Namespace:", meta.namespace or ""),
         ("State:", trainjob_status(job)),
         ("Runtime:", f"{ref.kind or ClusterTrainingRuntime.KIND}/{ref.name}"),
         ("Queue:", queue_of(job) or "<none>"),
         ("Suspend:", str(bool(job.spec.suspend)).lower()),
-        ("Created:", f"{meta.creation_timestamp or ''} ({age(meta.creation_timestamp, now)} ago)"),
-    ):
+    ]
+    if job.spec.managed_by and job.spec.managed_by != TRAINJOB_CONTROLLER:
+        rows.append(("Managed by:", job.spec.managed_by))
+    if workload is not None:
+        rows.append(("Cluster:", workload.where()))
+    rows.append(("Created:", f"{meta.creation_timestamp or ''} ({age(meta.creation_timestamp, now)} ago)"))
+    reported = trainer_status_of(job)
+    if reported is not None:
+        rows.append(("Progress:", f"{progress_text(job)} (reported {age(reported.last_updated_time, now)} ago)"))
+        rows.append(("ETA:", eta_text(job)))
+    for key, value in rows:
         head.add_row(key, value)
     conditions = table("TYPE", "STATUS", "REASON", "MESSAGE", "LAST TRANSITION", title="Conditions:")
     for c in (job.status.conditions if job.status else None) or []:
@@ -331,7 +386,12 @@ def describe_tables(
         )
     else:
         group.add_row("<none>", "", "", "")
-    return [head, conditions, jobs, group, events_table(events, now)]
+    kueue = workload_tables(workload) if workload is not None else []
+    metrics = table("NAME", "VALUE", title="Metrics:")
+    for m in (reported.metrics if reported else None) or []:
+        metrics.add_row(m.name, m.value)
+    reports = [metrics] if metrics.row_count else []
+    return [head, conditions, jobs, group, *kueue, *reports, events_table(events, now)]
 
 
 def console(stderr: bool = False) -> Console:
@@ -383,6 +443,16 @@ def apply(
         list[str], typer.Option("--filename", "-f", help="YAML/JSON file of TrainJobs and runtimes; - for stdin")
     ],
     force_conflicts: Annotated[bool, typer.Option(help="take over fields other managers own")] = False,
+    queue: Annotated[
+        str | None, typer.Option(help="Kueue LocalQueue of the TrainJobs (label kueue.x-k8s.io/queue-name)")
+    ] = None,
+    multicluster: Annotated[
+        bool,
+        typer.Option(
+            help="submit the TrainJobs to a MultiKueue manager cluster: managedBy kueue.x-k8s.io/multikueue, "
+            "the queue label (--queue or the manifest's) and suspend; Kueue runs each on a worker cluster"
+        ),
+    ] = False,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
@@ -391,9 +461,13 @@ def apply(
     s = settings(ctx, kubeconfig, namespace, output)
     try:
         objs = read_manifests(filename)
+        if multicluster:  # refuse before contacting the cluster
+            for obj in objs:
+                if isinstance(obj, TrainJob):
+                    for_multicluster(wire_dict(obj), queue)
     except TrainerClientError as e:
         fail(str(e))
-    stored = run(s, lambda c: c.apply(objs, s.namespace, force=force_conflicts))
+    stored = run(s, lambda c: c.apply(objs, s.namespace, force=force_conflicts, queue=queue, multicluster=multicluster))
     if s.output == Output.table:
         for obj in stored:
             typer.echo(applied_line(obj))
@@ -458,15 +532,20 @@ def describe(
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Show a TrainJob's state, conditions, Job counts, Volcano PodGroup and queue, and events."""
+    """Show a TrainJob's state, conditions, Job counts, Volcano PodGroup and queue, Kueue Workload
+    (where MultiKueue runs it, admission checks and their messages) and events."""
     s = settings(ctx, kubeconfig, namespace, output)
 
-    async def gather(c: AsyncTrainerClient) -> tuple[TrainJob, JSON | None, list[Event]]:
+    async def gather(c: AsyncTrainerClient) -> tuple[TrainJob, JSON | None, WorkloadInfo | None, list[Event]]:
         job = await c.get_job(name)
-        return job, await c.get_podgroup(name), await c.get_job_events(name)
+        return job, await c.get_podgroup(name), await c.get_workload(name), await c.get_job_events(name)
 
-    job, podgroup, events = run(s, gather)
-    show(describe_data(job, podgroup, events), s.output, lambda: describe_tables(job, podgroup, events))
+    job, podgroup, workload, events = run(s, gather)
+    show(
+        describe_data(job, podgroup, events, workload),
+        s.output,
+        lambda: describe_tables(job, podgroup, events, workload=workload),
+    )
 
 
 @app.command()

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from trainer.kube.client import Kube
     from trainer.kube.events import EventRecorder
     from trainer.metrics import Metrics
+    from trainer.trainjobstatus import Injection
 
 JSON = dict[str, Any]
 
@@ -132,6 +133,8 @@ class Context:
     """Where job outcomes are counted; None: nowhere."""
     running_condition: bool = False
     """``--trainjob-running-condition``: TrainJobs carry the richer conditions (``Running``, ``Resumed``)."""
+    status_injection: Injection | None = None
+    """The status server trainer pods report progress to (``--status-server-port``); None: none."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

@@ -22,13 +22,14 @@ from typing import Any
 
 import structlog
 
-from trainer import gang
+from trainer import gang, statusserver
 from trainer.kube.cache import wait_synced
 from trainer.kube.client import Kube
 from trainer.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.manager import Manager, Settings
 from trainer.metrics import Metrics
 from trainer.probes import metrics_app, probes_app, serve
+from trainer.statusserver import StatusServerSettings
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
 
 
@@ -122,6 +123,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "a local cluster (default false; bare flag: true)",
     )
     p.add_argument(
+        "--status-server-port",
+        type=int,
+        default=int(_env("status-server-port", "0") or 0),
+        help="port of the status server trainer pods post progress to (TLS); 0 (default) disables it and the "
+        "KUBEFLOW_TRAINER_SERVER_* injection",
+    )
+    p.add_argument(
+        "--status-server-host",
+        default=_env("status-server-host"),
+        help="host in the status server URL the trainer pods get (e.g. 127.0.0.1 on a local cluster); default: "
+        "<webhook-service>.<webhook-namespace>.svc",
+    )
+    p.add_argument(
+        "--status-write-interval",
+        type=float,
+        default=float(_env("status-write-interval", "5") or 5),
+        metavar="SECONDS",
+        help="at most one trainerStatus write per TrainJob per this many seconds; later posts are coalesced "
+        "into the next write (default 5)",
+    )
+    p.add_argument(
         "--log-format",
         choices=["auto", "json", "console"],
         default=_env("log-format", "auto"),
@@ -160,6 +182,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 < args.webhook_cert_validity <= 10 * 365 * 86400:  # at most the CA's ten years
         p.error(f"--webhook-cert-validity must be in (0, 315360000] seconds, not {args.webhook_cert_validity}")
+    if args.status_write_interval <= 0:
+        p.error(f"--status-write-interval must be positive, not {args.status_write_interval}")
     return args
 
 
@@ -200,11 +224,23 @@ async def run(args: argparse.Namespace) -> int:
             kube, args.leader_election_namespace or default_namespace(), lease_name, on_change=on_change
         )
         metrics.leading(lease_name, False)
+    status_settings = None
+    if args.status_server_port:
+        status_settings = StatusServerSettings(
+            port=args.status_server_port,
+            host=args.status_server_host,
+            namespace=args.webhook_namespace,
+            service=args.webhook_service,
+            write_interval=args.status_write_interval,
+            cert_validity=args.webhook_cert_validity,
+            reuse_port=args.webhook_reuse_port,
+        )
     settings = Settings(
         namespace=args.namespace,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
         trainjob_running_condition=args.trainjob_running_condition,
+        status_server_url=status_settings.url if status_settings is not None else None,
     )
     manager = Manager(kube, settings, metrics, elector)
     servers = []
@@ -244,6 +280,8 @@ async def run(args: argparse.Namespace) -> int:
             synced.set()
 
         parts += [when_synced(), webhook.run(synced)]
+    if status_settings is not None:
+        parts.append(statusserver.setup(kube, status_settings, manager).run())
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(manager.run())
     # The webhook serves on every replica, leading or not; gather() of nothing would end at once.

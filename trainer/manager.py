@@ -41,6 +41,7 @@ from trainer.kube.events import EventRecorder
 from trainer.kube.leader import LeaderElector
 from trainer.kube.queue import WorkQueue
 from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
+from trainer.trainjobstatus import Injection
 
 log = structlog.get_logger("trainer.manager")
 
@@ -59,6 +60,8 @@ class Settings:
     """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
     trainjob_running_condition: bool = False
     """TrainJobs carry ``Running`` and ``Suspended=False`` conditions (``--trainjob-running-condition``)."""
+    status_server_url: str | None = None
+    """``https://<host>:<port>`` of the status server trainer pods report progress to; None: none."""
 
 
 def default_controllers(scheduler: GangScheduler) -> list[Controller]:
@@ -96,7 +99,9 @@ class Manager:
                 stores[owned.resource].add_handler(_enqueue_owner(queue, c.for_))
             for watched in c.watches:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
-            context = Context(kube, reader, events, self.gang, self.metrics, settings.trainjob_running_condition)
+            injection = Injection(settings.status_server_url.rstrip("/")) if settings.status_server_url else None
+            running = settings.trainjob_running_condition
+            context = Context(kube, reader, events, self.gang, self.metrics, running, injection)
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
         """Set once the caches are synced (leading or not): ``/readyz``."""

@@ -37,8 +37,10 @@ from api.kinds import (
     LEASES,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    PODS,
     SECRETS,
     SERVICES,
+    TOKEN_REVIEWS,
     TRAINING_RUNTIMES,
     TRAINJOBS,
     VALIDATING_WEBHOOKS,
@@ -101,6 +103,8 @@ OPERATOR: list[Rule] = [
     Rule(MUTATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
     Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
     Rule(EVENTS, ("create", "patch"), "events, repeats bump the count (kube/events.py)"),
+    Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver.py)"),
+    Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver.py)"),
 ]
 """The ClusterRole: what the operator needs whatever its gang scheduler."""
 

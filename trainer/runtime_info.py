@@ -35,6 +35,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
+from trainer import trainjobstatus
 from trainer.builders import labels as L
 from trainer.builders import trainjob_mpi
 from trainer.builders.overrides import apply_pod_patch, patches_for
@@ -165,7 +166,13 @@ def _pods_per_job(
 
 
 def _pod_template(
-    job: TrainJob, runtime: TrainingRuntimeSpec, rjob: ReplicatedJob, is_trainer: bool, nodes: int, subdomain: str
+    job: TrainJob,
+    runtime: TrainingRuntimeSpec,
+    rjob: ReplicatedJob,
+    is_trainer: bool,
+    nodes: int,
+    subdomain: str,
+    injection: trainjobstatus.Injection | None,
 ) -> JSON:
     spec = copy.deepcopy(rjob.template.get("spec") or {})
     pod: JSON = spec.get("template") or {}
@@ -175,6 +182,7 @@ def _pod_template(
         apply_trainer(job, pod)
         if policy is not None and policy.torch is not None:
             apply_torch(job, policy.torch, rjob.name, subdomain, nodes, pod)
+        trainjobstatus.inject(job, pod, injection)  # the status server's env and token volume, when served
     elif step in (STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER):
         apply_initializer(job, step, pod)
     if policy is not None and policy.mpi is not None:
@@ -301,10 +309,12 @@ def runtime_info(
     observed: list[JSON],
     gang: str,
     now: datetime | None = None,
+    injection: trainjobstatus.Injection | None = None,
 ) -> RuntimeInfo:
     """Derive everything about ``job`` (its JSON ``obj``) on ``runtime`` (``runtime_obj`` its JSON,
     for the queue default) with every Job it owns (``observed``), under ``--gang-scheduler-name=gang``,
-    at ``now`` (default: the current time). Pure but for the clock."""
+    at ``now`` (default: the current time), with the status server's ``injection`` into trainer pods
+    when the operator serves one. Pure but for the clock."""
     now = now or datetime.now(UTC)
     rjobs = replicated_jobs(runtime)
     trainer = trainer_rjob(rjobs)
@@ -316,7 +326,9 @@ def runtime_info(
         if by_policy:
             sized.add(r.name)
         is_trainer = trainer is not None and trainer.name == r.name
-        template = _pod_template(job, runtime, r, is_trainer, nodes or 1, subdomain or str(job.metadata.name))
+        template = _pod_template(
+            job, runtime, r, is_trainer, nodes or 1, subdomain or str(job.metadata.name), injection
+        )
         pod_sets.append(PodSet(name=r.name, jobs=r.replicas, pods_per_job=pods, template=template))
     conditions = (job.status.conditions if job.status else None) or []
     finished = any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in conditions)

@@ -1,9 +1,14 @@
-"""Command line: ``python -m e2e.cluster up|down|status [--dir DIR] [--nodes N] [--purge]``.
+"""Command line: ``python -m e2e.cluster up|down|status [--dir DIR] [--nodes N] [--purge]``, and
+``python -m e2e.cluster multicluster up|down|status [--dir DIR] [--purge]``.
 
 ``up`` starts the cluster (or reuses the one running from DIR) and prints ``export KUBECONFIG=...``
 on stdout; the processes keep running after the command exits, until ``down``. ``up --volcano``
 and ``up --kueue`` add those components, ``up --crds PATH...`` applies CRD manifests (files or
 directories) before they start; ``down`` stops whatever runs, optional components included.
+
+``multicluster up`` starts a MultiKueue manager and two worker clusters, each with Kueue and the
+operator (:mod:`e2e.cluster.multicluster`), and prints ``export KUBECONFIG=<manager>`` on stdout
+and the workers' kubeconfigs on stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 
 from e2e.cluster.binaries import cache_dir
 from e2e.cluster.cluster import LocalCluster
+from e2e.cluster.multicluster import MultiCluster
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,8 +47,50 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _multicluster_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.cluster multicluster",
+        description="A MultiKueue manager cluster and two worker clusters (worker-a: 1 CPU queue, worker-b: 8).",
+    )
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=cache_dir() / "multicluster",
+        help="state directory (default: $TRAINER_CACHE/multicluster, i.e. ~/.cache/trainer/multicluster)",
+    )
+    parser.add_argument("--purge", action="store_true", help="also delete the state directory (down)")
+    return parser
+
+
+def multicluster_main(argv: list[str]) -> int:
+    """Run one ``multicluster`` command; return the process exit code."""
+    args = _multicluster_parser().parse_args(argv)
+    mc = MultiCluster(args.dir)
+    if args.command == "up":
+        mc.start()
+        for name, worker in mc.workers.items():
+            print(f"{name}: KUBECONFIG={worker.kubeconfig}", file=sys.stderr)
+        print(f"export KUBECONFIG={mc.manager.kubeconfig}")
+        return 0
+    if args.command == "down":
+        mc.stop(purge=args.purge)
+        print(f"stopped the clusters in {args.dir}" + (" and deleted them" if args.purge else ""), file=sys.stderr)
+        return 0
+    up = True
+    for name, (running, operator) in mc.status().items():
+        up = up and running and operator is not None
+        state = "running" if running else "not running"
+        print(f"{name:10} {state:12} operator {'pid ' + str(operator) if operator else 'not running'}")
+        print(f"{'':10} kubeconfig {mc.clusters[name].kubeconfig}")
+    return 0 if up else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; return the process exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["multicluster"]:
+        return multicluster_main(argv[1:])
     args = _parser().parse_args(argv)
     cluster = LocalCluster(args.dir, nodes=args.nodes, volcano=args.volcano, kueue=args.kueue, extra_crds=args.crds)
     if args.command == "up":

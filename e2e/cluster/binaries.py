@@ -2,7 +2,8 @@
 
 ``e2e/build.sh`` puts every binary in ``$TRAINER_CACHE/bin/<component>-<version>/`` (the cache
 defaults to ``~/.cache/trainer``) with the versions pinned in ``e2e/versions.env``. The optional
-components (Volcano, Kueue) also keep the CRDs they need next to their binaries, in ``crds/``.
+components (Volcano, Kueue) also keep the CRDs they need next to their binaries, in ``crds/``. The
+tools the tests run (helm, for ``charts/trainer``) are built the same way, by :func:`ensure`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ OPTIONAL_BINARIES: dict[str, tuple[str, str]] = {
     "vc-controller-manager": ("VOLCANO_VERSION", "volcano"),
     "kueue": ("KUEUE_VERSION", "kueue"),
 }
+# Client tools the tests run (not cluster components), built on first use by ensure().
+TOOLS: dict[str, tuple[str, str]] = {"helm": ("HELM_VERSION", "helm")}
 # build.sh components that also install CRDs into their crds/ directory.
 COMPONENTS_WITH_CRDS = ("volcano", "kueue")
 # Other directories a build.sh component installs beside its binaries (present, possibly empty).
@@ -55,7 +58,7 @@ def versions() -> dict[str, str]:
 
 
 def _all_binaries() -> dict[str, tuple[str, str]]:
-    return {**BINARIES, **OPTIONAL_BINARIES}
+    return {**BINARIES, **OPTIONAL_BINARIES, **TOOLS}
 
 
 def component_dir(component: str) -> Path:
@@ -110,7 +113,13 @@ def ensure_binaries(optional: Iterable[str] = ()) -> dict[str, Path]:
     are built; the build's output is streamed to stderr and a failed build raises
     ``CalledProcessError``.
     """
-    wanted = [*BINARIES, *optional]
+    return ensure(*BINARIES, *optional)
+
+
+def ensure(*wanted: str) -> dict[str, Path]:
+    """Return the path of every binary, first building the build.sh components that miss one of
+    ``wanted`` (names of :data:`BINARIES`, :data:`OPTIONAL_BINARIES` or :data:`TOOLS`, e.g.
+    ``ensure("helm", "kubectl")["helm"]``). A failed build raises ``CalledProcessError``."""
     missing = missing_binaries(wanted)
     if missing:
         components = list(dict.fromkeys(_all_binaries()[name][1] for name in missing))

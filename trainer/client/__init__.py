@@ -28,6 +28,7 @@ from trainer.client.errors import (
     WaitTimeoutError,
 )
 from trainer.client.manifest import Manifest, load_manifests, load_trainjob
+from trainer.client.multicluster import CheckState, WorkloadInfo, for_multicluster
 from trainer.client.sync import TrainerClient
 from trainer.client.types import (
     COMPLETE,
@@ -55,6 +56,7 @@ __all__ = [
     "AlreadyExistsError",
     "AsyncJobClient",
     "AsyncTrainerClient",
+    "CheckState",
     "Event",
     "JobFailedError",
     "JobFinishedError",
@@ -67,7 +69,9 @@ __all__ = [
     "TrainerClientError",
     "UnknownStepError",
     "WaitTimeoutError",
+    "WorkloadInfo",
     "default_namespace",
+    "for_multicluster",
     "load_manifests",
     "load_trainjob",
     "queue_of",

@@ -31,6 +31,7 @@ from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     EVENTS,
     JOBS,
+    KUEUE_WORKLOADS,
     PODS,
     TRAINING_RUNTIMES,
     VOLCANO_PODGROUPS,
@@ -48,6 +49,7 @@ from trainer.client.errors import (
     WaitTimeoutError,
 )
 from trainer.client.manifest import Manifest, Source, load_manifests, load_trainjob, wire_dict, with_namespace
+from trainer.client.multicluster import JOB_UID_LABEL, WorkloadInfo, for_multicluster, owned_workload
 from trainer.client.types import (
     COMPLETE,
     FAILED,
@@ -60,6 +62,7 @@ from trainer.client.types import (
     related_events,
 )
 from trainer.kube.client import ApiError, Kube
+from trainer.queues import KUEUE_QUEUE_LABEL
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "trainer-client"
@@ -396,11 +399,54 @@ class AsyncJobClient(Generic[J]):
         pods, _ = await self.kube.list(PODS, self.namespace, selector)
         events, _ = await self.kube.list(EVENTS, self.namespace)
         uid = str((job or {}).get("metadata", {}).get("uid") or "") or None
+        workload = await self._workload(uid) if uid else None
         objects: dict[tuple[str, str], str | None] = {(self.kind.resource.kind, name): uid, ("PodGroup", name): None}
-        for kind, items in (("Job", jobs), ("Pod", pods)):
+        for kind, items in (("Job", jobs), ("Pod", pods), ("Workload", [workload] if workload else [])):
             for item in items:
                 objects[(kind, str(item["metadata"]["name"]))] = item["metadata"].get("uid")
         return related_events(events, objects)
+
+    async def _get_optional(self, path: str, query: dict[str, str] | None = None) -> JSON | None:
+        """``GET path``: the object, or None on 404 (also when the kind's CRD is not installed: the
+        apiserver then answers with a plain-text body, which :meth:`Kube.request` cannot decode,
+        hence the raw request). Raises :class:`ApiError` on other failures."""
+        resp = await self.kube.api.call_api(
+            path,
+            "GET",
+            query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=60,
+        )
+        try:
+            text = await resp.text()
+        finally:
+            resp.release()
+        if resp.status == 404:
+            return None
+        body: Any = json.loads(text) if text.startswith("{") else text
+        if resp.status >= 300:
+            raise ApiError(resp.status, body)
+        return body if isinstance(body, dict) else None
+
+    async def _workload(self, uid: str) -> JSON | None:
+        """The Workload object Kueue made for the job of ``uid``, or None (none, or no Kueue)."""
+        found = await self._get_optional(
+            KUEUE_WORKLOADS.path(self.namespace), {"labelSelector": f"{JOB_UID_LABEL}={uid}"}
+        )
+        return owned_workload((found or {}).get("items") or [], uid)
+
+    async def get_workload(self, name: str) -> WorkloadInfo | None:
+        """The Kueue Workload (``kueue.x-k8s.io/v1beta2``) of job ``name``: its queue, admission,
+        admission checks and, on a MultiKueue manager, ``cluster_name``, the worker cluster the job
+        was dispatched to. None when Kueue made none (or Kueue's CRDs are not installed). Raises
+        :class:`NotFoundError` when the job does not exist, :class:`ApiError` on other failures."""
+        job = await self.kube.get_or_none(self.kind.resource, self.namespace, name)
+        if job is None:
+            raise NotFoundError(self.kind.resource.kind, self.namespace, name)
+        workload = await self._workload(str(job["metadata"]["uid"]))
+        return WorkloadInfo.from_dict(workload) if workload else None
 
     async def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Delete the job (its children go by background cascading deletion). With ``wait``, return
@@ -427,24 +473,18 @@ class AsyncJobClient(Generic[J]):
         when there is none or Volcano's CRDs are not installed (the apiserver then answers 404 with
         a plain-text body, which :meth:`Kube.request` cannot decode, hence the raw request).
         Raises :class:`ApiError` on other failures."""
-        resp = await self.kube.api.call_api(
-            VOLCANO_PODGROUPS.path(self.namespace, name),
-            "GET",
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=60,
-        )
-        try:
-            text = await resp.text()
-        finally:
-            resp.release()
-        if resp.status == 404:
-            return None
-        body: Any = json.loads(text) if text.startswith("{") else text
-        if resp.status >= 300:
-            raise ApiError(resp.status, body)
-        return body if isinstance(body, dict) else None
+        return await self._get_optional(VOLCANO_PODGROUPS.path(self.namespace, name))
+
+
+def _dispatched(body: JSON, queue: str | None, multicluster: bool) -> JSON:
+    """A TrainJob's wire form with the queue label ``queue`` (when given) and, with
+    ``multicluster``, marked for MultiKueue (:func:`for_multicluster`)."""
+    if multicluster:
+        return for_multicluster(body, queue)
+    if queue:
+        meta = body.get("metadata") or {}
+        return {**body, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), KUEUE_QUEUE_LABEL: queue}}}
+    return body
 
 
 def _creation_key(obj: Any) -> tuple[str, str]:
@@ -479,17 +519,26 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
             return None
         return namespace or obj.metadata.namespace or self.namespace
 
-    async def create_job(self, manifest: Source, namespace: str | None = None) -> TrainJob:
+    async def create_job(
+        self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
+    ) -> TrainJob:
         """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or a
         :class:`TrainJob`), in ``namespace`` if given, else its own, else the client's.
 
-        Raises :class:`ManifestError` for anything but exactly one valid TrainJob;
-        :class:`AlreadyExistsError` when the name is taken; :class:`ApiError` when the apiserver
-        refuses it (e.g. 422 from the CRD's validation).
+        ``queue`` sets the Kueue LocalQueue label (``kueue.x-k8s.io/queue-name``). ``multicluster``
+        submits it to a MultiKueue manager cluster: ``managedBy: kueue.x-k8s.io/multikueue``, the
+        queue label (``queue``, else the manifest's) and ``suspend: true`` (see
+        :func:`trainer.client.multicluster.for_multicluster`); Kueue then runs it on a worker
+        cluster and :meth:`get_workload` says which.
+
+        Raises :class:`ManifestError` for anything but exactly one valid TrainJob, or when
+        ``multicluster`` finds no queue or another ``managedBy``; :class:`AlreadyExistsError` when
+        the name is taken; :class:`ApiError` when the apiserver refuses it (e.g. 422 from the CRD's
+        validation).
         """
         job = load_trainjob(manifest)
         ns = self._namespace_for(job, namespace)
-        body = with_namespace(wire_dict(job), ns)
+        body = with_namespace(_dispatched(wire_dict(job), queue, multicluster), ns)
         try:
             created = await self.kube.create(self.kind.resource, ns, body)
         except ApiError as e:
@@ -498,19 +547,32 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
             raise
         return self._parse(created)
 
-    async def apply(self, manifests: Source, namespace: str | None = None, force: bool = False) -> list[Manifest]:
+    async def apply(
+        self,
+        manifests: Source,
+        namespace: str | None = None,
+        force: bool = False,
+        *,
+        queue: str | None = None,
+        multicluster: bool = False,
+    ) -> list[Manifest]:
         """Server-side apply every object of ``manifests`` (TrainJobs, TrainingRuntimes,
         ClusterTrainingRuntimes) as field manager ``trainer-client``, like ``kubectl apply
         --server-side``; namespaced objects go to ``namespace`` if given, else their own, else the
-        client's. Returns the stored objects. All are validated before the first is sent.
+        client's. ``queue`` and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
+        Returns the stored objects. All are validated (and marked) before the first is sent.
 
-        Raises :class:`ManifestError` for invalid input; :class:`ApiError` when the apiserver
-        refuses one (409 on a field conflict unless ``force``).
+        Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
+        mark); :class:`ApiError` when the apiserver refuses one (409 on a field conflict unless
+        ``force``).
         """
         objs = load_manifests(manifests)
+        bodies = [
+            _dispatched(wire_dict(o), queue, multicluster) if isinstance(o, TrainJob) else wire_dict(o) for o in objs
+        ]
         out: list[Manifest] = []
-        for obj in objs:
-            body = with_namespace(wire_dict(obj), self._namespace_for(obj, namespace))
+        for obj, wire in zip(objs, bodies, strict=True):
+            body = with_namespace(wire, self._namespace_for(obj, namespace))
             stored = await self.kube.apply(body, FIELD_MANAGER, force=force)
             out.append(type(obj).model_validate(stored))
         return out

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, AsyncTrainerClient
 from trainer.client.manifest import Manifest, Source
+from trainer.client.multicluster import WorkloadInfo
 from trainer.client.types import COMPLETE, Event
 
 T = TypeVar("T")
@@ -97,13 +98,25 @@ class TrainerClient:
     ) -> None:
         self.close()
 
-    def create_job(self, manifest: Source, namespace: str | None = None) -> TrainJob:
-        """Create one TrainJob from a dict, a YAML path or string, or a :class:`TrainJob`."""
-        return self._run(self._client.create_job(manifest, namespace))
+    def create_job(
+        self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
+    ) -> TrainJob:
+        """Create one TrainJob from a dict, a YAML path or string, or a :class:`TrainJob`; with
+        ``multicluster``, for MultiKueue to run on a worker cluster (``queue``: its LocalQueue)."""
+        return self._run(self._client.create_job(manifest, namespace, queue=queue, multicluster=multicluster))
 
-    def apply(self, manifests: Source, namespace: str | None = None, force: bool = False) -> list[Manifest]:
-        """Server-side apply TrainJobs and runtimes; returns the stored objects."""
-        return self._run(self._client.apply(manifests, namespace, force))
+    def apply(
+        self,
+        manifests: Source,
+        namespace: str | None = None,
+        force: bool = False,
+        *,
+        queue: str | None = None,
+        multicluster: bool = False,
+    ) -> list[Manifest]:
+        """Server-side apply TrainJobs and runtimes; returns the stored objects. ``queue`` and
+        ``multicluster`` mark the TrainJobs as :meth:`create_job` does."""
+        return self._run(self._client.apply(manifests, namespace, force, queue=queue, multicluster=multicluster))
 
     def get_job(self, name: str) -> TrainJob:
         """The TrainJob ``name``."""
@@ -163,6 +176,10 @@ class TrainerClient:
     def get_runtime(self, name: str) -> TrainingRuntime | ClusterTrainingRuntime:
         """The TrainingRuntime ``name``, else the ClusterTrainingRuntime."""
         return self._run(self._client.get_runtime(name))
+
+    def get_workload(self, name: str) -> WorkloadInfo | None:
+        """The TrainJob's Kueue Workload (``cluster_name``: the worker cluster it runs on), if any."""
+        return self._run(self._client.get_workload(name))
 
     def get_podgroup(self, name: str) -> JSON | None:
         """The Volcano PodGroup named after the TrainJob, if any."""

@@ -19,6 +19,7 @@ from api.trainer_v1alpha1 import (
     FRAMEWORK_LABEL,
     NODE_CONTAINER,
     ClusterTrainingRuntime,
+    TrainerStatus,
     TrainingRuntime,
     TrainJob,
 )
@@ -78,6 +79,46 @@ def trainjob_steps(job: TrainJob) -> list[str]:
     """Names of the job's replicated jobs as its ``jobsStatus`` lists them (empty before the
     operator first reported)."""
     return [s.name for s in (job.status.jobs_status if job.status else None) or []]
+
+
+def trainer_status_of(job: TrainJob) -> TrainerStatus | None:
+    """The progress the job's trainer last reported (``status.trainerStatus``), None before any."""
+    return job.status.trainer_status if job.status else None
+
+
+def duration_text(seconds: int) -> str:
+    """A duration the way kubectl prints ages: ``45s``, ``12m``, ``3h12m``, ``2d4h``."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs and minutes < 10 else f"{minutes}m"
+    return f"{secs}s"
+
+
+def progress_text(job: TrainJob) -> str:
+    """``45%`` from ``trainerStatus.progressPercentage``; ``-`` when not reported."""
+    status = trainer_status_of(job)
+    return f"{status.progress_percentage}%" if status and status.progress_percentage is not None else "-"
+
+
+def eta_text(job: TrainJob) -> str:
+    """``trainerStatus.estimatedRemainingSeconds`` as :func:`duration_text` (counted from the report's
+    ``lastUpdatedTime``); ``-`` when not reported."""
+    status = trainer_status_of(job)
+    seconds = status.estimated_remaining_seconds if status else None
+    return duration_text(seconds) if seconds is not None else "-"
+
+
+def metrics_text(job: TrainJob) -> str:
+    """The reported metrics as ``name=value`` pairs, e.g. ``loss=0.23, accuracy=0.98``; "" when none."""
+    status = trainer_status_of(job)
+    return ", ".join(f"{m.name}={m.value}" for m in (status.metrics if status else None) or [])
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,7 @@ class Reconciler(Generic[J, I]):
     def __init__(self, ctx: Context) -> None:
         self.kube, self.reader, self.recorder, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
         self.running_condition = ctx.running_condition
+        self.injection = ctx.status_injection
         self._refusals: dict[tuple[str, str, str], tuple[str, str]] = {}
         """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
         self.metrics = ctx.metrics

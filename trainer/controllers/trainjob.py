@@ -99,7 +99,7 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         except ValidationError as e:
             return Blocked(self.invalid(obj, f"runtime {name!r} is invalid: {first_error(e)}"))
         observed = self.reader.owned(JOBS, str(job.metadata.uid))
-        return runtime_info(obj, job, runtime.spec, runtime_obj, observed, self.gang.name)
+        return runtime_info(obj, job, runtime.spec, runtime_obj, observed, self.gang.name, injection=self.injection)
 
     def gang_input(self, info: RuntimeInfo) -> GangInput:
         return info.gang_input()

@@ -1,0 +1,279 @@
+"""The Helm chart (``charts/trainer``) renders what ``config/`` renders.
+
+For every gang scheduler, ``helm template`` of the chart (release ``trainer`` in ``trainer-system``,
+``namespace.create=true``, ``--include-crds``) is compared with ``kubectl kustomize`` of the matching
+``config/`` directory: the same (kind, name, namespace) objects, the same RBAC rules, and every
+object equal once the labels are set aside (Helm's labels, and ``app.kubernetes.io/instance`` in the
+selectors). The chart's CRDs and the rule files it reads are verbatim copies of ``config/``'s
+(``make chart`` refreshes them). Then the values: the gang scheduler, replicas, webhook, metrics,
+resources and image change what they should and nothing else; ``helm lint --strict`` passes.
+
+helm and kubectl are the ones ``e2e/build.sh`` builds (versions in ``e2e/versions.env``).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.cluster.binaries import ensure
+from trainer import rbac
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "trainer"
+CONFIG = ROOT / "config"
+NAMESPACE = "trainer-system"
+OVERLAYS = {
+    "none": "default",
+    "volcano": "overlays/volcano",
+    "kueue": "overlays/kueue",
+    "scheduler-plugins": "overlays/scheduler-plugins",
+}
+"""The ``config/`` directory deploying each ``--gang-scheduler-name``."""
+INSTANCE = "app.kubernetes.io/instance"
+
+Doc = dict[str, Any]
+Key = tuple[str, str, str]
+
+
+@functools.cache
+def tools() -> dict[str, Path]:
+    """helm and kubectl, built by ``e2e/build.sh`` on first use."""
+    return ensure("helm", "kubectl")
+
+
+def run(*args: str) -> str:
+    """Run a command; on failure the assertion shows its stderr."""
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}"
+    return proc.stdout
+
+
+def docs(text: str) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def helm_template(*sets: str, release: str = "trainer") -> list[Doc]:
+    """``helm template`` of the chart, with ``--set`` for each of ``sets``."""
+    args = [str(tools()["helm"]), "template", release, str(CHART), "--namespace", NAMESPACE, "--include-crds"]
+    for value in sets:
+        args += ["--set", value]
+    return docs(run(*args))
+
+
+@functools.cache
+def chart(gang: str) -> tuple[Doc, ...]:
+    """The chart as it stands in for ``config/<OVERLAYS[gang]>``."""
+    return tuple(helm_template(f"gangScheduler={gang}", "namespace.create=true"))
+
+
+@functools.cache
+def kustomize(gang: str) -> tuple[Doc, ...]:
+    return tuple(docs(run(str(tools()["kubectl"]), "kustomize", str(CONFIG / OVERLAYS[gang]))))
+
+
+def key(doc: Doc) -> Key:
+    return doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace", "")
+
+
+def by_key(objects: tuple[Doc, ...] | list[Doc]) -> dict[Key, Doc]:
+    out = {key(doc): doc for doc in objects}
+    assert len(out) == len(objects), "two objects of the same kind, name and namespace"
+    return out
+
+
+def one(objects: tuple[Doc, ...] | list[Doc], kind: str) -> Doc:
+    found = [doc for doc in objects if doc["kind"] == kind]
+    assert len(found) == 1, f"{len(found)} {kind}s"
+    return found[0]
+
+
+def without_labels(doc: Doc) -> Doc:
+    """``doc`` without its labels, and without the release's instance label in its selectors."""
+    doc = copy.deepcopy(doc)
+    doc["metadata"].pop("labels", None)
+    spec = doc.get("spec", {})
+    if doc["kind"] == "Service":
+        spec.get("selector", {}).pop(INSTANCE, None)
+    if doc["kind"] == "Deployment":
+        spec["selector"]["matchLabels"].pop(INSTANCE, None)
+        spec["template"]["metadata"]["labels"].pop(INSTANCE, None)
+    return doc
+
+
+def container(objects: tuple[Doc, ...] | list[Doc]) -> Doc:
+    c: Doc = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return c
+
+
+def test_every_gang_scheduler_of_the_code_has_a_config_directory() -> None:
+    assert set(OVERLAYS) == set(rbac.GANG)
+    assert all((CONFIG / d / "kustomization.yaml").is_file() for d in OVERLAYS.values())
+
+
+def test_helm_lint_strict() -> None:
+    helm = str(tools()["helm"])
+    run(helm, "lint", "--strict", str(CHART))
+    for gang in OVERLAYS:
+        run(helm, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, "--set", f"gangScheduler={gang}")
+    run(helm, "lint", "--strict", str(CHART), "--set", "webhook.enabled=false,metrics.enabled=false,replicas=0")
+
+
+def test_crds_are_config_crds_byte_for_byte() -> None:
+    bases = CONFIG / "crd" / "bases"
+    config = {p.name: p.read_bytes() for p in bases.glob("*.yaml")}
+    chart_crds = {p.name: p.read_bytes() for p in (CHART / "crds").iterdir()}
+    assert sorted(chart_crds) == sorted(config), "charts/trainer/crds differs from config/crd/bases: run `make chart`"
+    stale = [name for name in config if chart_crds[name] != config[name]]
+    assert not stale, f"stale in charts/trainer/crds: {stale}: run `make chart`"
+
+
+def test_rbac_files_are_config_files_byte_for_byte() -> None:
+    """The rules the chart reads (``files/config/``) are the files ``python -m trainer.rbac`` writes."""
+    files = CHART / "files" / "config"
+    generated = {path.relative_to(CONFIG): text for path, text in rbac.files().items()}
+    copied = {p.relative_to(files) for p in files.rglob("*") if p.is_file()}
+    assert copied == set(generated), "charts/trainer/files/config differs from config/: run `make chart`"
+    stale = [
+        str(p)
+        for p in sorted(generated)
+        if (files / p).read_bytes() != (CONFIG / p).read_bytes() or (files / p).read_text() != generated[p]
+    ]
+    assert not stale, f"stale in charts/trainer/files/config: {stale}: run `make rbac`"
+
+
+@pytest.mark.parametrize("gang", OVERLAYS)
+def test_same_objects_as_config(gang: str) -> None:
+    assert sorted(by_key(chart(gang))) == sorted(by_key(kustomize(gang)))
+
+
+@pytest.mark.parametrize("gang", OVERLAYS)
+def test_same_rbac_as_config(gang: str) -> None:
+    ours, theirs = by_key(chart(gang)), by_key(kustomize(gang))
+    roles = [k for k in theirs if k[0] in ("Role", "ClusterRole")]
+    assert {k[0] for k in roles} == {"Role", "ClusterRole"}
+    for k in roles:
+        assert ours[k]["rules"] == theirs[k]["rules"], k
+    for k in (k for k in theirs if k[0] in ("RoleBinding", "ClusterRoleBinding")):
+        assert (ours[k]["roleRef"], ours[k]["subjects"]) == (theirs[k]["roleRef"], theirs[k]["subjects"]), k
+    cluster_role = ours[("ClusterRole", rbac.CLUSTER_ROLE, "")]
+    assert cluster_role["rules"] == [*rbac.cluster_role()["rules"], *rbac.policy_rules(rbac.GANG[gang])]
+
+
+@pytest.mark.parametrize("gang", OVERLAYS)
+def test_deployment_args_and_ports_as_config(gang: str) -> None:
+    ours, theirs = container(chart(gang)), container(kustomize(gang))
+    assert ours["args"] == theirs["args"]
+    assert f"--gang-scheduler-name={gang}" in ours["args"]
+    assert ours["ports"] == theirs["ports"]
+
+
+@pytest.mark.parametrize("gang", OVERLAYS)
+def test_every_object_equal_but_labels(gang: str) -> None:
+    ours, theirs = by_key(chart(gang)), by_key(kustomize(gang))
+    for k, doc in theirs.items():
+        assert without_labels(ours[k]) == without_labels(doc), k
+        if doc["kind"] != "CustomResourceDefinition":  # the chart's are config/crd/bases' files as they are
+            assert doc["metadata"]["labels"].items() <= ours[k]["metadata"]["labels"].items(), k
+
+
+def test_selectors_match_the_pods() -> None:
+    objects = chart("none")
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert one(objects, "Deployment")["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    for svc in (doc for doc in objects if doc["kind"] == "Service"):
+        assert svc["spec"]["selector"].items() <= pod_labels.items(), svc["metadata"]["name"]
+        assert svc["spec"]["selector"][INSTANCE] == "trainer"
+
+
+def test_without_namespace_create_the_release_namespace_is_not_rendered() -> None:
+    objects = helm_template()
+    assert "Namespace" not in {doc["kind"] for doc in objects}
+    assert {key(doc) for doc in objects} == set(by_key(chart("none"))) - {("Namespace", NAMESPACE, "")}
+
+
+def test_replicas_image_resources_and_extra_args() -> None:
+    objects = helm_template(
+        "replicas=0",
+        "image.repository=registry.example/trainer",
+        "image.tag=9.9.9",
+        "image.pullPolicy=Always",
+        "resources.requests.cpu=2",
+        "resources.limits.memory=2Gi",
+        "extraArgs={--max-concurrent-reconciles=8}",
+    )
+    assert one(objects, "Deployment")["spec"]["replicas"] == 0
+    c = container(objects)
+    assert (c["image"], c["imagePullPolicy"]) == ("registry.example/trainer:9.9.9", "Always")
+    assert c["resources"] == {"requests": {"cpu": 2, "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    assert c["args"] == [*container(chart("none"))["args"], "--max-concurrent-reconciles=8"]
+    assert container(chart("none"))["image"] == "trainer-operator:0.1.0"
+
+
+def test_webhook_off_and_on_another_port() -> None:
+    default = container(chart("none"))
+    off = helm_template("webhook.enabled=false")
+    c = container(off)
+    assert not [a for a in c["args"] if a.startswith("--webhook-")]
+    assert [a for a in default["args"] if not a.startswith("--webhook-")] == c["args"]
+    assert "webhook" not in {p["name"] for p in c["ports"]}
+    assert ("Service", "trainer-webhook-service", NAMESPACE) not in by_key(off)
+
+    moved = container(helm_template("webhook.port=10443"))
+    assert "--webhook-port=10443" in moved["args"]
+    assert {"name": "webhook", "containerPort": 10443, "protocol": "TCP"} in moved["ports"]
+
+
+def test_metrics_off_and_on_another_port() -> None:
+    off = helm_template("metrics.enabled=false")
+    c = container(off)
+    assert "--metrics-bind-address=0" in c["args"]
+    assert "metrics" not in {p["name"] for p in c["ports"]}
+    assert ("Service", "trainer-operator-metrics", NAMESPACE) not in by_key(off)
+
+    moved = helm_template("metrics.port=9090")
+    assert "--metrics-bind-address=:9090" in container(moved)["args"]
+    svc = by_key(moved)[("Service", "trainer-operator-metrics", NAMESPACE)]
+    assert svc["spec"]["ports"] == [{"name": "http-metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_leader_election_off_drops_the_flag_and_the_lease_role() -> None:
+    objects = helm_template("leaderElection.enabled=false")
+    assert "--leader-elect" not in container(objects)["args"]
+    assert not {doc["kind"] for doc in objects} & {"Role", "RoleBinding"}
+
+
+def test_names_follow_the_release() -> None:
+    objects = helm_template(release="team-a")
+    names = {(doc["kind"], doc["metadata"]["name"]) for doc in objects if doc["kind"] != "CustomResourceDefinition"}
+    assert names == {
+        ("ServiceAccount", "team-a-trainer-operator"),
+        ("ClusterRole", "team-a-trainer-operator"),
+        ("ClusterRoleBinding", "team-a-trainer-operator"),
+        ("Role", "team-a-trainer-leader-election"),
+        ("RoleBinding", "team-a-trainer-leader-election"),
+        ("Service", "team-a-trainer-operator-metrics"),
+        ("Service", "team-a-trainer-webhook-service"),
+        ("Deployment", "team-a-trainer-operator"),
+    }
+    assert "--webhook-service=team-a-trainer-webhook-service" in container(objects)["args"]
+    binding = one(objects, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == "team-a-trainer-operator"
+    subject = {"kind": "ServiceAccount", "name": "team-a-trainer-operator", "namespace": NAMESPACE}
+    assert binding["subjects"] == [subject]
+
+
+def test_values_outside_the_schema_are_refused() -> None:
+    helm = str(tools()["helm"])
+    for bad in ("gangScheduler=yunikorn", "replicas=-1", "webhook.port=0", "logFormat=xml", "unknownValue=1"):
+        proc = subprocess.run(
+            [helm, "template", "trainer", str(CHART), "--set", bad], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode != 0, bad
+        assert "schema" in proc.stderr, (bad, proc.stderr)

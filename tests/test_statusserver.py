@@ -1,0 +1,623 @@
+"""The status server (trainer/statusserver.py) and its pod side (trainer/trainjobstatus.py).
+
+A real aiohttp TLS server on 127.0.0.1:0 answers real HTTPS posts; the apiserver is the recording
+double, taught to answer TokenReviews from a table of tokens as the apiserver's ServiceAccount token
+authenticator would (audiences, ``system:serviceaccount:<ns>:<sa>``, the pod name and uid in the user's
+extra). Rate limiting is checked by counting status writes, with lower bounds on time only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import pytest
+
+from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, TOKEN_REVIEWS, TRAINJOBS, Resource
+from api.trainer_v1alpha1 import TrainerStatus, TrainJob
+from tests.conftest import info, load_sample
+from tests.kube_double import RecordingKube
+from tests.test_reconcile import World
+from trainer import cli, statusserver, trainjobstatus
+from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
+from trainer.kube.cache import Key
+from trainer.kube.client import ApiError
+from trainer.manager import Manager, Settings
+from trainer.statusserver import (
+    PayloadError,
+    StatusServer,
+    StatusServerSettings,
+    WriteLimiter,
+    bearer_token,
+    parse_update,
+    status_patch,
+)
+from trainer.trainjobstatus import token_audience
+from trainer.webhook.certs import generate
+
+JSON = dict[str, Any]
+NS = "team-a"
+
+
+# --------------------------------------------------------------------------- a recording apiserver double
+
+
+def jwt(exp: float | None = None, sub: str = "x") -> str:
+    """A token shaped like a JWT (the server reads only ``exp``, after the TokenReview accepted it)."""
+    claims: JSON = {"sub": sub} | ({"exp": exp} if exp is not None else {})
+    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJSUzI1NiJ9.{payload}.sig"
+
+
+@dataclass
+class ApiKube(RecordingKube):
+    """The recording double plus TokenReviews (answered from :attr:`tokens`), list (for the Secret
+    informer of the certificate keeper), a watch that never sends, and 409 on creating what exists."""
+
+    tokens: dict[str, JSON] = field(default_factory=dict)
+    reviews: list[JSON] = field(default_factory=list)
+
+    def mint(self, pod: JSON, audience: str, *, bound: bool = True, exp: float | None = None) -> str:
+        """A token of ``pod``'s ServiceAccount for ``audience`` (bound to the pod unless told not)."""
+        meta = pod["metadata"]
+        token = jwt(exp, sub=f"{meta['name']}-{len(self.tokens)}")
+        extra = {
+            "authentication.kubernetes.io/pod-name": [meta["name"]],
+            "authentication.kubernetes.io/pod-uid": [meta["uid"]],
+        }
+        self.tokens[token] = {
+            "audiences": [audience],
+            "user": {
+                "username": f"system:serviceaccount:{meta['namespace']}:default",
+                "groups": ["system:serviceaccounts"],
+                "extra": extra if bound else {},
+            },
+        }
+        return token
+
+    async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
+        if res == TOKEN_REVIEWS:
+            self.reviews.append(obj)
+            known, wanted = self.tokens.get(obj["spec"]["token"]), obj["spec"]["audiences"]
+            if known is None or not set(known["audiences"]) & set(wanted):
+                return {**obj, "status": {"authenticated": False, "error": "invalid bearer token"}}
+            status = {"authenticated": True, "user": known["user"], "audiences": wanted}
+            return {**obj, "status": status}
+        key = (namespace or "", obj["metadata"]["name"])
+        if (res, key) in self.objects:
+            raise ApiError(409, {"reason": "AlreadyExists", "message": f"{res.kind} {key[1]} exists"})
+        return await super().create(res, namespace, obj)
+
+    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
+        if (res, (namespace or "", name)) not in self.objects:
+            raise ApiError(404, {"reason": "NotFound", "message": f"{res.kind} {name} not found"})
+        return await super().patch_status(res, namespace, name, status)
+
+    async def list(
+        self, res: Resource, namespace: str | None = None, label_selector: str | None = None, **_: Any
+    ) -> tuple[list[JSON], str]:
+        return [copy.deepcopy(o) for (r, _k), o in self.objects.items() if r == res], "1"
+
+    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[tuple[str, JSON]]:
+        await asyncio.Event().wait()
+        yield "", {}  # pragma: no cover
+
+
+def trainjob(name: str) -> JSON:
+    obj = load_sample("trainjob.yaml")
+    obj["metadata"] = {"name": name, "namespace": NS}
+    return obj
+
+
+def pod(job: str, name: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": job}},
+        "spec": {"containers": [{"name": "node", "image": "busybox"}]},
+    }
+
+
+# --------------------------------------------------------------------------- a served server
+
+
+@dataclass
+class Served:
+    kube: ApiKube
+    server: StatusServer
+    session: aiohttp.ClientSession
+    base: str
+
+    async def post(self, job: str, body: Any, token: str | None = None, **headers: str) -> tuple[int, JSON]:
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        url = self.base + trainjobstatus.status_path(NS, job)
+        async with self.session.post(url, data=data, headers=headers) as resp:
+            return resp.status, await resp.json(content_type=None)
+
+    def writes(self, job: str) -> list[JSON]:
+        return [w.body for w in self.kube.writes if w.verb == "patch_status" and w.key == (NS, job)]
+
+    def trainer_status(self, job: str) -> JSON | None:
+        status: JSON = self.kube.objects[(TRAINJOBS, (NS, job))].get("status") or {}
+        return status.get("trainerStatus")
+
+
+async def serve(kube: ApiKube, interval: float = 5.0) -> AsyncIterator[Served]:
+    bundle = generate(["localhost"], ["127.0.0.1"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert, key = _files(bundle.cert, bundle.key)
+    context.load_cert_chain(cert, key)
+    server = StatusServer(kube, StatusServerSettings(port=0, bind_address="127.0.0.1", write_interval=interval))  # type: ignore[arg-type]
+    runner = await server.listen(context)
+    client_ctx = ssl.create_default_context(cadata=bundle.ca)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx))
+    try:
+        yield Served(kube, server, session, f"https://127.0.0.1:{server.port}")
+    finally:
+        await session.close()
+        await server.limiter.close()
+        await runner.cleanup()
+
+
+def _files(cert: str, key: str) -> tuple[str, str]:
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="statusserver-test-")
+    paths = (f"{d}/tls.crt", f"{d}/tls.key")
+    for path, text in zip(paths, (cert, key), strict=True):
+        with open(path, "w") as f:
+            f.write(text)
+    return paths
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    kube = ApiKube()
+    for name in ("a", "b"):
+        kube.put(trainjob(name))
+        kube.put(pod(name, f"{name}-node-0-0"))
+    async for s in serve(kube):
+        yield s
+
+
+def stored_pod(s: Served, name: str) -> JSON:
+    return s.kube.objects[(PODS, (NS, name))]
+
+
+# --------------------------------------------------------------------------- names and payloads
+
+
+def test_names_match_upstream() -> None:
+    assert token_audience("ns", "job") == "trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
+    assert (
+        trainjobstatus.status_path("ns", "job")
+        == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
+    )
+    assert trainjobstatus.ca_config_map_name("job") == "job-tls-config"
+    assert (trainjobstatus.ENV_URL, trainjobstatus.ENV_CA_CERT, trainjobstatus.ENV_TOKEN) == (
+        "KUBEFLOW_TRAINER_SERVER_URL",
+        "KUBEFLOW_TRAINER_SERVER_CA_CERT",
+        "KUBEFLOW_TRAINER_SERVER_TOKEN",
+    )
+    assert trainjobstatus.base_url("::1", 8082) == "https://[::1]:8082"
+    assert StatusServerSettings(port=8082, namespace="trainer-system").url == (
+        "https://trainer-webhook-service.trainer-system.svc:8082"
+    )
+
+
+def test_bearer_tokens_are_read_as_rfc_7235_says() -> None:
+    assert bearer_token("Bearer abc") == bearer_token("bearer  abc ") == "abc"
+    assert bearer_token(None) == bearer_token("Basic abc") == bearer_token("Bearer a b") == bearer_token("Bearer") == ""
+
+
+def test_the_payload_is_upstreams_with_its_bounds() -> None:
+    now = datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)
+    body = {
+        "trainerStatus": {
+            "progressPercentage": 45,
+            "estimatedRemainingSeconds": 795649,
+            "metrics": [{"name": "loss", "value": "0.2347"}],
+            "lastUpdatedTime": "2025-01-23T11:30:45.123+01:00",
+            "ignored": True,
+        },
+        "other": 1,
+    }
+    status = parse_update(json.dumps(body).encode(), now)
+    assert status is not None
+    assert statusserver.stored(status) == {
+        "progressPercentage": 45,
+        "estimatedRemainingSeconds": 795649,
+        "metrics": [{"name": "loss", "value": "0.2347"}],
+        "lastUpdatedTime": "2025-01-23T10:30:45Z",
+    }
+    bare = parse_update(b'{"trainerStatus": {"progressPercentage": 3}}', now)
+    assert bare is not None and bare.last_updated_time == "2026-01-02T03:04:05Z"
+    assert status_patch(bare) == {
+        "trainerStatus": {
+            "progressPercentage": 3,
+            "estimatedRemainingSeconds": None,
+            "metrics": None,
+            "lastUpdatedTime": "2026-01-02T03:04:05Z",
+        }
+    }
+    assert parse_update(b"{}") is None and parse_update(b'{"trainerStatus": null}') is None
+    bad = [
+        b"not json",
+        b"[]",
+        b'{"trainerStatus": 3}',
+        b'{"trainerStatus": {"progressPercentage": 101}}',
+        b'{"trainerStatus": {"progressPercentage": -1}}',
+        b'{"trainerStatus": {"progressPercentage": "5"}}',
+        b'{"trainerStatus": {"progressPercentage": 4.5}}',
+        b'{"trainerStatus": {"progressPercentage": true}}',
+        b'{"trainerStatus": {"estimatedRemainingSeconds": -1}}',
+        b'{"trainerStatus": {"estimatedRemainingSeconds": 2147483648}}',
+        b'{"trainerStatus": {"metrics": [{"name": "", "value": "1"}]}}',
+        b'{"trainerStatus": {"metrics": [{"name": "loss", "value": 1}]}}',
+        b'{"trainerStatus": {"metrics": [{"name": "loss"}]}}',
+        json.dumps({"trainerStatus": {"metrics": [{"name": "x" * 65, "value": "1"}]}}).encode(),
+        json.dumps({"trainerStatus": {"metrics": [{"name": f"m{i}", "value": "1"} for i in range(257)]}}).encode(),
+        b'{"trainerStatus": {"lastUpdatedTime": "yesterday"}}',
+        b'{"trainerStatus": {"lastUpdatedTime": "2025-01-23T10:30:45"}}',
+    ]
+    for body_bytes in bad:
+        with pytest.raises(PayloadError):
+            parse_update(body_bytes, now)
+
+
+def test_the_model_and_the_crd_agree_on_the_payload() -> None:
+    status = TrainerStatus.model_validate(
+        {"progressPercentage": 1, "metrics": [{"name": "a", "value": "b"}], "lastUpdatedTime": "2026-01-01T00:00:00Z"}
+    )
+    assert status.to_dict() == {
+        "progressPercentage": 1,
+        "metrics": [{"name": "a", "value": "b"}],
+        "lastUpdatedTime": "2026-01-01T00:00:00Z",
+    }
+    job = TrainJob.model_validate(trainjob("a") | {"status": {"trainerStatus": status.to_dict()}})
+    assert job.status is not None and job.status.trainer_status == status
+
+
+# --------------------------------------------------------------------------- injection
+
+
+def test_trainer_pods_get_the_env_and_the_token_volume_only_when_enabled(runtime: Any, trainjob: TrainJob) -> None:
+    trainjob.metadata.namespace = NS
+    plain = info(trainjob, runtime).pod_set("node").template
+    assert "volumes" not in plain["spec"] or all(
+        v["name"] != "kubeflow-trainer-token" for v in plain["spec"]["volumes"]
+    )
+
+    where = trainjobstatus.Injection("https://127.0.0.1:8443")
+    template = info(trainjob, runtime, injection=where).pod_set("node").template
+    (node,) = template["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in node["env"] if "value" in e}
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
+        "https://127.0.0.1:8443/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/pytorch-simple/status"
+    )
+    assert env["KUBEFLOW_TRAINER_SERVER_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+    assert env["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
+    assert {"name": "kubeflow-trainer-token", "mountPath": "/var/run/secrets/kubeflow/trainer", "readOnly": True} in (
+        node["volumeMounts"]
+    )
+    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "kubeflow-trainer-token"]
+    token, ca = volume["projected"]["sources"]
+    assert token == {
+        "serviceAccountToken": {
+            "audience": "trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/pytorch-simple/status",
+            "expirationSeconds": 3600,
+            "path": "token",
+        }
+    }
+    assert ca == {"configMap": {"name": "pytorch-simple-tls-config", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    again = info(trainjob, runtime, injection=where).pod_set("node").template
+    assert again == template, "idempotent: the same template every reconcile"
+
+
+def test_a_user_variable_of_the_same_name_is_replaced() -> None:
+    where = trainjobstatus.Injection("https://h:1")
+    job = TrainJob.model_validate(trainjob("a"))
+    pod_spec: JSON = {
+        "spec": {"containers": [{"name": "node", "env": [{"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": "x"}]}]}
+    }
+    trainjobstatus.inject(job, pod_spec, where)
+    trainjobstatus.inject(job, pod_spec, where)
+    env = pod_spec["spec"]["containers"][0]["env"]
+    assert [e["name"] for e in env].count("KUBEFLOW_TRAINER_SERVER_URL") == 1
+    assert len(pod_spec["spec"]["volumes"]) == 1 and len(pod_spec["spec"]["containers"][0]["volumeMounts"]) == 1
+
+
+# --------------------------------------------------------------------------- the endpoint
+
+
+async def test_a_pod_of_the_job_posts_and_it_lands_in_trainer_status(served: Served) -> None:
+    token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
+    body = {"trainerStatus": {"progressPercentage": 45, "metrics": [{"name": "loss", "value": "0.5"}]}}
+    code, answer = await served.post("a", body, token)
+    assert code == 200, answer
+    assert answer["trainerStatus"]["progressPercentage"] == 45
+    stored = served.trainer_status("a")
+    assert stored is not None and stored == answer["trainerStatus"]
+    assert (stored["metrics"], "estimatedRemainingSeconds" in stored) == ([{"name": "loss", "value": "0.5"}], False)
+    assert served.trainer_status("b") is None
+    (review,) = served.kube.reviews
+    assert review["spec"]["audiences"] == ["trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs/a/status"]
+    assert review["apiVersion"] == "authentication.k8s.io/v1" and review["kind"] == "TokenReview"
+
+
+async def test_no_or_a_bad_token_is_401_and_another_jobs_pod_is_403(served: Served) -> None:
+    body = {"trainerStatus": {"progressPercentage": 1}}
+    code, answer = await served.post("a", body)
+    assert (code, answer["reason"], answer["kind"]) == (401, "Unauthorized", "Status")
+    assert (await served.post("a", body, "garbage"))[0] == 401
+
+    other = stored_pod(served, "b-node-0-0")
+    # A token of b's pod for b's audience: the TokenReview for a's audience refuses it.
+    code, answer = await served.post("a", body, served.kube.mint(other, token_audience(NS, "b")))
+    assert code == 401, answer
+    # b's pod asked for a's audience (its pod spec is the user's): authenticated, but not a's pod.
+    code, answer = await served.post("a", body, served.kube.mint(other, token_audience(NS, "a")))
+    assert (code, answer["reason"]) == (403, "Forbidden") and "does not belong to TrainJob team-a/a" in answer[
+        "message"
+    ]
+    # A ServiceAccount token bound to no pod.
+    unbound = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"), bound=False)
+    assert (await served.post("a", body, unbound))[0] == 403
+    # A token of a pod that was deleted and made again under the same name (another uid).
+    token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
+    again = copy.deepcopy(stored_pod(served, "a-node-0-0"))
+    again["metadata"]["uid"] = "another"
+    served.kube.objects[(PODS, (NS, "a-node-0-0"))] = again
+    assert (await served.post("a", body, token))[0] == 403
+    assert served.writes("a") == [] and served.writes("b") == []
+
+
+async def test_other_paths_big_or_bad_bodies_and_missing_jobs(served: Served) -> None:
+    token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
+    async with served.session.get(served.base + trainjobstatus.status_path(NS, "a")) as resp:
+        assert resp.status == 404
+    async with served.session.post(served.base + "/healthz") as resp:
+        assert resp.status == 404 and (await resp.json())["reason"] == "NotFound"
+    big = b'{"trainerStatus": {"metrics": [' + b" " * statusserver.MAX_BODY + b"]}}"
+    assert (await served.post("a", big, token))[0] == 413
+    code, answer = await served.post("a", b"{nope", token)
+    assert (code, answer["reason"]) == (422, "Invalid")
+    assert (await served.post("a", {"trainerStatus": {"progressPercentage": 200}}, token))[0] == 422
+    assert await served.post("a", {}, token) == (200, {})
+    assert served.writes("a") == []
+
+    gone = served.kube.mint(served.kube.put(pod("c", "c-node-0-0")), token_audience(NS, "c"))
+    code, answer = await served.post("c", {"trainerStatus": {"progressPercentage": 1}}, gone)
+    assert (code, answer["message"]) == (404, "Train job not found")
+
+
+async def test_a_token_is_reviewed_once_for_a_burst(served: Served) -> None:
+    token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
+    codes = await asyncio.gather(
+        *(served.post("a", {"trainerStatus": {"progressPercentage": i}}, token) for i in range(40))
+    )
+    assert {c for c, _ in codes} == {200}
+    assert len(served.kube.reviews) == 1
+    refused = served.kube.mint(stored_pod(served, "b-node-0-0"), token_audience(NS, "a"))
+    for _ in range(5):
+        assert (await served.post("a", {"trainerStatus": {}}, refused))[0] == 403
+    assert len(served.kube.reviews) == 2
+
+
+async def test_an_expiring_token_is_not_trusted_beyond_its_expiry() -> None:
+    kube = ApiKube()
+    kube.put(pod("a", "p"))
+    auth = statusserver.TokenAuthenticator(kube)  # type: ignore[arg-type]
+    token = kube.mint(kube.objects[(PODS, (NS, "p"))], token_audience(NS, "a"), exp=time.time() - 1)
+    assert (await auth.authorize(f"Bearer {token}", NS, "a")).allowed
+    assert (await auth.authorize(f"Bearer {token}", NS, "a")).allowed
+    assert auth.reviews == 2, "an expired token is reviewed again (and the apiserver refuses it)"
+
+
+# --------------------------------------------------------------------------- rate limiting
+
+
+async def test_a_chatty_job_gets_at_most_one_write_per_interval_and_the_last_post_wins() -> None:
+    kube = ApiKube()
+    kube.put(trainjob("a"))
+    kube.put(pod("a", "a-node-0-0"))
+    interval = 0.25
+    async for s in serve(kube, interval):
+        token = kube.mint(stored_pod(s, "a-node-0-0"), token_audience(NS, "a"))
+        start = time.monotonic()
+        for i in range(200):
+            code, _ = await s.post(
+                "a", {"trainerStatus": {"progressPercentage": i % 101, "estimatedRemainingSeconds": i}}, token
+            )
+            assert code == 200
+            await asyncio.sleep(0.004)
+        elapsed = time.monotonic() - start
+        assert elapsed >= 0.8
+        await asyncio.sleep(interval * 2 + 0.1)  # the coalesced last post is written
+        writes = s.writes("a")
+        assert 2 <= len(writes) <= int(elapsed / interval) + 2, (len(writes), elapsed)
+        assert s.server.limiter.writes == len(writes)
+        last = s.trainer_status("a")
+        assert last is not None and last["estimatedRemainingSeconds"] == 199, "the latest post is what stays"
+        assert last["progressPercentage"] == 199 % 101
+
+
+async def test_the_limiter_writes_at_once_when_idle_and_keys_are_independent() -> None:
+    written: list[tuple[Key, JSON]] = []
+
+    async def write(key: Key, patch: JSON) -> None:
+        written.append((key, patch))
+
+    limiter = WriteLimiter(write, 0.2)
+    assert await limiter.submit(("n", "a"), {"i": 1}) is True
+    assert await limiter.submit(("n", "b"), {"i": 1}) is True, "another TrainJob has its own budget"
+    for i in range(2, 50):
+        assert await limiter.submit(("n", "a"), {"i": i}) is False
+    assert len(written) == 2
+    start = time.monotonic()
+    while len(written) < 3:
+        await asyncio.sleep(0.01)
+    assert time.monotonic() - start >= 0.1
+    assert written[-1] == (("n", "a"), {"i": 49})
+    await asyncio.sleep(0.3)
+    assert len(written) == 3
+    await limiter.close()
+    with pytest.raises(ValueError):
+        WriteLimiter(write, 0)
+
+
+# --------------------------------------------------------------------------- the reconciler's writes
+
+
+async def test_the_reconciler_never_overwrites_trainer_status() -> None:
+    w = World("torch", "none")
+    await w.settle()
+    reported = {"progressPercentage": 30, "lastUpdatedTime": "2026-01-01T00:00:00Z"}
+    await w.kube.patch_status(TRAINJOBS, w.key[0], w.key[1], {"trainerStatus": reported})
+    for job in w.jobs():  # pods become ready, then the Jobs complete: two status changes
+        n = int(job["spec"].get("parallelism") or 1)
+        w.set_status(JOBS, job, {"active": n, "ready": n})
+    await w.settle()
+    for job in w.jobs():
+        n = int(job["spec"].get("parallelism") or 1)
+        complete = {"type": "Complete", "status": "True", "reason": "CompletionsReached"}
+        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": n, "conditions": [complete]})
+    await w.settle()
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    assert status["trainerStatus"] == reported
+    assert any(c["type"] == "Complete" for c in status["conditions"])
+    status_writes = [x.body for x in w.kube.writes if x.verb == "patch_status" and x.kind == "TrainJob"]
+    assert len(status_writes) >= 4, "the reconciler wrote the status before and after the report"
+    assert [body for body in status_writes if "trainerStatus" in body] == [{"trainerStatus": reported}], (
+        "only the report names trainerStatus"
+    )
+
+
+# --------------------------------------------------------------------------- the CA and the whole server
+
+
+async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob() -> None:
+    kube = ApiKube()
+    manager = Manager(kube, Settings())  # type: ignore[arg-type]
+    settings = StatusServerSettings(port=0, bind_address="127.0.0.1", host="127.0.0.1", namespace="ops")
+    server = statusserver.setup(kube, settings, manager)  # type: ignore[arg-type]
+    kube.connect(manager.informers)
+    kube.put(load_sample("torch-distributed.yaml"))
+    first = kube.put(trainjob("a"))
+    elsewhere = kube.put(trainjob("mk") | {"spec": trainjob("mk")["spec"] | {"managedBy": "kueue.x-k8s.io/multikueue"}})
+    assert elsewhere["metadata"]["uid"]
+    task = asyncio.ensure_future(server.run())
+    try:
+        cm = await until(lambda: kube.objects.get((CONFIGMAPS, (NS, "a-tls-config"))))
+        secret = kube.objects[(SECRETS, ("ops", "trainer-status-server-certs"))]
+        ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+        assert cm["data"] == {"ca.crt": ca}
+        assert cm["metadata"]["labels"] == {"jobset.sigs.k8s.io/jobset-name": "a"}
+        assert cm["metadata"]["ownerReferences"][0]["uid"] == first["metadata"]["uid"]
+        assert (CONFIGMAPS, (NS, "mk-tls-config")) not in kube.objects, "not for a job another controller runs"
+
+        kube.put(trainjob("later"))  # a new TrainJob gets one through the informer
+        await until(lambda: kube.objects.get((CONFIGMAPS, (NS, "later-tls-config"))))
+
+        # The server answers over TLS with a certificate of that CA, for 127.0.0.1.
+        await until(lambda: server.port)
+        ctx = ssl.create_default_context(cadata=ca)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
+            url = f"https://127.0.0.1:{server.port}{trainjobstatus.status_path(NS, 'a')}"
+            async with session.post(url, json={"trainerStatus": {}}) as resp:
+                assert resp.status == 401
+
+        # A new CA (rotation) reaches the ConfigMaps.
+        assert server.publisher is not None
+        await server.publisher.set_ca("NEW CA")
+        await until(lambda: kube.objects[(CONFIGMAPS, (NS, "a-tls-config"))]["data"] == {"ca.crt": "NEW CA"})
+        assert kube.count("merge_patch", "ConfigMap") >= 2
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def until(probe: Callable[[], Any], timeout: float = 5.0) -> Any:
+    """Poll ``probe`` until it returns something truthy; fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out; last seen {got!r}")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_get_and_describe_show_progress_eta_and_metrics() -> None:
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    obj = trainjob("a")
+    obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    plain = TrainJob.model_validate(obj)
+    assert (progress_text(plain), eta_text(plain), metrics_text(plain)) == ("-", "-", "")
+    obj["status"] = {
+        "trainerStatus": {
+            "progressPercentage": 45,
+            "estimatedRemainingSeconds": 11520,
+            "metrics": [{"name": "loss", "value": "0.23"}, {"name": "accuracy", "value": "0.98"}],
+            "lastUpdatedTime": "2026-01-01T00:08:00Z",
+        }
+    }
+    job = TrainJob.model_validate(obj)
+    assert (progress_text(job), eta_text(job), metrics_text(job)) == ("45%", "3h12m", "loss=0.23, accuracy=0.98")
+    lines = _render(cli.jobs_table([job, plain], now)).splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "RUNTIME", "NODES", "JOBS", "QUEUE", "PROGRESS", "ETA", "AGE"]
+    assert lines[1].split()[-3:] == ["45%", "3h12m", "10m"]
+    assert lines[2].split()[-3:] == ["-", "-", "10m"]
+    assert _render(cli.jobs_table([plain], now)).splitlines()[0].split() == list(cli.JOB_COLUMNS)
+    text = "\n".join(_render(t) for t in cli.describe_tables(job, None, [], now))
+    assert "45% (reported 2m ago)" in text and "3h12m" in text
+    assert "Metrics:" in text and "loss" in text and "0.98" in text
+    assert "Metrics:" not in "\n".join(_render(t) for t in cli.describe_tables(plain, None, [], now))
+    assert [duration_text(s) for s in (0, 45, 330, 900, 3600, 11520, 86400, 93600)] == [
+        "0s",
+        "45s",
+        "5m30s",
+        "15m",
+        "1h",
+        "3h12m",
+        "1d",
+        "1d2h",
+    ]
+
+
+def _render(table: Any) -> str:
+    console = cli.console()
+    with console.capture() as captured:
+        console.print(table)
+    return captured.get()
+
+
+# --------------------------------------------------------------------------- flags
+
+
+def test_the_flags() -> None:
+    from trainer.main import parse_args
+
+    args = parse_args([])
+    assert (args.status_server_port, args.status_server_host, args.status_write_interval) == (0, None, 5.0)
+    args = parse_args(
+        ["--status-server-port", "8082", "--status-server-host", "127.0.0.1", "--status-write-interval", "2"]
+    )
+    assert (args.status_server_port, args.status_server_host, args.status_write_interval) == (8082, "127.0.0.1", 2.0)
+    with pytest.raises(SystemExit):
+        parse_args(["--status-write-interval", "0"])
