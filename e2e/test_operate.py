@@ -391,7 +391,8 @@ async def test_the_dockerfile_entrypoint_runs_with_the_deployment_args(
     extra += [f"--metrics-bind-address=127.0.0.1:{I_METRICS}", f"--health-probe-bind-address=127.0.0.1:{I_PROBES}"]
     # The webhook's Service mode needs the Service of config/webhook in a real cluster; out of cluster it
     # would point the apiserver at nothing. Admission is proven in e2e/test_admission.py (URL mode).
-    extra += ["--webhook-port=0"]
+    # Likewise the status server, which pods reach through that Service (e2e/test_progress.py covers it).
+    extra += ["--webhook-port=0", "--status-server-port=0"]
     log_path = cluster.state_dir / "logs" / "operator-image.log"
     with log_path.open("ab") as log:
         offset = log.tell()

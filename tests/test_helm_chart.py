@@ -220,14 +220,17 @@ def test_webhook_off_and_on_another_port() -> None:
     default = container(chart("none"))
     off = helm_template("webhook.enabled=false")
     c = container(off)
-    assert not [a for a in c["args"] if a.startswith("--webhook-")]
-    assert [a for a in default["args"] if not a.startswith("--webhook-")] == c["args"]
-    assert "webhook" not in {p["name"] for p in c["ports"]}
+    assert not [a for a in c["args"] if a.startswith(("--webhook-", "--status-server-"))]
+    assert [a for a in default["args"] if not a.startswith(("--webhook-", "--status-server-"))] == c["args"]
+    assert not {"webhook", "status"} & {p["name"] for p in c["ports"]}, "the status server goes with the Service"
     assert ("Service", "trainer-webhook-service", NAMESPACE) not in by_key(off)
 
-    moved = container(helm_template("webhook.port=10443"))
-    assert "--webhook-port=10443" in moved["args"]
-    assert {"name": "webhook", "containerPort": 10443, "protocol": "TCP"} in moved["ports"]
+    moved = container(helm_template("webhook.port=9444"))
+    assert "--webhook-port=9444" in moved["args"]
+    assert {"name": "webhook", "containerPort": 9444, "protocol": "TCP"} in moved["ports"]
+    no_status = container(helm_template("statusServer.enabled=false"))
+    assert "--webhook-port=9443" in no_status["args"]
+    assert not [a for a in no_status["args"] if a.startswith("--status-server-")]
 
 
 def test_metrics_off_and_on_another_port() -> None:
