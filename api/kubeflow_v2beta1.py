@@ -172,9 +172,3 @@ class MPIJob(Model):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: MPIJobSpec
     status: MPIJobStatus | None = None
-
-    @property
-    def managed_by_us(self) -> bool:
-        """True when this operator reconciles the job (managedBy unset or the mpi-operator's)."""
-        policy = self.spec.run_policy
-        return policy is None or policy.managed_by in (None, "", MANAGED_BY_MPI_OPERATOR)

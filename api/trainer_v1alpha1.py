@@ -523,11 +523,6 @@ class TrainJob(Model):
     spec: TrainJobSpec
     status: TrainJobStatus | None = None
 
-    @property
-    def managed_by_us(self) -> bool:
-        """True when this operator reconciles the job (managedBy unset or ours)."""
-        return self.spec.managed_by in (None, "", MANAGED_BY_TRAINER)
-
 
 def runtime_from_dict(obj: dict[str, Any]) -> TrainingRuntime | ClusterTrainingRuntime:
     """Parse a runtime object by its ``kind``. Raises ``pydantic.ValidationError`` on bad input."""

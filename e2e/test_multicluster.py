@@ -39,7 +39,7 @@ from trainer.kube.client import Kube
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}
-OPERATOR_STATUS_MANAGER = "OpenAPI-Generator"
+OPERATOR_STATUS_MANAGER = "trainer"
 """The field manager of the operator's status patches (its HTTP client's user agent)."""
 
 

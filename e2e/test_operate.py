@@ -201,8 +201,15 @@ async def test_probes_answer_and_metrics_count_a_trainjob(
 ) -> None:
     await wait_ready(A_PROBES)
     assert await get_status(f"http://127.0.0.1:{A_PROBES}/healthz") == 200
+    outcome = {"kind": "TrainJob", "namespace": ns, "runtime": "torch-distributed"}
+    before = await scrape(A_METRICS)
     await run_sample_trainjob(client, ns)
     s = await scrape(A_METRICS)
+    # The outcome counters move as the job is created and completes (labels: no job names).
+    with pytest.raises(KeyError):
+        sample(before, "trainer_jobs_created_total", **outcome)
+    assert sample(s, "trainer_jobs_created_total", **outcome) == 1
+    assert sample(s, "trainer_jobs_succeeded_total", **outcome) == 1
     assert sample(s, "controller_runtime_reconcile_total", controller="trainjob", result="success") > 0
     assert sample(s, "controller_runtime_reconcile_errors_total", controller="trainjob") >= 0
     assert sample(s, "controller_runtime_reconcile_time_seconds_count", controller="trainjob") > 0

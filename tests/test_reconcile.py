@@ -216,3 +216,13 @@ async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
     (cond,) = [c for c in status["conditions"] if c["type"] == "Misconfigured"]
     assert cond["reason"] == "InvalidSpec" and "fix its spec or its runtime" in cond["message"]
+
+
+async def test_a_job_another_controller_manages_is_not_written_even_when_unparsable() -> None:
+    w = World("torch", "none")
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    obj["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    obj["spec"]["trainer"] = {"numNodes": "many"}  # not ours to judge
+    w.kube.put(obj)
+    assert await w.reconcile() == 0
+    assert "status" not in w.kube.objects[(TRAINJOBS, w.key)]

@@ -18,7 +18,7 @@ from functools import partial
 
 from api.base import Condition
 from api.kinds import JOBS, MPIJOBS, SECRETS
-from api.kubeflow_v2beta1 import COND_FAILED, COND_SUCCEEDED, JobCondition, MPIJob
+from api.kubeflow_v2beta1 import COND_FAILED, COND_SUCCEEDED, MANAGED_BY_MPI_OPERATOR, JobCondition, MPIJob
 from trainer.builders.mpi import new_ssh_secret
 from trainer.builders.mpijob import (
     JOB_NAME_LABEL,
@@ -90,6 +90,10 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
         return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]
+
+    def managed_by_us(self, obj: JSON) -> bool:
+        policy = (obj.get("spec") or {}).get("runPolicy") or {}
+        return policy.get("managedBy") in (None, "", MANAGED_BY_MPI_OPERATOR)
 
     def info(self, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
         queue = resolve_queue(obj, self.gang.name)

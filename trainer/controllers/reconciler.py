@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import structlog
 from pydantic import BaseModel, ValidationError
@@ -50,14 +50,7 @@ log = structlog.get_logger("trainer.reconciler")
 REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
 
 
-class Job(Protocol):
-    """What the skeleton needs of a parsed job model."""
-
-    @property
-    def managed_by_us(self) -> bool: ...
-
-
-J = TypeVar("J", bound=Job)
+J = TypeVar("J", bound=BaseModel)
 I = TypeVar("I")  # noqa: E741 (the kind's derived info)
 
 
@@ -125,6 +118,10 @@ class Reconciler(Generic[J, I]):
         """The conditions of a job whose spec cannot be parsed."""
         raise NotImplementedError
 
+    def managed_by_us(self, obj: JSON) -> bool:
+        """Whether this operator reconciles ``obj`` (its ``managedBy``, read before the spec is parsed)."""
+        raise NotImplementedError
+
     def info(self, obj: JSON, job: J) -> I | Blocked:
         """Everything derived from the job and what it depends on, computed once per reconcile."""
         raise NotImplementedError
@@ -162,14 +159,14 @@ class Reconciler(Generic[J, I]):
         obj = self.reader.get(self.resource, *key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None
+        if not self.managed_by_us(obj):
+            return None  # e.g. MultiKueue's: not even a status write, whatever its spec holds
         try:
             job = cast(J, self.model.model_validate(obj))
         except ValidationError as e:
             message = f"invalid {self.resource.kind}: {first_error(e)}"
             await self.write_status(obj, None, self.invalid(obj, message))
             raise TerminalError(message) from e
-        if not job.managed_by_us:
-            return None
         try:
             info = self.info(obj, job)
             if isinstance(info, Blocked):

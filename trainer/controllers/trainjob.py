@@ -23,6 +23,7 @@ from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
     COND_SUSPENDED,
+    MANAGED_BY_TRAINER,
     REASON_RESOURCES_CREATION_FAILED,
     REASON_RESUMED,
     TrainingRuntime,
@@ -84,6 +85,9 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         ]
         failed = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
         return [*kept, failed]
+
+    def managed_by_us(self, obj: JSON) -> bool:
+        return (obj.get("spec") or {}).get("managedBy") in (None, "", MANAGED_BY_TRAINER)
 
     def info(self, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
         ns = str(job.metadata.namespace)

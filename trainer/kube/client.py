@@ -357,11 +357,15 @@ class Kube:
             content_type="application/apply-patch+yaml",
         )
 
-    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
-        """JSON merge-patch of the status subresource (lists in ``status`` are replaced whole)."""
+    async def patch_status(
+        self, res: Resource, namespace: str | None, name: str, status: JSON, manager: str = "trainer"
+    ) -> JSON:
+        """JSON merge-patch of the status subresource (lists in ``status`` are replaced whole), recorded
+        in ``managedFields`` under field manager ``manager``."""
         return await self.request(
             "PATCH",
             res.path(namespace, name, "status"),
+            {"fieldManager": manager},
             body={"status": status},
             content_type="application/merge-patch+json",
         )
