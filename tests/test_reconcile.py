@@ -226,3 +226,19 @@ async def test_a_job_another_controller_manages_is_not_written_even_when_unparsa
     w.kube.put(obj)
     assert await w.reconcile() == 0
     assert "status" not in w.kube.objects[(TRAINJOBS, w.key)]
+
+
+async def test_outcomes_are_counted_once_even_when_a_stale_cache_writes_twice() -> None:
+    from api.base import Condition
+
+    w = World("torch", "none")
+    stale = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])  # as a cache that has not seen the write
+    reconciler = w.manager.reconcilers["trainjob"].__self__  # type: ignore[attr-defined]
+    failed = Condition(type="Failed", status="True", reason="FailedJobs", message="Job x failed")
+    await reconciler.write_status(stale, None, [failed])
+    await reconciler.write_status(stale, None, [failed])
+    assert w.kube.count("patch_status", "TrainJob") == 2, "the stale cache did write twice"
+    m = w.manager.metrics
+    labels = ("TrainJob", "default", "torch-distributed")
+    assert m.jobs_created.labels(*labels)._value.get() == 1
+    assert m.jobs_failed.labels(*labels, "FailedJobs")._value.get() == 1

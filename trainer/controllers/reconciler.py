@@ -109,6 +109,8 @@ class Reconciler(Generic[J, I]):
         self.running_condition = ctx.running_condition
         self.injection = ctx.status_injection
         self._refusals: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self._counted: dict[tuple[str, str, int], None] = {}
+        """Outcome events already counted: (job uid, event, restart)."""
         """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
         self.metrics = ctx.metrics
 
@@ -240,26 +242,33 @@ class Reconciler(Generic[J, I]):
         self._count_outcomes(obj, old, new)
 
     def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
-        """Count what this status write records: the first status, success, failure, a restart."""
+        """Count what this status write records: the first status, success, failure, a restart; each
+        once per job (a reconcile on a cache that has not seen the previous write yet writes again)."""
         if self.metrics is None:
             return
 
         def true(status: JSON, type_: str) -> JSON | None:
-            return next(
-                (c for c in status.get("conditions") or [] if c["type"] == type_ and c["status"] == "True"), None
-            )
+            conditions = status.get("conditions") or []
+            return next((c for c in conditions if c["type"] == type_ and c["status"] == "True"), None)
 
         kind, ns = self.resource.kind, str(obj["metadata"].get("namespace") or "")
         runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
-        if not old:
-            self.metrics.outcome("created", kind, ns, runtime)
-        if true(new, self.succeeded_condition) and not true(old, self.succeeded_condition):
-            self.metrics.outcome("succeeded", kind, ns, runtime)
+        uid = str(obj["metadata"].get("uid") or "")
         failed = true(new, "Failed")
-        if failed and not true(old, "Failed"):
-            self.metrics.outcome("failed", kind, ns, runtime, str(failed.get("reason") or ""))
-        if int(new.get("restarts") or 0) > int(old.get("restarts") or 0):
-            self.metrics.outcome("restarted", kind, ns, runtime)
+        events = [
+            ("created", "", not old),
+            ("succeeded", "", bool(true(new, self.succeeded_condition)) and not true(old, self.succeeded_condition)),
+            ("failed", str((failed or {}).get("reason") or ""), bool(failed) and not true(old, "Failed")),
+            ("restarted", "", int(new.get("restarts") or 0) > int(old.get("restarts") or 0)),
+        ]
+        for event, reason, happened in events:
+            once = (uid, event, int(new.get("restarts") or 0) if event == "restarted" else 0)
+            if not happened or once in self._counted:
+                continue
+            self._counted[once] = None
+            if len(self._counted) > 100_000:
+                self._counted.pop(next(iter(self._counted)))
+            self.metrics.outcome(event, kind, ns, runtime, reason)
 
     # ----------------------------------------------------------------- writing children
 
