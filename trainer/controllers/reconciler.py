@@ -194,12 +194,12 @@ class Reconciler(Generic[J, I]):
             await self.write_status(obj, info, conditions)
         return self.requeue_after(info)
 
-    def _kept(self, obj: JSON) -> list[Condition]:
-        """The job's conditions but ``Misconfigured`` (which the caller sets anew)."""
+    def _kept(self, obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:
+        """The job's conditions but those of type ``dropped`` (which the caller sets anew)."""
         return [
             Condition.model_validate(c)
             for c in (obj.get("status") or {}).get("conditions") or []
-            if c.get("type") != COND_MISCONFIGURED
+            if c.get("type") != dropped
         ]
 
     async def write(self, owner: JSON, desired: Desired) -> list[str]:

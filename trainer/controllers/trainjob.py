@@ -78,13 +78,8 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
     succeeded_condition = COND_COMPLETE
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
-        kept = [
-            Condition.model_validate(c)
-            for c in (obj.get("status") or {}).get("conditions") or []
-            if c.get("type") != COND_FAILED
-        ]
         failed = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
-        return [*kept, failed]
+        return [*self._kept(obj, COND_FAILED), failed]
 
     def managed_by_us(self, obj: JSON) -> bool:
         return (obj.get("spec") or {}).get("managedBy") in (None, "", MANAGED_BY_TRAINER)
