@@ -57,6 +57,13 @@ def cel(*rules: tuple[str, str], default: Any = ...) -> Any:
     )
 
 
+def refused(message: str) -> Any:
+    """Field marker for an upstream field this operator does not implement: the CRD keeps the field
+    (spelled as upstream, so nothing is pruned) and the apiserver refuses any object that sets it,
+    with ``message`` (which names the field and what to use instead)."""
+    return Field(default=None, json_schema_extra={"x-kubernetes-validations": [{"rule": "false", "message": message}]})
+
+
 class Model(BaseModel):
     """Base of every API type: camelCase JSON names, docstrings as descriptions.
 

@@ -27,6 +27,10 @@ from api.base import (
     cel,
     list_map,
 )
+from api.jobset_v1alpha2 import (
+    JOBSET_SPEC_RULES,
+    JobSetSpec,
+)
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINER_GROUP, TRAINER_VERSION, TRAINING_RUNTIMES, TRAINJOBS
 
 GROUP, VERSION = TRAINER_GROUP, TRAINER_VERSION
@@ -57,99 +61,13 @@ REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
 # --------------------------------------------------------------------------- TrainingRuntime
 
 
-class DependsOn(Model):
-    """A replicated job this one waits for (JobSet ``DependsOn``)."""
-
-    name: str
-    """Name of the replicated job depended on."""
-    status: Literal["Ready", "Complete"]
-    """Status the depended-on replicated job must reach: ``Ready`` (all its pods ready or done)
-    or ``Complete`` (all its Jobs complete)."""
-
-
-class ReplicatedJob(Model):
-    """A group of identical ``batch/v1`` Jobs (JobSet ``ReplicatedJob``)."""
-
-    name: str
-    """Name of the replicated job; its Jobs are named ``<trainjob>-<name>-<index>``."""
-    replicas: int = Field(default=1, ge=0)
-    """Number of Jobs created from the template."""
-    depends_on: list[DependsOn] | None = list_map("name")
-    """Replicated jobs that must reach a status before this one's Jobs are created."""
-    template: KubeObject
-    """A ``batch/v1`` JobTemplateSpec: ``{metadata, spec}``."""
-
-
-class Network(Model):
-    """Pod networking of the replicated Jobs (JobSet ``Network``)."""
-
-    enable_dns_hostnames: bool | None = None
-    """Give every pod the hostname ``<jobset>-<rjob>-<jobIdx>-<podIdx>``; defaults to true."""
-    subdomain: str | None = None
-    """Name of the headless Service; defaults to the TrainJob name."""
-    publish_not_ready_addresses: bool | None = None
-    """Publish pod DNS records before the pods are ready; defaults to true."""
-
-
-FAIL_JOBSET = "FailJobSet"
-RESTART_JOBSET = "RestartJobSet"
-RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
-
-
-class FailurePolicyRule(Model):
-    """One rule of a JobSet failure policy (kubernetes-sigs/jobset ``api/jobset/v1alpha2``
-    ``FailurePolicyRule``): the first rule that matches a failed Job decides."""
-
-    name: str
-    """The rule's name, for messages."""
-    action: Literal["FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"]
-    """What to do: fail the TrainJob, restart it (counting towards maxRestarts), or restart it without
-    counting. JobSet's per-Job ``RecreateJob`` is refused at admission."""
-    on_job_failure_reasons: list[str] | None = atomic_list()
-    """Job failure reasons (e.g. ``BackoffLimitExceeded``, ``DeadlineExceeded``,
-    ``PodFailurePolicy``) the rule applies to; empty: any."""
-    on_job_failure_message_patterns: list[str] | None = atomic_list()
-    """Regular expressions one of which the Job's failure message must match; empty: any."""
-    target_replicated_jobs: list[str] | None = atomic_list()
-    """Replicated jobs the rule applies to; empty: all."""
-
-
-class FailurePolicy(Model):
-    """How Job failures are handled (kubernetes-sigs/jobset ``FailurePolicy``, v0.12)."""
-
-    max_restarts: int = Field(default=0, ge=0)
-    """Restarts of the whole group (every Job recreated) before the TrainJob fails."""
-    restart_strategy: Literal["Recreate", "BlockingRecreate"] = "Recreate"
-    """Both recreate every Job only once every Job of the previous attempt and its Pods are gone
-    (no two attempts run at once). JobSet's ``InPlaceRestart`` is refused at admission."""
-    rules: list[FailurePolicyRule] | None = atomic_list()
-    """Evaluated in order for the earliest failed Job; none matching: ``RestartJobSet``."""
-
-
-class JobSetSpec(Model):
-    """The JobSet spec a runtime template holds (JobSet ``JobSetSpec``)."""
-
-    replicated_jobs: list[ReplicatedJob] | None = list_map("name")
-    """The replicated jobs to create, in order."""
-    network: Network | None = None
-    """Pod DNS settings."""
-    success_policy: KubeObject | None = None
-    """When the set counts as succeeded (JobSet ``SuccessPolicy``); default: all Jobs complete."""
-    failure_policy: FailurePolicy | None = None
-    """How Job failures are handled (JobSet ``FailurePolicy``); unset: the first failed Job fails the
-    TrainJob."""
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    """Seconds after the TrainJob finished until its children (Jobs, Pods, Service, ConfigMaps,
-    Secrets, PodGroup) are deleted, as JobSet deletes the group; the TrainJob keeps its outcome."""
-
-
 class JobSetTemplateSpec(Model):
     """The template of the Jobs a TrainJob expands into."""
 
     metadata: KubeObject | None = None
     """Labels and annotations merged into every child Job."""
-    spec: JobSetSpec | None = None
-    """The replicated jobs."""
+    spec: JobSetSpec | None = cel(*JOBSET_SPEC_RULES, default=None)
+    """The replicated jobs and how they run together."""
 
 
 class TorchElasticPolicy(Model):

@@ -9,8 +9,8 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, JOBS, SERVICES, TRAINJOBS
-from api.trainer_v1alpha1 import FailurePolicy, FailurePolicyRule
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
 from trainer.failure_policy import decide

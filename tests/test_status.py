@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from api.base import Condition
+from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob, SuccessPolicy
 from api.trainer_v1alpha1 import (
     ClusterTrainingRuntime,
-    JobSetSpec,
     JobSetTemplateSpec,
-    ReplicatedJob,
     TrainingRuntimeSpec,
     TrainJob,
 )
@@ -110,7 +109,9 @@ def test_finished_is_final() -> None:
 
 
 def test_success_policy_any_targets() -> None:
-    template = JobSetSpec(replicated_jobs=RJOBS, success_policy={"operator": "Any", "targetReplicatedJobs": ["node"]})
+    template = JobSetSpec(
+        replicated_jobs=RJOBS, success_policy=SuccessPolicy(operator="Any", target_replicated_jobs=["node"])
+    )
     one = [job("node", conditions=[{"type": "Complete", "status": "True"}])]
     assert conds(observed(False, one, template))["Complete"][0] == "True"
 

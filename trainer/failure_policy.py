@@ -16,14 +16,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from api.trainer_v1alpha1 import (
+from api.jobset_v1alpha2 import (
     FAIL_JOBSET,
-    REASON_DEADLINE_EXCEEDED,
     RESTART_JOBSET,
     RESTART_JOBSET_IGNORE_MAX,
     FailurePolicy,
     FailurePolicyRule,
 )
+from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.builders.labels import REPLICATED_JOB_NAME
 
 JSON = dict[str, Any]

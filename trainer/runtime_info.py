@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import (
     ANCESTOR_LABEL,
     COND_COMPLETE,
@@ -29,9 +30,7 @@ from api.trainer_v1alpha1 import (
     STEP_MODEL_INITIALIZER,
     STEP_TRAINER,
     ClusterTrainingRuntime,
-    JobSetSpec,
     JobStatus,
-    ReplicatedJob,
     TrainingRuntimeSpec,
     TrainJob,
 )

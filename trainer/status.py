@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from api.base import Condition
+from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
@@ -22,7 +23,6 @@ from api.trainer_v1alpha1 import (
     REASON_RESUMED,
     REASON_SUSPENDED,
     JobStatus,
-    ReplicatedJob,
 )
 from trainer.builders.labels import REPLICATED_JOB_NAME
 
@@ -92,14 +92,14 @@ def finished_condition(info: RuntimeInfo) -> Condition | None:
         if not info.decision.fail:
             return None
         return Condition(type=COND_FAILED, status="True", reason=info.decision.reason, message=info.decision.message)
-    policy = info.template.success_policy or {}
+    policy = info.template.success_policy
     rjobs = info.rjobs
-    targets = set(policy.get("targetReplicatedJobs") or [r.name for r in rjobs])
+    targets = set((policy.target_replicated_jobs if policy else None) or [r.name for r in rjobs])
     by_name = {s.name: s for s in info.statuses}
     replicas = {r.name: r.replicas for r in rjobs if r.name in targets}
     if not replicas:
         return None
-    if policy.get("operator") == "Any":
+    if policy is not None and policy.operator == "Any":
         done = any(by_name[n].succeeded > 0 for n in replicas)
     else:
         done = all(by_name[n].succeeded >= want for n, want in replicas.items())

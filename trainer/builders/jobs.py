@@ -15,7 +15,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from api.trainer_v1alpha1 import JobStatus, ReplicatedJob, TrainJob
+from api.jobset_v1alpha2 import ReplicatedJob
+from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.builders import labels as L
 from trainer.builders.merge import JSON
 from trainer.builders.trainjob_mpi import hostfile_config_map
