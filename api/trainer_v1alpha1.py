@@ -26,6 +26,7 @@ from api.base import (
     atomic_list,
     cel,
     list_map,
+    refused,
 )
 from api.jobset_v1alpha2 import (
     JOBSET_SPEC_RULES,
@@ -83,6 +84,39 @@ class TorchElasticPolicy(Model):
     """Autoscaling metrics (``autoscalingv2.MetricSpec``)."""
 
 
+class EnvInjectionTarget(Model):
+    """Containers of one replicated job that get torchrun's environment (Trainer ``EnvInjectionTarget``)."""
+
+    job_name: str = Field(min_length=1, max_length=253)
+    """Name of the replicated job."""
+    container_names: list[str] = Field(
+        min_length=1,
+        max_length=8,
+        json_schema_extra={
+            "x-kubernetes-list-type": "set",
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!self.exists(c, c == 'node')",
+                    "message": "containerNames must not include the main node container because PET_* envs are "
+                    "always injected into it",
+                }
+            ],
+        },
+    )
+    """Containers (or init containers) of that replicated job."""
+
+
+class EnvInjection(Model):
+    """Where torchrun's environment is injected besides the trainer (Trainer ``EnvInjection``)."""
+
+    targets: list[EnvInjectionTarget] | None = Field(
+        default=None,
+        max_length=16,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["jobName"]},
+    )
+    """The containers, by replicated job."""
+
+
 class TorchMLPolicySource(Model):
     """The torch ML policy: torchrun's ``PET_*`` environment."""
 
@@ -94,8 +128,14 @@ class TorchMLPolicySource(Model):
         default="auto",
     )
     """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer. Defaults to ``auto``."""
-    elastic_policy: TorchElasticPolicy | None = None
-    """Elastic training settings."""
+    elastic_policy: TorchElasticPolicy | None = refused(
+        "mlPolicy.torch.elasticPolicy is not supported (upstream Trainer never implemented it and removed it in "
+        "v2.2): remove it and set mlPolicy.numNodes or spec.trainer.numNodes"
+    )
+    """Refused: upstream Trainer v2.0-v2.1 declared it without implementing it."""
+    env_injection: EnvInjection | None = None
+    """Other containers that get the same ``PET_*`` environment as the trainer's ``node`` container
+    (Trainer v2.3), e.g. an init container that waits for the master."""
 
 
 class MPIMLPolicySource(Model):
@@ -111,8 +151,30 @@ class MPIMLPolicySource(Model):
     """Let the launcher also run training processes. Defaults to false."""
 
 
+class JAXMLPolicySource(Model):
+    """The JAX ML policy (no settings): ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID`` and
+    ``JAX_COORDINATOR_ADDRESS`` on the trainer's ``node`` container."""
+
+
+class XGBoostMLPolicySource(Model):
+    """The XGBoost ML policy (no settings): the ``DMLC_*`` collective environment on the trainer's
+    ``node`` container."""
+
+
+class FluxMLPolicySource(Model):
+    """The Flux ML policy (Trainer v2.3); refused by this operator."""
+
+    num_proc_per_node: int | None = Field(default=None, ge=1)
+    """Tasks per node."""
+
+
+ONE_POLICY = (
+    "[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost), has(self.flux)].filter(x, x).size() <= 1"
+)
+
+
 class MLPolicy(Model):
-    """The ML framework settings of a runtime; at most one of torch and mpi."""
+    """The ML framework settings of a runtime; at most one of torch, mpi, jax and xgboost."""
 
     num_nodes: int | None = Field(default=1, ge=1)
     """Number of training nodes. Defaults to 1."""
@@ -120,6 +182,14 @@ class MLPolicy(Model):
     """Settings for torch (torchrun)."""
     mpi: MPIMLPolicySource | None = None
     """Settings for MPI."""
+    flux: FluxMLPolicySource | None = refused(
+        "mlPolicy.flux is not supported by this operator: use mlPolicy.mpi (hostfile and SSH keys) or mlPolicy.torch"
+    )
+    """Refused: the Flux framework (an installer init container and a broker per node) is not built here."""
+    jax: JAXMLPolicySource | None = None
+    """Settings for JAX (``jax.distributed.initialize`` from the environment)."""
+    xgboost: XGBoostMLPolicySource | None = None
+    """Settings for XGBoost (the collective's tracker environment)."""
 
 
 class CoschedulingPodGroupPolicySource(Model):
@@ -148,9 +218,7 @@ class PodGroupPolicy(Model):
 class TrainingRuntimeSpec(Model):
     """Specification of a (Cluster)TrainingRuntime."""
 
-    ml_policy: MLPolicy | None = cel(
-        ("!(has(self.torch) && has(self.mpi))", "mlPolicy: set only one of torch and mpi"), default=None
-    )
+    ml_policy: MLPolicy | None = cel((ONE_POLICY, "Only one of the policy can be configured"), default=None)
     """ML framework settings."""
     pod_group_policy: PodGroupPolicy | None = cel(
         (
@@ -317,16 +385,114 @@ class PodTemplateOverride(Model):
     """Overrides of the Pod template spec."""
 
 
+class ContainerPatch(Model):
+    """A patch of one container (Trainer v2.3 ``ContainerPatch``); the container must exist."""
+
+    name: str
+    """Name of the container in the runtime."""
+    env: list[EnvVar] | None = list_map("name")
+    """Environment merged by name; not allowed for ``node`` and the initializers (their env comes from
+    ``spec.trainer`` and ``spec.initializer``)."""
+    volume_mounts: list[VolumeMount] | None = list_map("mountPath")
+    """Volume mounts merged by mount path."""
+    security_context: KubeObject | None = None
+    """Security context merged field by field (``corev1.SecurityContext``)."""
+
+
+class PodSpecPatch(Model):
+    """A patch of a Pod spec (Trainer v2.3 ``PodSpecPatch``)."""
+
+    service_account_name: str | None = None
+    """Service account of the Pods."""
+    volumes: list[KubeObject] | None = list_map("name")
+    """Volumes merged by name (``corev1.Volume``)."""
+    init_containers: list[ContainerPatch] | None = list_map("name")
+    """Patches of init containers."""
+    containers: list[ContainerPatch] | None = list_map("name")
+    """Patches of containers."""
+    image_pull_secrets: list[LocalObjectReference] | None = list_map("name")
+    """Image pull secrets merged by name."""
+    security_context: KubeObject | None = None
+    """Pod security context merged field by field (``corev1.PodSecurityContext``)."""
+    node_selector: dict[str, str] | None = None
+    """Node selector merged key by key."""
+    affinity: KubeObject | None = None
+    """Affinity merged field by field (``corev1.Affinity``)."""
+    tolerations: list[KubeObject] | None = atomic_list()
+    """Tolerations; replace the runtime's whole list, as a strategic merge patch does."""
+    scheduling_gates: list[PodSchedulingGate] | None = list_map("name")
+    """Scheduling gates merged by name."""
+    termination_grace_period_seconds: int | None = Field(default=None, ge=0)
+    """Seconds the Pods get to stop."""
+
+
+class PodTemplatePatch(Model):
+    """A patch of a Pod template (Trainer v2.3 ``PodTemplatePatch``)."""
+
+    metadata: KubeObject | None = None
+    """Labels and annotations merged key by key into the Pod template's."""
+    spec: PodSpecPatch | None = None
+    """The Pod spec patch."""
+
+
+class JobSpecPatch(Model):
+    """A patch of a Job spec (Trainer v2.3 ``JobSpecPatch``)."""
+
+    template: PodTemplatePatch | None = None
+    """The Pod template patch."""
+
+
+class JobTemplatePatch(Model):
+    """A patch of a replicated job's Job template (Trainer v2.3 ``JobTemplatePatch``)."""
+
+    metadata: KubeObject | None = None
+    """Labels and annotations merged key by key into the Jobs'."""
+    spec: JobSpecPatch | None = None
+    """The Job spec patch."""
+
+
+class ReplicatedJobPatch(Model):
+    """A patch of one replicated job (Trainer v2.3 ``ReplicatedJobPatch``); it must exist in the runtime."""
+
+    name: str
+    """Name of the replicated job."""
+    template: JobTemplatePatch | None = None
+    """The Job template patch."""
+
+
+class JobSetSpecPatch(Model):
+    """A patch of the runtime's JobSet spec (Trainer v2.3 ``JobSetSpecPatch``)."""
+
+    replicated_jobs: list[ReplicatedJobPatch] | None = list_map("name")
+    """Patches of replicated jobs, by name."""
+
+
+class JobSetTemplatePatch(Model):
+    """A patch of the runtime's template (Trainer v2.3 ``JobSetTemplatePatch``)."""
+
+    metadata: KubeObject | None = None
+    """Labels and annotations merged key by key into the runtime template's (they reach every Job)."""
+    spec: JobSetSpecPatch | None = None
+    """The JobSet spec patch."""
+
+
+class TrainingRuntimeSpecPatch(Model):
+    """A patch of a TrainingRuntime spec (Trainer v2.3 ``TrainingRuntimeSpecPatch``)."""
+
+    template: JobSetTemplatePatch | None = None
+    """The template patch."""
+
+
 class RuntimePatch(Model):
     """A patch of the runtime made by one manager (v2.2+ ``RuntimePatch``), e.g. Kueue's admission."""
 
-    manager: str
+    manager: str = Field(min_length=1, max_length=253)
     """Who wrote the patch, e.g. ``kueue.x-k8s.io/manager``."""
     time: str | None = None
     """When the patch was written (RFC 3339)."""
-    training_runtime_spec: KubeObject | None = None
-    """A partial TrainingRuntime spec: ``template.spec.replicatedJobs[{name, template: {spec:
-    {template: {metadata, spec}}}}]`` whose Pod metadata and spec are merged into that job."""
+    training_runtime_spec: TrainingRuntimeSpecPatch | None = None
+    """The patch: runtime template metadata, each replicated job's Job metadata, and its Pod template's
+    metadata and spec, each merged at its level in list order."""
 
 
 class TrainJobSpec(Model):

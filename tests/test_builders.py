@@ -58,7 +58,7 @@ def test_trainer_settings_and_torch_env_land_on_the_node_container(
     assert node["resources"]["limits"]["cpu"] == "1"
     env = env_of(node)
     assert env["PET_NNODES"] == "2"
-    assert env["PET_NPROC_PER_NODE"] == "auto"
+    assert env["PET_NPROC_PER_NODE"] == "1"  # auto on a CPU node: its CPUs (limit 1)
     assert env["PET_MASTER_ADDR"] == "pytorch-simple-node-0-0.pytorch-simple"
     assert env["PET_MASTER_PORT"] == "29500"
     assert env["PET_NODE_RANK"] == {

@@ -206,8 +206,7 @@ async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent
 async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop() -> None:
     w = World("torch", "none")
     obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
-    garbage = {"template": {"spec": {"replicatedJobs": "garbage"}}}
-    obj["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": garbage}]
+    obj["spec"]["trainer"]["resourcesPerNode"] = {"limits": "lots"}  # an opaque object in the schema
     w.kube.put(obj)
     from trainer.controller import TerminalError
 
@@ -216,6 +215,21 @@ async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
     (cond,) = [c for c in status["conditions"] if c["type"] == "Misconfigured"]
     assert cond["reason"] == "InvalidSpec" and "fix its spec or its runtime" in cond["message"]
+
+
+async def test_malformed_runtime_patches_fail_the_job_with_the_field_named() -> None:
+    w = World("torch", "none")
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    garbage = {"template": {"spec": {"replicatedJobs": "garbage"}}}
+    obj["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": garbage}]
+    w.kube.put(obj)
+    from trainer.controller import TerminalError
+
+    with pytest.raises(TerminalError):
+        await w.reconcile()
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert "spec.runtimePatches.0.trainingRuntimeSpec.template.spec.replicatedJobs" in cond["message"]
 
 
 async def test_a_job_another_controller_manages_is_not_written_even_when_unparsable() -> None:

@@ -199,3 +199,47 @@ def pod_requests(template: Mapping[str, Any]) -> ResourceList:
         requests.update(_pod_level_requests(spec, requests))
         _add(requests, resource_list(spec.get("overhead")))
     return requests
+
+
+def _value(qty: Any) -> int:
+    """``Quantity.Value()``: the amount rounded up to an integer; 0 for a value that is not a quantity."""
+    try:
+        return int(parse_quantity(qty).to_integral_value(rounding=ROUND_CEILING))
+    except ValueError:
+        return 0
+
+
+def gpus_per_node(resources: Mapping[str, Any] | None) -> int:
+    """GPUs of one training node, as kubeflow/trainer ``pkg/runtime/runtime.go`` ``GetNumGPUPerNode``
+    counts them: the first request whose resource name contains ``gpu`` (``nvidia.com/gpu``,
+    ``amd.com/gpu``), rounded up, else the first such limit; 0 when there is none.
+    ``resources``: ``{requests, limits}``."""
+
+    def first(field: str) -> int:
+        items = ((resources or {}).get(field) or {}).items()
+        return next((_value(q) for n, q in items if "gpu" in str(n).lower()), 0)
+
+    return first("requests") or first("limits")
+
+
+def cpus_per_node(resources: Mapping[str, Any] | None) -> int:
+    """CPUs of one training node as kubeflow/trainer's torch plugin counts them (``getNumCPUPerNode``):
+    the cpu request if non-zero, else the cpu limit, rounded up (``500m`` -> 1); 0 when neither is set."""
+    requests, limits = (resources or {}).get("requests") or {}, (resources or {}).get("limits") or {}
+    request = _value(requests["cpu"]) if "cpu" in requests else 0
+    return request or (_value(limits["cpu"]) if "cpu" in limits else 0)
+
+
+def merge_resources(base: Mapping[str, Any] | None, override: Mapping[str, Any] | None) -> JSON:
+    """``override`` (a TrainJob's ``resourcesPerNode``) merged into ``base`` (the runtime container's
+    ``resources``) as kubeflow/trainer v2.3 merges them (``MergeResourceRequirements``): requests and
+    limits key by key, the override winning; claims by name (upstream v2.3 drops claims; kept here)."""
+    out: JSON = {k: v for k, v in (base or {}).items()}
+    for field in ("requests", "limits"):
+        if (override or {}).get(field) is not None:
+            out[field] = {**((base or {}).get(field) or {}), **(override or {})[field]}
+    if (override or {}).get("claims") is not None:
+        claims = {c.get("name"): c for c in (base or {}).get("claims") or []}
+        claims.update({c.get("name"): c for c in (override or {})["claims"]})
+        out["claims"] = list(claims.values())
+    return out

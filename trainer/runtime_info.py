@@ -37,9 +37,11 @@ from api.trainer_v1alpha1 import (
 from trainer import trainjobstatus
 from trainer.builders import labels as L
 from trainer.builders import trainjob_mpi
-from trainer.builders.overrides import apply_pod_patch, patches_for
+from trainer.builders.jax import jax_env
+from trainer.builders.overrides import apply_pod_patch, job_metadata, patches_for, template_metadata
 from trainer.builders.steps import apply_initializer, apply_trainer
-from trainer.builders.torch import apply_torch
+from trainer.builders.torch import add_rendezvous, inject, torch_env
+from trainer.builders.xgboost import xgboost_env
 from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
 from trainer.kube.events import parse_time
@@ -164,13 +166,43 @@ def _pods_per_job(
     return (min(parallelism, int(completions)) if completions is not None else parallelism), False
 
 
+def node_resources(job: TrainJob, rjobs: list[ReplicatedJob], trainer: str | None) -> JSON | None:
+    """One training node's ``{requests, limits}`` as the ML policies read them (kubeflow/trainer
+    ``ExtractResourcePerNodeFromRuntime``): the TrainJob's ``resourcesPerNode`` if set, else the
+    runtime's ``node`` container of the trainer's (or the ``node``) replicated job."""
+    if job.spec.trainer is not None and job.spec.trainer.resources_per_node is not None:
+        return job.spec.trainer.resources_per_node
+    for r in rjobs:
+        if r.name == trainer or r.name == NODE_CONTAINER:
+            pod = ((r.template.get("spec") or {}).get("template") or {}).get("spec") or {}
+            node = next((c for c in pod.get("containers") or [] if c.get("name") == NODE_CONTAINER), None)
+            if node is not None and node.get("resources") is not None:
+                return dict(node["resources"])
+    return None
+
+
+def policy_env(job: TrainJob, runtime: TrainingRuntimeSpec, master: str, nodes: int, res: JSON | None) -> list[JSON]:
+    """The ML policy's environment of the trainer's ``node`` container (torch ``PET_*``, JAX ``JAX_*``,
+    XGBoost ``DMLC_*``); empty for mpi or no policy. ``master``: the rank-0 pod's host name."""
+    policy = runtime.ml_policy
+    if policy is None:
+        return []
+    if policy.torch is not None:
+        return torch_env(job, policy.torch, master, nodes, res)
+    if policy.jax is not None:
+        return jax_env(master, nodes)
+    if policy.xgboost is not None:
+        return xgboost_env(master, nodes, res)
+    return []
+
+
 def _pod_template(
     job: TrainJob,
     runtime: TrainingRuntimeSpec,
     rjob: ReplicatedJob,
     is_trainer: bool,
-    nodes: int,
-    subdomain: str,
+    ml_env: list[JSON],
+    res: JSON | None,
     injection: trainjobstatus.Injection | None,
 ) -> JSON:
     spec = copy.deepcopy(rjob.template.get("spec") or {})
@@ -179,15 +211,19 @@ def _pod_template(
     policy = runtime.ml_policy
     if is_trainer:
         apply_trainer(job, pod)
-        if policy is not None and policy.torch is not None:
-            apply_torch(job, policy.torch, rjob.name, subdomain, nodes, pod)
+        if ml_env:
+            add_rendezvous(pod, NODE_CONTAINER, ml_env)
         trainjobstatus.inject(job, pod, injection)  # the status server's env and token volume, when served
     elif step in (STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER):
         apply_initializer(job, step, pod)
+    targets = policy.torch.env_injection if policy is not None and policy.torch is not None else None
+    for target in (targets.targets if targets else None) or []:
+        if target.job_name == rjob.name:
+            inject(pod, target.container_names, ml_env)
     if policy is not None and policy.mpi is not None:
-        trainjob_mpi.apply_mpi(job, policy.mpi, rjob.name, is_trainer, pod)
-    for patch in patches_for(job, rjob.name):
-        pod = apply_pod_patch(pod, patch)
+        trainjob_mpi.apply_mpi(job, policy.mpi, rjob.name, is_trainer, pod, res)
+    for patch, strategic in patches_for(job, rjob.name):
+        pod = apply_pod_patch(pod, patch, strategic)
     return pod
 
 
@@ -206,11 +242,19 @@ class RuntimeInfo:
     pod_sets: list[PodSet]
     """One per replicated job, in order: ``replicas`` Jobs of pods per Job, the pod template with
     settings, ML policy and overrides applied, and per-pod requests."""
+    template_metadata: JSON
+    """``{labels, annotations}`` of the runtime template with the ``runtimePatches`` merged in; every
+    child Job carries them."""
+    job_metadata: dict[str, JSON]
+    """Replicated job name -> ``{labels, annotations}`` of its Job template with the
+    ``runtimePatches`` merged in."""
     policy_sized: frozenset[str]
     """Replicated jobs whose pods per Job the ML policy sets (parallelism = completions)."""
     trainer: str | None
     """The trainer's replicated job, if any."""
     num_nodes: int | None
+    node_resources: JSON | None
+    """One training node's ``{requests, limits}`` as the ML policies read them (:func:`node_resources`)."""
     subdomain: str | None
     """The headless Service and Pod subdomain, or None when DNS hostnames are disabled."""
     not_in_gang: frozenset[str]
@@ -319,15 +363,17 @@ def runtime_info(
     trainer = trainer_rjob(rjobs)
     nodes = num_nodes(job, runtime)
     subdomain = subdomain_of(job, runtime)
+    name = str(job.metadata.name)
+    master = f"{name}-{trainer.name if trainer else NODE_CONTAINER}-0-0.{subdomain or name}"
+    res = node_resources(job, rjobs, trainer.name if trainer else None)
+    ml_env = policy_env(job, runtime, master, nodes or 1, res)
     pod_sets, sized = [], set()
     for r in rjobs:
         pods, by_policy = _pods_per_job(job, runtime, r, trainer.name if trainer else None, nodes)
         if by_policy:
             sized.add(r.name)
         is_trainer = trainer is not None and trainer.name == r.name
-        template = _pod_template(
-            job, runtime, r, is_trainer, nodes or 1, subdomain or str(job.metadata.name), injection
-        )
+        template = _pod_template(job, runtime, r, is_trainer, ml_env, res, injection)
         pod_sets.append(PodSet(name=r.name, jobs=r.replicas, pods_per_job=pods, template=template))
     conditions = (job.status.conditions if job.status else None) or []
     finished = any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in conditions)
@@ -343,9 +389,12 @@ def runtime_info(
         runtime_obj=runtime_obj,
         rjobs=rjobs,
         pod_sets=pod_sets,
+        template_metadata=template_metadata(job, runtime.template.metadata),
+        job_metadata={r.name: job_metadata(job, r.name, r.template.get("metadata")) for r in rjobs},
         policy_sized=frozenset(sized),
         trainer=trainer.name if trainer else None,
         num_nodes=nodes,
+        node_resources=res,
         subdomain=subdomain,
         not_in_gang=frozenset(completed_first(rjobs)),
         queue=resolve_queue(obj, gang, runtime_obj),

@@ -8,9 +8,7 @@ one per replicated job. Patches apply in that order, each list in its order; lat
 
 from __future__ import annotations
 
-from typing import Any
-
-from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
+from api.trainer_v1alpha1 import PodTemplateSpecOverride, RuntimePatch, TrainJob
 from trainer.builders.merge import JSON, deep_merge, find_named, merge_named_replace
 
 
@@ -38,42 +36,73 @@ def override_patch(override: PodTemplateSpecOverride) -> JSON:
     return {"spec": spec}
 
 
-def runtime_patch_for(patch_spec: dict[str, Any] | None, rjob: str) -> JSON | None:
-    """The Pod template patch a ``runtimePatches[].trainingRuntimeSpec`` holds for ``rjob``, if any."""
-    rjobs = (((patch_spec or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs")
-    entry = find_named(rjobs, rjob)
-    if entry is None:
-        return None
-    pod = ((entry.get("template") or {}).get("spec") or {}).get("template")
-    return pod if isinstance(pod, dict) else None
+def _rjob_patch(patch: RuntimePatch, rjob: str) -> JSON | None:
+    spec = patch.training_runtime_spec
+    template = spec.template if spec is not None else None
+    entries = (template.spec.replicated_jobs if template is not None and template.spec is not None else None) or []
+    entry = next((e for e in entries if e.name == rjob), None)
+    return entry.template.to_dict() if entry is not None and entry.template is not None else None
 
 
-def patches_for(job: TrainJob, rjob: str) -> list[JSON]:
-    """Every Pod template patch of ``job`` that targets the replicated job ``rjob``, in order."""
-    out: list[JSON] = []
+def patches_for(job: TrainJob, rjob: str) -> list[tuple[JSON, bool]]:
+    """Every Pod template patch of ``job`` that targets the replicated job ``rjob``, in order, each
+    with whether it is a ``runtimePatches`` entry (a strategic merge patch: its tolerations replace
+    the template's instead of adding to them)."""
+    out: list[tuple[JSON, bool]] = []
     for override in job.spec.pod_spec_overrides or []:
         if any(t.name == rjob for t in override.target_jobs):
-            out.append(override_patch(override))
+            out.append((override_patch(override), False))
     for tmpl in job.spec.pod_template_overrides or []:
         if any(t.name == rjob for t in tmpl.target_jobs):
             tpatch = override_patch(tmpl.spec) if tmpl.spec is not None else {"spec": {}}
             meta = tmpl.metadata or {}
             tpatch["metadata"] = {k: meta[k] for k in ("labels", "annotations") if meta.get(k)}
-            out.append(tpatch)
+            out.append((tpatch, False))
     for patch in job.spec.runtime_patches or []:
-        pod = runtime_patch_for(patch.training_runtime_spec, rjob)
-        if pod is not None:
-            out.append(pod)
+        pod = ((_rjob_patch(patch, rjob) or {}).get("spec") or {}).get("template")
+        if isinstance(pod, dict):
+            out.append((pod, True))
     return out
 
 
-def apply_pod_patch(template: JSON, patch: JSON) -> JSON:
+def _labels_and_annotations(base: JSON | None, patches: list[JSON | None]) -> JSON:
+    out: JSON = {k: dict((base or {}).get(k) or {}) for k in ("labels", "annotations")}
+    for patch in patches:
+        for k in ("labels", "annotations"):
+            out[k].update((patch or {}).get(k) or {})
+    return out
+
+
+def template_metadata(job: TrainJob, base: JSON | None) -> JSON:
+    """``{labels, annotations}`` of the runtime template (``base``: its ``metadata``) with every
+    ``runtimePatches[].trainingRuntimeSpec.template.metadata`` merged in, in order (kubeflow/trainer
+    ``pkg/runtime/core/trainingruntime.go``); they reach every child Job."""
+    patches: list[JSON | None] = []
+    for patch in job.spec.runtime_patches or []:
+        spec = patch.training_runtime_spec
+        if spec is not None and spec.template is not None:
+            patches.append(spec.template.metadata)
+    return _labels_and_annotations(base, patches)
+
+
+def job_metadata(job: TrainJob, rjob: str, base: JSON | None) -> JSON:
+    """``{labels, annotations}`` of replicated job ``rjob``'s Job template (``base``: its
+    ``metadata``) with the ``runtimePatches`` entries for it merged in, in order."""
+    return _labels_and_annotations(
+        base, [(_rjob_patch(p, rjob) or {}).get("metadata") for p in job.spec.runtime_patches or []]
+    )
+
+
+def apply_pod_patch(template: JSON, patch: JSON, strategic: bool = False) -> JSON:
     """A new Pod template with ``patch`` merged in.
 
     Container entries merge by name into containers the template already has (a patch never adds
-    a container); their ``env`` entries replace same-named variables whole.
+    a container); their ``env`` entries replace same-named variables whole. ``strategic`` (a
+    ``runtimePatches`` entry): tolerations replace the template's list, as in a strategic merge patch.
     """
     spec_patch = dict(patch.get("spec") or {})
+    if strategic and spec_patch.get("tolerations") is not None:
+        template = {**template, "spec": {**(template.get("spec") or {}), "tolerations": []}}
     container_patches = {k: spec_patch.pop(k, None) for k in ("containers", "initContainers")}
     out = deep_merge(template, {"metadata": patch.get("metadata") or {}, "spec": spec_patch})
     spec = out.setdefault("spec", {})

@@ -17,11 +17,13 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.builders.merge import JSON, find_named, upsert_env
+from trainer.resources import merge_resources
 
 
 def apply_trainer(job: TrainJob, pod: JSON) -> None:
-    """Set image, command, args, env and resources of ``spec.trainer`` on the ``node`` container
-    of ``pod`` (a Pod template, changed in place). No-op when the template has no such container."""
+    """Set image, command, args and env of ``spec.trainer`` on the ``node`` container of ``pod`` (a Pod
+    template, changed in place) and merge ``resourcesPerNode`` into its resources key by key (v2.3).
+    No-op when the template has no such container."""
     trainer = job.spec.trainer
     node = find_named(pod.get("spec", {}).get("containers"), NODE_CONTAINER)
     if trainer is None or node is None:
@@ -35,7 +37,7 @@ def apply_trainer(job: TrainJob, pod: JSON) -> None:
     if trainer.env:
         upsert_env(node, [e.to_dict() for e in trainer.env])
     if trainer.resources_per_node is not None:
-        node["resources"] = dict(trainer.resources_per_node)
+        node["resources"] = merge_resources(node.get("resources"), trainer.resources_per_node)
 
 
 def apply_initializer(job: TrainJob, step: str, pod: JSON) -> None:

@@ -15,6 +15,7 @@ from api.trainer_v1alpha1 import MPIMLPolicySource, TrainingRuntimeSpec, TrainJo
 from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.merge import JSON
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
+from trainer.resources import gpus_per_node
 
 NODE_RJOB = "node"
 
@@ -34,35 +35,60 @@ def node_pods(policy: MPIMLPolicySource, num_nodes: int) -> int:
     return max(num_nodes - (1 if policy.run_launcher_as_node else 0), 0)
 
 
-def slots(job: TrainJob, policy: MPIMLPolicySource) -> int:
-    """Slots per host: ``trainer.numProcPerNode`` if an integer, else the policy's (default 1)."""
+def slots(job: TrainJob, policy: MPIMLPolicySource, resources: JSON | None = None) -> int:
+    """Slots per host: ``trainer.numProcPerNode`` if an integer, else the policy's (default 1), except
+    that a policy of 1 on a node with several GPUs (``resources``: one node's ``{requests, limits}``)
+    gives one slot per GPU, as kubeflow/trainer's mpi plugin does."""
     value = job.spec.trainer.num_proc_per_node if job.spec.trainer else None
     if isinstance(value, int):
         return value
+    gpus = gpus_per_node(resources)
+    if (policy.num_proc_per_node or 1) == 1 and gpus > 1:
+        return gpus
     return policy.num_proc_per_node or 1
 
 
-def hosts(job: TrainJob, policy: MPIMLPolicySource, launcher: str, num_nodes: int, subdomain: str) -> list[Host]:
-    """Hostfile entries: the launcher when it runs as a node, then every node pod."""
-    n, s = job.metadata.name, slots(job, policy)
-    out = [Host(f"{n}-{NODE_RJOB}-0-{i}.{subdomain}", s) for i in range(node_pods(policy, num_nodes))]
+def hosts(
+    job: TrainJob,
+    policy: MPIMLPolicySource,
+    launcher: str,
+    num_nodes: int,
+    subdomain: str,
+    node_replicas: int = 1,
+    resources: JSON | None = None,
+) -> list[Host]:
+    """Hostfile entries: the launcher when it runs as a node, then every pod of every Job of the
+    ``node`` replicated job (``node_replicas`` Jobs), as upstream's ``IdentifyPodNetwork`` lists them."""
+    n, s = job.metadata.name, slots(job, policy, resources)
+    pods = node_pods(policy, num_nodes)
+    out = [Host(f"{n}-{NODE_RJOB}-{r}-{i}.{subdomain}", s) for r in range(node_replicas) for i in range(pods)]
     if policy.run_launcher_as_node:
         out.insert(0, Host(f"{n}-{launcher}-0-0.{subdomain}", s))
     return out
 
 
-def apply_mpi(job: TrainJob, policy: MPIMLPolicySource, rjob: str, is_launcher: bool, pod: JSON) -> None:
-    """Mount the SSH keys (every MPI pod) and, in the launcher, the hostfile and its environment."""
+def apply_mpi(
+    job: TrainJob, policy: MPIMLPolicySource, rjob: str, is_launcher: bool, pod: JSON, resources: JSON | None = None
+) -> None:
+    """Mount the SSH keys (every MPI pod) and, in the launcher, the hostfile and its environment
+    (``resources``: one node's ``{requests, limits}``, for the slots)."""
     if rjob != NODE_RJOB and not is_launcher:
         return
     mount_ssh(pod, secret_name(job), policy.ssh_auth_mount_path or "/root/.ssh")
     if is_launcher:
         implementation = policy.mpi_implementation or "OpenMPI"
-        mount_config(pod, hostfile_name(job), implementation, slots(job, policy), "node")
+        mount_config(pod, hostfile_name(job), implementation, slots(job, policy, resources), "node")
 
 
 def hostfile_config_map(
-    owner: JSON, job: TrainJob, runtime: TrainingRuntimeSpec, launcher: str, num_nodes: int, subdomain: str
+    owner: JSON,
+    job: TrainJob,
+    runtime: TrainingRuntimeSpec,
+    launcher: str,
+    num_nodes: int,
+    subdomain: str,
+    node_replicas: int = 1,
+    resources: JSON | None = None,
 ) -> JSON | None:
     """The hostfile ConfigMap, or None when the runtime has no mpi policy."""
     policy = runtime.ml_policy.mpi if runtime.ml_policy else None
@@ -72,7 +98,7 @@ def hostfile_config_map(
         owner,
         hostfile_name(job),
         policy.mpi_implementation or "OpenMPI",
-        hosts(job, policy, launcher, num_nodes, subdomain),
+        hosts(job, policy, launcher, num_nodes, subdomain, node_replicas, resources),
     )
     cm["metadata"]["labels"] = {JOBSET_NAME: str(job.metadata.name)}
     return cm

@@ -1,0 +1,26 @@
+"""The XGBoost ML policy: the collective's (Rabit) tracker environment on the trainer's ``node`` container.
+
+Mirrors kubeflow/trainer ``pkg/runtime/framework/plugins/xgboost/xgboost.go`` (v2.3):
+DMLC_TRACKER_URI (the rank-0 pod), DMLC_TRACKER_PORT (29500), DMLC_TASK_ID (the pod's Job completion
+index) and DMLC_NUM_WORKER (nodes x GPUs per node, or nodes when there are no GPUs).
+"""
+
+from __future__ import annotations
+
+from trainer.builders.merge import JSON
+from trainer.builders.torch import MASTER_PORT, RANK_FROM_INDEX
+from trainer.resources import gpus_per_node
+
+RESERVED_ENV = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
+
+
+def xgboost_env(master: str, num_nodes: int, resources: JSON | None) -> list[JSON]:
+    """The four ``DMLC_*`` variables; ``master``: the rank-0 pod's host name; ``resources``: one
+    node's ``{requests, limits}``."""
+    workers = num_nodes * (gpus_per_node(resources) or 1)
+    return [
+        {"name": "DMLC_TRACKER_URI", "value": master},
+        {"name": "DMLC_TRACKER_PORT", "value": str(MASTER_PORT)},
+        {"name": "DMLC_TASK_ID", "valueFrom": RANK_FROM_INDEX},
+        {"name": "DMLC_NUM_WORKER", "value": str(workers)},
+    ]
