@@ -20,13 +20,10 @@ import yaml
 from kubernetes_asyncio import client
 
 from api.kinds import (
-    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
     MPIJOBS,
     MUTATING_WEBHOOKS,
-    SECRETS,
-    SERVICES,
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     Resource,
@@ -34,6 +31,7 @@ from api.kinds import (
 from tests.kube_double import reader
 from trainer import gang, rbac
 from trainer.builders.labels import owner_reference
+from trainer.controllers.trainjob import TTL_CHILDREN
 from trainer.gang.base import GangInput, PodSet
 from trainer.kube.client import Kube
 from trainer.manager import Manager, Settings
@@ -132,7 +130,7 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         # The gang plan's deletions, Jobs (a finished TrainJob's active ones, restarts, cleanPodPolicy
         # All), MPIJobs (their ttlSecondsAfterFinished) and a TrainJob's other children (its runtime's
         # ttlSecondsAfterFinished).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, SERVICES, CONFIGMAPS, SECRETS},
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, *TTL_CHILDREN},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},

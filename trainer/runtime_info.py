@@ -41,6 +41,7 @@ from trainer.builders.jax import jax_env
 from trainer.builders.overrides import apply_pod_patch, job_metadata, patches_for, template_metadata
 from trainer.builders.steps import apply_initializer, apply_trainer
 from trainer.builders.torch import add_rendezvous, inject, torch_env
+from trainer.builders.volume_claims import add_claim_volumes
 from trainer.builders.xgboost import xgboost_env
 from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
@@ -224,6 +225,9 @@ def _pod_template(
         trainjob_mpi.apply_mpi(job, policy.mpi, rjob.name, is_trainer, pod, res)
     for patch, strategic in patches_for(job, rjob.name):
         pod = apply_pod_patch(pod, patch, strategic)
+    claims = runtime.template.spec.volume_claim_policies if runtime.template.spec else None
+    if claims:
+        add_claim_volumes(pod, claims, str(job.metadata.name))
     return pod
 
 

@@ -351,11 +351,12 @@ def declare(
     child_label: str,
     gang: GangScheduler,
     watches: tuple[Watches, ...] = (),
+    also_owns: tuple[Resource, ...] = (),
 ) -> Controller:
     """A job controller's declaration: its primary is ``reconciler.resource``; it owns its Jobs,
-    Services, ConfigMaps and Secrets (each carrying ``child_label``) and the gang scheduler's objects
-    (PodGroups); it watches ``watches`` and the gang scheduler's cluster-wide objects (Volcano Queues),
-    each mapped to every job."""
+    Services, ConfigMaps and Secrets and ``also_owns`` (each carrying ``child_label``) and the gang
+    scheduler's objects (PodGroups); it watches ``watches`` and the gang scheduler's cluster-wide
+    objects (Volcano Queues), each mapped to every job."""
     primary = reconciler.resource
 
     def build(ctx: Context) -> Reconcile:
@@ -366,7 +367,7 @@ def declare(
         for_=primary,
         build=build,
         owns=(
-            *(Owns(r, child_label) for r in (JOBS, SERVICES, CONFIGMAPS, SECRETS)),
+            *(Owns(r, child_label) for r in (JOBS, SERVICES, CONFIGMAPS, SECRETS, *also_owns)),
             *(Owns(r) for r in gang.owns),
         ),
         watches=(*watches, *(Watches(r, every_primary(primary)) for r in gang.watches)),

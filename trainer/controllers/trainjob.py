@@ -1,6 +1,7 @@
 """The TrainJob controller: its declaration and what its reconcile does that MPIJob's does not.
 
-Declared once (:func:`controller`): TrainJobs; the Jobs, Services, ConfigMaps and Secrets it owns,
+Declared once (:func:`controller`): TrainJobs; the Jobs, Services, ConfigMaps, Secrets and
+PersistentVolumeClaims (``volumeClaimPolicies``) it owns,
 each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned objects (PodGroups);
 the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
@@ -18,7 +19,16 @@ from functools import partial
 from pydantic import ValidationError
 
 from api.base import Condition
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINING_RUNTIMES, TRAINJOBS
+from api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
+    CONFIGMAPS,
+    JOBS,
+    PERSISTENT_VOLUME_CLAIMS,
+    SECRETS,
+    SERVICES,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+)
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
@@ -31,7 +41,7 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
-from trainer.builders import trainjob_mpi
+from trainer.builders import trainjob_mpi, volume_claims
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.mpi import new_ssh_secret
@@ -50,6 +60,10 @@ from trainer.runtime_info import (
     snapshot_name,
 )
 from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, runtime_not_found
+
+TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
+"""Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its
+``volumeClaimPolicies`` retain has no owner reference and stays)."""
 
 
 def trainjobs_of_runtime(runtime: JSON, reader: Reader) -> Iterable[Key]:
@@ -116,7 +130,7 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
                 # ttlSecondsAfterFinished: the group goes (JobSet deletes the JobSet); the TrainJob and
                 # its runtime snapshot stay, with their outcome.
                 out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is not None and not _deleting(j)]
-                for res in (SERVICES, CONFIGMAPS, SECRETS):
+                for res in TTL_CHILDREN:
                     out.delete += [
                         (res, *key_of(o))
                         for o in self.reader.owned(res, uid)
@@ -135,6 +149,9 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
             name, labels = trainjob_mpi.secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
             make = partial(new_ssh_secret, info.obj, name, labels)
             out.once.append(Once(SECRETS, str(info.job.metadata.namespace), name, make))
+        for claim in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):
+            meta = claim["metadata"]
+            out.once.append(Once(PERSISTENT_VOLUME_CLAIMS, meta["namespace"], meta["name"], partial(dict, claim)))
         out.apply += children.config_maps
         if children.service is not None:
             out.apply.append(children.service)
@@ -198,4 +215,4 @@ def controller(gang: GangScheduler) -> Controller:
         Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
         Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
     )
-    return declare("trainjob", TrainJobReconciler, JOBSET_NAME, gang, runtimes)
+    return declare("trainjob", TrainJobReconciler, JOBSET_NAME, gang, runtimes, (PERSISTENT_VOLUME_CLAIMS,))
