@@ -87,7 +87,7 @@ def test_runtime_rules() -> None:
     rt = load_sample("torch-distributed.yaml")
     assert rules.validate_runtime(rt).allowed
     rt["spec"]["mlPolicy"]["mpi"] = {}
-    assert "only one of torch and mpi" in rules.validate_runtime(rt).errors[0]
+    assert "set only one of torch, mpi" in rules.validate_runtime(rt).errors[0]
 
 
 def test_review_response_shapes() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
     JOBS,
     MPIJOBS,
     SECRETS,
@@ -256,3 +257,16 @@ async def test_outcomes_are_counted_once_even_when_a_stale_cache_writes_twice() 
     labels = ("TrainJob", "default", "torch-distributed")
     assert m.jobs_created.labels(*labels)._value.get() == 1
     assert m.jobs_failed.labels(*labels, "FailedJobs")._value.get() == 1
+
+
+async def test_a_runtime_the_webhook_would_refuse_fails_the_job_with_the_field_named_when_it_does_not_run() -> None:
+    w = World("torch", "none")
+    runtime = next(o for (res, _), o in w.kube.objects.items() if res == CLUSTER_TRAINING_RUNTIMES)
+    broken = copy.deepcopy(runtime)
+    broken["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 2
+    w.kube.put(broken)
+    await w.settle()
+    assert w.jobs() == []
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert "replicatedJobs[0].replicas: always must be 1" in cond["message"]

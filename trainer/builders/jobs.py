@@ -197,6 +197,12 @@ def build_job(
     }
 
 
+def _before(rjobs: list[ReplicatedJob], first: str | None, second: str) -> bool:
+    """Whether replicated job ``first`` comes before ``second`` (True when either is missing)."""
+    names = [r.name for r in rjobs]
+    return first not in names or second not in names or names.index(str(first)) < names.index(second)
+
+
 def build_children(info: RuntimeInfo, suspend: bool) -> Children:
     """All desired children of the TrainJob; ``suspend`` is the suspension every Job gets (the
     TrainJob's, or a gang scheduler's hold). A replicated job whose ``dependsOn`` (or, under
@@ -233,5 +239,6 @@ def build_children(info: RuntimeInfo, suspend: bool) -> Children:
         info.subdomain or name,
         node.replicas if node is not None else 1,
         info.node_resources,
+        launcher_first=_before(info.rjobs, info.trainer, NODE_RJOB),
     )
     return Children(service=service, config_maps=[hostfile] if hostfile else [], jobs=jobs, waiting=waiting)

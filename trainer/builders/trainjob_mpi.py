@@ -56,14 +56,16 @@ def hosts(
     subdomain: str,
     node_replicas: int = 1,
     resources: JSON | None = None,
+    launcher_first: bool = True,
 ) -> list[Host]:
-    """Hostfile entries: the launcher when it runs as a node, then every pod of every Job of the
-    ``node`` replicated job (``node_replicas`` Jobs), as upstream's ``IdentifyPodNetwork`` lists them."""
+    """Hostfile entries in the runtime's order of replicated jobs (``launcher_first``: the launcher's
+    comes before ``node``), as upstream's ``IdentifyPodNetwork`` lists them: the launcher when it runs
+    as a node, and every pod of every Job of the ``node`` replicated job (``node_replicas`` Jobs)."""
     n, s = job.metadata.name, slots(job, policy, resources)
     pods = node_pods(policy, num_nodes)
     out = [Host(f"{n}-{NODE_RJOB}-{r}-{i}.{subdomain}", s) for r in range(node_replicas) for i in range(pods)]
     if policy.run_launcher_as_node:
-        out.insert(0, Host(f"{n}-{launcher}-0-0.{subdomain}", s))
+        out.insert(0 if launcher_first else len(out), Host(f"{n}-{launcher}-0-0.{subdomain}", s))
     return out
 
 
@@ -89,6 +91,7 @@ def hostfile_config_map(
     subdomain: str,
     node_replicas: int = 1,
     resources: JSON | None = None,
+    launcher_first: bool = True,
 ) -> JSON | None:
     """The hostfile ConfigMap, or None when the runtime has no mpi policy."""
     policy = runtime.ml_policy.mpi if runtime.ml_policy else None
@@ -98,7 +101,7 @@ def hostfile_config_map(
         owner,
         hostfile_name(job),
         policy.mpi_implementation or "OpenMPI",
-        hosts(job, policy, launcher, num_nodes, subdomain, node_replicas, resources),
+        hosts(job, policy, launcher, num_nodes, subdomain, node_replicas, resources, launcher_first),
     )
     cm["metadata"]["labels"] = {JOBSET_NAME: str(job.metadata.name)}
     return cm

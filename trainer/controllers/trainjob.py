@@ -59,6 +59,7 @@ from trainer.runtime_info import (
     snapshot_config_map,
     snapshot_name,
 )
+from trainer.runtime_validation import runtime_errors, trainjob_errors
 from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, runtime_not_found
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
@@ -112,7 +113,18 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         except ValidationError as e:
             return Blocked(self.invalid(obj, f"runtime {name!r} is invalid: {first_error(e)}"))
         observed = self.reader.owned(JOBS, str(job.metadata.uid))
-        return runtime_info(obj, job, runtime.spec, runtime_obj, observed, self.gang.name, injection=self.injection)
+        # What the webhook refuses is said here when it does not run; a started or finished job is left be.
+        settled = bool(observed) or any(
+            c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in _conditions(job)
+        )
+        problems = [] if settled else runtime_errors(runtime.spec)
+        if problems:
+            return Blocked(self.invalid(obj, f"runtime {name!r} is invalid: {'; '.join(problems)}"))
+        info = runtime_info(obj, job, runtime.spec, runtime_obj, observed, self.gang.name, injection=self.injection)
+        problems = [] if settled else trainjob_errors(info)
+        if problems:
+            return Blocked(self.invalid(obj, "; ".join(problems)))
+        return info
 
     def gang_input(self, info: RuntimeInfo) -> GangInput:
         return info.gang_input()

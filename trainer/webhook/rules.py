@@ -30,9 +30,11 @@ from api.trainer_v1alpha1 import (
 from trainer.builders.mpi import RESERVED_ENV_PREFIXES
 from trainer.builders.mpijob import validate as validate_mpijob_spec
 from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
+from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.runtime_info import replicated_jobs, runtime_ref, step_of
+from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
+from trainer.runtime_validation import runtime_errors, trainjob_errors
 
 JSON = dict[str, Any]
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -103,8 +105,12 @@ def _rjob_containers(runtime: TrainingRuntime | ClusterTrainingRuntime) -> dict[
     return out
 
 
-def _reserved(name: str, torch: bool, mpi: bool) -> bool:
-    return (torch and name in TORCH_RESERVED_ENV) or (mpi and name.startswith(RESERVED_ENV_PREFIXES))
+def _reserved(name: str, torch: bool, mpi: bool, xgboost: bool = False) -> bool:
+    return (
+        (torch and name in TORCH_RESERVED_ENV)
+        or (mpi and name.startswith(RESERVED_ENV_PREFIXES))
+        or (xgboost and name in XGBOOST_RESERVED_ENV)
+    )
 
 
 def _override_targets(spec: JSON) -> list[tuple[str, int, list[str], list[JSON], list[JSON]]]:
@@ -169,6 +175,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
             v.errors += _check_against_runtime(job, spec, runtime)
+            v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts.gang)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, "TrainJob")
         v.errors += check_queue_change(obj, old, "TrainJob", facts)
@@ -192,7 +199,7 @@ def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime |
     errors = []
     rjobs = _rjob_containers(runtime)
     policy = runtime.spec.ml_policy
-    torch, mpi = bool(policy and policy.torch), bool(policy and policy.mpi)
+    torch, mpi, xgb = bool(policy and policy.torch), bool(policy and policy.mpi), bool(policy and policy.xgboost)
     for field_name, i, targets, containers, inits in _override_targets(spec):
         where = f"spec.{field_name}[{i}]"
         for target in targets:
@@ -220,16 +227,31 @@ def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime |
                             "through spec.trainer.env or spec.initializer, not through overrides"
                         )
                     for e in c.get("env") or []:
-                        if _reserved(str(e.get("name", "")), torch, mpi):
+                        if _reserved(str(e.get("name", "")), torch, mpi, xgb):
                             errors.append(
                                 f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
                             )
     for e in (job.spec.trainer.env if job.spec.trainer else None) or []:
-        if _reserved(e.name, torch, mpi):
+        if _reserved(e.name, torch, mpi, xgb):
             errors.append(
                 f"spec.trainer.env: {e.name!r} is set by the operator from the runtime's mlPolicy and reserved"
             )
     return errors
+
+
+def _check_expansion(
+    obj: JSON, job: TrainJob, runtime: TrainingRuntime | ClusterTrainingRuntime, runtime_obj: JSON, gang: str
+) -> list[str]:
+    """Expand the TrainJob as the reconciler will (the pure core) and check what it produces; input the
+    core cannot expand is refused here rather than failing in the reconcile."""
+    problems = runtime_errors(runtime.spec)
+    if problems:
+        return [f"spec.runtimeRef: runtime {runtime.metadata.name!r} is invalid: {p}" for p in problems]
+    try:
+        info = runtime_info(obj, job, runtime.spec, runtime_obj, [], gang)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        return [f"spec: the TrainJob cannot be expanded on runtime {runtime.metadata.name!r}: {e!r}"]
+    return trainjob_errors(info)
 
 
 def _overrides(obj: JSON | None) -> JSON:
@@ -302,37 +324,7 @@ def validate_runtime(obj: JSON) -> Verdict:
     except ValidationError as e:
         v.errors += _pydantic_errors(e)
         return v
-    policy = runtime.spec.ml_policy
-    if policy is not None and policy.torch is not None and policy.mpi is not None:
-        v.errors.append("spec.mlPolicy: set only one of torch and mpi")
-    pgp = runtime.spec.pod_group_policy
-    if pgp is not None and pgp.coscheduling is not None and pgp.volcano is not None:
-        v.errors.append("spec.podGroupPolicy: set only one of coscheduling and volcano")
-    rjobs = (runtime.spec.template.spec.replicated_jobs if runtime.spec.template.spec else None) or []
-    names = [r.name for r in rjobs]
-    for dup in sorted({n for n in names if names.count(n) > 1}):
-        v.errors.append(f"spec.template.spec.replicatedJobs: name {dup!r} is used twice")
-    failure = runtime.spec.template.spec.failure_policy if runtime.spec.template.spec else None
-    for i, rule in enumerate((failure.rules if failure else None) or []):
-        where = f"spec.template.spec.failurePolicy.rules[{i}]"
-        for target in rule.target_replicated_jobs or []:
-            if target not in names:
-                v.errors.append(f"{where}.targetReplicatedJobs: {target!r} is not a replicated job of this runtime")
-        for pattern in rule.on_job_failure_message_patterns or []:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                v.errors.append(f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a regular expression: {e}")
-    rule_names = [r.name for r in (failure.rules if failure else None) or []]
-    for dup in sorted({n for n in rule_names if rule_names.count(n) > 1}):
-        v.errors.append(f"spec.template.spec.failurePolicy.rules: name {dup!r} is used twice")
-    for i, r in enumerate(rjobs):
-        for d in r.depends_on or []:
-            if d.name not in names or d.name == r.name:
-                v.errors.append(
-                    f"spec.template.spec.replicatedJobs[{i}].dependsOn: {d.name!r} is not another replicated job "
-                    "of this runtime"
-                )
+    v.errors += runtime_errors(runtime.spec)
     return v
 
 

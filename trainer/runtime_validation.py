@@ -1,0 +1,269 @@
+"""What a runtime, and a TrainJob on it, must satisfy beyond their schemas. Pure.
+
+Used by admission (:mod:`trainer.webhook.rules`) and by the TrainJob reconciler, so that a cluster
+without the webhook gets the same refusals as conditions. Follows kubernetes-sigs/jobset
+``pkg/webhooks/jobset_webhook.go`` (v0.12: names, dependsOn, success and failure policy targets,
+coordinator, volumeClaimPolicies, subdomain) and kubeflow/trainer ``pkg/webhooks/trainingruntime_webhook.go``
+and ``pkg/runtime/framework/plugins`` (v2.3: replicas of the ancestor steps, their containers, envInjection
+targets, reserved environment). Every message names the field and says what to do.
+"""
+
+from __future__ import annotations
+
+import re
+
+from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
+from api.trainer_v1alpha1 import (
+    NODE_CONTAINER,
+    STEP_DATASET_INITIALIZER,
+    STEP_MODEL_INITIALIZER,
+    STEP_TRAINER,
+    TrainingRuntimeSpec,
+)
+from trainer.builders import labels as L
+from trainer.builders.jobs import coordinator_endpoint
+from trainer.builders.torch import TORCHTUNE_ENTRYPOINT
+from trainer.builders.volume_claims import mounted
+from trainer.runtime_info import RuntimeInfo, step_of
+
+RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+JOB_FAILURE_REASONS = (
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "FailedIndexes",
+    "MaxFailedIndexesExceeded",
+    "PodFailurePolicy",
+)
+"""The Job failure reasons a failurePolicy rule may name (JobSet's ``validOnJobFailureReasons``)."""
+STEP_CONTAINERS = {
+    STEP_TRAINER: NODE_CONTAINER,
+    STEP_DATASET_INITIALIZER: STEP_DATASET_INITIALIZER,
+    STEP_MODEL_INITIALIZER: STEP_MODEL_INITIALIZER,
+}
+"""Ancestor step -> the container it must have (Trainer's ``validateReplicatedJobs``)."""
+POD_SUFFIX = len("-abcde")
+"""The random suffix the Job controller appends to a pod name."""
+RJOBS = "spec.template.spec.replicatedJobs"
+
+
+def _pod_spec(rjob: ReplicatedJob) -> dict[str, object]:
+    spec = ((rjob.template.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _names(items: object) -> set[str]:
+    return {str(i.get("name", "")) for i in items if isinstance(i, dict)} if isinstance(items, list) else set()
+
+
+def _dns1035(value: str, where: str, what: str) -> list[str]:
+    if len(value) > 63:
+        return [f"{where}: {what} {value!r} has {len(value)} characters; use at most 63"]
+    if not RFC1035.match(value):
+        return [
+            f"{where}: {what} {value!r} must be an RFC 1035 label: lower-case letters, digits and '-', "
+            "starting with a letter and ending with a letter or digit"
+        ]
+    return []
+
+
+def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
+    errors: list[str] = []
+    seen: list[str] = []
+    for i, r in enumerate(rjobs):
+        where = f"{RJOBS}[{i}]"
+        seen.append(r.name)
+        errors += _dns1035(r.name, f"{where}.name", "replicated job name")
+        errors += _dns1035(r.group_name, f"{where}.groupName", "group name")
+        step = step_of(r)
+        if step in STEP_CONTAINERS and r.replicas != 1:
+            errors.append(
+                f"{where}.replicas: always must be 1 for the {step} step (got {r.replicas}); its pods are "
+                "numNodes pods of one Job: set mlPolicy.numNodes or the TrainJob's spec.trainer.numNodes instead"
+            )
+        if step in STEP_CONTAINERS and STEP_CONTAINERS[step] not in _names(_pod_spec(r).get("containers")):
+            errors.append(
+                f"{where}.template.spec.template.spec.containers: must contain the required container for the "
+                f"ancestor: {step} (a container named {STEP_CONTAINERS[step]!r})"
+            )
+        if i == 0 and r.depends_on:
+            errors.append(f"{where}.dependsOn: DependsOn can't be set for the first ReplicatedJob")
+        for d in r.depends_on or []:
+            if d.name not in seen[:-1]:
+                errors.append(
+                    f"{where}.dependsOn: replicatedJob: {r.name} cannot depend on replicatedJob: {d.name} "
+                    "(name a replicated job that comes before it)"
+                )
+    return errors
+
+
+def _policies(spec: JobSetSpec, names: list[str]) -> list[str]:
+    errors: list[str] = []
+    success = spec.success_policy
+    for target in (success.target_replicated_jobs if success else None) or []:
+        if target not in names:
+            errors.append(
+                f"spec.template.spec.successPolicy.targetReplicatedJobs: invalid replicatedJob name {target!r} "
+                f"does not appear in {RJOBS} (it has {', '.join(names) or 'none'})"
+            )
+    failure = spec.failure_policy
+    rules = (failure.rules if failure else None) or []
+    for i, rule in enumerate(rules):
+        where = f"spec.template.spec.failurePolicy.rules[{i}]"
+        if not 1 <= len(rule.name) <= 128 or not RULE_NAME.match(rule.name):
+            errors.append(
+                f"{where}.name: invalid failure policy rule name {rule.name!r}: it must start with a letter, "
+                "continue with letters, digits or '_,:', end with a letter, digit or '_', and have 1-128 characters"
+            )
+        for target in rule.target_replicated_jobs or []:
+            if target not in names:
+                errors.append(f"{where}.targetReplicatedJobs: {target!r} is not a replicated job of this runtime")
+        for reason in rule.on_job_failure_reasons or []:
+            if reason not in JOB_FAILURE_REASONS:
+                errors.append(
+                    f"{where}.onJobFailureReasons: {reason!r} is not a recognized job failure reason "
+                    f"(use one of {', '.join(JOB_FAILURE_REASONS)})"
+                )
+        for pattern in rule.on_job_failure_message_patterns or []:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                errors.append(f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a regular expression: {e}")
+    rule_names = [r.name for r in rules]
+    for dup in sorted({n for n in rule_names if rule_names.count(n) > 1}):
+        errors.append(f"spec.template.spec.failurePolicy.rules: name {dup!r} is used twice")
+    return errors
+
+
+def _coordinator(spec: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
+    c = spec.coordinator
+    if c is None:
+        return []
+    where = "spec.template.spec.coordinator"
+    rjob = next((r for r in rjobs if r.name == c.replicated_job), None)
+    if rjob is None:
+        return [f"{where}.replicatedJob: coordinator replicatedJob {c.replicated_job} does not exist"]
+    if (c.job_index or 0) >= rjob.replicas:
+        return [f"{where}.jobIndex: coordinator job index {c.job_index} is invalid for replicatedJob {rjob.name}"]
+    job_spec = rjob.template.get("spec") or {}
+    completions = job_spec.get("completions")
+    if job_spec.get("completionMode", "Indexed") != "Indexed" or completions is None:
+        return [f"{where}: job for coordinator pod must be indexed completion mode, and completions number must be set"]
+    if (c.pod_index or 0) >= int(completions):
+        return [
+            f"{where}.podIndex: coordinator pod index {c.pod_index} is invalid for replicatedJob {rjob.name} "
+            f"job index {c.job_index or 0}"
+        ]
+    return []
+
+
+def _volume_claims(spec: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
+    errors: list[str] = []
+    seen: set[str] = set()
+    pods = [(i, _pod_spec(r)) for i, r in enumerate(rjobs)]
+    mounts = set().union(*(mounted({"spec": p}) for _, p in pods)) if pods else set()
+    for i, policy in enumerate(spec.volume_claim_policies or []):
+        for j, template in enumerate(policy.templates or []):
+            where = f"spec.template.spec.volumeClaimPolicies[{i}].templates[{j}]"
+            name = str((template.get("metadata") or {}).get("name", ""))
+            if name in seen:
+                errors.append(f"{where}.metadata.name: names must be unique for VolumeClaimPolicies template")
+            seen.add(name)
+            if len(name) > 253 or not RFC1123_SUBDOMAIN.match(name):
+                errors.append(f"{where}.metadata.name: {name!r} must be a lower-case RFC 1123 subdomain")
+            for k, pod in pods:
+                if name in _names(pod.get("volumes")):
+                    errors.append(
+                        f"{RJOBS}[{k}].template.spec.template.spec.volumes: volume name conflicts with "
+                        f"VolumeClaimPolicy template name: {name}"
+                    )
+            if name not in mounts:
+                errors.append(
+                    f"{RJOBS}: replicatedJob containers don't have a matching volumeMount: {name} from "
+                    "VolumeClaimPolicies (mount it in a container, or remove the template)"
+                )
+    return errors
+
+
+def runtime_errors(spec: TrainingRuntimeSpec) -> list[str]:
+    """Everything wrong with a (Cluster)TrainingRuntime's spec that its schema lets through, one
+    message per problem (empty: valid)."""
+    template = spec.template.spec or JobSetSpec()
+    rjobs = list(template.replicated_jobs or [])
+    names = [r.name for r in rjobs]
+    errors = [f"{RJOBS}: name {dup!r} is used twice" for dup in sorted({n for n in names if names.count(n) > 1})]
+    ml = spec.ml_policy
+    chosen = [k for k in ("torch", "mpi", "jax", "xgboost", "flux") if ml is not None and getattr(ml, k) is not None]
+    if len(chosen) > 1:
+        errors.append(f"spec.mlPolicy: Only one of the policy can be configured: set only one of {', '.join(chosen)}")
+    pgp = spec.pod_group_policy
+    if pgp is not None and pgp.coscheduling is not None and pgp.volcano is not None:
+        errors.append("spec.podGroupPolicy: set only one of coscheduling and volcano")
+    errors += _replicated_jobs(rjobs)
+    errors += _policies(template, names)
+    errors += _coordinator(template, rjobs)
+    errors += _volume_claims(template, rjobs)
+    subdomain = template.network.subdomain if template.network else None
+    if subdomain:
+        errors += _dns1035(subdomain, "spec.template.spec.network.subdomain", "subdomain")
+    torch = spec.ml_policy.torch if spec.ml_policy else None
+    injection = torch.env_injection if torch else None
+    pods = {r.name: _pod_spec(r) for r in rjobs}
+    for target in (injection.targets if injection else None) or []:
+        pod = pods.get(target.job_name, {})
+        have = _names(pod.get("containers")) | _names(pod.get("initContainers"))
+        for name in target.container_names:
+            if name not in have:
+                errors.append(
+                    f"spec.mlPolicy.torch.envInjection.targets: envInjection target podSet {target.job_name!r} "
+                    f"container {name!r} not found in runtime template"
+                )
+    return errors
+
+
+def trainjob_errors(info: RuntimeInfo) -> list[str]:
+    """What is wrong with a TrainJob on its runtime once expanded (``info``): names of its children that
+    do not fit 63 characters (Jobs, pods, claims, the coordinator label), as JobSet's webhook checks
+    them, and settings its ML policy cannot take."""
+    name = str(info.job.metadata.name)
+    errors: list[str] = []
+    for rjob, pod_set in zip(info.rjobs, info.pod_sets, strict=True):
+        last_job = f"{name}-{rjob.name}-{max(rjob.replicas - 1, 0)}"
+        last_pod = f"{last_job}-{max(pod_set.pods_per_job - 1, 0)}"
+        if len(last_job) > 63 or not RFC1035.match(last_job):
+            errors.append(
+                f"metadata.name: TrainJob name is too long, job names generated for this TrainJob will exceed 63 "
+                f"characters ({last_job!r}, {len(last_job)}); use a shorter name"
+            )
+        elif len(last_pod) + POD_SUFFIX > 63:
+            errors.append(
+                f"metadata.name: TrainJob name is too long, pod names generated for this TrainJob will exceed 63 "
+                f"characters ({last_pod!r} plus a 6-character suffix); use a shorter name"
+            )
+    coordinator = coordinator_endpoint(info)
+    if coordinator is not None and (len(coordinator) > 63 or not LABEL_VALUE.match(coordinator)):
+        errors.append(
+            f"spec.template.spec.coordinator: the TrainJob leads to invalid label value {coordinator!r} for "
+            f"coordinator label {L.COORDINATOR!r} (more than 63 characters); use a shorter TrainJob name"
+        )
+    for policy in info.template.volume_claim_policies or []:
+        for template in policy.templates or []:
+            claim = f"{(template.get('metadata') or {}).get('name', '')}-{name}"
+            if len(claim) > 63:
+                errors.append(
+                    f"metadata.name: VolumeClaimPolicies template name is too long: claim {claim!r} would exceed "
+                    "63 characters; use a shorter TrainJob name"
+                )
+    trainer = info.job.spec.trainer
+    ml = info.runtime.ml_policy
+    if trainer is not None and ml is not None:
+        if ml.mpi is not None and isinstance(trainer.num_proc_per_node, str):
+            errors.append("spec.trainer.numProcPerNode: must have an int value for MPI TrainJob")
+        if ml.torch is not None and trainer.command == TORCHTUNE_ENTRYPOINT:
+            errors.append(
+                "spec.trainer.command: the torchtune entrypoint [tune, run] (recipe and config derived from the "
+                "runtime's name) is not supported; give the whole command"
+            )
+    return errors
