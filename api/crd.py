@@ -209,7 +209,8 @@ def model_schema(model: type[BaseModel], top_level: bool = False) -> dict[str, A
     schema: dict[str, Any] = {"type": "object"}
     if model.__doc__:
         schema["description"] = _text(model.__doc__)
-    schema["properties"] = properties
+    if properties:  # the apiserver drops an empty map, which a later apply would see as a change
+        schema["properties"] = properties
     if required:
         schema["required"] = required
     return schema

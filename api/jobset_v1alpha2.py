@@ -139,6 +139,18 @@ class VolumeClaimPolicy(Model):
         max_length=50,
         json_schema_extra={
             "x-kubernetes-list-type": "atomic",
+            # A PersistentVolumeClaim kept whole; its name and namespace typed so that the rule can read them.
+            "items": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "metadata": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
+                    }
+                },
+            },
             "x-kubernetes-validations": [
                 {
                     "rule": "self.all(t, !has(t.metadata) || !has(t.metadata.namespace) || "

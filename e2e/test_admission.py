@@ -133,8 +133,15 @@ async def test_mpijob_rules(client: Client, ns: str) -> None:
 
 
 async def test_runtime_rules(client: Client, ns: str) -> None:
-    bad = runtime("dangling", rjob("node", "trainer", dependsOn=[{"name": "ghost", "status": "Complete"}]))
-    assert "dependsOn: 'ghost' is not another replicated job" in await refused(client, bad, ns)
+    bad = runtime(
+        "dangling", rjob("init"), rjob("node", "trainer", dependsOn=[{"name": "ghost", "status": "Complete"}])
+    )
+    assert "replicatedJob: node cannot depend on replicatedJob: ghost" in await refused(client, bad, ns)
+    twice = runtime("twice", rjob("node", "trainer", replicas=2))
+    assert "replicatedJobs[0].replicas: always must be 1" in await refused(client, twice, ns)
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    long_name = trainjob("t" * 50, "rt", trainer={"numNodes": 4})
+    assert "pod names generated for this TrainJob will exceed 63 characters" in await refused(client, long_name, ns)
 
 
 async def test_gates_change_only_while_suspended_and_reach_pods_after_resume(client: Client, ns: str) -> None:

@@ -92,7 +92,7 @@ def test_every_upstream_type_is_modelled() -> None:
 
 @pytest.mark.parametrize(("name", "fields"), upstream_types(), ids=[n for n, _ in upstream_types()])
 def test_schema_property_names_are_upstreams(name: str, fields: list[str]) -> None:
-    properties = set(crd.model_schema(MODELS[name]).get("properties", {}))
+    properties = set(crd.model_schema(MODELS[name]).get("properties") or {})
     assert sorted(set(fields) - properties) == [], f"{name}: upstream fields missing (they would be pruned)"
     assert sorted(properties - set(fields)) == sorted(EXTRA.get(name, set())), f"{name}: fields upstream lacks"
 
