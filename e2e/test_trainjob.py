@@ -13,6 +13,7 @@ import yaml
 from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
 from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
+from trainer.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
@@ -349,9 +350,14 @@ async def test_bad_input_the_webhook_would_refuse_ends_in_a_condition(client: Cl
 
     await client.apply(runtime("rt", rjob("node", "trainer")), ns)
     garbage = {"template": {"spec": {"replicatedJobs": "not a list"}}}
-    await client.apply(
-        trainjob("garbled", "rt", runtimePatches=[{"manager": "me", "trainingRuntimeSpec": garbage}]), ns
-    )
-    tj = await client.wait_condition(ns, "garbled", "Misconfigured", timeout=10)
+    garbled = trainjob("garbled", "rt", runtimePatches=[{"manager": "me", "trainingRuntimeSpec": garbage}])
+    with pytest.raises(ApiError) as refusal:  # runtimePatches are typed: the schema refuses garbage
+        await client.apply(garbled, ns)
+    assert "runtimePatches" in refusal.value.message and "replicatedJobs: expected list" in refusal.value.message
+    assert await client.trainjob(ns, "garbled") is None
+
+    # What the schema lets through but the core cannot expand (an opaque resourcesPerNode).
+    await client.apply(trainjob("opaque", "rt", trainer={"resourcesPerNode": {"limits": "lots"}}), ns)
+    tj = await client.wait_condition(ns, "opaque", "Misconfigured", timeout=10)
     cond = condition(tj, "Misconfigured")
     assert cond is not None and cond["reason"] == "InvalidSpec" and "fix its spec or its runtime" in cond["message"]

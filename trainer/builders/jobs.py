@@ -176,7 +176,7 @@ def build_job(
     pod_spec = pod.setdefault("spec", {})
     if info.subdomain is not None:
         pod_spec["subdomain"] = info.subdomain
-    pod_spec.setdefault("restartPolicy", "Never")
+    pod_spec.setdefault("restartPolicy", "OnFailure")  # JobSet's default for a pod template without one
     spec["template"] = pod
     spec.setdefault("completionMode", "Indexed")
     if rjob.name in info.policy_sized:
