@@ -60,6 +60,10 @@ unit: venv
 e2e: venv binaries
 	$(PY) -m pytest e2e -v
 
+# Real pods on real kubelets (root, Debian; builds kubelet, CoreDNS and the training image once).
+e2e-real: venv binaries
+	TRAINER_E2E_REAL=1 $(PY) -m pytest e2e/test_real_pods.py -v -s
+
 # The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
 test: venv binaries lint
 	TRAINER_E2E_OPERATOR_SA=1 $(PY) -m pytest tests e2e -v -p no:cacheprovider

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Build the binaries a real node needs, from the Go module proxy, into the same cache as e2e/build.sh:
+#   kubelet  -> $TRAINER_CACHE/bin/kubernetes-<KUBERNETES_VERSION>/kubelet  (e2e/build.sh's wrapper-module
+#               technique; reuses its resolved go.mod in $TRAINER_CACHE/src/kubernetes-<ver> when present)
+#   coredns  -> $TRAINER_CACHE/bin/coredns-<COREDNS_VERSION>/coredns  (only the plugins cluster DNS needs,
+#               so none of the cloud SDKs of the full plugin.cfg are downloaded)
+#   pause    -> $TRAINER_CACHE/bin/realnode-pause/pause  (e2e/realnode/pause.go, static)
+# Each is built once. Usage: e2e/realnode/build.sh [kubelet] [coredns] [pause]   (default: all)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../versions.env disable=SC1091
+source "$here/../versions.env"
+# shellcheck source=versions.env disable=SC1091
+source "$here/versions.env"
+cache="${TRAINER_CACHE:-$HOME/.cache/trainer}"
+export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+log() { printf '[realnode-build] %s\n' "$*" >&2; }
+
+build_kubelet() {
+  local ver="$KUBERNETES_VERSION" out="$cache/bin/kubernetes-$KUBERNETES_VERSION"
+  [ -x "$out/kubelet" ] && return 0
+  local mod="$cache/src/kubelet-$ver" minor staging gomod
+  minor="${ver#v1.}"; minor="${minor%%.*}"; staging="v0.${ver#v1.}"
+  mkdir -p "$mod" "$out"
+  log "kubelet $ver: resolving modules in $mod"
+  if [ -f "$cache/src/kubernetes-$ver/go.mod" ]; then
+    cp "$cache/src/kubernetes-$ver/go.mod" "$cache/src/kubernetes-$ver/go.sum" "$mod/"
+  else
+    (cd "$mod" && go mod download -json "k8s.io/kubernetes@$ver" >/dev/null)
+    gomod="$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$ver.mod"
+    {
+      echo "module local/kubernetes-build"; echo; echo "go 1.24.0"; echo
+      echo "require k8s.io/kubernetes $ver"; echo; echo "replace ("
+      grep -E '=> \./staging/src/' "$gomod" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+      echo ")"
+    } >"$mod/go.mod"
+  fi
+  cat >"$mod/tools.go" <<'EOT'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+EOT
+  (cd "$mod" && go mod tidy)
+  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/component-base/version.gitTreeState=clean"
+  log "kubelet $ver: building"
+  (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet)
+  mv "$out/kubelet.tmp" "$out/kubelet"
+}
+
+build_coredns() {
+  local ver="$COREDNS_VERSION" out="$cache/bin/coredns-$COREDNS_VERSION"
+  [ -x "$out/coredns" ] && return 0
+  local mod="$cache/src/coredns-$ver" gomod
+  mkdir -p "$mod" "$out"
+  log "coredns $ver: resolving modules in $mod"
+  (cd "$mod" && go mod download -json "github.com/coredns/coredns@$ver" >/dev/null)
+  gomod="$(go env GOMODCACHE)/cache/download/github.com/coredns/coredns/@v/$ver.mod"
+  {
+    echo "module local/coredns-build"; echo
+    awk '$1 == "go" {print; exit}' "$gomod"; echo
+    echo "require github.com/coredns/coredns $ver"
+  } >"$mod/go.mod"
+  # coremain plus the few plugins a cluster DNS server uses (plugin.cfg order is kept by
+  # core/dnsserver's fixed directive list; a plugin not imported is simply unknown).
+  cat >"$mod/main.go" <<'EOT'
+package main
+
+import (
+	_ "github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/template"
+	_ "github.com/coredns/coredns/plugin/whoami"
+)
+
+func main() { coremain.Run() }
+EOT
+  (cd "$mod" && go mod tidy)
+  log "coredns $ver: building"
+  (cd "$mod" && go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$ver" \
+    -o "$out/coredns.tmp" .)
+  mv "$out/coredns.tmp" "$out/coredns"
+}
+
+build_pause() {
+  local out="$cache/bin/realnode-pause"
+  [ -x "$out/pause" ] && cmp -s "$here/pause.go" "$out/pause.go" && return 0
+  mkdir -p "$out"
+  log "pause: building"
+  (cd "$here" && go build -trimpath -ldflags '-s -w' -o "$out/pause.tmp" pause.go)
+  cp "$here/pause.go" "$out/pause.go"
+  mv "$out/pause.tmp" "$out/pause"
+}
+
+components=(kubelet coredns pause)
+[ "$#" -gt 0 ] && components=("$@")
+mkdir -p "$cache"
+exec 9>"$cache/.realnode-build.lock"
+flock -n 9 || { log "waiting for another e2e/realnode/build.sh run to finish"; flock 9; }
+for component in "${components[@]}"; do
+  declare -F "build_$component" >/dev/null || { log "unknown component '$component'"; exit 2; }
+  start=$SECONDS
+  "build_$component"
+  log "$component: ready ($((SECONDS - start))s)"
+done
+echo "$cache/bin"

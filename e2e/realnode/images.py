@@ -1,0 +1,320 @@
+"""Container images for real nodes, built from local files and Debian's packages, no registry.
+
+Every image is an OCI-layout archive cached as ``$TRAINER_CACHE/images/<name>-<key>.tar``, where
+the key is a hash of everything that goes into it, so it is built once per machine and then only
+imported (``ctr -n k8s.io images import``) into each node's containerd:
+
+- :func:`pause_image`: the CRI sandbox image (``e2e/realnode/pause.go``, built by ``build.sh``).
+- :func:`busybox_image`: ``/bin/busybox`` of Debian's busybox-static and one link per applet.
+- :func:`training_image`: a Debian root file system made by ``debootstrap`` plus, installed with
+  apt inside it, python3, Debian's CPU build of PyTorch (``python3-torch``, with gloo), OpenMPI
+  with mpi4py and openssh-server. PyPI's ``torch`` wheel for Linux is a CUDA build whose import
+  fails without its nvidia-* / cuda-toolkit dependencies (several GB), so Debian's is used.
+
+    python -m e2e.realnode.images [pause|busybox|training ...]   # build (or find) and print paths
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from e2e.cluster.binaries import cache_dir
+from e2e.realnode import image as simple
+
+HERE = Path(__file__).resolve().parent
+PAUSE_IMAGE = "localhost/realnode/pause:1"
+BUSYBOX_IMAGE = "localhost/realnode/busybox:1"
+TRAINING_IMAGE = "localhost/realnode/training:1"
+# What the training image holds (Debian package names); part of its cache key.
+TRAINING_PACKAGES = (
+    "python3",
+    "python3-torch",
+    "python3-mpi4py",
+    "openmpi-bin",
+    "openssh-server",
+    "openssh-client",
+    "iproute2",
+    "procps",
+    "busybox",
+)
+# Bump when the recipe below changes in a way that changes the image.
+TRAINING_RECIPE = 2
+
+
+def _log(message: str) -> None:
+    print(f"[realnode-images] {message}", file=sys.stderr, flush=True)
+
+
+def images_dir() -> Path:
+    """Where built image archives are cached."""
+    return cache_dir() / "images"
+
+
+def realnode_versions() -> dict[str, str]:
+    """The ``NAME=value`` pairs of ``e2e/realnode/versions.env``."""
+    pairs: dict[str, str] = {}
+    for line in (HERE / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            name, _, value = line.partition("=")
+            pairs[name.strip()] = value.strip().strip("\"'")
+    return pairs
+
+
+def ensure_built(*components: str) -> Path:
+    """Run ``e2e/realnode/build.sh`` for ``components`` (kubelet, coredns, pause); return the bin dir."""
+    subprocess.run(["bash", str(HERE / "build.sh"), *components], check=True, stdout=sys.stderr)
+    return cache_dir() / "bin"
+
+
+# --- OCI archives --------------------------------------------------------------------------------
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_oci_archive(out: Path, name: str, layer: Path, config: dict[str, Any]) -> None:
+    """Write an OCI-layout archive ``out`` of one uncompressed layer tar ``layer`` (streamed, never
+    read into memory) with image ``config`` (the ``config`` object of the OCI image config)."""
+    layer_digest = _sha256_file(layer)
+    blobs: dict[str, bytes] = {}
+
+    def blob(data: bytes) -> dict[str, Any]:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    image_config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "created": "1970-01-01T00:00:00Z",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+        "history": [{"created_by": "e2e/realnode/images.py"}],
+    }
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(json.dumps(image_config).encode())},
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": f"sha256:{layer_digest}",
+                "size": layer.stat().st_size,
+            }
+        ],
+    }
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **blob(json.dumps(manifest).encode()),
+                "platform": {"architecture": "amd64", "os": "linux"},
+                "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name},
+            }
+        ],
+    }
+    tmp = out.with_suffix(".tmp")
+    with tarfile.open(tmp, "w") as tar:
+
+        def add(path: str, size: int, data: IO[bytes]) -> None:
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.mtime = size, 0o644, 0
+            tar.addfile(info, data)
+
+        add("oci-layout", 30, io.BytesIO(b'{"imageLayoutVersion":"1.0.0"}'))
+        index_data = json.dumps(index).encode()
+        add("index.json", len(index_data), io.BytesIO(index_data))
+        for digest, data in blobs.items():
+            add(f"blobs/sha256/{digest.split(':', 1)[1]}", len(data), io.BytesIO(data))
+        with layer.open("rb") as f:
+            add(f"blobs/sha256/{layer_digest}", layer.stat().st_size, f)
+    tmp.rename(out)
+
+
+def _cached(stem: str, key_material: dict[str, Any]) -> Path:
+    key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()[:16]
+    images_dir().mkdir(parents=True, exist_ok=True)
+    return images_dir() / f"{stem}-{key}.tar"
+
+
+def pause_image() -> tuple[str, Path]:
+    """The sandbox image (name, archive), built when missing."""
+    binary = ensure_built("pause") / "realnode-pause" / "pause"
+    out = _cached("pause", {"pause": _sha256_file(binary)})
+    if not out.exists():
+        layer = simple.build_layer([(str(binary), "pause")], [])
+        simple.build_image(str(out), PAUSE_IMAGE, layer, ["/pause"], None)
+    return PAUSE_IMAGE, out
+
+
+def busybox_image() -> tuple[str, Path]:
+    """A busybox image (name, archive): Debian's busybox-static, built when missing."""
+    busybox = Path("/bin/busybox")
+    out = _cached("busybox", {"busybox": _sha256_file(busybox)})
+    if not out.exists():
+        applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout.split()
+        links = [(f"bin/{a}", "/bin/busybox") for a in applets if a != "busybox"]
+        layer = simple.build_layer([(str(busybox), "bin/busybox")], links)
+        simple.build_image(str(out), BUSYBOX_IMAGE, layer, None, ["/bin/sh"])
+    return BUSYBOX_IMAGE, out
+
+
+# --- the training image ----------------------------------------------------------------------------
+
+
+def debian_mirror() -> str:
+    """The Debian mirror apt on this machine uses (from its sources), for debootstrap."""
+    texts = [p.read_text() for p in [Path("/etc/apt/sources.list")] if p.exists()]
+    texts += [p.read_text() for p in sorted(Path("/etc/apt/sources.list.d").glob("*")) if p.is_file()]
+    for text in texts:
+        for line in text.splitlines():
+            m = re.match(r"\s*(?:URIs:|deb)\s+(?:\[[^]]*\]\s+)?(\S+)", line)
+            if m and "security" not in m.group(1) and m.group(1).startswith(("http://", "https://")):
+                return m.group(1).rstrip("/")
+    raise RuntimeError("no Debian mirror found in /etc/apt/sources.list{,.d}")
+
+
+def _run(cmd: list[str], log: IO[str], **kwargs: Any) -> None:
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, **kwargs)
+
+
+def build_rootfs(root: Path, suite: str, packages: tuple[str, ...], log: IO[str]) -> None:
+    """``debootstrap --variant=minbase`` into ``root``, then ``apt-get install packages`` in a chroot."""
+    if not shutil.which("debootstrap"):
+        _run(
+            ["apt-get", "install", "-y", "-qq", "debootstrap"],
+            log,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+    mirror = debian_mirror()
+    _run(["debootstrap", "--variant=minbase", "--components=main", suite, str(root), mirror], log)
+    (root / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    policy = root / "usr/sbin/policy-rc.d"  # no service starts inside the chroot
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
+    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    _run(["chroot", str(root), "apt-get", "update", "-qq"], log, env=env)
+    _run(["chroot", str(root), "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], log, env=env)
+    _run(["chroot", str(root), "apt-get", "clean"], log, env=env)
+    _patch_torch_std(root)
+    policy.unlink()
+    for junk in ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man", "usr/share/info"):
+        shutil.rmtree(root / junk, ignore_errors=True)
+        (root / junk).mkdir(parents=True, exist_ok=True)
+    (root / "etc/resolv.conf").write_text("")  # the kubelet mounts the pod's own
+    (root / "run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation directory
+    # sshd for MPI: key-only root logins, no DNS lookups of clients, no strict modes (the keys come
+    # from a Secret volume whose files the kubelet owns).
+    (root / "etc/ssh/sshd_config.d/realnode.conf").write_text(
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\nStrictModes no\n"
+    )
+    (root / "etc/ssh/ssh_config.d/realnode.conf").write_text(
+        "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
+
+
+def _unmount_under(path: Path) -> None:
+    """Unmount whatever a failed debootstrap left mounted under ``path`` (deepest first)."""
+    prefix = str(path.resolve()) + "/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(prefix)), reverse=True):
+        subprocess.run(["umount", "-l", mount], check=False)
+
+
+def _patch_torch_std(root: Path) -> None:
+    """Debian's torch 1.13 under Python 3.11: ``Std.from_str("0")`` looks the value up by iterating
+    the IntFlag, which no longer yields the zero member NONE (nor the alias ALL), so it returns None
+    and plain ``torchrun`` dies with "'NoneType' object has no attribute 'get'". Convert directly."""
+    api = root / "usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py"
+    if not api.exists():
+        return
+    text = api.read_text()
+    old = "            v = int(v)\n            for s in Std:\n"
+    if old in text:
+        new = "            v = int(v)\n            return Std(v)\n            for s in Std:\n"
+        api.write_text(text.replace(old, new))
+
+
+def training_image(work: Path | None = None) -> tuple[str, Path]:
+    """The training image (name, archive), built when missing (about 5 minutes, see NOTES)."""
+    suite = realnode_versions().get("IMAGE_SUITE", "bookworm")
+    out = _cached("training", {"suite": suite, "packages": TRAINING_PACKAGES, "recipe": TRAINING_RECIPE})
+    if out.exists():
+        return TRAINING_IMAGE, out
+    work = work or images_dir() / f"{out.stem}.build"
+    _unmount_under(work)
+    shutil.rmtree(work, ignore_errors=True)
+    root = work / "rootfs"
+    root.mkdir(parents=True)
+    began = time.monotonic()
+    _log(f"building {out.name} in {work} (log {work / 'build.log'})")
+    with (work / "build.log").open("w") as log:
+        build_rootfs(root, suite, TRAINING_PACKAGES, log)
+        layer = work / "layer.tar"
+        # dev/ and proc/ stay empty: the runtime mounts them. Numeric owners, as in any layer.
+        _run(
+            [
+                "tar",
+                "--numeric-owner",
+                "--xattrs",
+                "--exclude=./dev/*",
+                "--exclude=./proc/*",
+                "--exclude=./sys/*",
+                "-C",
+                str(root),
+                "-cf",
+                str(layer),
+                ".",
+            ],
+            log,
+        )
+        config = {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
+            "Cmd": ["/bin/bash"],
+        }
+        write_oci_archive(out, TRAINING_IMAGE, layer, config)
+    # Kept on failure, for its build.log.
+    _unmount_under(work)
+    shutil.rmtree(work, ignore_errors=True)
+    for stale in images_dir().glob("training-*.tar"):  # older recipes' archives (1.3 GB each)
+        if stale != out:
+            stale.unlink()
+    _log(f"built {out} ({out.stat().st_size >> 20} MiB) in {time.monotonic() - began:.0f}s")
+    return TRAINING_IMAGE, out
+
+
+BUILDERS = {"pause": pause_image, "busybox": busybox_image, "training": training_image}
+
+
+def main() -> int:
+    for name in sys.argv[1:] or list(BUILDERS):
+        began = time.monotonic()
+        image, path = BUILDERS[name]()
+        print(f"{image}\t{path}\t{time.monotonic() - began:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

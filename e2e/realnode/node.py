@@ -1,0 +1,509 @@
+"""Real nodes (kubelet + private containerd + runc) and cluster DNS (CoreDNS) for a running LocalCluster.
+
+:class:`RealNodes` starts ``count`` nodes named ``realnode-0``, ``realnode-1``, ... on this machine,
+each with its own containerd (config, root, state and socket in ``<dir>/<name>/containerd``), its
+own kubelet (``<dir>/<name>/kubelet``, free loopback ports, its own cgroup root ``/<name>``) and
+its own pod address range, plus one CoreDNS serving ``cluster.local`` from the cluster's API::
+
+    with RealNodes(cluster, 2, tmp / "realnodes") as nodes:   # or nodes.start() ... nodes.stop()
+        ...   # pods with nodeSelector {"type": "realnode"} (or nodeName) run for real
+
+Addresses (nothing is routed off the machine and nothing is masqueraded):
+
+- Pods: :data:`POD_CIDR` (10.88.0.0/16) on one bridge, :data:`BRIDGE`, whose address
+  :data:`GATEWAY` (10.88.0.1) is on the host; node ``i`` hands out 10.88.<i+1>.2-254 (host-local
+  IPAM). Pods get no default route: only the pod network itself is reachable, over the bridge.
+- Services: the cluster's :data:`~e2e.cluster.cluster.SERVICE_CIDR` (10.0.0.0/24). There is no
+  kube-proxy, so ClusterIPs do not route; headless Services need none (DNS returns pod IPs).
+- DNS: CoreDNS listens on :data:`GATEWAY`:53, the kubelets' ``clusterDNS``. It answers
+  ``cluster.local`` (Services, ``<hostname>.<subdomain>.<ns>.svc.cluster.local`` records of pods
+  behind headless Services) and NXDOMAIN for everything else (nothing is forwarded). Pods resolve
+  ``<hostname>.<subdomain>`` through the search path the kubelet writes.
+
+Settings this machine needs (a Firecracker VM, root without CAP_SYS_RESOURCE, cgroup v1, no systemd):
+``restrict_oom_score_adj`` in containerd and ``oomScoreAdj: 0`` in the kubelet (no
+CAP_SYS_RESOURCE here), and the Node's InternalIP 127.0.0.1 patched in by us (the kubelet refuses
+a loopback ``--node-ip``).
+
+    python -m e2e.realnode.node up|down --cluster DIR [--nodes 2] [--dir DIR] [--images busybox,training]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from e2e.cluster.api import ApiClient
+from e2e.cluster.binaries import cache_dir, versions
+from e2e.cluster.cluster import CONTEXT, SERVICE_CIDR, LocalCluster, free_ports
+from e2e.cluster.pki import Pki, ensure_client_cert, write_kubeconfig
+from e2e.cluster.process import Component
+from e2e.realnode import images
+
+PACKAGES = ("containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "debootstrap")
+CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
+POD_CIDR = "10.88.0.0/16"
+GATEWAY = "10.88.0.1"
+BRIDGE = "rn0"
+CLUSTER_DOMAIN = "cluster.local"
+NODE_LABEL = "type=realnode"
+NODE_SELECTOR = {"type": "realnode"}
+
+
+def _log(message: str) -> None:
+    print(f"[realnode] {message}", file=sys.stderr, flush=True)
+
+
+def ensure_packages() -> None:
+    """Install the Debian packages real nodes need, when one is missing."""
+    missing = [p for p in PACKAGES if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    if missing:
+        _log(f"apt-get install {' '.join(missing)}")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdout=sys.stderr)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env, stdout=sys.stderr)
+
+
+def ensure_bridge() -> None:
+    """The pod bridge with the gateway address, made before any pod so that CoreDNS can bind to it.
+    The CNI bridge plugin then finds it as it would have made it."""
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
+        subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
+    addrs = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", BRIDGE], capture_output=True, text=True).stdout
+    if f" {GATEWAY}/" not in addrs:
+        subprocess.run(["ip", "addr", "add", f"{GATEWAY}/{POD_CIDR.split('/')[1]}", "dev", BRIDGE], check=True)
+    subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True)
+
+
+def _cni_conflist(index: int, data_dir: Path) -> str:
+    third = index + 1
+    conf = {
+        "cniVersion": "0.4.0",
+        "name": "realnode",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                "ipMasq": False,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": str(data_dir),
+                    "ranges": [
+                        [
+                            {
+                                "subnet": POD_CIDR,
+                                "rangeStart": f"10.88.{third}.2",
+                                "rangeEnd": f"10.88.{third}.254",
+                                "gateway": GATEWAY,
+                            }
+                        ]
+                    ],
+                    "routes": [],
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+    return json.dumps(conf, indent=2) + "\n"
+
+
+def _containerd_config(work: Path) -> str:
+    default = subprocess.run(["containerd", "config", "default"], capture_output=True, text=True, check=True).stdout
+    sock = work / "containerd.sock"
+    replacements = [
+        ('root = "/var/lib/containerd"', f'root = "{work / "root"}"'),
+        ('state = "/run/containerd"', f'state = "{work / "state"}"'),
+        ('address = "/run/containerd/containerd.sock"', f'address = "{sock}"'),
+        ('bin_dir = "/opt/cni/bin"', f'bin_dir = "{CNI_BIN}"'),
+        ('conf_dir = "/etc/cni/net.d"', f'conf_dir = "{work / "net.d"}"'),
+        ("restrict_oom_score_adj = false", "restrict_oom_score_adj = true"),
+    ]
+    lines = []
+    for line in default.splitlines():
+        stripped = line.strip()
+        for old, new in replacements:
+            if stripped == old:
+                line = line.replace(old, new)
+        if stripped.startswith("sandbox_image = "):
+            line = line.split("sandbox_image")[0] + f'sandbox_image = "{images.PAUSE_IMAGE}"'
+        lines.append(line)
+    text = "\n".join(lines) + "\n"
+    for old, new in replacements:
+        if new not in text:
+            raise RuntimeError(f"containerd config default has no line {old!r}")
+    return text
+
+
+def _cgroup_root(name: str) -> str:
+    """A cgroup root of its own per kubelet (``/<name>`` in every v1 hierarchy), so that no kubelet
+    takes another's pod cgroups for orphans. cpuset children start empty on v1: copy the parent's."""
+    base = Path("/sys/fs/cgroup")
+    for hierarchy in sorted(base.iterdir()):
+        if hierarchy.name == "unified" or not (hierarchy / "cgroup.procs").exists():
+            continue
+        path = hierarchy / name
+        path.mkdir(exist_ok=True)
+        if hierarchy.name == "cpuset":
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                if not (path / f).read_text().strip():
+                    (path / f).write_text((hierarchy / f).read_text())
+    return f"/{name}"
+
+
+def _kubelet_config(work: Path, ca: Path, sock: Path, port: int, healthz: int, cgroup_root: str) -> str:
+    cfg = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": "127.0.0.1",
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz,
+        # The apiserver has no --kubelet-client-certificate: logs and exec go through anonymously.
+        "authentication": {
+            "anonymous": {"enabled": True},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(ca)},
+        },
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs",  # cgroup v1, no systemd
+        "cgroupRoot": cgroup_root,
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "oomScoreAdj": 0,  # no CAP_SYS_RESOURCE: the default -999 cannot be set
+        "containerRuntimeEndpoint": f"unix://{sock}",
+        "imageServiceEndpoint": f"unix://{sock}",
+        "podLogsDir": str(work / "pod-logs"),
+        "volumePluginDir": str(work / "volume-plugins"),
+        "clusterDNS": [GATEWAY],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(work / "resolv.conf"),  # empty: no host search domains or servers leak in
+        # Imported images can never be pulled again: never garbage-collect them.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "serializeImagePulls": False,
+        "maxPods": 20,
+    }
+    return json.dumps(cfg, indent=2) + "\n"
+
+
+@dataclass
+class RealNode:
+    """One real node: its name, index (pod range 10.88.<index+1>.x) and directory."""
+
+    name: str
+    index: int
+    dir: Path
+
+    @property
+    def containerd_dir(self) -> Path:
+        return self.dir / "containerd"
+
+    @property
+    def kubelet_dir(self) -> Path:
+        return self.dir / "kubelet"
+
+    @property
+    def sock(self) -> Path:
+        return self.containerd_dir / "containerd.sock"
+
+    @property
+    def containerd(self) -> Component:
+        return Component("containerd", Path(shutil.which("containerd") or "/usr/bin/containerd"), self.dir, self.dir)
+
+    @property
+    def kubelet(self) -> Component:
+        return Component("kubelet", cache_dir() / "bin" / _k8s_dir() / "kubelet", self.dir, self.dir)
+
+    def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ctr", "--address", str(self.sock), "--namespace", "k8s.io", *args],
+            check=check,
+            capture_output=True,
+            text=True,
+        )
+
+    def start_containerd(self) -> None:
+        work = self.containerd_dir
+        for sub in ("root", "state", "net.d", "ipam"):
+            (work / sub).mkdir(parents=True, exist_ok=True)
+        (work / "config.toml").write_text(_containerd_config(work))
+        (work / "net.d" / "10-realnode.conflist").write_text(_cni_conflist(self.index, work / "ipam"))
+        if not self.containerd.is_alive():
+            self.containerd.start(["--config", str(work / "config.toml")])
+        deadline = time.monotonic() + 20
+        while self.ctr("version", check=False).returncode != 0:
+            if time.monotonic() > deadline or not self.containerd.is_alive():
+                raise RuntimeError(f"containerd of {self.name} did not come up:\n{self.containerd.log_tail()}")
+            time.sleep(0.2)
+
+    def import_images(self, archives: list[tuple[str, Path]]) -> None:
+        have = set(self.ctr("images", "ls", "-q").stdout.split())
+        for name, archive in archives:
+            if name in have:
+                continue
+            began = time.monotonic()
+            self.ctr("images", "import", str(archive))  # unpacks into overlayfs, the CRI's snapshotter
+            _log(f"{self.name}: imported {name} in {time.monotonic() - began:.1f}s")
+
+    def start_kubelet(self, cluster: LocalCluster, timeout: float = 120.0) -> None:
+        work = self.kubelet_dir
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "resolv.conf").write_text("")
+        pki = Pki(cluster.state_dir / "pki")
+        user = f"kubelet-{self.name}"
+        ensure_client_cert(pki, user, f"system:node:{self.name}", "system:masters")
+        kubeconfig = write_kubeconfig(work / "kubeconfig.yaml", pki, user, cluster.server, CONTEXT)
+        port, healthz = free_ports(2)
+        config = work / "config.yaml"  # JSON is YAML
+        config.write_text(_kubelet_config(work, pki.ca_cert, self.sock, port, healthz, _cgroup_root(self.name)))
+        if not self.kubelet.is_alive():
+            self.kubelet.start(
+                [
+                    f"--config={config}",
+                    f"--kubeconfig={kubeconfig}",
+                    f"--root-dir={work / 'root'}",
+                    f"--cert-dir={work / 'pki'}",
+                    f"--hostname-override={self.name}",
+                    "--node-ip=127.0.0.1",
+                    f"--node-labels={NODE_LABEL},kubernetes.io/os=linux",
+                    "--v=1",
+                ]
+            )
+        api = cluster.api()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.kubelet.is_alive():
+                raise RuntimeError(f"kubelet of {self.name} exited:\n{self.kubelet.log_tail()}")
+            if self._ready(api):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"node {self.name} not Ready after {timeout}s:\n{self.kubelet.log_tail()}")
+
+    def _ready(self, api: ApiClient) -> bool:
+        status, body = api.get(f"/api/v1/nodes/{self.name}")
+        if status != 200:
+            return False
+        if not body.get("status", {}).get("addresses"):
+            # The kubelet refuses a loopback --node-ip and then reports no address, so the apiserver
+            # could not reach it for logs/exec. InternalIP only (a Hostname would be looked up).
+            api.request(
+                "PATCH",
+                f"/api/v1/nodes/{self.name}/status",
+                {"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}},
+            )
+            return False
+        conds = {c["type"]: c for c in body.get("status", {}).get("conditions") or []}
+        return bool(conds.get("Ready", {}).get("status") == "True")
+
+    def stop(self) -> None:
+        """Stop the kubelet, every container (their shims outlive containerd), then containerd;
+        unmount the kubelet's root and remove the pods' network namespaces."""
+        self.kubelet.stop(timeout=10)
+        if self.containerd.is_alive():
+            tasks = self.ctr("tasks", "ls", "-q", check=False).stdout.split()
+            for task in tasks:
+                self.ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
+            if tasks:
+                time.sleep(1)
+            for task in tasks:
+                self.ctr("tasks", "delete", "-f", task, check=False)
+            for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
+                self.ctr("containers", "rm", container, check=False)
+        self.containerd.stop(timeout=10)
+        prefix = str(self.dir.resolve()) + "/"
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(prefix)), reverse=True):
+            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+        for cg in Path("/sys/fs/cgroup").glob(f"*/{self.name}"):
+            _remove_cgroup(cg)
+
+
+def _remove_cgroup(path: Path) -> None:
+    for child in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            child.rmdir()
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
+def _k8s_dir() -> str:
+    return f"kubernetes-{versions()['KUBERNETES_VERSION']}"
+
+
+class CoreDNS:
+    """CoreDNS on the host, on the pod gateway address, serving ``cluster.local`` from the cluster."""
+
+    def __init__(self, cluster: LocalCluster, work: Path) -> None:
+        self.cluster, self.work = cluster, work
+        version = images.realnode_versions()["COREDNS_VERSION"]
+        self.component = Component("coredns", cache_dir() / "bin" / f"coredns-{version}" / "coredns", work, work)
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        (ready,) = free_ports(1)
+        corefile = self.work / "Corefile"
+        corefile.write_text(
+            f"{CLUSTER_DOMAIN}:53 {{\n"
+            f"    bind {GATEWAY}\n"
+            "    errors\n"
+            f"    ready 127.0.0.1:{ready}\n"
+            f"    kubernetes {CLUSTER_DOMAIN} {{\n"
+            f"        kubeconfig {self.cluster.kubeconfig} {CONTEXT}\n"
+            "        pods insecure\n"
+            "        ttl 1\n"
+            "    }\n"
+            "}\n"
+            ".:53 {\n"
+            f"    bind {GATEWAY}\n"
+            "    template ANY ANY {\n"
+            "        rcode NXDOMAIN\n"
+            "    }\n"
+            "}\n"
+        )
+        if not self.component.is_alive():
+            self.component.start(["-conf", str(corefile)], cwd=self.work)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.component.is_alive():
+                raise RuntimeError(f"coredns exited:\n{self.component.log_tail()}")
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"http://127.0.0.1:{ready}/ready", timeout=2) as r,
+            ):
+                if r.status == 200:
+                    return
+            time.sleep(0.3)
+        raise RuntimeError(f"coredns not ready after {timeout}s:\n{self.component.log_tail()}")
+
+    def stop(self) -> None:
+        self.component.stop()
+
+
+class RealNodes:
+    """``count`` real nodes plus CoreDNS for ``cluster``, kept under ``work``; ``image_names``
+    (keys of :data:`images.BUILDERS`) are built if needed and imported into every node."""
+
+    def __init__(
+        self, cluster: LocalCluster, count: int, work: Path, image_names: tuple[str, ...] = ("busybox",)
+    ) -> None:
+        self.cluster, self.work = cluster, Path(work).resolve()
+        self.nodes = [RealNode(f"realnode-{i}", i, self.work / f"realnode-{i}") for i in range(count)]
+        self.dns = CoreDNS(cluster, self.work / "coredns")
+        self.image_names = image_names
+        self.timings: dict[str, float] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def _timed(self, what: str, began: float) -> None:
+        self.timings[what] = round(time.monotonic() - began, 1)
+
+    def start(self) -> None:
+        t = time.monotonic()
+        ensure_packages()
+        images.ensure_built("kubelet", "coredns", "pause")
+        self._timed("packages+binaries", t)
+        t = time.monotonic()
+        archives = [images.pause_image()] + [images.BUILDERS[n]() for n in self.image_names]
+        self._timed("images", t)
+        try:
+            ensure_bridge()
+            t = time.monotonic()
+            self.dns.start()
+            self._timed("coredns", t)
+            t = time.monotonic()
+            # Each node unpacks its own copy (about 25 s for the training image): all at once.
+            with ThreadPoolExecutor(len(self.nodes) or 1) as pool:
+                list(pool.map(lambda node: (node.start_containerd(), node.import_images(archives)), self.nodes))
+            self._timed("containerd+import", t)
+            for node in self.nodes:
+                t = time.monotonic()
+                node.start_kubelet(self.cluster)
+                self._timed(f"{node.name} kubelet Ready", t)
+        except BaseException:
+            _log(f"start failed; logs under {self.work}; stopping")
+            self.stop()
+            raise
+        _log(f"{', '.join(self.names)} Ready; timings {self.timings}")
+
+    def stop(self) -> None:
+        """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge."""
+        api = self.cluster.api() if self.cluster.is_running() else None
+        if api is not None:
+            self._delete_pods(api)
+        for node in self.nodes:
+            node.stop()
+            if api is not None:
+                api.request("DELETE", f"/api/v1/nodes/{node.name}")
+        self.dns.stop()
+        subprocess.run(["ip", "link", "delete", BRIDGE], check=False, capture_output=True)
+        # Network namespaces of sandboxes the kubelets had no time to tear down: no process is left in them.
+        for netns in Path("/var/run/netns").glob("cni-*"):
+            pids = subprocess.run(["ip", "netns", "pids", netns.name], capture_output=True, text=True).stdout
+            if not pids.strip():
+                subprocess.run(["ip", "netns", "delete", netns.name], check=False, capture_output=True)
+
+    def _delete_pods(self, api: ApiClient, timeout: float = 20.0) -> None:
+        """Delete the pods bound to our nodes at once, and give the kubelets ``timeout`` seconds to
+        tear their sandboxes down (CNI DEL: netns and addresses released) before they stop."""
+
+        def ours() -> list[tuple[str, str]]:
+            status, body = api.get("/api/v1/pods")
+            items = body.get("items", []) if status == 200 else []
+            return [
+                (p["metadata"]["namespace"], p["metadata"]["name"])
+                for p in items
+                if p.get("spec", {}).get("nodeName") in self.names
+            ]
+
+        for ns, name in ours():
+            api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+        deadline = time.monotonic() + timeout
+        while ours() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def __enter__(self) -> RealNodes:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["up", "down"])
+    p.add_argument("--cluster", type=Path, required=True, help="state dir of a running e2e LocalCluster")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--dir", type=Path, default=Path("/tmp/trainer-realnode/nodes"))
+    p.add_argument("--images", default="busybox", help="comma-separated: busybox,training")
+    a = p.parse_args()
+    cluster = LocalCluster(a.cluster)
+    nodes = RealNodes(cluster, a.nodes, a.dir, tuple(filter(None, a.images.split(","))))
+    if a.command == "up":
+        nodes.start()
+        print(f"service CIDR {SERVICE_CIDR}, pod CIDR {POD_CIDR}, DNS {GATEWAY}", file=sys.stderr)
+    else:
+        nodes.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Real pods: training that actually runs, on real kubelets, not KWOK.
+
+Two real nodes (``realnode-0``, ``realnode-1``: kubelet + containerd + runc, see
+:mod:`e2e.realnode.node`) join the session's local cluster next to its KWOK nodes, with CoreDNS
+for ``cluster.local``, and the training image (:func:`e2e.realnode.images.training_image`: Debian
+with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. Then:
+
+- a torch TrainJob, 2 nodes x 2 processes: torchrun joins the process group from the operator's
+  ``PET_*`` variables (the master is found by DNS as ``<pod>.<subdomain>``), all-reduces each
+  rank's ``rank + 1`` with gloo and checks the sum; the TrainJob ends Complete;
+- an MPIJob, a launcher and 2 workers: mpirun over SSH (the operator's key Secret and hostfile)
+  runs an mpi4py allreduce on both workers; the MPIJob ends Succeeded.
+
+Needs root, Debian's packages (installed when missing) and the Go module proxy (kubelet and CoreDNS
+are built once into ``$TRAINER_CACHE/bin``). Skipped unless ``TRAINER_E2E_REAL=1``: ``make e2e-real``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.kinds import MPIJOBS
+from e2e.cluster import LocalCluster
+from e2e.helpers import Client, condition, wait_for
+from e2e.realnode import images
+from e2e.realnode.node import NODE_SELECTOR, RealNodes
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.environ.get("TRAINER_E2E_REAL") != "1", reason="real pods: set TRAINER_E2E_REAL=1"),
+]
+JSON = dict[str, Any]
+IMAGE = images.TRAINING_IMAGE
+
+# Every rank adds rank + 1: the sum over WORLD ranks is WORLD * (WORLD + 1) / 2.
+TORCH_SCRIPT = r"""
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+want = world * (world + 1) / 2
+print(f"rank {rank}/{world} node {os.environ['GROUP_RANK']} on {os.uname().nodename}: sum {t.item()} want {want}",
+      flush=True)
+assert t.item() == want, (t.item(), want)
+dist.destroy_process_group()
+"""
+# Wait until the master's name resolves (its DNS record appears once its pod has an IP), then torchrun.
+TORCH_COMMAND = f"""
+set -eu
+for i in $(seq 120); do getent hosts "$PET_MASTER_ADDR" >/dev/null && break; sleep 0.5; done
+getent hosts "$PET_MASTER_ADDR"
+echo "PET: nnodes=$PET_NNODES nproc=$PET_NPROC_PER_NODE rank=$PET_NODE_RANK master=$PET_MASTER_ADDR:$PET_MASTER_PORT"
+cat > /tmp/allreduce.py <<'EOF'
+{TORCH_SCRIPT}
+EOF
+exec torchrun /tmp/allreduce.py
+"""
+MPI_SCRIPT = (
+    "from mpi4py import MPI; import socket; c = MPI.COMM_WORLD; "
+    "s = c.allreduce(c.Get_rank() + 1, op=MPI.SUM); n = c.Get_size(); "
+    "print(f'mpi rank {c.Get_rank()}/{n} on {socket.gethostname()}: sum {s}', flush=True); "
+    "assert s == n * (n + 1) // 2"
+)
+MPI_LAUNCH = """
+set -eu
+for h in $(cut -d' ' -f1 /etc/mpi/hostfile); do
+  for i in $(seq 120); do getent hosts "$h" >/dev/null && break; sleep 0.5; done
+done
+cat /etc/mpi/hostfile
+exec mpirun --allow-run-as-root -n 2 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
+  --mca oob_tcp_if_include eth0 python3 -c "$SCRIPT"
+"""
+
+
+@pytest.fixture(scope="module")
+def real_nodes(cluster: Any) -> Iterator[RealNodes]:
+    """Two real nodes with the training image, for this module; stopped (and their pods gone) after it."""
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("real nodes join only the local cluster")
+    work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
+    nodes = RealNodes(cluster, 2, work, ("busybox", "training"))
+    nodes.start()
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def spread(label: str, value: str) -> JSON:
+    """Real nodes only, one pod of ``label=value`` per node."""
+    return {
+        "nodeSelector": NODE_SELECTOR,
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {label: value}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
+        "terminationGracePeriodSeconds": 1,
+    }
+
+
+def logs(cluster: LocalCluster, ns: str, pod: str) -> str:
+    return cluster.run_kubectl("logs", "-n", ns, pod, check=False).stdout
+
+
+async def test_torch_trainjob_all_reduces_over_two_real_nodes(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+) -> None:
+    name = "ar"
+    pod_spec = {
+        **spread("jobset.sigs.k8s.io/jobset-name", name),
+        "containers": [
+            {
+                "name": "node",
+                "image": IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["/bin/bash", "-c", TORCH_COMMAND],
+                "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
+            }
+        ],
+    }
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "torch-real"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"template": {"spec": pod_spec}},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    await client.apply(runtime, ns)
+    await client.apply(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name},
+            "spec": {
+                "runtimeRef": {"name": "torch-real", "kind": "TrainingRuntime"},
+                "trainer": {"numNodes": 2, "numProcPerNode": 2},
+            },
+        },
+        ns,
+    )
+    try:
+        await client.wait_condition(ns, name, "Complete", timeout=240)
+    finally:
+        pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+        out = {
+            p["metadata"]["name"]: (p["spec"].get("nodeName"), logs(cluster, ns, p["metadata"]["name"])) for p in pods
+        }
+        print(out)
+    assert {node for node, _ in out.values()} == set(real_nodes.names)
+    text = "\n".join(log for _, log in out.values())
+    for rank in range(4):
+        assert f"rank {rank}/4 " in text and "sum 10.0 want 10.0" in text, text
+
+
+async def test_mpijob_runs_mpirun_over_ssh_on_real_nodes(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+) -> None:
+    name = "mpi"
+    role = "training.kubeflow.org/job-role"
+
+    def container(cname: str, command: list[str]) -> JSON:
+        env = [{"name": "SCRIPT", "value": MPI_SCRIPT}, {"name": "OMP_NUM_THREADS", "value": "1"}]
+        return {"name": cname, "image": IMAGE, "imagePullPolicy": "Never", "command": command, "env": env}
+
+    mpijob = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": 1,
+            "sshAuthMountPath": "/root/.ssh",
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "nodeSelector": NODE_SELECTOR,
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [container("launcher", ["/bin/bash", "-c", MPI_LAUNCH])],
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            **spread(role, "worker"),
+                            "containers": [container("worker", ["/usr/sbin/sshd", "-De"])],
+                        }
+                    },
+                },
+            },
+        },
+    }
+    await client.apply(mpijob, ns)
+
+    async def finished() -> JSON | None:
+        obj = await client.kube.get_or_none(MPIJOBS, ns, name)
+        done = condition(obj, "Succeeded") or condition(obj, "Failed")
+        return obj if done and done["status"] == "True" else None
+
+    try:
+        obj = await wait_for(finished, f"MPIJob {ns}/{name} finished", timeout=240)
+    finally:
+        launchers = await client.pods(ns, f"training.kubeflow.org/job-name={name},{role}=launcher")
+        text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in launchers)
+        print(text)
+    assert condition(obj, "Succeeded"), obj.get("status")
+    for rank in range(2):
+        assert f"mpi rank {rank}/2 on {name}-worker-" in text, text
+    assert "sum 3" in text, text
