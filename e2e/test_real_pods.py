@@ -7,7 +7,14 @@ with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. 
 
 - a torch TrainJob, 2 nodes x 2 processes: torchrun joins the process group from the operator's
   ``PET_*`` variables (the master is found by DNS as ``<pod>.<subdomain>``), all-reduces each
-  rank's ``rank + 1`` with gloo and checks the sum; the TrainJob ends Complete;
+  rank's ``rank + 1`` with gloo and checks the sum; the TrainJob ends Complete, and every rank's
+  line is in the logs the project's CLI (``trainer logs``) and the official kubeflow SDK
+  (``TrainerClient.get_job_logs``) show;
+- a TrainJob on an ``mpi`` runtime (DeepSpeed-style: sshd in ``node``, mpirun in the ``launcher``,
+  which dependsOn ``node`` Ready) runs the mpi4py allreduce; it ends Complete;
+- a failurePolicy ``maxRestarts: 1``: node rank 1 exits 1 on restart attempt 0 (read from the pod's
+  ``jobset.sigs.k8s.io/restart-attempt`` label by the downward API), the group restarts once and the
+  all-reduce of attempt 1 completes;
 - an MPIJob, a launcher and 2 workers: mpirun over SSH (the operator's key Secret and hostfile)
   runs an mpi4py allreduce on both workers; the MPIJob ends Succeeded.
 
@@ -17,14 +24,19 @@ are built once into ``$TRAINER_CACHE/bin``). Skipped unless ``TRAINER_E2E_REAL=1
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubeflow.common.types import KubernetesBackendConfig
+from kubeflow.trainer import TrainerClient
 
 from api.kinds import MPIJOBS
 from e2e.cluster import LocalCluster
@@ -134,7 +146,7 @@ async def test_torch_trainjob_all_reduces_over_two_real_nodes(
     runtime = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainingRuntime",
-        "metadata": {"name": "torch-real"},
+        "metadata": {"name": "torch-real", "labels": {"trainer.kubeflow.org/framework": "torch"}},  # for the SDK
         "spec": {
             "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
             "template": {
@@ -175,8 +187,36 @@ async def test_torch_trainjob_all_reduces_over_two_real_nodes(
         print(out)
     assert {node for node, _ in out.values()} == set(real_nodes.names)
     text = "\n".join(log for _, log in out.values())
-    for rank in range(4):
-        assert f"rank {rank}/4 " in text and "sum 10.0 want 10.0" in text, text
+    assert_ranks(text)
+
+    # The same logs through the project's CLI (``trainer logs``, module trainer.cli), one node at a time ...
+    def cli_logs(node: int) -> str:
+        cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns, "logs", name]
+        done = subprocess.run([*cmd, "--node", str(node)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+        return done.stdout
+
+    cli = [await asyncio.to_thread(cli_logs, node) for node in range(2)]
+    assert_ranks("\n".join(cli))
+    assert all("want 10.0" in log for log in cli), cli  # each node's pod logs its own two ranks
+
+    # ... and through the official kubeflow SDK (PyPI ``kubeflow``), steps node-0 and node-1.
+    kf = TrainerClient(KubernetesBackendConfig(namespace=ns, config_file=str(cluster.kubeconfig)))
+
+    def sdk_logs(step: str) -> str:
+        return "\n".join(kf.get_job_logs(name, step=step))
+
+    sdk = [await asyncio.to_thread(sdk_logs, step) for step in ("node-0", "node-1")]
+    assert_ranks("\n".join(sdk))
+    assert all("want 10.0" in log for log in sdk), sdk
+
+
+def assert_ranks(text: str, world: int = 4) -> None:
+    """Every rank's ``rank R/W ... sum S want S`` line is in ``text``."""
+    want = world * (world + 1) / 2
+    for rank in range(world):
+        line = next((x for x in text.splitlines() if f"rank {rank}/{world} " in x), None)
+        assert line is not None and f"sum {want} want {want}" in line, text
 
 
 async def test_mpijob_runs_mpirun_over_ssh_on_real_nodes(
@@ -237,3 +277,173 @@ async def test_mpijob_runs_mpirun_over_ssh_on_real_nodes(
     for rank in range(2):
         assert f"mpi rank {rank}/2 on {name}-worker-" in text, text
     assert "sum 3" in text, text
+
+
+# The launcher of a TrainJob on an mpi runtime: wait until every host's sshd answers, then MPI_LAUNCH.
+MPI_WAIT_SSH = """
+for h in $(cut -d' ' -f1 /etc/mpi/hostfile); do
+  for i in $(seq 120); do timeout 2 bash -c "</dev/tcp/$h/22" 2>/dev/null && break; sleep 0.5; done
+done
+"""
+
+
+async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+) -> None:
+    """DeepSpeed-style (config/samples/deepspeed-distributed.yaml): replicated job ``node`` runs sshd on
+    both real nodes; the ``launcher`` (the trainer step) starts once they are Ready and runs mpirun
+    with the operator's hostfile (/etc/mpi/hostfile) and SSH keys; success of the launcher completes it."""
+    name = "mpi-tj"
+    rjob = "jobset.sigs.k8s.io/replicatedjob-name"
+
+    def container(command: list[str]) -> JSON:
+        env = [{"name": "SCRIPT", "value": MPI_SCRIPT}, {"name": "OMP_NUM_THREADS", "value": "1"}]
+        return {"name": "node", "image": IMAGE, "imagePullPolicy": "Never", "command": command, "env": env}
+
+    launcher_pod = {
+        "nodeSelector": NODE_SELECTOR,
+        "terminationGracePeriodSeconds": 1,
+        "containers": [container(["/bin/bash", "-c", MPI_WAIT_SSH + MPI_LAUNCH])],
+    }
+    node_pod = {**spread(rjob, "node"), "containers": [container(["/usr/sbin/sshd", "-De"])]}
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "mpi-real", "labels": {"trainer.kubeflow.org/framework": "deepspeed"}},
+        "spec": {
+            "mlPolicy": {
+                "numNodes": 1,
+                "mpi": {
+                    "numProcPerNode": 1,
+                    "mpiImplementation": "OpenMPI",
+                    "sshAuthMountPath": "/root/.ssh",
+                    "runLauncherAsNode": False,
+                },
+            },
+            "template": {
+                "spec": {
+                    "network": {"publishNotReadyAddresses": True},
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+                    "replicatedJobs": [
+                        {"name": "node", "template": {"spec": {"template": {"spec": node_pod}}}},
+                        {
+                            "name": "launcher",
+                            "dependsOn": [{"name": "node", "status": "Ready"}],
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"template": {"spec": launcher_pod}},
+                            },
+                        },
+                    ],
+                }
+            },
+        },
+    }
+    await client.apply(runtime, ns)
+    await client.apply(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name},
+            "spec": {"runtimeRef": {"name": "mpi-real", "kind": "TrainingRuntime"}, "trainer": {"numNodes": 2}},
+        },
+        ns,
+    )
+    try:
+        await client.wait_condition(ns, name, "Complete", timeout=240)
+    finally:
+        pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+        out = {
+            p["metadata"]["name"]: (p["spec"].get("nodeName"), logs(cluster, ns, p["metadata"]["name"])) for p in pods
+        }
+        print(out)
+    launcher = "\n".join(log for pod, (_, log) in out.items() if pod.startswith(f"{name}-launcher-"))
+    for rank in range(2):
+        assert f"mpi rank {rank}/2 on {name}-node-0-" in launcher, launcher
+    assert "sum 3" in launcher, launcher
+    hosts = [line.split()[0] for line in launcher.splitlines() if line.startswith(f"{name}-node-0-")]
+    assert len(hosts) == 2, launcher  # the hostfile the launcher printed: both node pods
+
+
+async def test_failure_policy_restarts_the_group_on_real_pods_and_the_retry_completes(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+) -> None:
+    """failurePolicy {maxRestarts: 1}: on attempt 0 node rank 1 exits 1 (its Job has backoffLimit 0),
+    which fails its Job; the operator deletes every Job of the group and recreates them as attempt 1
+    (pods labelled ``jobset.sigs.k8s.io/restart-attempt=1``, read through the downward API), where the
+    gloo all-reduce runs on both real nodes and the TrainJob ends Complete with status.restarts 1."""
+    name = "retry"
+    attempt = "jobset.sigs.k8s.io/restart-attempt"
+    command = (
+        'echo "attempt $RESTART_ATTEMPT node $PET_NODE_RANK"\n'
+        'if [ "$RESTART_ATTEMPT" = 0 ] && [ "$PET_NODE_RANK" = 1 ]; then echo "failing on purpose"; exit 1; fi\n'
+        + TORCH_COMMAND
+    )
+    env = [
+        {"name": "OMP_NUM_THREADS", "value": "1"},
+        {"name": "RESTART_ATTEMPT", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{attempt}']"}}},
+    ]
+    pod_spec = {
+        **spread("jobset.sigs.k8s.io/jobset-name", name),
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "node",
+                "image": IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["/bin/bash", "-c", command],
+                "env": env,
+            }
+        ],
+    }
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "torch-retry"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": 1}},
+            "template": {
+                "spec": {
+                    "failurePolicy": {"maxRestarts": 1},
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"backoffLimit": 0, "template": {"spec": pod_spec}},
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    await client.apply(runtime, ns)
+    await client.apply(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": name},
+            "spec": {
+                "runtimeRef": {"name": "torch-retry", "kind": "TrainingRuntime"},
+                "trainer": {"numNodes": 2, "numProcPerNode": 1},
+            },
+        },
+        ns,
+    )
+    try:
+        tj = await client.wait_condition(ns, name, "Complete", timeout=300)
+    finally:
+        pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+        out = {
+            p["metadata"]["name"]: (p["metadata"]["labels"].get(attempt), logs(cluster, ns, p["metadata"]["name"]))
+            for p in pods
+        }
+        print(out)
+    assert tj["status"].get("restarts") == 1, tj["status"]
+    assert {a for a, _ in out.values()} == {"1"}, out  # attempt 0's pods are gone
+    text = "\n".join(log for _, log in out.values())
+    assert "attempt 1 node 0" in text and "attempt 1 node 1" in text, text
+    assert_ranks(text, world=2)
+    events = await client.events(ns, name)
+    assert any(e["reason"] == "RestartJobSetFailurePolicyAction" for e in events), events
