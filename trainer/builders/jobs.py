@@ -20,7 +20,7 @@ from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.builders import labels as L
 from trainer.builders.merge import JSON
-from trainer.builders.trainjob_mpi import NODE_RJOB, hostfile_config_map
+from trainer.builders.trainjob_mpi import hostfile_config_map
 from trainer.gang.base import PodSet
 
 if TYPE_CHECKING:
@@ -197,12 +197,6 @@ def build_job(
     }
 
 
-def _before(rjobs: list[ReplicatedJob], first: str | None, second: str) -> bool:
-    """Whether replicated job ``first`` comes before ``second`` (True when either is missing)."""
-    names = [r.name for r in rjobs]
-    return first not in names or second not in names or names.index(str(first)) < names.index(second)
-
-
 def build_children(info: RuntimeInfo, suspend: bool) -> Children:
     """All desired children of the TrainJob; ``suspend`` is the suspension every Job gets (the
     TrainJob's, or a gang scheduler's hold). A replicated job whose ``dependsOn`` (or, under
@@ -225,20 +219,8 @@ def build_children(info: RuntimeInfo, suspend: bool) -> Children:
             for i in range(rjob.replicas):
                 jobs.append(build_job(info, rjob, pod_set, i, indices[rjob.name], suspend))
         previous = rjob
-    name = str(info.job.metadata.name)
     network = info.template.network
     publish = network.publish_not_ready_addresses if network is not None else None
     service = headless_service(info.job, info.subdomain, publish is not False) if info.subdomain is not None else None
-    node = next((r for r in info.rjobs if r.name == NODE_RJOB), None)
-    hostfile = hostfile_config_map(
-        info.obj,
-        info.job,
-        info.runtime,
-        info.trainer or "launcher",
-        info.num_nodes or 1,
-        info.subdomain or name,
-        node.replicas if node is not None else 1,
-        info.node_resources,
-        launcher_first=_before(info.rjobs, info.trainer, NODE_RJOB),
-    )
+    hostfile = hostfile_config_map(info)
     return Children(service=service, config_maps=[hostfile] if hostfile else [], jobs=jobs, waiting=waiting)

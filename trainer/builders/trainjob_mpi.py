@@ -11,11 +11,16 @@ launcher is then the first host).
 
 from __future__ import annotations
 
-from api.trainer_v1alpha1 import MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
+from typing import TYPE_CHECKING
+
+from api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.merge import JSON
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
 from trainer.resources import gpus_per_node
+
+if TYPE_CHECKING:
+    from trainer.runtime_info import RuntimeInfo
 
 NODE_RJOB = "node"
 
@@ -48,24 +53,20 @@ def slots(job: TrainJob, policy: MPIMLPolicySource, resources: JSON | None = Non
     return policy.num_proc_per_node or 1
 
 
-def hosts(
-    job: TrainJob,
-    policy: MPIMLPolicySource,
-    launcher: str,
-    num_nodes: int,
-    subdomain: str,
-    node_replicas: int = 1,
-    resources: JSON | None = None,
-    launcher_first: bool = True,
-) -> list[Host]:
-    """Hostfile entries in the runtime's order of replicated jobs (``launcher_first``: the launcher's
-    comes before ``node``), as upstream's ``IdentifyPodNetwork`` lists them: the launcher when it runs
-    as a node, and every pod of every Job of the ``node`` replicated job (``node_replicas`` Jobs)."""
-    n, s = job.metadata.name, slots(job, policy, resources)
-    pods = node_pods(policy, num_nodes)
+def hosts(info: RuntimeInfo, policy: MPIMLPolicySource) -> list[Host]:
+    """Hostfile entries in the runtime's order of replicated jobs, as upstream's ``IdentifyPodNetwork``
+    lists them: the launcher (the trainer step) when it runs as a node, and every pod of every Job of
+    the ``node`` replicated job."""
+    n, s = info.job.metadata.name, slots(info.job, policy, info.node_resources)
+    subdomain = info.subdomain or str(n)
+    names = [r.name for r in info.rjobs]
+    node_replicas = next((r.replicas for r in info.rjobs if r.name == NODE_RJOB), 1)
+    pods = node_pods(policy, info.num_nodes or 1)
     out = [Host(f"{n}-{NODE_RJOB}-{r}-{i}.{subdomain}", s) for r in range(node_replicas) for i in range(pods)]
     if policy.run_launcher_as_node:
-        out.insert(0 if launcher_first else len(out), Host(f"{n}-{launcher}-0-0.{subdomain}", s))
+        launcher = info.trainer or "launcher"
+        first = launcher not in names or NODE_RJOB not in names or names.index(launcher) < names.index(NODE_RJOB)
+        out.insert(0 if first else len(out), Host(f"{n}-{launcher}-0-0.{subdomain}", s))
     return out
 
 
@@ -82,26 +83,11 @@ def apply_mpi(
         mount_config(pod, hostfile_name(job), implementation, slots(job, policy, resources), "node")
 
 
-def hostfile_config_map(
-    owner: JSON,
-    job: TrainJob,
-    runtime: TrainingRuntimeSpec,
-    launcher: str,
-    num_nodes: int,
-    subdomain: str,
-    node_replicas: int = 1,
-    resources: JSON | None = None,
-    launcher_first: bool = True,
-) -> JSON | None:
+def hostfile_config_map(info: RuntimeInfo) -> JSON | None:
     """The hostfile ConfigMap, or None when the runtime has no mpi policy."""
-    policy = runtime.ml_policy.mpi if runtime.ml_policy else None
+    policy = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
     if policy is None:
         return None
-    cm = config_map(
-        owner,
-        hostfile_name(job),
-        policy.mpi_implementation or "OpenMPI",
-        hosts(job, policy, launcher, num_nodes, subdomain, node_replicas, resources, launcher_first),
-    )
-    cm["metadata"]["labels"] = {JOBSET_NAME: str(job.metadata.name)}
+    cm = config_map(info.obj, hostfile_name(info.job), policy.mpi_implementation or "OpenMPI", hosts(info, policy))
+    cm["metadata"]["labels"] = {JOBSET_NAME: str(info.job.metadata.name)}
     return cm
