@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_sample
+from trainer.runtime_validation import RFC1035
 from trainer.webhook import rules
 from trainer.webhook.certs import Bundle, generate
 from trainer.webhook.server import review_response
@@ -124,7 +125,7 @@ def manifests(draw: st.DrawFn) -> tuple[JSON, list[str]]:
     """A TrainJob and the reasons an independent oracle expects it to be refused."""
     name = draw(st.sampled_from(NAMES))
     expected: list[str] = []
-    if len(name) > 63 or not rules.RFC1035.match(name):
+    if len(name) > 63 or not RFC1035.match(name):
         expected.append("name")
     spec: JSON = {}
     env = draw(st.lists(st.sampled_from(ENV_NAMES), max_size=2, unique=True))

@@ -10,7 +10,6 @@ PodGroup webhook lacks.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,10 +33,9 @@ from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
-from trainer.runtime_validation import runtime_errors, trainjob_errors
+from trainer.runtime_validation import RFC1035, runtime_errors, trainjob_errors
 
 JSON = dict[str, Any]
-RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 OVERRIDE_FIELDS = ("podSpecOverrides", "podTemplateOverrides", "runtimePatches")
 
 
