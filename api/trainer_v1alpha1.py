@@ -263,7 +263,10 @@ class RuntimeRef(Model):
 
     name: str = Field(min_length=1)
     """Name of the runtime. A TrainingRuntime must be in the TrainJob's namespace."""
-    api_group: str | None = GROUP
+    api_group: str | None = cel(
+        (f"self == '{GROUP}'", f"apiGroup: unsupported runtime group; runtimes are {GROUP} (the default)"),
+        default=GROUP,
+    )
     """API group of the runtime. Defaults to ``trainer.kubeflow.org``."""
     kind: Literal["TrainingRuntime", "ClusterTrainingRuntime"] | None = "ClusterTrainingRuntime"
     """Kind of the runtime. Defaults to ClusterTrainingRuntime."""

@@ -184,3 +184,9 @@ async def test_without_the_webhook_a_trainer_with_replicas_fails_naming_replicas
     failed = next(c for c in tj["status"]["conditions"] if c["type"] == "Failed")
     assert "replicatedJobs[0].replicas: always must be 1" in failed["message"]
     assert await client.jobs(ns, "twice") == []
+
+
+async def test_a_runtime_ref_to_another_api_group_is_refused_naming_it(client: Client, ns: str) -> None:
+    other = trainjob("elsewhere", "rt")
+    other["spec"]["runtimeRef"]["apiGroup"] = "example.com"
+    assert "apiGroup: unsupported runtime group" in await refused(client, other, ns)
