@@ -43,6 +43,7 @@ from e2e.cluster import LocalCluster
 from e2e.helpers import Client, condition, wait_for
 from e2e.realnode import images
 from e2e.realnode.node import NODE_SELECTOR, RealNodes
+from e2e.test_trainjob import trainjob
 
 pytestmark = [
     pytest.mark.e2e,
@@ -165,18 +166,7 @@ async def test_torch_trainjob_all_reduces_over_two_real_nodes(
         },
     }
     await client.apply(runtime, ns)
-    await client.apply(
-        {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": name},
-            "spec": {
-                "runtimeRef": {"name": "torch-real", "kind": "TrainingRuntime"},
-                "trainer": {"numNodes": 2, "numProcPerNode": 2},
-            },
-        },
-        ns,
-    )
+    await client.apply(trainjob(name, "torch-real", trainer={"numNodes": 2, "numProcPerNode": 2}), ns)
     try:
         await client.wait_condition(ns, name, "Complete", timeout=240)
     finally:
@@ -340,15 +330,7 @@ async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
         },
     }
     await client.apply(runtime, ns)
-    await client.apply(
-        {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": name},
-            "spec": {"runtimeRef": {"name": "mpi-real", "kind": "TrainingRuntime"}, "trainer": {"numNodes": 2}},
-        },
-        ns,
-    )
+    await client.apply(trainjob(name, "mpi-real", trainer={"numNodes": 2}), ns)
     try:
         await client.wait_condition(ns, name, "Complete", timeout=240)
     finally:
@@ -419,18 +401,7 @@ async def test_failure_policy_restarts_the_group_on_real_pods_and_the_retry_comp
         },
     }
     await client.apply(runtime, ns)
-    await client.apply(
-        {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": name},
-            "spec": {
-                "runtimeRef": {"name": "torch-retry", "kind": "TrainingRuntime"},
-                "trainer": {"numNodes": 2, "numProcPerNode": 1},
-            },
-        },
-        ns,
-    )
+    await client.apply(trainjob(name, "torch-retry", trainer={"numNodes": 2, "numProcPerNode": 1}), ns)
     try:
         tj = await client.wait_condition(ns, name, "Complete", timeout=300)
     finally:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from e2e.cluster.binaries import cache_dir
-from e2e.realnode import image as simple
+from e2e.realnode.layer import build_layer
 
 HERE = Path(__file__).resolve().parent
 PAUSE_IMAGE = "localhost/realnode/pause:1"
@@ -156,13 +156,22 @@ def _cached(stem: str, key_material: dict[str, Any]) -> Path:
     return images_dir() / f"{stem}-{key}.tar"
 
 
+def _small_image(out: Path, name: str, layer: bytes, config: dict[str, Any]) -> None:
+    """The OCI archive ``out`` of image ``name``: one in-memory ``layer`` and ``config`` (plus PATH)."""
+    layer_path = out.with_suffix(".layer")
+    layer_path.write_bytes(layer)
+    try:
+        write_oci_archive(out, name, layer_path, {"Env": ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], **config})
+    finally:
+        layer_path.unlink()
+
+
 def pause_image() -> tuple[str, Path]:
     """The sandbox image (name, archive), built when missing."""
     binary = ensure_built("pause") / "realnode-pause" / "pause"
     out = _cached("pause", {"pause": _sha256_file(binary)})
     if not out.exists():
-        layer = simple.build_layer([(str(binary), "pause")], [])
-        simple.build_image(str(out), PAUSE_IMAGE, layer, ["/pause"], None)
+        _small_image(out, PAUSE_IMAGE, build_layer([(str(binary), "pause")], []), {"Entrypoint": ["/pause"]})
     return PAUSE_IMAGE, out
 
 
@@ -173,8 +182,7 @@ def busybox_image() -> tuple[str, Path]:
     if not out.exists():
         applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout.split()
         links = [(f"bin/{a}", "/bin/busybox") for a in applets if a != "busybox"]
-        layer = simple.build_layer([(str(busybox), "bin/busybox")], links)
-        simple.build_image(str(out), BUSYBOX_IMAGE, layer, None, ["/bin/sh"])
+        _small_image(out, BUSYBOX_IMAGE, build_layer([(str(busybox), "bin/busybox")], links), {"Cmd": ["/bin/sh"]})
     return BUSYBOX_IMAGE, out
 
 
