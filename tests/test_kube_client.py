@@ -99,7 +99,7 @@ def write_kubeconfig(directory: Path, server: str, proxy: str | None = None) -> 
 class Observed(list[tuple[str, str]]):
     """A request observer that keeps ``(method, code)`` of every report."""
 
-    def __call__(self, method: str, code: str, host: str) -> None:
+    def __call__(self, method: str, code: str, host: str, verb: str, resource: str) -> None:
         self.append((method, code))
 
 

@@ -7,6 +7,7 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from trainer.kube.client import request_kind
 from trainer.kube.queue import WorkQueue
 from trainer.metrics import Metrics
 from trainer.probes import metrics_app, parse_bind_address, probes_app, serve
@@ -24,6 +25,7 @@ NAMES = {
     "workqueue_work_duration_seconds": "histogram",
     "workqueue_retries": "counter",
     "rest_client_requests": "counter",
+    "trainer_apiserver_requests": "counter",
     "leader_election_master_status": "gauge",
     "trainer_jobs_created": "counter",
     "trainer_jobs_succeeded": "counter",
@@ -95,12 +97,42 @@ async def test_the_work_queue_reports_as_client_go_does() -> None:
 
 def test_requests_are_counted_by_code_method_and_host() -> None:
     m = Metrics()
-    m.observe_request("GET", "200", "127.0.0.1:6443")
-    m.observe_request("GET", "200", "127.0.0.1:6443")
-    m.observe_request("PATCH", "<error>", "127.0.0.1:6443")
+    m.observe_request("GET", "200", "127.0.0.1:6443", "LIST", "jobs")
+    m.observe_request("GET", "200", "127.0.0.1:6443", "GET", "jobs")
+    m.observe_request("PATCH", "<error>", "127.0.0.1:6443", "APPLY", "jobs")
     s = samples(m)
     assert s[("rest_client_requests_total", (("code", "200"), ("host", "127.0.0.1:6443"), ("method", "GET")))] == 2
     assert s[("rest_client_requests_total", (("code", "<error>"), ("host", "127.0.0.1:6443"), ("method", "PATCH")))]
+    by_resource = "trainer_apiserver_requests_total"
+    assert s[(by_resource, (("code", "200"), ("resource", "jobs"), ("verb", "LIST")))] == 1
+    assert s[(by_resource, (("code", "<error>"), ("resource", "jobs"), ("verb", "APPLY")))] == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "content_type", "kind"),
+    [
+        ("GET", "/apis/batch/v1/namespaces/ns/jobs", [], None, ("LIST", "jobs")),
+        ("GET", "/apis/batch/v1/jobs", [("watch", "true")], None, ("WATCH", "jobs")),
+        ("GET", "/apis/batch/v1/namespaces/ns/jobs/j", [], None, ("GET", "jobs")),
+        ("PATCH", "/apis/batch/v1/namespaces/ns/jobs/j", [], "application/apply-patch+yaml", ("APPLY", "jobs")),
+        (
+            "PATCH",
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/t/status",
+            [],
+            "application/merge-patch+json",
+            ("PATCH", "trainjobs/status"),
+        ),
+        ("POST", "/api/v1/namespaces/ns/events", [], "application/json", ("POST", "events")),
+        ("GET", "/api/v1/namespaces/ns", [], None, ("GET", "namespaces")),
+        ("POST", "/api/v1/namespaces", [], "application/json", ("POST", "namespaces")),
+        ("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", [], "application/json", ("PUT", "leases")),
+        ("GET", "/version", [], None, ("GET", "")),
+    ],
+)
+def test_requests_are_named_by_verb_and_resource_as_the_apiserver_names_them(
+    method: str, path: str, query: list[tuple[str, str]], content_type: str | None, kind: tuple[str, str]
+) -> None:
+    assert request_kind(method, path, query, content_type) == kind
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,10 @@ Followed upstream (names, labels, buckets, and when each is updated):
 * controller-runtime ``pkg/metrics/client_go_adapter.go``: ``rest_client_requests_total{code,method,host}``;
 * client-go ``tools/leaderelection/metrics.go``: ``leader_election_master_status{name}``.
 
+Besides: ``trainer_apiserver_requests_total{verb,resource,code}``, the same requests by the labels the
+apiserver's ``apiserver_request_total`` uses (``APPLY``, ``POST``, ``PATCH`` ... and ``jobs``,
+``trainjobs/status``, ``events`` ...), so writes per object kind are read from the operator itself.
+
 And the jobs' outcomes, as JobSet's ``jobset_completed_total``/``jobset_failed_total`` and
 mpi-operator's ``mpi_operator_jobs_{created,successful,failed}_total`` count them, for both kinds at
 once: ``trainer_jobs_{created,succeeded,failed,restarted}_total{kind,namespace,runtime}`` (failed also
@@ -119,6 +123,12 @@ class Metrics:
             ["code", "method", "host"],
             registry=r,
         )
+        self.api_requests = Counter(
+            "trainer_apiserver_requests_total",
+            "Requests this operator sent to the apiserver, by verb and resource (as apiserver_request_total)",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
         outcome = ["kind", "namespace", "runtime"]
         self.jobs_created = Counter(
             "trainer_jobs_created_total", "Jobs (TrainJob, MPIJob) the operator started", outcome, registry=r
@@ -159,9 +169,11 @@ class Metrics:
             self.terminal_errors.labels(controller).inc()
         self.reconcile_time.labels(controller).observe(seconds)
 
-    def observe_request(self, method: str, code: str, host: str) -> None:
-        """A :data:`trainer.kube.client.RequestObserver`: count one apiserver request."""
+    def observe_request(self, method: str, code: str, host: str, verb: str, resource: str) -> None:
+        """A :data:`trainer.kube.client.RequestObserver`: count one apiserver request, by method and host
+        (client-go's series) and by verb and resource (what the operator writes, per object kind)."""
         self.rest_requests.labels(code, method, host).inc()
+        self.api_requests.labels(verb, resource, code).inc()
 
     def leading(self, name: str, leading: bool) -> None:
         """Whether this process holds lease ``name``."""

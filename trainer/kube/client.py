@@ -23,9 +23,10 @@ from yarl import URL
 from api.kinds import Resource, resource_of
 
 JSON = dict[str, Any]
-RequestObserver = Callable[[str, str, str], None]
-"""Told of every request once it is answered: ``(method, code, host)``, with ``code`` the HTTP status
-as text or ``"<error>"`` when no answer came, as client-go labels ``rest_client_requests_total``."""
+RequestObserver = Callable[[str, str, str, str, str], None]
+"""Told of every request once it is answered: ``(method, code, host, verb, resource)``, with ``code`` the
+HTTP status as text or ``"<error>"`` when no answer came, as client-go labels
+``rest_client_requests_total``; ``verb`` and ``resource`` as :func:`request_kind` names them."""
 
 
 class ApiError(Exception):
@@ -88,6 +89,33 @@ def retry_after(status: int, headers: Mapping[str, str]) -> int | None:
     if not _RETRY_AFTER.fullmatch(value):
         return None
     return max(0, int(value))
+
+
+def request_kind(method: str, path: str, query: list[tuple[str, Any]], content_type: str | None) -> tuple[str, str]:
+    """``(verb, resource)`` of a request, spelled as the apiserver labels ``apiserver_request_total``
+    (k8s.io/apiserver ``pkg/endpoints/metrics/metrics.go``, ``pkg/endpoints/request/requestinfo.go``):
+    verb ``LIST``/``WATCH``/``GET``/``POST``/``PUT``/``PATCH``/``APPLY`` (a server-side apply)/``DELETE``;
+    resource the plural with ``/<subresource>`` when there is one (``trainjobs/status``), "" for a path
+    that names none (``/version``)."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        rest = []
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) != 2:
+        rest = rest[2:]  # namespaces/<ns>/<resource>...; "namespaces/<name>" is the Namespace itself
+    resource = "/".join([rest[0], *rest[2:3]]) if rest else ""
+    verb = method.upper()
+    if verb == "GET":
+        if any(k == "watch" and str(v) == "true" for k, v in query):
+            verb = "WATCH"
+        elif len(rest) == 1:
+            verb = "LIST"
+    elif verb == "PATCH" and content_type == "application/apply-patch+yaml":
+        verb = "APPLY"
+    return verb, resource
 
 
 def _environment_proxy(host: str) -> str | None:
@@ -157,9 +185,9 @@ class Kube:
         self.max_retry_wait = max_retry_wait
         """Longest wait, in seconds, before a retry, whatever ``Retry-After`` asks."""
 
-    def _observed(self, method: str, code: int | str) -> None:
+    def _observed(self, method: str, code: int | str, kind: tuple[str, str]) -> None:
         if self.observe is not None:
-            self.observe(method, str(code), self.host)
+            self.observe(method, str(code), self.host, *kind)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None) -> Kube:
@@ -201,6 +229,7 @@ class Kube:
     ) -> aiohttp.ClientResponse:
         """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released."""
         attempt = 1
+        kind = request_kind(method, path, query, headers.get("Content-Type")) if self.observe is not None else ("", "")
         while True:
             try:
                 resp: aiohttp.ClientResponse = await self.api.call_api(
@@ -214,9 +243,9 @@ class Kube:
                     _request_timeout=timeout,
                 )
             except Exception:  # no answer (connection refused, timeout, TLS)
-                self._observed(method, "<error>")
+                self._observed(method, "<error>", kind)
                 raise
-            self._observed(method, resp.status)
+            self._observed(method, resp.status, kind)
             wait = retry_after(resp.status, resp.headers)
             if wait is None or attempt >= self.max_attempts:
                 return resp
