@@ -1,0 +1,706 @@
+"""Burst: how fast, how cheaply and how leanly the operator turns N new TrainJobs into their children.
+
+``python -m bench.burst --n 500`` starts the local cluster (KWOK nodes, the binaries of
+``e2e/build.sh``) in a temporary directory with room for every pod, applies the torch
+ClusterTrainingRuntime sample, starts the operator as its own process with its defaults, watching only
+namespace ``bench``, and then runs two phases, in this order:
+
+1. **operator**: N TrainJobs (``numNodes: 2``) are created in ``bench`` as fast as the apiserver
+   takes them (``--concurrency`` requests in flight). Printed: the time from the first create until
+   every child exists (Jobs, Services and the other objects a TrainJob owns, as watches see them) and
+   until every TrainJob is ``Complete``; the operator's writes per TrainJob by verb and resource (delta
+   of its ``trainer_apiserver_requests_total``; every verb but GET, LIST and WATCH is a write); its CPU
+   seconds (``/proc/<pid>/stat``) and RSS (``/proc/<pid>/status``: at start, after, peak ``VmHWM``);
+   then its writes per minute over ``--idle-seconds`` once everything settled.
+2. **raw-client baseline**: the same N TrainJobs and, for each, the children the operator made, read
+   back and stripped of server-set fields (:mod:`bench.raw_client`), are POSTed in namespace ``raw``
+   (not watched by the operator) with the same concurrency; the time until the last child POST
+   returned, over the operator's time-to-children, is the printed ratio (1.0: as fast as the raw
+   client). The raw Jobs then run to Complete, so the cluster is quiet when the run ends.
+
+``--keep`` replaces both phases by a memory curve: ``--n`` TrainJobs are created ``--batch`` at a
+time and never deleted; after each batch is Complete (with ``--suspend``: suspended, so only its
+children must exist) and the operator has gone quiet, its RSS is recorded. Printed: the curve
+(TrainJobs kept, RSS MiB) and its least-squares slope in MiB per 1,000 TrainJobs.
+
+The machine (cores, memory) and N come first; ``--json PATH`` writes every figure as JSON too. Exits
+1 when a phase times out (``--timeout``), naming the phase and how many objects it saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from api.kinds import JOBS, NAMESPACES, SERVICES, TRAINJOBS, Resource
+from bench.raw_client import CHILD_KINDS, RawResult, owned_children, post_all, trainjob_owner
+from e2e.cluster import LocalCluster
+from e2e.cluster.cluster import free_ports
+from e2e.helpers import ROOT, condition
+from trainer.kube.client import ApiError, Kube
+
+JSON = dict[str, Any]
+SAMPLES = ROOT / "config" / "samples"
+BENCH_NS, RAW_NS = "bench", "raw"
+READ_VERBS = frozenset({"GET", "LIST", "WATCH"})
+"""Verbs of ``trainer_apiserver_requests_total`` that read; every other one writes."""
+Counts = dict[tuple[str, str, str], float]
+"""``trainer_apiserver_requests_total`` samples: ``(verb, resource, code) -> requests``."""
+NODES = 8
+"""KWOK nodes of the cluster; their pod capacity is sized by :func:`pods_per_node`."""
+
+
+class PhaseTimeout(Exception):
+    """A phase did not finish in time; the message names it and the counts it reached."""
+
+
+# --- pure parts: metrics text, writes per TrainJob, /proc, the slope --------------------------------
+
+
+def parse_requests(text: str) -> Counts:
+    """The ``trainer_apiserver_requests_total`` samples of a Prometheus text exposition, by
+    ``(verb, resource, code)``; other metrics are ignored. Raises ``ValueError`` on text the
+    Prometheus parser (prometheus_client ``parser.text_string_to_metric_families``) refuses."""
+    out: Counts = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "trainer_apiserver_requests_total":
+                key = (s.labels.get("verb", ""), s.labels.get("resource", ""), s.labels.get("code", ""))
+                out[key] = out.get(key, 0.0) + float(s.value)
+    return out
+
+
+def write_delta(before: Counts, after: Counts) -> dict[tuple[str, str], float]:
+    """Writes made between two scrapes, by ``(verb, resource)`` (every code summed; reads, see
+    :data:`READ_VERBS`, and rows that did not move left out)."""
+    out: dict[tuple[str, str], float] = {}
+    for key in set(before) | set(after):
+        verb, resource, _code = key
+        diff = after.get(key, 0.0) - before.get(key, 0.0)
+        if verb not in READ_VERBS and diff:
+            out[(verb, resource)] = out.get((verb, resource), 0.0) + diff
+    return {k: v for k, v in out.items() if v}
+
+
+def writes_total(counts: Counts) -> float:
+    """Every write in ``counts`` (a scrape), all codes."""
+    return sum(v for (verb, _r, _c), v in counts.items() if verb not in READ_VERBS)
+
+
+def per_trainjob(delta: dict[tuple[str, str], float], n: int) -> dict[str, float]:
+    """``delta`` (from :func:`write_delta`) divided by ``n`` TrainJobs, keyed ``"VERB resource"``,
+    largest first. Raises ``ValueError`` when ``n`` < 1."""
+    if n < 1:
+        raise ValueError(f"per TrainJob needs n >= 1, got {n}")
+    rows = sorted(delta.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {f"{verb} {resource}": total / n for (verb, resource), total in rows}
+
+
+def cpu_seconds(stat: str, ticks_per_second: int) -> float:
+    """User plus system CPU seconds of a process from the text of ``/proc/<pid>/stat`` (fields 14
+    ``utime`` and 15 ``stime``, in clock ticks; proc(5)). The command name (field 2) may hold spaces
+    and parentheses: fields are counted after its last ``)``. Raises ``ValueError`` on other text."""
+    rest = stat[stat.rindex(")") + 1 :].split()  # rest[0] is field 3, state
+    return (int(rest[11]) + int(rest[12])) / ticks_per_second
+
+
+def status_mib(status: str, key: str) -> float:
+    """The ``key`` line (``VmRSS``, ``VmHWM``...) of ``/proc/<pid>/status``, in kB there, as MiB.
+    Raises ``KeyError`` when the line is missing."""
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name == key:
+            return int(value.split()[0]) / 1024
+    raise KeyError(key)
+
+
+def slope_per_1000(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(TrainJobs, MiB)`` points, in MiB per 1,000 TrainJobs
+    (``statistics.linear_regression``). Raises ``statistics.StatisticsError`` with fewer than two
+    points or when every x is the same."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return statistics.linear_regression(xs, ys).slope * 1000
+
+
+def pods_per_node(pods: int, nodes: int = NODES) -> int:
+    """Pod capacity each of ``nodes`` KWOK nodes needs so that ``pods`` fit at once (at least 110,
+    the kubelet's default), with a margin of 10 per node."""
+    return max(110, math.ceil(pods / nodes) + 10)
+
+
+# --- the operator process and its /proc figures ------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """One reading of a process: CPU seconds (user + system), RSS and peak RSS (MiB)."""
+
+    cpu: float
+    rss: float
+    peak: float
+
+
+def read_usage(pid: int) -> Usage:
+    """The :class:`Usage` of ``pid`` now (Linux ``/proc``). Raises ``OSError`` when it is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    status = Path(f"/proc/{pid}/status").read_text()
+    return Usage(
+        cpu=cpu_seconds(stat, os.sysconf("SC_CLK_TCK")),
+        rss=status_mib(status, "VmRSS"),
+        peak=status_mib(status, "VmHWM"),
+    )
+
+
+class Operator:
+    """``python -m trainer`` on the cluster as its own process, with its defaults but for the namespace
+    it watches and loopback metrics and probe ports; its output goes to ``log``."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+        """Describe the process; nothing runs before :meth:`start`."""
+        self.metrics_port, self.health_port = free_ports(2)
+        self.args = [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            "--log-format",
+            "json",
+            "--metrics-bind-address",
+            f"127.0.0.1:{self.metrics_port}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{self.health_port}",
+        ]
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        """The process id. Raises ``RuntimeError`` before :meth:`start`."""
+        if self.proc is None:
+            raise RuntimeError("the operator is not started")
+        return self.proc.pid
+
+    def start(self) -> None:
+        """Start the process (returns at once; see :meth:`wait_ready`)."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait until ``/readyz`` answers 200 (caches synced). Raises :class:`PhaseTimeout` after
+        ``timeout`` seconds and ``RuntimeError`` when the process exits."""
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise RuntimeError(f"the operator exited ({self.proc.returncode}); log: {self.log}")
+                try:
+                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.2)
+        raise PhaseTimeout(f"operator start: /readyz not 200 after {timeout:.0f} s")
+
+    async def scrape(self) -> Counts:
+        """Its ``trainer_apiserver_requests_total`` now (see :func:`parse_requests`)."""
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as r,
+        ):
+            return parse_requests(await r.text())
+
+    def usage(self) -> Usage:
+        """Its CPU and memory now (see :func:`read_usage`)."""
+        return read_usage(self.pid)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 30 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+async def wait_quiet(op: Operator, quiet: float, timeout: float) -> Counts:
+    """Wait until the operator made no write for ``quiet`` seconds (its metrics read every 0.5 s);
+    returns the last scrape. Raises :class:`PhaseTimeout` when it still writes ``timeout`` seconds on."""
+    first = last = await op.scrape()
+    began = since = time.monotonic()
+    while time.monotonic() - since < quiet:
+        await asyncio.sleep(0.5)
+        now = await op.scrape()
+        if writes_total(now) != writes_total(last):
+            since = time.monotonic()
+            if since - began > timeout:
+                made = writes_total(now) - writes_total(first)
+                raise PhaseTimeout(f"quiet: the operator still writes after {timeout:.0f} s ({made:.0f} writes)")
+        last = now
+    return last
+
+
+# --- watching the cluster ----------------------------------------------------------------------------
+
+
+class Tracker:
+    """Distinct objects of one resource in one namespace that satisfy ``accept``, as a list+watch sees
+    them, each with the monotonic time it was first seen (``times[i]``: when the ``i+1``-th one was)."""
+
+    def __init__(self, kube: Kube, res: Resource, namespace: str, accept: Callable[[JSON], bool]) -> None:
+        """Describe the watch; :meth:`start` runs it."""
+        self.kube, self.res, self.namespace, self.accept = kube, res, namespace, accept
+        self.seen: set[str] = set()
+        self.times: list[float] = []
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._synced = asyncio.Event()
+
+    async def start(self) -> None:
+        """Start watching; returns once the first list is read. Raises what the first list raised."""
+        self._task = asyncio.create_task(self._run())
+        synced = asyncio.ensure_future(self._synced.wait())
+        await asyncio.wait({self._task, synced}, return_when=asyncio.FIRST_COMPLETED)
+        synced.cancel()
+        if self._task.done():
+            self._task.result()
+
+    async def stop(self) -> None:
+        """Stop watching."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _see(self, obj: JSON) -> None:
+        name = str(obj["metadata"]["name"])
+        if name not in self.seen and self.accept(obj):
+            self.seen.add(name)
+            self.times.append(time.monotonic())
+            self._changed.set()
+
+    async def _run(self) -> None:
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    items, rv = await self.kube.list(self.res, self.namespace)
+                    for obj in items:
+                        self._see(obj)
+                    self._synced.set()
+                async for kind, obj in self.kube.watch(self.res, self.namespace, rv, timeout_seconds=300):
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind in ("ADDED", "MODIFIED"):
+                        self._see(obj)
+            except ApiError as e:
+                if not e.gone:
+                    raise
+                rv = ""  # too old: relist
+            except (TimeoutError, aiohttp.ClientError):
+                await asyncio.sleep(0.2)
+
+    async def wait(self, count: int, deadline: float, what: str) -> float:
+        """The time the ``count``-th object was seen, once it is. Raises :class:`PhaseTimeout` naming
+        ``what`` with the count reached at ``deadline`` (monotonic)."""
+        while True:
+            self._changed.clear()
+            if len(self.times) >= count:
+                return self.times[count - 1]
+            if self._task is not None and self._task.done():
+                self._task.result()  # the watch failed: raise its error
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(0.0, min(1.0, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise PhaseTimeout(f"{what}: {len(self.times)}/{count} {self.res.plural}") from None
+
+
+def owned_by_trainjob(obj: JSON) -> bool:
+    """Whether a TrainJob owns ``obj``."""
+    return trainjob_owner(obj) is not None
+
+
+def complete(obj: JSON) -> bool:
+    """Whether ``obj`` (a TrainJob or a Job) has condition ``Complete=True``."""
+    c = condition(obj, "Complete")
+    return c is not None and c.get("status") == "True"
+
+
+# --- the objects -------------------------------------------------------------------------------------
+
+
+def load(name: str) -> JSON:
+    """A sample of ``config/samples``."""
+    data: JSON = yaml.safe_load((SAMPLES / name).read_text())
+    return data
+
+
+def jobs_per_trainjob(runtime: JSON) -> int:
+    """Jobs a TrainJob of ``runtime`` (a ClusterTrainingRuntime) gets: the replicas of its replicated
+    jobs (each 1 unless set), as JobSet makes them."""
+    rjobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return sum(int(rj.get("replicas", 1)) for rj in rjobs)
+
+
+def trainjobs(indexes: Iterable[int], namespace: str, suspend: bool) -> list[JSON]:
+    """TrainJobs ``burst-<i>`` of the torch sample with ``numNodes: 2``, suspended or not; their pods
+    complete at once on KWOK (no timing annotations)."""
+    base = load("trainjob.yaml")
+    out = []
+    for i in indexes:
+        tj = copy.deepcopy(base)
+        tj["metadata"] = {"name": f"burst-{i}", "namespace": namespace}
+        tj["spec"]["trainer"]["numNodes"] = 2
+        if suspend:
+            tj["spec"]["suspend"] = True
+        out.append(tj)
+    return out
+
+
+async def create_all(kube: Kube, objs: list[JSON], concurrency: int) -> tuple[float, float]:
+    """POST every TrainJob of ``objs`` with at most ``concurrency`` in flight; returns the monotonic
+    times just before the first was sent and when the last was answered. Raises
+    :class:`trainer.kube.client.ApiError` on a refused one."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(obj: JSON) -> None:
+        async with gate:
+            await kube.create(TRAINJOBS, obj["metadata"]["namespace"], obj)
+
+    started = time.monotonic()
+    await asyncio.gather(*(one(o) for o in objs))
+    return started, time.monotonic()
+
+
+# --- the phases --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What every phase shares: the flags, the admin client, the operator and the watches of ``bench``."""
+
+    args: argparse.Namespace
+    kubeconfig: Path
+    kube: Kube
+    op: Operator
+    jobs_per: int
+    children: list[Tracker] = field(default_factory=list)
+    completed: Tracker | None = None
+    figures: JSON = field(default_factory=dict)
+
+    def child(self, res: Resource) -> Tracker:
+        """The watch of the children of kind ``res``."""
+        return next(t for t in self.children if t.res == res)
+
+    def last_child(self, since: float) -> dict[str, JSON]:
+        """Per child kind seen: how many, and seconds from ``since`` to the last one seen."""
+        return {
+            t.res.plural: {"count": len(t.times), "seconds": round(t.times[-1] - since, 2)}
+            for t in self.children
+            if t.times
+        }
+
+    async def wait_children(self, total: int, since: float, what: str) -> None:
+        """Wait until ``total`` TrainJobs have their Jobs and Service (``since``: the phase's start).
+        Raises :class:`PhaseTimeout` naming ``what`` after ``--timeout`` seconds from ``since``."""
+        deadline = since + float(self.args.timeout)
+        await self.child(JOBS).wait(total * self.jobs_per, deadline, what)
+        await self.child(SERVICES).wait(total, deadline, what)
+
+    def children_seconds(self, since: float) -> float:
+        """Seconds from ``since`` to the last child of any kind seen (read once the operator is quiet,
+        so the ConfigMaps and Secrets, whose number is not known beforehand, are all in)."""
+        return max(t.times[-1] for t in self.children if t.times) - since
+
+
+async def operator_phase(run: Run) -> JSON:
+    """N TrainJobs created at once in ``bench``; the operator's times, writes, CPU, memory, idle writes."""
+    n, args, op = run.args.n, run.args, run.op
+    assert run.completed is not None
+    before, start = await op.scrape(), op.usage()
+    t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency)
+    await run.wait_children(n, t0, "operator phase, children")
+    done = None
+    if not args.suspend:
+        done = await run.completed.wait(n, t0 + float(args.timeout), "operator phase, Complete") - t0
+    after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
+    end = op.usage()
+    children = run.children_seconds(t0)
+    delta = write_delta(before, after)
+    total = sum(delta.values())
+    out: JSON = {
+        "trainjobs": n,
+        "pid": op.pid,
+        "create_seconds": round(created - t0, 2),
+        "children_seconds": round(children, 2),
+        "children": run.last_child(t0),
+        "complete_seconds": None if done is None else round(done, 2),
+        "writes_per_trainjob": {k: round(v, 3) for k, v in per_trainjob(delta, n).items()},
+        "writes_total": total,
+        "writes_per_trainjob_total": round(total / n, 3),
+        "cpu_seconds": round(end.cpu - start.cpu, 2),
+        "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / n, 2),
+        "rss_mib": {"start": round(start.rss, 1), "after": round(end.rss, 1), "peak": round(end.peak, 1)},
+    }
+    run.figures["operator"] = out
+    print_operator(out)
+    idle = float(args.idle_seconds)
+    quiet = await op.scrape()
+    await asyncio.sleep(idle)
+    idle_writes = writes_total(await op.scrape()) - writes_total(quiet)
+    out["idle"] = {"seconds": idle, "writes": idle_writes, "writes_per_minute": round(idle_writes * 60 / idle, 2)}
+    print(f"  idle writes: {out['idle']['writes_per_minute']:.1f} per minute ({idle_writes:.0f} in {idle:.0f} s)")
+    return out
+
+
+async def baseline_phase(run: Run, operator_seconds: float) -> JSON:
+    """The same TrainJobs and children POSTed in ``raw`` by a plain client; the ratio to the operator."""
+    n, args = run.args.n, run.args
+    children = await owned_children(run.kube, BENCH_NS)
+    if len(children) != n:
+        raise PhaseTimeout(f"baseline: children of {len(children)}/{n} TrainJobs found in {BENCH_NS}")
+    raw_jobs = Tracker(run.kube, JOBS, RAW_NS, complete)
+    await raw_jobs.start()
+    try:
+        kube = await Kube.connect(str(run.kubeconfig))
+        try:
+            raw = trainjobs(range(n), RAW_NS, args.suspend)
+            result: RawResult = await post_all(kube, raw, children, RAW_NS, args.concurrency)
+        finally:
+            await kube.close()
+        jobs = sum(1 for kids in children.values() for c in kids if c.get("kind") == JOBS.kind)
+        raw_done = None
+        if not args.suspend:  # the raw Jobs' pods run to the end: the cluster is quiet when the run ends
+            deadline = time.monotonic() + float(args.timeout)
+            raw_done = await raw_jobs.wait(jobs, deadline, "baseline, raw Jobs Complete") - result.started
+    finally:
+        await raw_jobs.stop()
+    out: JSON = {
+        "trainjobs": result.trainjobs,
+        "children_posted": result.children,
+        "trainjobs_seconds": round(result.trainjobs_seconds, 2),
+        "seconds": round(result.seconds, 2),
+        "raw_jobs_complete_seconds": None if raw_done is None else round(raw_done, 2),
+        "ratio": round(result.seconds / operator_seconds, 3),
+    }
+    run.figures["baseline"] = out
+    print_baseline(out)
+    return out
+
+
+async def keep_phase(run: Run) -> JSON:
+    """``--n`` TrainJobs in ``--batch`` batches, none deleted; the operator's RSS after each."""
+    args, op = run.args, run.op
+    assert run.completed is not None
+    points: list[JSON] = [{"kept": 0, "rss_mib": round(op.usage().rss, 1)}]
+    out: JSON = {"batch": args.batch, "suspend": args.suspend, "curve": points}
+    run.figures["keep"] = out
+    print(f"{'kept':>7} {'children s':>10} {'Complete s':>10} {'writes/TJ':>9} {'CPU ms/TJ':>9} {'RSS MiB':>8}")
+    print(f"{0:>7} {'':>10} {'':>10} {'':>9} {'':>9} {points[0]['rss_mib']:>8.1f}", flush=True)
+    for first in range(0, args.n, args.batch):
+        batch = trainjobs(range(first, min(args.n, first + args.batch)), BENCH_NS, args.suspend)
+        kept = first + len(batch)
+        before, start = await op.scrape(), op.usage()
+        t0, _ = await create_all(run.kube, batch, args.concurrency)
+        await run.wait_children(kept, t0, f"keep, children of {kept}")
+        done = None
+        if not args.suspend:
+            done = await run.completed.wait(kept, t0 + float(args.timeout), f"keep, Complete of {kept}") - t0
+        after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
+        end = op.usage()
+        children = run.children_seconds(t0)
+        delta = write_delta(before, after)
+        writes = sum(delta.values()) / len(batch)
+        point = {
+            "kept": kept,
+            "children_seconds": round(children, 2),
+            "complete_seconds": None if done is None else round(done, 2),
+            "writes_per_trainjob": round(writes, 3),
+            "writes_per_trainjob_by_kind": {k: round(v, 3) for k, v in per_trainjob(delta, len(batch)).items()},
+            "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / len(batch), 2),
+            "rss_mib": round(end.rss, 1),
+        }
+        points.append(point)
+        shown = "-" if done is None else f"{done:.1f}"
+        print(
+            f"{kept:>7} {children:>10.1f} {shown:>10} {writes:>9.2f} {point['cpu_ms_per_trainjob']:>9.1f} "
+            f"{end.rss:>8.1f}",
+            flush=True,
+        )
+    fitted = [(float(p["kept"]), float(p["rss_mib"])) for p in points[1:]]
+    out["rss_peak_mib"] = round(op.usage().peak, 1)
+    out["slope_mib_per_1000"] = round(slope_per_1000(fitted), 2) if len(fitted) >= 2 else None
+    slope = out["slope_mib_per_1000"]
+    print(
+        f"RSS peak {out['rss_peak_mib']:.1f} MiB; slope "
+        + ("n/a (one batch)" if slope is None else f"{slope:.2f}")
+        + " MiB per 1,000 TrainJobs (least squares over the points after each batch)"
+    )
+    return out
+
+
+# --- printing ----------------------------------------------------------------------------------------
+
+
+def machine() -> JSON:
+    """Cores (``os.cpu_count()``) and memory (``MemTotal`` of ``/proc/meminfo``, GiB)."""
+    mem = status_mib(Path("/proc/meminfo").read_text(), "MemTotal") / 1024
+    return {"cores": os.cpu_count(), "memory_gib": round(mem, 1)}
+
+
+def print_operator(out: JSON) -> None:
+    """The operator phase's figures."""
+    n = out["trainjobs"]
+    print(f"operator ({n} TrainJobs in namespace {BENCH_NS})")
+    print(f"  TrainJobs created:        {out['create_seconds']:.1f} s")
+    kinds = ", ".join(f"{v['count']} {k} {v['seconds']:.1f} s" for k, v in out["children"].items())
+    print(f"  every child exists:       {out['children_seconds']:.1f} s  ({kinds})")
+    if out["complete_seconds"] is not None:
+        print(f"  every TrainJob Complete:  {out['complete_seconds']:.1f} s")
+    print(f"  writes per TrainJob:      {out['writes_per_trainjob_total']:.2f} (total {out['writes_total']:.0f})")
+    for k, v in out["writes_per_trainjob"].items():
+        print(f"    {k:<32} {v:>7.3f}  ({v * n:.0f})")
+    print(
+        f"  CPU: {out['cpu_seconds']:.1f} s over the burst, {out['cpu_ms_per_trainjob']:.1f} ms per TrainJob"
+        f" (pid {out.get('pid', '?')})"
+    )
+    r = out["rss_mib"]
+    print(f"  RSS: {r['start']:.1f} MiB at start, {r['after']:.1f} MiB after, {r['peak']:.1f} MiB peak (VmHWM)")
+    sys.stdout.flush()
+
+
+def print_baseline(out: JSON) -> None:
+    """The baseline phase's figures and the ratio."""
+    print(f"raw-client baseline ({out['trainjobs']} TrainJobs in namespace {RAW_NS})")
+    print(f"  TrainJobs POSTed:         {out['trainjobs_seconds']:.1f} s")
+    print(f"  every child POSTed:       {out['seconds']:.1f} s  ({out['children_posted']} children)")
+    if out["raw_jobs_complete_seconds"] is not None:
+        print(f"  raw Jobs Complete:        {out['raw_jobs_complete_seconds']:.1f} s")
+    print(f"  ratio baseline/operator time-to-children: {out['ratio']:.2f} (1.0 = as fast as the raw client)")
+    sys.stdout.flush()
+
+
+# --- main --------------------------------------------------------------------------------------------
+
+
+async def measure(run_args: argparse.Namespace, cluster: LocalCluster, op: Operator, figures: JSON) -> None:
+    """Every phase the flags ask for, on the running cluster and operator; figures go to ``figures``."""
+    kube = await Kube.connect(str(cluster.kubeconfig))
+    runtime = load("torch-distributed.yaml")
+    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per_trainjob(runtime), figures=figures)
+    try:
+        for ns in (BENCH_NS, RAW_NS):
+            await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        await kube.apply(runtime, "bench")
+        op.start()
+        figures["operator_pid"] = op.pid
+        await op.wait_ready(float(run_args.timeout))
+        await wait_quiet(op, run_args.quiet_seconds, float(run_args.timeout))
+        print(f"operator pid {op.pid} ready, watching namespace {BENCH_NS}", flush=True)
+        run.children = [Tracker(kube, res, BENCH_NS, owned_by_trainjob) for res in CHILD_KINDS]
+        run.completed = Tracker(kube, TRAINJOBS, BENCH_NS, complete)
+        for t in (*run.children, run.completed):
+            await t.start()
+        if run_args.keep:
+            await keep_phase(run)
+            return
+        result = await operator_phase(run)
+        await baseline_phase(run, float(result["children_seconds"]))
+    finally:
+        for t in (*run.children, *((run.completed,) if run.completed else ())):
+            await t.stop()
+        await kube.close()
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and every flag's default."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags (``--help`` shows them)."""
+    p = argparse.ArgumentParser(prog="python -m bench.burst", description=__doc__, formatter_class=_HelpFormatter)
+    p.add_argument("--n", type=int, default=500, help="TrainJobs to create")
+    p.add_argument("--concurrency", type=int, default=32, help="create requests in flight, in both phases")
+    p.add_argument("--idle-seconds", type=float, default=30, help="idle window once everything settled")
+    p.add_argument("--quiet-seconds", type=float, default=5, help="no operator write for this long = settled")
+    p.add_argument("--timeout", type=float, default=900, help="seconds a phase may take before the run fails")
+    p.add_argument("--keep", action="store_true", help="memory curve instead: create --n in --batch batches, keep all")
+    p.add_argument("--batch", type=int, default=1000, help="TrainJobs per batch with --keep")
+    p.add_argument(
+        "--suspend", action="store_true", help="suspended TrainJobs: wait for their children, not Complete (no pods)"
+    )
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
+    args = p.parse_args(argv)
+    if args.n < 1 or args.batch < 1 or args.concurrency < 1 or args.idle_seconds <= 0:
+        p.error("--n, --batch, --concurrency must be >= 1 and --idle-seconds > 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the bench; 0 on success, 1 when a phase timed out."""
+    args = parse_args(argv)
+    figures: JSON = {"machine": machine(), "n": args.n, "concurrency": args.concurrency, "keep": None}
+    m = figures["machine"]
+    mode = (
+        f"--keep, batches of {args.batch}{', suspended' if args.suspend else ''}"
+        if args.keep
+        else "phases: operator (namespace bench) first, then the raw-client baseline (namespace raw)"
+    )
+    print(
+        f"machine: {m['cores']} cores, {m['memory_gib']:.1f} GiB memory; N = {args.n} TrainJobs (numNodes 2), "
+        f"{args.concurrency} creates in flight; {mode}",
+        flush=True,
+    )
+    figures["phase_order"] = ["keep"] if args.keep else ["operator", "baseline"]
+    pods = 2 * (min(args.batch, args.n) if args.keep else args.n)
+    code = 0
+    with tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp:
+        per_node = pods_per_node(pods)
+        cluster = LocalCluster(
+            Path(tmp),
+            nodes=NODES,
+            node_cpu=str(per_node),
+            node_memory=f"{2 * per_node}Gi",
+            pods_per_node=per_node,
+            extra_crds=[ROOT / "config" / "crd" / "bases"],
+        )
+        cluster.start()
+        op = Operator(cluster.kubeconfig, BENCH_NS, Path(tmp) / "operator.log")
+        try:
+            asyncio.run(measure(args, cluster, op, figures))
+        except PhaseTimeout as e:
+            print(f"TIMEOUT: {e}", flush=True)
+            figures["timeout"] = str(e)
+            code = 1
+        finally:
+            op.stop()
+            cluster.stop()
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
