@@ -28,11 +28,51 @@ class IntOrString:
 KubeObject = Annotated[dict[str, Any], OpaqueObject()]
 """A Kubernetes object kept as JSON (e.g. a ``corev1.Affinity``); never pruned."""
 
+
+class QuantityValue(IntOrString):
+    """Marker: a ``resource.Quantity``, an integer or a string of the Quantity grammar."""
+
+
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+"""The ``resource.Quantity`` grammar as a schema pattern, as controller-gen writes it in upstream's CRDs
+(kubeflow/trainer ``manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml``)."""
+
+
+def quantity_schema() -> dict[str, Any]:
+    """The structural schema of a ``resource.Quantity``: ``"lots"`` is refused by the apiserver (422)."""
+    return {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+    }
+
+
 IntOrStr = Annotated[int | str, IntOrString()]
 """``intstr.IntOrString``: the CRD schema carries ``x-kubernetes-int-or-string: true``."""
 
-Quantity = Annotated[int | str, IntOrString()]
-"""``resource.Quantity`` such as ``"500m"`` or ``"4Gi"``."""
+Quantity = Annotated[int | str, QuantityValue()]
+"""``resource.Quantity`` such as ``"500m"`` or ``"4Gi"``; the CRD schema checks its grammar."""
+
+
+def resource_requirements() -> Any:
+    """Field marker for a ``corev1.ResourceRequirements`` kept as JSON (:data:`KubeObject`) whose
+    ``limits`` and ``requests`` the CRD schema types as maps of :func:`quantity_schema`, as upstream's
+    CRDs do: a quantity such as ``cpu: lots`` is refused when the object is written."""
+
+    def resource_list(doc: str) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": quantity_schema(), "description": doc}
+
+    return Field(
+        default=None,
+        json_schema_extra={
+            "properties": {
+                "limits": resource_list("The maximum amount of each compute resource, by resource name."),
+                "requests": resource_list("The minimum amount of each compute resource, by resource name."),
+            }
+        },
+    )
 
 
 def list_map(*keys: str) -> Any:

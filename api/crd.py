@@ -24,7 +24,7 @@ from pydantic_core import PydanticUndefined
 
 from api import kubeflow_v2beta1 as kv2
 from api import trainer_v1alpha1 as tv1
-from api.base import IntOrString, OpaqueObject
+from api.base import IntOrString, OpaqueObject, QuantityValue, quantity_schema
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, MPIJOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
 
 CRD_DIR = Path(__file__).resolve().parent.parent / "config" / "crd" / "bases"
@@ -142,6 +142,8 @@ def type_schema(annotation: Any, extra: list[Any] | None = None) -> dict[str, An
     """The structural schema of a Python type. Raises ``TypeError`` for a type with none."""
     bare, meta = _markers(annotation)
     meta = [*(extra or []), *meta]
+    if any(isinstance(m, QuantityValue) for m in meta):
+        return quantity_schema()
     if any(isinstance(m, IntOrString) for m in meta) or bare == (int | str):
         return {"x-kubernetes-int-or-string": True}
     if any(isinstance(m, OpaqueObject) for m in meta):

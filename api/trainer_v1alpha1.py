@@ -27,6 +27,7 @@ from api.base import (
     cel,
     list_map,
     refused,
+    resource_requirements,
 )
 from api.jobset_v1alpha2 import (
     JOBSET_SPEC_RULES,
@@ -317,8 +318,8 @@ class Trainer(Model):
     """Environment merged into the training container."""
     num_nodes: int | None = Field(default=None, ge=1)
     """Number of training nodes; overrides the runtime's ``mlPolicy.numNodes``."""
-    resources_per_node: KubeObject | None = None
-    """Compute resources of each node (``corev1.ResourceRequirements``)."""
+    resources_per_node: KubeObject | None = resource_requirements()
+    """Compute resources of each node (``corev1.ResourceRequirements``); the schema checks its quantities."""
     num_proc_per_node: IntOrStr | None = None
     """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer for torch; an integer for MPI."""
 

@@ -22,7 +22,9 @@ RUNTIME["spec"]["template"]["spec"]["replicatedJobs"].append(
 )
 
 
-def facts(active: int = 0, gang: str = "none", queues: list[JSON] | None = None) -> rules.AdmissionFacts:
+def facts(
+    active: int = 0, gang: str = "none", queues: list[JSON] | None = None, max_nodes: int = 1000
+) -> rules.AdmissionFacts:
     return rules.AdmissionFacts(
         runtime=lambda kind, name, ns: (
             RUNTIME if (kind, name) == ("ClusterTrainingRuntime", "torch-distributed") else None
@@ -31,6 +33,7 @@ def facts(active: int = 0, gang: str = "none", queues: list[JSON] | None = None)
         volcano_queues=lambda: queues,
         local_queue_exists=lambda ns, name: False,
         gang=gang,
+        max_nodes_per_job=max_nodes,
     )
 
 
@@ -214,3 +217,66 @@ def test_a_failure_policy_rule_names_existing_replicated_jobs_and_valid_patterns
     assert any("name 'a' is used twice" in e for e in errors)
     rt["spec"]["template"]["spec"]["failurePolicy"]["rules"][0]["action"] = "RecreateJob"
     assert any("action" in e for e in rules.validate_runtime(rt).errors), "JobSet actions not implemented are refused"
+
+
+# ---------------------------------------------------------------- what would end in silence or a retry loop
+
+
+def test_num_nodes_above_the_operators_limit_is_refused_naming_field_limit_and_flag() -> None:
+    (err,) = rules.validate_trainjob(tj(trainer={"numNodes": 9}), None, facts(max_nodes=8)).errors
+    assert err.startswith(
+        "spec.trainer.numNodes: 9 nodes is more than this operator's limit of 8 (--max-nodes-per-job)"
+    )
+    assert rules.validate_trainjob(tj(trainer={"numNodes": 8}), None, facts(max_nodes=8)).allowed
+    assert rules.validate_trainjob(tj(trainer={"numNodes": 100000}), None, facts(max_nodes=0)).allowed
+    assert not rules.validate_trainjob(tj(trainer={"numNodes": 100000}), None, facts()).allowed, "default 1000"
+
+
+def test_mpijob_workers_above_the_limit_are_refused() -> None:
+    mpi = load_sample("mpijob.yaml")
+    (err,) = rules.validate_mpijob(mpi, None, facts(max_nodes=1)).errors
+    assert err.startswith("spec.mpiReplicaSpecs.Worker.replicas: 2 workers is more than this operator's limit of 1")
+    assert rules.validate_mpijob(mpi, None, facts(max_nodes=2)).allowed
+
+
+def test_overrides_naming_a_missing_replicated_job_are_refused_once_with_the_names_that_exist() -> None:
+    o = [{"targetJobs": [{"name": "ghost"}], "nodeSelector": {"a": "b"}}]
+    (err,) = rules.validate_trainjob(tj(podSpecOverrides=o), None, facts()).errors
+    assert err == (
+        "spec.podSpecOverrides[0].targetJobs: replicated job 'ghost' is not in runtime 'torch-distributed' "
+        "(it has node, aux)"
+    )
+    patch = {"manager": "m", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "gone"}]}}}}
+    (err,) = rules.validate_trainjob(tj(runtimePatches=[patch]), None, facts()).errors
+    assert err.startswith(
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs: replicated job 'gone'"
+    )
+
+
+def test_runtimes_with_no_replicas_or_unreadable_quantities_are_refused() -> None:
+    rt = copy.deepcopy(RUNTIME)
+    rt["spec"]["template"]["spec"]["replicatedJobs"][1]["replicas"] = 0
+    (err,) = rules.validate_runtime(rt).errors
+    assert err.startswith("spec.template.spec.replicatedJobs[1].replicas: must be at least 1 (got 0)")
+    rt = copy.deepcopy(RUNTIME)
+    rt["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "resources"
+    ] = {"limits": {"cpu": "lots"}}
+    (err,) = rules.validate_runtime(rt).errors
+    assert "replicatedJobs[1].template.spec.template.spec.containers[0].resources.limits[cpu]: 'lots'" in err
+
+
+def test_a_trainjob_on_a_runtime_with_no_replicas_is_refused_naming_the_runtime() -> None:
+    broken = copy.deepcopy(RUNTIME)
+    broken["spec"]["template"]["spec"]["replicatedJobs"][1]["replicas"] = 0
+    f = facts()
+    f = rules.AdmissionFacts(
+        runtime=lambda kind, name, ns: broken,
+        active_pods=f.active_pods,
+        volcano_queues=f.volcano_queues,
+        local_queue_exists=f.local_queue_exists,
+    )
+    (err,) = rules.validate_trainjob(tj(), None, f).errors
+    assert err.startswith(
+        "spec.runtimeRef: runtime 'torch-distributed' is invalid: spec.template.spec.replicatedJobs[1]"
+    )

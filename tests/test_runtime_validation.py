@@ -4,15 +4,19 @@ settings they guard: each refusal names the field; each setting changes the chil
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
-from tests.conftest import SAMPLES, info
+from tests.conftest import SAMPLES, info, load_sample
 from trainer.builders.jobs import build_children
-from trainer.runtime_validation import runtime_errors, trainjob_errors
+from trainer.runtime_validation import mpijob_errors, runtime_errors, trainjob_errors
 
 JSON = dict[str, Any]
 
@@ -210,3 +214,146 @@ def test_runtime_patches_reach_template_job_and_pod_metadata_and_replace_tolerat
     assert built["metadata"]["annotations"]["from"] == "job"
     assert built["spec"]["template"]["metadata"]["labels"]["from-pod"] == "pod"
     assert built["spec"]["template"]["spec"]["tolerations"] == [{"key": "new", "operator": "Exists"}]
+
+
+# ---------------------------------------------------------------- what would end in silence or a retry loop
+
+
+def tj(spec: JSON | None = None, name: str = "tj") -> TrainJob:
+    return TrainJob.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "ns", "uid": "u"},
+            "spec": {"runtimeRef": {"name": "x"}, **(spec or {})},
+        }
+    )
+
+
+def job_errors(rt: JSON, spec: JSON | None = None, max_nodes: int = 0) -> list[str]:
+    return trainjob_errors(info(tj(spec), ClusterTrainingRuntime.model_validate(rt)), max_nodes)
+
+
+def test_a_replicated_job_with_no_replicas_is_refused_whatever_its_step() -> None:
+    assert one(with_rjobs(plain("side", replicas=0))).startswith(
+        "spec.template.spec.replicatedJobs[1].replicas: must be at least 1 (got 0): replicated job 'side' would "
+        "create no Job"
+    )
+    rt = base()
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"] = 0
+    assert "replicatedJobs[0].replicas: must be at least 1 (got 0)" in one(rt), "one message, not two"
+    assert errors(with_rjobs(plain("side", replicas=3))) == []
+
+
+@pytest.mark.parametrize(
+    ("resources", "named"),
+    [
+        ({"limits": {"cpu": "lots"}}, "containers[0].resources.limits[cpu]: 'lots' is not a quantity"),
+        ({"requests": {"memory": "1 Gi"}}, "containers[0].resources.requests[memory]: '1 Gi' is not a quantity"),
+        ({"requests": {"cpu": True}}, "requests[cpu]: True is not a quantity"),
+        ({"limits": "lots"}, "containers[0].resources.limits: must be a map of resource name to quantity"),
+    ],
+)
+def test_runtime_quantities_the_apiserver_cannot_read_are_refused_naming_them(resources: JSON, named: str) -> None:
+    rt = with_rjobs(plain("side"))
+    rt["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "resources"
+    ] = resources
+    err = one(rt)
+    assert err.startswith("spec.template.spec.replicatedJobs[1].template.spec.template.spec.") and named in err
+
+
+def test_valid_quantities_pass() -> None:
+    rt = with_rjobs(plain("side"))
+    pod = rt["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["resources"] = {"limits": {"cpu": 2, "memory": "4Gi"}, "requests": {"cpu": "500m"}}
+    pod["initContainers"] = [{"name": "i", "resources": {"requests": {"cpu": 0.5, "ephemeral-storage": "1e3"}}}]
+    assert errors(rt) == []
+    assert job_errors(base(), {"trainer": {"resourcesPerNode": {"limits": {"nvidia.com/gpu": 2}}}}) == []
+
+
+def test_resources_per_node_quantities_are_checked() -> None:
+    (err,) = job_errors(base(), {"trainer": {"resourcesPerNode": {"requests": {"cpu": "lots"}}}})
+    assert err.startswith("spec.trainer.resourcesPerNode.requests[cpu]: 'lots' is not a quantity")
+
+
+def test_the_crd_schema_refuses_what_the_apiserver_cannot_read() -> None:
+    from api.base import QUANTITY_PATTERN
+    from api.crd import CRDS, crd
+
+    (spec,) = [c for c in CRDS if c.resource.kind == "TrainJob"]
+    schema = crd(spec)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    per_node = schema["properties"]["spec"]["properties"]["trainer"]["properties"]["resourcesPerNode"]
+    for key in ("limits", "requests"):
+        item = per_node["properties"][key]["additionalProperties"]
+        assert item["anyOf"] == [{"type": "integer"}, {"type": "string"}] and item["pattern"] == QUANTITY_PATTERN
+        assert item["x-kubernetes-int-or-string"] is True
+    (mpi,) = [c for c in CRDS if c.resource.kind == "MPIJob"]
+    policy = crd(mpi)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    min_resources = policy["runPolicy"]["properties"]["schedulingPolicy"]["properties"]["minResources"]
+    assert min_resources["additionalProperties"]["pattern"] == QUANTITY_PATTERN
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="0123456789.+-eEkKMGTPinum ", max_size=8))
+def test_the_schema_pattern_accepts_every_quantity_the_apiserver_reads(text: str) -> None:
+    from api.base import QUANTITY_PATTERN
+    from trainer.resources import parse_quantity
+
+    try:
+        parse_quantity(text)
+    except ValueError:
+        return
+    assert re.fullmatch(QUANTITY_PATTERN, text), text
+
+
+def test_overrides_of_replicated_jobs_the_runtime_lacks_are_refused_in_all_three_forms() -> None:
+    patch = {"manager": "m", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "gone"}]}}}}
+    got = job_errors(
+        with_rjobs(plain("side")),
+        {
+            "podSpecOverrides": [{"targetJobs": [{"name": "side"}, {"name": "ghost"}]}],
+            "podTemplateOverrides": [{"targetJobs": [{"name": "node"}]}, {"targetJobs": [{"name": "nope"}]}],
+            "runtimePatches": [patch],
+        },
+    )
+    assert got == [
+        "spec.podSpecOverrides[0].targetJobs: replicated job 'ghost' is not in runtime 'x' (it has node, side)",
+        "spec.podTemplateOverrides[1].targetJobs: replicated job 'nope' is not in runtime 'x' (it has node, side)",
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs: replicated job 'gone' is not in "
+        "runtime 'x' (it has node, side)",
+    ]
+
+
+def test_num_nodes_above_the_limit_is_refused_naming_where_it_comes_from() -> None:
+    (err,) = job_errors(base(), {"trainer": {"numNodes": 9}}, max_nodes=8)
+    assert err.startswith("spec.trainer.numNodes: 9 nodes is more than this operator's limit of 8")
+    assert "--max-nodes-per-job" in err
+    assert job_errors(base(), {"trainer": {"numNodes": 8}}, max_nodes=8) == []
+    assert job_errors(base(), {"trainer": {"numNodes": 100000}}, max_nodes=0) == [], "0: no limit"
+    rt = base()
+    rt["spec"]["mlPolicy"]["numNodes"] = 9
+    (err,) = job_errors(rt, max_nodes=8)
+    assert err.startswith("spec.mlPolicy.numNodes of runtime 'x' (set spec.trainer.numNodes): 9 nodes")
+
+
+def test_the_pods_of_any_other_replicated_job_count_against_the_limit() -> None:
+    rt = with_rjobs(plain("side", replicas=3, job={"parallelism": 3}))
+    (err,) = job_errors(rt, max_nodes=8)
+    assert "replicatedJobs[1] of runtime 'x': replicated job 'side' has 9 pods (3 replicas x 3 pods)" in err
+    assert job_errors(rt, max_nodes=9) == []
+
+
+def test_the_default_limit_is_applied_when_none_is_given() -> None:
+    job = info(tj({"trainer": {"numNodes": 100000}}), ClusterTrainingRuntime.model_validate(base()))
+    assert any("limit of 1000" in e for e in trainjob_errors(job))
+
+
+def test_mpijob_workers_above_the_limit_and_bad_quantities_are_refused() -> None:
+    mpi = MPIJob.model_validate(load_sample("mpijob.yaml"))
+    assert mpijob_errors(mpi, 2) == []
+    (err,) = mpijob_errors(mpi, 1)
+    assert err.startswith("spec.mpiReplicaSpecs.Worker.replicas: 2 workers is more than this operator's limit of 1")
+    assert mpijob_errors(mpi, 0) == []
+    bad = load_sample("mpijob.yaml")
+    bad["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "x"
+    (err,) = mpijob_errors(MPIJob.model_validate(bad), 0)
+    assert err.startswith("spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].resources.limits[cpu]: 'x'")

@@ -6,6 +6,12 @@ without the webhook gets the same refusals as conditions. Follows kubernetes-sig
 coordinator, volumeClaimPolicies, subdomain) and kubeflow/trainer ``pkg/webhooks/trainingruntime_webhook.go``
 and ``pkg/runtime/framework/plugins`` (v2.3: replicas of the ancestor steps, their containers, envInjection
 targets, reserved environment). Every message names the field and says what to do.
+
+Beyond upstream, for input that would otherwise end in silence or in a retry loop: a replicated job with
+``replicas: 0`` (JobSet's schema allows it, ``Minimum=0``; its Jobs would be none and the job would complete
+with nothing run), a quantity the apiserver cannot read in a container's resources (a server-side apply of
+it fails with a 500, not a refusal), override targets the runtime does not have (upstream ignores them), and
+a job larger than the operator's ``--max-nodes-per-job``.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import re
 
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
+from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     STEP_DATASET_INITIALIZER,
@@ -24,6 +31,7 @@ from trainer.builders import labels as L
 from trainer.builders.jobs import coordinator_endpoint
 from trainer.builders.torch import TORCHTUNE_ENTRYPOINT
 from trainer.builders.volume_claims import mounted
+from trainer.resources import parse_quantity
 from trainer.runtime_info import RuntimeInfo, step_of
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -47,6 +55,10 @@ STEP_CONTAINERS = {
 POD_SUFFIX = len("-abcde")
 """The random suffix the Job controller appends to a pod name."""
 RJOBS = "spec.template.spec.replicatedJobs"
+DEFAULT_MAX_NODES_PER_JOB = 1000
+"""``--max-nodes-per-job`` unless set: the most pods one replicated job of a TrainJob (numNodes for the
+trainer) or the workers of an MPIJob may have; 0 is no limit."""
+MAX_NODES_FLAG = "--max-nodes-per-job"
 
 
 def _pod_spec(rjob: ReplicatedJob) -> dict[str, object]:
@@ -69,6 +81,44 @@ def _dns1035(value: str, where: str, what: str) -> list[str]:
     return []
 
 
+def quantity_errors(resources: object, where: str) -> list[str]:
+    """What is wrong with the ``limits`` and ``requests`` of a ``corev1.ResourceRequirements`` found at
+    ``where``: each must be a map of resource name to a ``resource.Quantity`` (an integer, a number or a
+    string such as ``500m``, ``4Gi``), as the apiserver reads it (:func:`trainer.resources.parse_quantity`)."""
+    if resources is None:
+        return []
+    if not isinstance(resources, dict):
+        return [f"{where}: must be an object with limits and requests, not {resources!r}"]
+    errors = []
+    for key in ("limits", "requests"):
+        amounts = resources.get(key)
+        if amounts is None:
+            continue
+        if not isinstance(amounts, dict):
+            errors.append(f"{where}.{key}: must be a map of resource name to quantity, not {amounts!r}")
+            continue
+        for name, value in amounts.items():
+            try:
+                parse_quantity(value)
+            except ValueError:
+                errors.append(
+                    f"{where}.{key}[{name}]: {value!r} is not a quantity: use a number with an optional suffix, "
+                    "e.g. 500m, 2, 4Gi, 1e3"
+                )
+    return errors
+
+
+def _container_quantities(pod: dict[str, object], where: str) -> list[str]:
+    """Quantity errors of every container and init container of a pod spec at ``where``."""
+    errors = []
+    for kind in ("initContainers", "containers"):
+        containers = pod.get(kind)
+        for j, c in enumerate(containers if isinstance(containers, list) else []):
+            if isinstance(c, dict):
+                errors += quantity_errors(c.get("resources"), f"{where}.{kind}[{j}].resources")
+    return errors
+
+
 def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
     errors: list[str] = []
     seen: list[str] = []
@@ -77,8 +127,14 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
         seen.append(r.name)
         errors += _dns1035(r.name, f"{where}.name", "replicated job name")
         errors += _dns1035(r.group_name, f"{where}.groupName", "group name")
+        errors += _container_quantities(_pod_spec(r), f"{where}.template.spec.template.spec")
         step = step_of(r)
-        if step in STEP_CONTAINERS and r.replicas != 1:
+        if r.replicas < 1:
+            errors.append(
+                f"{where}.replicas: must be at least 1 (got {r.replicas}): replicated job {r.name!r} would create "
+                "no Job, so the TrainJob would complete with nothing of it run; remove the replicated job instead"
+            )
+        elif step in STEP_CONTAINERS and r.replicas != 1:
             errors.append(
                 f"{where}.replicas: always must be 1 for the {step} step (got {r.replicas}); its pods are "
                 "numNodes pods of one Job: set mlPolicy.numNodes or the TrainJob's spec.trainer.numNodes instead"
@@ -223,12 +279,74 @@ def runtime_errors(spec: TrainingRuntimeSpec) -> list[str]:
     return errors
 
 
-def trainjob_errors(info: RuntimeInfo) -> list[str]:
+def override_target_errors(info: RuntimeInfo) -> list[str]:
+    """Overrides that target a replicated job the runtime does not have: each entry of
+    ``podSpecOverrides[].targetJobs``, ``podTemplateOverrides[].targetJobs`` and
+    ``runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs`` must name one of ``info.rjobs``
+    (upstream ignores the others, so the override would be lost without a word)."""
+    have = [r.name for r in info.rjobs]
+    runtime = info.job.spec.runtime_ref.name
+    spec = info.job.spec
+    targets: list[tuple[str, str]] = []
+    for i, o in enumerate(spec.pod_spec_overrides or []):
+        targets += [(f"spec.podSpecOverrides[{i}].targetJobs", t.name) for t in o.target_jobs]
+    for i, t in enumerate(spec.pod_template_overrides or []):
+        targets += [(f"spec.podTemplateOverrides[{i}].targetJobs", j.name) for j in t.target_jobs]
+    for i, p in enumerate(spec.runtime_patches or []):
+        template = p.training_runtime_spec.template if p.training_runtime_spec else None
+        patched = (template.spec.replicated_jobs if template and template.spec else None) or []
+        where = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs"
+        targets += [(where, r.name) for r in patched]
+    return [
+        f"{where}: replicated job {target!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
+        for where, target in targets
+        if target not in have
+    ]
+
+
+def node_limit_errors(info: RuntimeInfo, max_nodes: int) -> list[str]:
+    """A TrainJob larger than ``--max-nodes-per-job`` (``max_nodes``; 0: no limit): its ``numNodes``
+    (the TrainJob's ``spec.trainer.numNodes``, else the runtime's ``spec.mlPolicy.numNodes``), or the
+    pods (replicas x pods per Job) of any other replicated job, above the limit."""
+    if max_nodes <= 0:
+        return []
+    errors = []
+    fix = f"use at most {max_nodes}, or start the operator with a larger {MAX_NODES_FLAG} (0: no limit)"
+    if info.num_nodes is not None and info.num_nodes > max_nodes:
+        trainer = info.job.spec.trainer
+        where = (
+            "spec.trainer.numNodes"
+            if trainer is not None and trainer.num_nodes is not None
+            else f"spec.mlPolicy.numNodes of runtime {info.job.spec.runtime_ref.name!r} (set spec.trainer.numNodes)"
+        )
+        errors.append(
+            f"{where}: {info.num_nodes} nodes is more than this operator's limit of {max_nodes} "
+            f"({MAX_NODES_FLAG}); {fix}"
+        )
+    for i, (rjob, pod_set) in enumerate(zip(info.rjobs, info.pod_sets, strict=True)):
+        if rjob.name in info.policy_sized or pod_set.count <= max_nodes:
+            continue
+        errors.append(
+            f"{RJOBS}[{i}] of runtime {info.job.spec.runtime_ref.name!r}: replicated job {rjob.name!r} has "
+            f"{pod_set.count} pods ({pod_set.jobs} replicas x {pod_set.pods_per_job} pods), more than this "
+            f"operator's limit of {max_nodes} ({MAX_NODES_FLAG}); {fix}"
+        )
+    return errors
+
+
+def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JOB) -> list[str]:
     """What is wrong with a TrainJob on its runtime once expanded (``info``): names of its children that
     do not fit 63 characters (Jobs, pods, claims, the coordinator label), as JobSet's webhook checks
-    them, and settings its ML policy cannot take."""
+    them, settings its ML policy cannot take, quantities of ``resourcesPerNode`` the apiserver cannot
+    read, overrides of replicated jobs the runtime lacks (:func:`override_target_errors`) and a size
+    above ``max_nodes`` (``--max-nodes-per-job``, 0: no limit; :func:`node_limit_errors`)."""
     name = str(info.job.metadata.name)
     errors: list[str] = []
+    trainer_spec = info.job.spec.trainer
+    if trainer_spec is not None:
+        errors += quantity_errors(trainer_spec.resources_per_node, "spec.trainer.resourcesPerNode")
+    errors += override_target_errors(info)
+    errors += node_limit_errors(info, max_nodes)
     for rjob, pod_set in zip(info.rjobs, info.pod_sets, strict=True):
         last_job = f"{name}-{rjob.name}-{max(rjob.replicas - 1, 0)}"
         last_pod = f"{last_job}-{max(pod_set.pods_per_job - 1, 0)}"
@@ -266,4 +384,25 @@ def trainjob_errors(info: RuntimeInfo) -> list[str]:
                 "spec.trainer.command: the torchtune entrypoint [tune, run] (recipe and config derived from the "
                 "runtime's name) is not supported; give the whole command"
             )
+    return errors
+
+
+def mpijob_errors(job: MPIJob, max_nodes: int = DEFAULT_MAX_NODES_PER_JOB) -> list[str]:
+    """What is wrong with an MPIJob beyond :func:`trainer.builders.mpijob.validate`: more workers than
+    ``max_nodes`` (``--max-nodes-per-job``; 0: no limit), and quantities in its replica templates'
+    containers that the apiserver cannot read."""
+    errors = []
+    specs = job.spec.mpi_replica_specs
+    worker = specs.worker
+    workers = (worker.replicas or 0) if worker is not None else 0
+    if max_nodes > 0 and workers > max_nodes:
+        errors.append(
+            f"spec.mpiReplicaSpecs.Worker.replicas: {workers} workers is more than this operator's limit of "
+            f"{max_nodes} ({MAX_NODES_FLAG}); use at most {max_nodes}, or start the operator with a larger "
+            f"{MAX_NODES_FLAG} (0: no limit)"
+        )
+    for role, spec in (("Launcher", specs.launcher), ("Worker", worker)):
+        pod = ((spec.template or {}).get("spec") if spec is not None else None) or {}
+        if isinstance(pod, dict):
+            errors += _container_quantities(pod, f"spec.mpiReplicaSpecs.{role}.template.spec")
     return errors

@@ -33,7 +33,13 @@ from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
-from trainer.runtime_validation import RFC1035, runtime_errors, trainjob_errors
+from trainer.runtime_validation import (
+    DEFAULT_MAX_NODES_PER_JOB,
+    RFC1035,
+    mpijob_errors,
+    runtime_errors,
+    trainjob_errors,
+)
 
 JSON = dict[str, Any]
 OVERRIDE_FIELDS = ("podSpecOverrides", "podTemplateOverrides", "runtimePatches")
@@ -64,6 +70,8 @@ class AdmissionFacts:
     local_queue_exists: Callable[[str, str], bool | None]
     """``local_queue_exists(namespace, name)``; None when unknown (Kueue not installed)."""
     gang: str = "none"
+    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+    """``--max-nodes-per-job``: the most nodes (pods of one replicated job, MPI workers) a job may have; 0: no limit."""
 
 
 def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
@@ -173,7 +181,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
             v.errors += _check_against_runtime(job, spec, runtime)
-            v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts.gang)
+            v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, "TrainJob")
         v.errors += check_queue_change(obj, old, "TrainJob", facts)
@@ -202,11 +210,7 @@ def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime |
         where = f"spec.{field_name}[{i}]"
         for target in targets:
             if target not in rjobs:
-                errors.append(
-                    f"{where}.targetJobs: replicated job {target!r} is not in runtime {runtime.metadata.name!r} "
-                    f"(it has {', '.join(sorted(rjobs)) or 'none'})"
-                )
-                continue
+                continue  # said by trainjob_errors (override_target_errors), with or without the webhook
             names, init_names, step = rjobs[target]
             for kind_name, given, have in (("containers", containers, names), ("initContainers", inits, init_names)):
                 for c in given:
@@ -238,18 +242,24 @@ def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime |
 
 
 def _check_expansion(
-    obj: JSON, job: TrainJob, runtime: TrainingRuntime | ClusterTrainingRuntime, runtime_obj: JSON, gang: str
+    obj: JSON,
+    job: TrainJob,
+    runtime: TrainingRuntime | ClusterTrainingRuntime,
+    runtime_obj: JSON,
+    facts: AdmissionFacts,
 ) -> list[str]:
-    """Expand the TrainJob as the reconciler will (the pure core) and check what it produces; input the
-    core cannot expand is refused here rather than failing in the reconcile."""
+    """Expand the TrainJob as the reconciler will (the pure core) and check what it produces, as the
+    reconciler does when the webhook does not run (:func:`trainer.runtime_validation.trainjob_errors`,
+    ``--max-nodes-per-job`` included); input the core cannot expand is refused here rather than failing in
+    the reconcile."""
     problems = runtime_errors(runtime.spec)
     if problems:
         return [f"spec.runtimeRef: runtime {runtime.metadata.name!r} is invalid: {p}" for p in problems]
     try:
-        info = runtime_info(obj, job, runtime.spec, runtime_obj, [], gang)
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        info = runtime_info(obj, job, runtime.spec, runtime_obj, [], facts.gang)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
         return [f"spec: the TrainJob cannot be expanded on runtime {runtime.metadata.name!r}: {e!r}"]
-    return trainjob_errors(info)
+    return trainjob_errors(info, facts.max_nodes_per_job)
 
 
 def _overrides(obj: JSON | None) -> JSON:
@@ -335,6 +345,7 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
         v.errors += _pydantic_errors(e)
         return v
     v.errors += validate_mpijob_spec(job)
+    v.errors += mpijob_errors(job, facts.max_nodes_per_job)
     if old is not None:
         v.errors += check_queue_change(obj, old, "MPIJob", facts)
     v.errors += _check_queue(obj, facts, v)

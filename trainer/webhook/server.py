@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ from api.kinds import (
 )
 from trainer.controller import Reader
 from trainer.kube.client import JSON, ApiError, Kube
+from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.webhook import rules
 from trainer.webhook.certs import VALIDITY
 from trainer.webhook.tls import WebhookTLS, serving_names
@@ -142,13 +144,7 @@ class WebhookServer:
                 exists = await self.kube.get_or_none(KUEUE_LOCAL_QUEUES, ns, queue) is not None
             except ApiError:
                 exists = None
-        return rules.AdmissionFacts(
-            runtime=self.facts.runtime,
-            active_pods=self.facts.active_pods,
-            volcano_queues=self.facts.volcano_queues,
-            local_queue_exists=lambda _ns, _name: exists,
-            gang=self.facts.gang,
-        )
+        return dataclasses.replace(self.facts, local_queue_exists=lambda _ns, _name: exists)
 
     # ---------------------------------------------------------------- configurations
 
@@ -244,9 +240,12 @@ class WebhookServer:
             tls.close()
 
 
-def cache_facts(readers: dict[str, Reader], gang: str) -> rules.AdmissionFacts:
+def cache_facts(
+    readers: dict[str, Reader], gang: str, max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+) -> rules.AdmissionFacts:
     """Admission facts read from the controllers' caches (``readers`` by controller name, as
-    :attr:`trainer.manager.Manager.readers`)."""
+    :attr:`trainer.manager.Manager.readers`), under ``--gang-scheduler-name=gang`` and
+    ``--max-nodes-per-job=max_nodes_per_job``."""
     trainjobs, mpijobs = readers["trainjob"], readers["mpijob"]
 
     def runtime(kind: str, name: str, namespace: str | None) -> JSON | None:
@@ -271,4 +270,5 @@ def cache_facts(readers: dict[str, Reader], gang: str) -> rules.AdmissionFacts:
         volcano_queues=volcano_queues,
         local_queue_exists=lambda _ns, _name: None,
         gang=gang,
+        max_nodes_per_job=max_nodes_per_job,
     )

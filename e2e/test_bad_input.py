@@ -1,0 +1,160 @@
+"""Bad input on the real apiserver with the webhook off (this module's operator runs without it, with
+``--max-nodes-per-job 4``): every family ends visible, never stuck or spinning.
+
+One case per family: a child the apiserver refuses, a dependsOn naming no earlier replicated job, numNodes
+(and MPI workers) above the operator's limit, a replicated job with ``replicas: 0``, an override naming a
+replicated job the runtime lacks, and quantities the apiserver cannot read (refused by the CRD schema when
+they are typed there, conditioned when they hide in a runtime's template). Each ends, within 10 s, in a
+condition naming the field, with nothing created; and the operator's
+``controller_runtime_reconcile_errors_total`` does not grow in the seconds after the condition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from api.kinds import JOBS
+from e2e.cluster.cluster import free_ports
+from e2e.conftest import Operator
+from e2e.helpers import Client, condition, wait_for
+from e2e.test_mpijob import mpijob, wait_cond
+from e2e.test_trainjob import rjob, runtime, trainjob
+from trainer.kube.client import ApiError
+
+pytestmark = pytest.mark.e2e
+JSON = dict[str, Any]
+
+METRICS, PROBES = free_ports(2)
+LIMIT = 4
+OPERATOR_ARGS = [
+    "--max-nodes-per-job",
+    str(LIMIT),
+    "--metrics-bind-address",
+    f"127.0.0.1:{METRICS}",
+    "--health-probe-bind-address",
+    f"127.0.0.1:{PROBES}",
+]
+QUIET = 3.0
+"""Seconds after the condition over which the reconcile error counter must not grow."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def operator_ready(operator: Operator) -> AsyncIterator[None]:
+    """The operator's caches are synced (``/readyz``), so the 10 s bounds time the operator, not its start."""
+
+    async def ready() -> bool:
+        try:
+            async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{PROBES}/readyz") as r:
+                return r.status == 200
+        except (aiohttp.ClientError, OSError):
+            return False
+
+    await wait_for(ready, "the operator's /readyz", timeout=60)
+    yield
+
+
+async def reconcile_errors() -> float:
+    """``controller_runtime_reconcile_errors_total`` of the operator, all controllers together."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{METRICS}/metrics") as r:
+        assert r.status == 200
+        text = await r.text()
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "controller_runtime_reconcile_errors_total"
+    )
+
+
+async def assert_quiet() -> None:
+    """The reconcile error counter does not grow over :data:`QUIET` seconds."""
+    before = await reconcile_errors()
+    await asyncio.sleep(QUIET)
+    after = await reconcile_errors()
+    assert after == before, f"reconcile errors grew from {before} to {after} after the condition"
+
+
+async def ends_in(client: Client, ns: str, name: str, type_: str) -> JSON:
+    """The TrainJob's condition ``type_`` (True) within 10 s; then nothing is created and nothing spins."""
+    tj = await client.wait_condition(ns, name, type_, timeout=10)
+    cond = condition(tj, type_)
+    assert cond is not None
+    await assert_quiet()
+    assert await client.jobs(ns, name) == []
+    return cond
+
+
+async def test_a_child_the_apiserver_refuses_ends_misconfigured_with_its_message(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await client.apply(trainjob("long-label", "rt", labels={"team": "x" * 64}), ns)
+    cond = await ends_in(client, ns, "long-label", "Misconfigured")
+    assert cond["reason"] == "TrainJobResourcesCreationFailed", cond
+    assert "metadata.labels" in cond["message"] and "63" in cond["message"], cond["message"]
+
+
+async def test_depends_on_naming_no_earlier_replicated_job_fails_the_job(client: Client, ns: str) -> None:
+    node = rjob("node", "trainer", dependsOn=[{"name": "missing", "status": "Complete"}])
+    await client.apply(runtime("rt", rjob("init"), node), ns)
+    await client.apply(trainjob("orphan", "rt"), ns)
+    cond = await ends_in(client, ns, "orphan", "Failed")
+    assert "replicatedJobs[1].dependsOn: replicatedJob: node cannot depend on replicatedJob: missing" in cond["message"]
+
+
+async def test_num_nodes_and_mpi_workers_above_the_limit_fail_with_nothing_created(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await client.apply(trainjob("huge", "rt", trainer={"numNodes": 100000}), ns)
+    message = (await ends_in(client, ns, "huge", "Failed"))["message"]
+    assert message.startswith(f"spec.trainer.numNodes: 100000 nodes is more than this operator's limit of {LIMIT}")
+    assert "--max-nodes-per-job" in message
+    assert await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=huge") == []
+
+    workers = mpijob("many")
+    workers["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = LIMIT + 1
+    await client.apply(workers, ns)
+    obj = await wait_cond(client, ns, "many", "Failed", timeout=10)
+    failed = condition(obj, "Failed")
+    assert failed is not None and "spec.mpiReplicaSpecs.Worker.replicas" in failed["message"], failed
+    await assert_quiet()
+    jobs, _ = await client.kube.list(JOBS, ns, "training.kubeflow.org/job-name=many")
+    assert jobs == []
+
+
+async def test_a_replicated_job_with_no_replicas_fails_the_job(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer"), rjob("aux", replicas=0)), ns)
+    await client.apply(trainjob("nothing", "rt"), ns)
+    cond = await ends_in(client, ns, "nothing", "Failed")
+    assert "replicatedJobs[1].replicas: must be at least 1 (got 0)" in cond["message"], cond["message"]
+
+
+async def test_an_override_naming_a_missing_replicated_job_fails_the_job(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    override = [{"targetJobs": [{"name": "ghost"}], "nodeSelector": {"pool": "a"}}]
+    await client.apply(trainjob("aimless", "rt", podSpecOverrides=override), ns)
+    cond = await ends_in(client, ns, "aimless", "Failed")
+    assert (
+        "spec.podSpecOverrides[0].targetJobs: replicated job 'ghost' is not in runtime 'rt' (it has node)"
+        in cond["message"]
+    ), cond["message"]
+
+
+async def test_quantities_the_apiserver_cannot_read_are_refused_or_conditioned(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    with pytest.raises(ApiError) as refusal:  # typed in the TrainJob's schema: refused at create
+        await client.apply(trainjob("lots", "rt", trainer={"resourcesPerNode": {"limits": {"cpu": "lots"}}}), ns)
+    assert refusal.value.status == 422
+    assert "spec.trainer.resourcesPerNode.limits.cpu" in refusal.value.message, refusal.value.message
+    assert await client.trainjob(ns, "lots") is None
+
+    # Opaque in a runtime's Pod template (the apiserver would answer the Job's apply with a 500).
+    opaque = rjob("node", "trainer")
+    opaque["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "lots"}}
+    await client.apply(runtime("opaque", opaque), ns)
+    await client.apply(trainjob("hidden", "opaque"), ns)
+    cond = await ends_in(client, ns, "hidden", "Failed")
+    assert "containers[0].resources.limits[cpu]: 'lots' is not a quantity" in cond["message"], cond["message"]
