@@ -229,7 +229,7 @@ async def test_the_sample_trainjob_completes_under_the_charts_rbac(
         warnings = [
             e
             for e in await client.events(ns, obj["metadata"]["name"])
-            if e.get("type") == "Warning" and (e.get("source") or {}).get("component") == "trainer"
+            if e.get("type") == "Warning" and e.get("reportingComponent") == "trainer"
         ]
         assert not warnings, [e.get("message") for e in warnings]
     finally:

@@ -1,6 +1,7 @@
 """Deploy and operate, on the real local cluster: the kustomize config renders and passes a server-side
 dry run; two operators elect one leader on a Lease (only it reconciles; SIGKILL hands over within the
-lease duration, SIGTERM at once; a stolen Lease stops the leader); probes and Prometheus metrics
+lease duration, SIGTERM at once; a stolen Lease stops the leader; a leader paused past its Lease writes
+nothing once it resumes and exits 1); probes and Prometheus metrics
 answer; the operator runs to Complete with nothing but its ServiceAccount's RBAC from config/; and
 the Dockerfile's build steps and entrypoint run with the Deployment's arguments.
 
@@ -27,14 +28,14 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import LEASES, MPIJOBS
+from api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVICES, TRAINJOBS
 from e2e.cluster.cluster import free_ports
 from e2e.conftest import ExternalCluster, Operator
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
 from e2e.image import Dockerfile, build_locally
 from e2e.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from e2e.test_mpijob import mpijob
-from trainer.kube.leader import LEASE_DURATION, RETRY_PERIOD, micro_time
+from trainer.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, micro_time
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
@@ -316,6 +317,86 @@ async def test_a_stolen_lease_stops_the_leader_at_once(client: Client, cluster: 
     await wait_ready(A_PROBES)
 
 
+async def footprint(client: Client, ns: str, name: str) -> JSON:
+    """Everything the operator writes for TrainJob ``ns/name``: its status and field managers, the
+    children carrying its ``jobset-name`` label, and the Events about it."""
+    tj = await client.kube.get(TRAINJOBS, ns, name)
+    managers = sorted(
+        (str(m.get("manager")), str(m.get("operation")), str(m.get("subresource", "")))
+        for m in tj["metadata"].get("managedFields") or []
+    )
+    children = []
+    for res in (JOBS, SERVICES, CONFIGMAPS, SECRETS):
+        items, _ = await client.kube.list(res, ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+        children += [f"{res.plural}/{o['metadata']['name']}" for o in items]
+    events = [f"{e.get('reason')}: {e.get('message')}" for e in await client.events(ns, name)]
+    return {"status": tj.get("status") or {}, "managers": managers, "children": children, "events": events}
+
+
+async def test_a_leader_paused_past_its_lease_writes_nothing_when_it_resumes(
+    client: Client, cluster: Any, samples: None, ns: str, operator: Operator
+) -> None:
+    """SIGSTOP the leader A for longer than the Lease: B takes over. B is then paused too, briefly (well
+    within its renew deadline), so that whatever lands on the apiserver meanwhile can only be A's. A
+    TrainJob is created, then A resumes with its timers all due and the TrainJob in its watch: it must
+    exit 1 and have written nothing (no status, no field manager, no child, no Event); every write it
+    tried is logged as fenced. B then resumes, still leading, and runs the TrainJob to Complete."""
+    a = operator
+    await until_holder(client, await identity(a.log_path), timeout=30)
+    b = Operator(cluster.kubeconfig, cluster.state_dir / "logs" / "operator-operate-b.log", B_ARGS)
+    b_offset = size(b.log_path)
+    b.start()
+    a_proc, b_proc = a.proc, b.proc
+    assert a_proc is not None and b_proc is not None
+    try:
+        b_id = await identity(b.log_path, b_offset)
+        await wait_ready(B_PROBES)
+        a_proc.send_signal(signal.SIGSTOP)
+        took = await until_holder(client, b_id, timeout=LEASE_DURATION + 3 * RETRY_PERIOD + 5)
+        record("SIGSTOP of the leader -> standby leads", took, cluster)
+        b_proc.send_signal(signal.SIGSTOP)
+        b_paused = time.monotonic()
+        obj = yaml.safe_load((ROOT / "config" / "samples" / "trainjob.yaml").read_text())
+        obj["metadata"]["name"] = "fenced"
+        await client.apply(obj, ns)
+        before = await footprint(client, ns, "fenced")
+        assert before["status"] == {} and before["children"] == [] and before["events"] == []
+
+        a_offset = size(a.log_path)
+        a_proc.send_signal(signal.SIGCONT)
+        code = await asyncio.to_thread(a_proc.wait, 10)
+        a.proc = None
+        assert code == 1, "a leader that finds itself past its renew deadline exits 1"
+        assert await footprint(client, ns, "fenced") == before, "the resumed leader wrote something"
+        b_proc.send_signal(signal.SIGCONT)
+        paused_for = time.monotonic() - b_paused
+        assert paused_for < RENEW_DEADLINE - RETRY_PERIOD - 1, f"B was paused {paused_for:.1f}s: it would be fenced too"
+
+        events = log_events(a.log_path, a_offset)
+        lost = [e for e in events if e.get("event") == "leader election lost"]
+        assert lost, "A said why it stopped"
+        fenced = [e for e in events if e.get("event") == "write fenced"]
+        assert all(e["reason"].startswith("lease not renewed") or e["reason"] == "not leading" for e in fenced)
+        assert not [e for e in events if e.get("event") == "applied"], "no child applied after the resume"
+        print(f"\n[fencing] A exited 1 ({lost[0]['error']}); {len(fenced)} write(s) refused")
+
+        await client.wait_condition(ns, "fenced", "Complete", timeout=90)
+        assert keys_in(log_events(b.log_path, b_offset), f"{ns}/fenced"), "the new leader ran it"
+    finally:
+        for proc in (a_proc, b_proc):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+        if a.proc is not None and a_proc.poll() is None:
+            a_proc.kill()
+            reap(a, 10)
+        a.proc = None
+        b.stop()  # SIGTERM: B releases the Lease, and A, started again, leads at once
+        restarted = size(a.log_path)
+        a.start()
+    await until_holder(client, await identity(a.log_path, restarted), timeout=LEASE_DURATION + 10)
+    await wait_ready(A_PROBES)
+
+
 # ----------------------------------------------------------------------------- (d) RBAC from config/
 
 
@@ -368,7 +449,7 @@ async def test_the_operator_runs_with_only_its_service_account(
         warnings = [
             e
             for e in await client.events(ns, "pytorch-simple")
-            if e.get("type") == "Warning" and (e.get("source") or {}).get("component") == "trainer"
+            if e.get("type") == "Warning" and e.get("reportingComponent") == "trainer"
         ]
         assert not warnings, [e.get("message") for e in warnings]
     finally:

@@ -37,6 +37,9 @@ class TableStore:
     def owned_by(self, uid: str) -> list[JSON]:
         return [o for o in self.objects.values() if (controller_of(o) or {}).get("uid") == uid]
 
+    def seen(self, resource_version: int) -> bool:
+        return True  # a fixed table is as current as it will ever be
+
 
 def reader(tables: dict[Resource, list[JSON]] | None = None, name: str = "test") -> Reader:
     """A Reader over fixed objects, one table per resource."""
@@ -85,6 +88,9 @@ class RecordingKube:
     refuse: dict[str, tuple[int, str]] = field(default_factory=dict)
     """Kinds whose apply the double refuses, with the HTTP status and message (as validation would)."""
     _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    hold: bool = False
+    """Keep changes from the informers until :meth:`release` (a watch that lags behind the writes)."""
+    _held: list[tuple[Resource, JSON | None, bool, Key | None]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ test helpers
 
@@ -102,14 +108,23 @@ class RecordingKube:
         """Recorded writes matching ``verb`` and ``kind``."""
         return sum(1 for w in self.writes if (verb in (None, w.verb)) and (kind in (None, w.kind)))
 
+    def release(self) -> None:
+        """Deliver the changes kept while :attr:`hold` was set, in order, and stop holding."""
+        self.hold = False
+        held, self._held = self._held, []
+        for change in held:
+            self._feed(*change)
+
     def _feed(self, res: Resource, obj: JSON | None, deleted: bool, key: Key | None = None) -> None:
+        if self.hold:
+            self._held.append((res, copy.deepcopy(obj), deleted, key))
+            return
         for inf in self.informers:
             if inf.res != res:
                 continue
             if deleted:
-                inf.handle_event(
-                    "DELETED", {"metadata": {"namespace": key[0] if key else "", "name": key[1] if key else ""}}
-                )
+                meta = {"namespace": key[0] if key else "", "name": key[1] if key else ""}
+                inf.handle_event("DELETED", {"metadata": {**meta, "resourceVersion": str(next(self._rv))}})
             elif obj is not None and _selected(obj, inf.label_selector):
                 inf.handle_event("MODIFIED", copy.deepcopy(obj))
 

@@ -310,3 +310,18 @@ def test_events_of_the_job_and_its_children_oldest_first_without_an_earlier_name
         source="test",
     )
     assert parse_time(None) == parse_time("garbage") < parse_time("2026-01-01T00:00:00Z")
+
+
+def test_an_events_k8s_io_series_read_as_core_v1_counts_its_repeats() -> None:
+    event = Event.from_dict(
+        {
+            "involvedObject": {"kind": "TrainJob", "name": "j", "uid": "u"},
+            "reason": "TrainJobResourcesCreationFailed",
+            "type": "Warning",
+            "message": "Job j-node-0: invalid",
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "series": {"count": 7, "lastObservedTime": "2026-01-01T00:05:00.000000Z"},
+            "reportingComponent": "trainer",
+        }
+    )
+    assert (event.count, event.time, event.source) == (7, "2026-01-01T00:05:00.000000Z", "trainer")

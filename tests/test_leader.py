@@ -1,17 +1,31 @@
-"""Leader election decisions, given a Lease and the clock (the pure part of trainer.kube.leader)."""
+"""Leader election decisions, given a Lease and the clock (the pure part of trainer.kube.leader), and the
+fencing of writes by the renew deadline: through a real HTTP client against a small local server, with a
+fake monotonic clock standing for a paused process."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
+from structlog.testing import capture_logs
 
+from api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
+from tests.test_kube_client import write_kubeconfig
+from trainer.controller import Context, Controller, Reconcile
+from trainer.kube.cache import Key
+from trainer.kube.client import Kube
 from trainer.kube.leader import (
     LEASE_DURATION,
     RENEW_DEADLINE,
     RETRY_PERIOD,
+    FencedWrite,
     LeaderElector,
+    LeadershipLost,
     Observation,
     default_identity,
     default_namespace,
@@ -20,7 +34,9 @@ from trainer.kube.leader import (
     observe,
     released_spec,
 )
+from trainer.manager import Manager, Settings
 
+JSON = dict[str, Any]
 WALL = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 STAMP = "2025-01-02T03:04:05.678901Z"
 
@@ -126,3 +142,229 @@ def test_default_namespace_reads_the_service_account_mount(tmp_path: Path) -> No
 
 def test_identities_are_unique_per_process() -> None:
     assert default_identity() != default_identity()
+
+
+# ----------------------------------------------------------------------------- fenced writes
+
+
+class Clock:
+    """A fake monotonic clock: ``now`` moves only when a test moves it (a pause of the process)."""
+
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Apiserver:
+    """Just enough of an apiserver over HTTP on 127.0.0.1: one Lease (GET, POST, PUT with
+    resourceVersion conflicts), empty lists, watches that stay open, and any other write answered
+    201 and recorded in :attr:`writes` as ``(method, path)``."""
+
+    def __init__(self) -> None:
+        self.lease: JSON | None = None
+        self.writes: list[tuple[str, str]] = []
+        self.url = ""
+        self._rv = 0
+        self._hold = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method != "GET":
+            self.writes.append((request.method, request.path))
+        if "/leases" in request.path:
+            return await self._lease(request)
+        if request.method != "GET":
+            return web.json_response(await request.json(), status=201)
+        if request.query.get("watch") == "true":
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            await self._hold.wait()
+            return resp
+        return web.json_response({"items": [], "metadata": {"resourceVersion": "1"}})
+
+    async def _lease(self, request: web.Request) -> web.Response:
+        if request.method == "GET":
+            if self.lease is None:
+                return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
+            return web.json_response(self.lease)
+        body = await request.json()
+        current = self.lease["metadata"]["resourceVersion"] if self.lease else None
+        if (request.method == "POST") == (self.lease is not None) or (
+            request.method == "PUT" and body["metadata"].get("resourceVersion") != current
+        ):
+            return web.json_response({"kind": "Status", "code": 409, "reason": "Conflict"}, status=409)
+        self._rv += 1
+        body["metadata"]["resourceVersion"] = str(self._rv)
+        self.lease = body
+        return web.json_response(body, status=201 if request.method == "POST" else 200)
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+
+    async def close(self) -> None:
+        self._hold.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+@pytest.fixture
+async def apiserver() -> AsyncIterator[Apiserver]:
+    server = Apiserver()
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+async def kube(apiserver: Apiserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Kube]:
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    k = await Kube.connect(write_kubeconfig(tmp_path, apiserver.url))
+    yield k
+    await k.close()
+
+
+def elector_on(kube: Kube, clock: Clock, changes: list[bool] | None = None) -> LeaderElector:
+    on_change = changes.append if changes is not None else None
+    return LeaderElector(kube, "ns", "lease", identity="me", retry_period=0.05, clock=clock, on_change=on_change)
+
+
+CM_PATH = CONFIGMAPS.path("n")
+
+
+def configmap(name: str) -> JSON:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "n"}}
+
+
+async def test_a_leader_writes_until_its_renew_deadline_and_never_after(kube: Kube, apiserver: Apiserver) -> None:
+    clock, changes = Clock(), list[bool]()
+    elector = elector_on(kube, clock, changes)
+    writer = kube.fenced(elector.check_write)
+    await elector.acquire()
+    assert changes == [True] and elector.renewed_at == 500.0
+    clock.now += RENEW_DEADLINE - 0.1
+    await writer.create(CONFIGMAPS, "n", configmap("in-time"))
+    await writer.get_or_none(CONFIGMAPS, "n", "in-time")  # reads are never fenced
+    clock.now += 0.1  # the deadline: a write now could race a new leader
+    with capture_logs() as logs, pytest.raises(FencedWrite, match=r"lease not renewed for 10\.0s"):
+        await writer.create(CONFIGMAPS, "n", configmap("late"))
+    assert apiserver.writes == [("POST", LEASES.path("ns")), ("POST", CM_PATH)], "the late write was not sent"
+    assert [(e["event"], e["method"], e["path"]) for e in logs] == [("write fenced", "POST", CM_PATH)]
+    assert changes == [True, False] and not elector.leading
+    # Fenced for good: keep() raises at once, and neither a renewal nor a release writes the Lease.
+    with pytest.raises(FencedWrite):
+        await asyncio.wait_for(elector.keep(), timeout=10)
+    assert not await elector.release()
+    with pytest.raises(FencedWrite, match="not leading"):
+        await writer.delete(CONFIGMAPS, "n", "in-time")
+    assert apiserver.writes == [("POST", LEASES.path("ns")), ("POST", CM_PATH)]
+
+
+async def test_each_renewal_moves_the_deadline(kube: Kube, apiserver: Apiserver) -> None:
+    clock = Clock()
+    elector = elector_on(kube, clock)
+    writer = kube.fenced(elector.check_write)
+    await elector.acquire()
+    clock.now += 8
+    assert await elector.try_acquire_or_renew()
+    clock.now += RENEW_DEADLINE - 0.5  # 17.5 s after acquiring, 9.5 s after renewing
+    await writer.create(CONFIGMAPS, "n", configmap("renewed"))
+    clock.now += 0.5
+    with pytest.raises(FencedWrite):
+        await writer.create(CONFIGMAPS, "n", configmap("late"))
+    assert [p for m, p in apiserver.writes if m == "POST"] == [LEASES.path("ns"), CM_PATH]
+
+
+async def test_a_standby_never_writes(kube: Kube, apiserver: Apiserver) -> None:
+    clock = Clock()
+    apiserver.lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 15},
+    }
+    elector = elector_on(kube, clock)
+    writer = kube.fenced(elector.check_write)
+    assert not await elector.try_acquire_or_renew()
+    with pytest.raises(FencedWrite, match="not leading"):
+        await writer.apply(configmap("x"), "trainer")
+    assert apiserver.writes == []
+    # Refusing a standby's write does not keep it from leading later.
+    clock.now += LEASE_DURATION
+    assert await elector.try_acquire_or_renew()
+    await writer.apply(configmap("x"), "trainer")
+    assert apiserver.writes == [("PUT", LEASES.path("ns", "lease")), ("PATCH", CONFIGMAPS.path("n", "x"))]
+
+
+async def test_a_write_that_waited_across_a_pause_inside_the_client_is_not_sent(
+    kube: Kube, apiserver: Apiserver
+) -> None:
+    """The guard is asked again right before the first byte goes out: here the token refresh hook (an
+    await inside the client, after the first check) is where the process 'pauses' past its deadline."""
+    clock = Clock()
+    elector = elector_on(kube, clock)
+    writer = kube.fenced(elector.check_write)
+    await elector.acquire()
+    pauses = 0
+
+    async def pause_during_the_send(_config: object) -> None:
+        nonlocal pauses
+        pauses += 1
+        clock.now += RENEW_DEADLINE + 5
+
+    observed: list[tuple[str, str]] = []
+    writer.observe = lambda method, code, *_: observed.append((method, code))
+    kube.api.configuration.refresh_api_key_hook = pause_during_the_send
+    with pytest.raises(FencedWrite):
+        await writer.merge_patch(CONFIGMAPS, "n", "x", {"data": {"k": "v"}})
+    assert pauses == 1, "the first check passed; the pause came after it"
+    assert apiserver.writes == [("POST", LEASES.path("ns"))]
+    assert observed == [], "nothing was sent, so nothing is counted"
+
+
+async def test_keep_gives_up_at_once_after_a_pause_past_the_deadline(kube: Kube, apiserver: Apiserver) -> None:
+    clock = Clock()
+    elector = elector_on(kube, clock)
+    await elector.acquire()
+    clock.now += RENEW_DEADLINE + 2  # SIGSTOP/SIGCONT: the next step finds the deadline passed
+    with pytest.raises(LeadershipLost, match="not renewed within 10s"):
+        await asyncio.wait_for(elector.keep(), timeout=10)
+    assert apiserver.writes == [("POST", LEASES.path("ns"))], "no renewal was tried after the deadline"
+    assert not elector.leading
+
+
+async def test_a_fenced_write_stops_the_manager(kube: Kube, apiserver: Apiserver) -> None:
+    clock = Clock()
+    elector = LeaderElector(kube, "ns", "lease", identity="me", retry_period=5.0, clock=clock)
+
+    def build(ctx: Context) -> Reconcile:
+        async def reconcile(key: Key) -> float | None:
+            await ctx.kube.create(CONFIGMAPS, key[0], configmap(key[1]))
+            return None
+
+        return reconcile
+
+    manager = Manager(kube, Settings(), elector=elector, controllers=[Controller("trainjob", TRAINJOBS, build)])
+    run = asyncio.create_task(manager.run())
+    try:
+        async with asyncio.timeout(10):
+            while not elector.leading:
+                await asyncio.sleep(0.01)
+            manager.queues["trainjob"].add(("n", "first"))
+            while ("POST", CM_PATH) not in apiserver.writes:
+                await asyncio.sleep(0.01)
+        clock.now += RENEW_DEADLINE  # paused past the deadline, then a reconcile wants to write
+        manager.queues["trainjob"].add(("n", "second"))
+        with pytest.raises(FencedWrite):
+            await asyncio.wait_for(run, timeout=10)
+    finally:
+        run.cancel()
+    assert apiserver.writes == [("POST", LEASES.path("ns")), ("POST", CM_PATH)], "no write, no release"

@@ -158,8 +158,8 @@ def test_bad_bind_addresses(value: str) -> None:
 async def test_probes_and_metrics_answer_on_loopback() -> None:
     m = Metrics()
     m.controller("trainjob", 1)
-    ready = False
-    probes = await serve(probes_app(lambda: ready), "127.0.0.1:0", "probes")
+    reason: str | None = "not watching: trainjobs.trainer.kubeflow.org, pods"
+    probes = await serve(probes_app(lambda: reason), "127.0.0.1:0", "probes")
     metrics = await serve(metrics_app(m), "127.0.0.1:0", "metrics")
     assert probes and metrics
     try:
@@ -168,10 +168,14 @@ async def test_probes_and_metrics_answer_on_loopback() -> None:
             async with http.get(base + "/healthz") as r:
                 assert (r.status, await r.text()) == (200, "ok")
             async with http.get(base + "/readyz") as r:
-                assert r.status == 500
-            ready = True
+                assert (r.status, await r.text()) == (
+                    500,
+                    "[-]informers-synced failed: not watching: trainjobs.trainer.kubeflow.org, pods\n"
+                    "healthz check failed\n",
+                )
+            reason = None
             async with http.get(base + "/readyz") as r:
-                assert r.status == 200
+                assert (r.status, await r.text()) == (200, "ok")
             async with http.get(f"http://127.0.0.1:{metrics[1]}/metrics") as r:
                 assert r.status == 200
                 assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")

@@ -52,10 +52,11 @@ CASES = [(s, g) for s in SAMPLES for g in sorted(gang.SCHEDULERS)]
 class World:
     """A manager on the recording double, with one sample stored."""
 
-    def __init__(self, sample: str, scheduler: str) -> None:
+    def __init__(self, sample: str, scheduler: str, **settings: Any) -> None:
         self.controller, self.resource, files = SAMPLES[sample]
         self.kube = RecordingKube()
-        self.manager = Manager(self.kube, Settings(gang_scheduler_name=scheduler))  # type: ignore[arg-type]
+        settings = {"status_coalesce_seconds": 0, **settings}  # each status change written at once
+        self.manager = Manager(self.kube, Settings(gang_scheduler_name=scheduler, **settings))  # type: ignore[arg-type]
         self.kube.connect(self.manager.informers)
         self.key = ("", "")
         self.kube.put({**VOLCANO_DEFAULT_QUEUE})
@@ -91,7 +92,6 @@ class World:
 async def test_a_settled_object_is_not_written_again_at_any_stage(sample: str, scheduler: str) -> None:
     w = World(sample, scheduler)
     await w.settle()
-    assert w.kube.count("patch_status", w.resource.kind) >= 1, "the first reconciles write a status"
     assert await w.reconcile() == 0
 
     pod_group = w.kube.objects.get((VOLCANO_PODGROUPS, w.key))
@@ -155,8 +155,10 @@ async def test_reading_an_undeclared_resource_fails_loudly() -> None:
     manager = Manager(kube, Settings(), controllers=[bare])  # type: ignore[arg-type]
     kube.connect(manager.informers)
     tj = kube.put(load_sample("trainjob.yaml"))
-    with pytest.raises(UndeclaredRead, match="ConfigMap"):
-        await manager.reconcilers["trainjob"](key_of(tj))
+    for _ in range(8):  # never turned into a condition, however often it happens
+        with pytest.raises(UndeclaredRead, match="ConfigMap"):
+            await manager.reconcilers["trainjob"](key_of(tj))
+    assert "status" not in kube.objects[(TRAINJOBS, key_of(tj))]
 
 
 async def test_a_spec_the_operator_cannot_read_is_failed_once_and_not_retried() -> None:
@@ -171,24 +173,108 @@ async def test_a_spec_the_operator_cannot_read_is_failed_once_and_not_retried() 
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
     assert [(c["type"], c["reason"]) for c in status["conditions"]] == [("Failed", "ResourcesCreationFailed")]
     assert "spec.trainer.numNodes" in status["conditions"][0]["message"]
-    writes = len(w.kube.writes)
-    with pytest.raises(TerminalError):
-        await w.reconcile()
-    assert len(w.kube.writes) == writes, "the same refusal is not written again"
+    assert await w.reconcile() == 0, "said once: the same refusal is not written again"
 
-    # The worker counts it as terminal and does not requeue it.
+
+async def run_worker(w: World, until: Any) -> None:
+    """Run one trainjob worker until ``until()`` holds and its queue is idle (at most 10 s)."""
     queue = w.manager.queues["trainjob"]
     worker = asyncio.create_task(w.manager._worker("trainjob"))
     queue.add(w.key)
-    metrics = w.manager.metrics
-    for _ in range(100):
-        if metrics.terminal_errors.labels("trainjob")._value.get() == 1:
-            break
-        await asyncio.sleep(0.01)
-    worker.cancel()
-    assert metrics.terminal_errors.labels("trainjob")._value.get() == 1
-    assert metrics.reconcile_errors.labels("trainjob")._value.get() == 1
+    try:
+        for _ in range(1000):
+            if until() and len(queue) == 0 and not w.manager._busy:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the worker never got there")
+    finally:
+        worker.cancel()
+
+
+def counter(metric: Any) -> float:
+    return float(metric.labels("trainjob")._value.get())
+
+
+async def test_a_terminal_failure_is_counted_once_and_its_own_status_write_does_not_count_again() -> None:
+    w = World("torch", "none")
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    obj["spec"]["trainer"] = {"numNodes": "many"}
+    w.kube.put(obj)
+    m = w.manager.metrics
+    succeeded = m.reconcile_total.labels("trainjob", "success")
+    # The status write is seen by the informer, which queues the job again: that reconcile ends quietly.
+    await run_worker(w, lambda: counter(m.terminal_errors) == 1 and succeeded._value.get() >= 1)
+    assert counter(m.terminal_errors) == 1 and counter(m.reconcile_errors) == 1
+    queue = w.manager.queues["trainjob"]
     assert queue.failures(w.key) == 0 and len(queue) == 0, "not retried"
+
+
+async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainer.controllers.reconciler import RECONCILE_ATTEMPTS
+
+    w = World("torch", "none")
+
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("boom: a bug of ours")
+
+    monkeypatch.setattr(TrainJobReconciler, "desired", broken)
+    m = w.manager.metrics
+    await run_worker(w, lambda: counter(m.terminal_errors) == 1)
+    tj = w.kube.objects[(TRAINJOBS, w.key)]
+    (cond,) = [c for c in tj["status"]["conditions"] if c["type"] == "Misconfigured"]
+    assert cond["reason"] == "ReconcileError" and "boom: a bug of ours" in cond["message"], cond
+    assert w.jobs() == []
+    assert counter(m.reconcile_errors) == RECONCILE_ATTEMPTS, "retried with backoff, a bounded number of times"
+    errors = counter(m.reconcile_errors)
+    for _ in range(3):  # later events of the job: the failure is said, nothing is counted or written
+        writes = len(w.kube.writes)
+        assert await w.reconcile() == 0 and len(w.kube.writes) == writes
+    await run_worker(w, lambda: True)
+    assert counter(m.reconcile_errors) == errors
+
+    monkeypatch.undo()  # the bug fixed: the next change of the job reconciles it and the condition goes
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    obj["spec"]["trainer"]["numNodes"] = 1
+    w.kube.put(obj)
+    await w.settle()
+    assert w.jobs()
+    conditions = (w.kube.objects[(TRAINJOBS, w.key)].get("status") or {}).get("conditions") or []
+    assert not any(c["type"] == "Misconfigured" for c in conditions), conditions
+
+
+async def test_an_exception_that_stops_happening_leaves_no_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = World("torch", "none")
+    calls = []
+    desired = TrainJobReconciler.desired
+
+    def flaky(self: TrainJobReconciler, *args: Any) -> Any:
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("transient")
+        return desired(self, *args)
+
+    monkeypatch.setattr(TrainJobReconciler, "desired", flaky)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="transient"):
+            await w.reconcile()
+    await w.settle()
+    assert w.jobs()
+    conditions = (w.kube.objects[(TRAINJOBS, w.key)].get("status") or {}).get("conditions") or []
+    assert not any(c["type"] == "Misconfigured" for c in conditions), conditions
+
+
+async def test_the_apiservers_errors_are_retried_not_turned_into_a_condition() -> None:
+    from trainer.kube.client import ApiError
+
+    w = World("torch", "none")
+    w.kube.refuse["Job"] = (500, "etcdserver: request timed out")
+    for _ in range(8):
+        with pytest.raises(ApiError):
+            await w.reconcile()
+    conditions = (w.kube.objects[(TRAINJOBS, w.key)].get("status") or {}).get("conditions") or []
+    assert not any(c.get("reason") == "ReconcileError" for c in conditions), conditions
 
 
 async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent_again() -> None:
@@ -204,11 +290,15 @@ async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent
     assert await w.reconcile() == 0
 
 
-async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop() -> None:
+async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     w = World("torch", "none")
-    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
-    obj["spec"]["trainer"]["resourcesPerNode"] = {"limits": "lots"}  # an opaque object in the schema
-    w.kube.put(obj)
+
+    def cannot(*_: Any) -> Any:
+        raise ValueError("not a quantity: 'lots'")
+
+    monkeypatch.setattr("trainer.controllers.trainjob.build_children", cannot)
     from trainer.controller import TerminalError
 
     with pytest.raises(TerminalError):
@@ -216,6 +306,7 @@ async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
     (cond,) = [c for c in status["conditions"] if c["type"] == "Misconfigured"]
     assert cond["reason"] == "InvalidSpec" and "fix its spec or its runtime" in cond["message"]
+    assert await w.reconcile() == 0, "said once"
 
 
 async def test_malformed_runtime_patches_fail_the_job_with_the_field_named() -> None:
@@ -270,3 +361,89 @@ async def test_a_runtime_the_webhook_would_refuse_fails_the_job_with_the_field_n
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
     (cond,) = [c for c in status["conditions"] if c["type"] == "Failed"]
     assert "replicatedJobs[0].replicas: always must be 1" in cond["message"]
+
+
+def failed(w: World) -> str:
+    """The message of the job's Failed condition (which must be there)."""
+    status = w.kube.objects[(w.resource, w.key)]["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Failed" and c["status"] == "True"]
+    return str(cond["message"])
+
+
+async def test_num_nodes_above_the_limit_fails_the_job_naming_field_limit_and_flag_with_nothing_created() -> None:
+    w = World("torch", "none", max_nodes_per_job=1)  # the sample asks for 2 nodes
+    await w.settle()
+    assert w.jobs() == [] and w.kube.count("apply", "Service") == 0
+    message = failed(w)
+    assert "spec.trainer.numNodes: 2 nodes is more than this operator's limit of 1 (--max-nodes-per-job)" in message
+
+
+async def test_no_limit_when_the_flag_is_zero() -> None:
+    w = World("torch", "none", max_nodes_per_job=0)
+    await w.settle()
+    assert w.jobs()
+
+
+async def test_mpijob_workers_above_the_limit_fail_it_with_nothing_created() -> None:
+    w = World("mpijob", "none", max_nodes_per_job=1)
+    await w.settle()
+    assert w.jobs() == []
+    assert "spec.mpiReplicaSpecs.Worker.replicas" in failed(w) and "--max-nodes-per-job" in failed(w)
+
+
+def runtime_of(w: World) -> JSON:
+    return copy.deepcopy(next(o for (res, _), o in w.kube.objects.items() if res == CLUSTER_TRAINING_RUNTIMES))
+
+
+async def test_a_replicated_job_with_no_replicas_fails_the_job_when_the_webhook_does_not_run() -> None:
+    w = World("torch", "none")
+    runtime = runtime_of(w)
+    aux = copy.deepcopy(runtime["spec"]["template"]["spec"]["replicatedJobs"][0])
+    aux["name"], aux["replicas"] = "aux", 0
+    aux["template"]["metadata"] = {}
+    runtime["spec"]["template"]["spec"]["replicatedJobs"].append(aux)
+    w.kube.put(runtime)
+    await w.settle()
+    assert w.jobs() == []
+    assert "replicatedJobs[1].replicas: must be at least 1 (got 0)" in failed(w)
+
+
+async def test_overrides_of_a_missing_replicated_job_fail_the_job_naming_the_field_and_the_names() -> None:
+    w = World("torch", "none")
+    obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    obj["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "ghost"}], "metadata": {"labels": {"a": "b"}}}]
+    w.kube.put(obj)
+    await w.settle()
+    assert w.jobs() == []
+    message = failed(w)
+    assert "spec.podTemplateOverrides[0].targetJobs: replicated job 'ghost' is not in runtime" in message
+    assert "(it has node)" in message
+
+
+async def test_a_runtime_quantity_the_apiserver_cannot_read_fails_the_job_before_any_write() -> None:
+    w = World("torch", "none")
+    runtime = runtime_of(w)
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["resources"] = {"limits": {"cpu": "lots"}}
+    w.kube.put(runtime)
+    await w.settle()
+    assert w.jobs() == [] and w.kube.count("apply", "Job") == 0
+    assert "containers[0].resources.limits[cpu]: 'lots' is not a quantity" in failed(w)
+
+
+def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer.main import parse_args
+    from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
+    from trainer.webhook.server import cache_facts
+
+    assert parse_args([]).max_nodes_per_job == DEFAULT_MAX_NODES_PER_JOB > 0
+    assert parse_args(["--max-nodes-per-job", "0"]).max_nodes_per_job == 0
+    monkeypatch.setenv("TRAINER_MAX_NODES_PER_JOB", "7")
+    assert parse_args([]).max_nodes_per_job == 7
+    assert parse_args(["--max-nodes-per-job=9"]).max_nodes_per_job == 9
+    with pytest.raises(SystemExit):
+        parse_args(["--max-nodes-per-job=-1"])
+    manager = Manager(RecordingKube(), Settings(max_nodes_per_job=7))  # type: ignore[arg-type]
+    for reconcile in manager.reconcilers.values():
+        assert reconcile.__self__.max_nodes_per_job == 7  # type: ignore[attr-defined]
+    assert cache_facts(manager.readers, "none", 7).max_nodes_per_job == 7

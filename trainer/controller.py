@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from api.kinds import Resource
 from trainer.kube.cache import Key, key_of
+from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 
 __all__ = [
     "Context",
@@ -57,6 +58,8 @@ class Store(Protocol):
 
     def owned_by(self, uid: str) -> list[JSON]: ...
 
+    def seen(self, resource_version: int) -> bool: ...
+
 
 class UndeclaredRead(KeyError):
     """A reconciler read a resource its controller did not declare (a wiring bug, never retried)."""
@@ -88,6 +91,10 @@ class Reader:
     def owned(self, res: Resource, uid: str) -> list[JSON]:
         """Cached objects of ``res`` whose controller owner reference has ``uid``."""
         return self._store(res).owned_by(uid)
+
+    def seen(self, res: Resource, resource_version: int) -> bool:
+        """Whether the cache of ``res`` has applied every change up to ``resource_version``."""
+        return self._store(res).seen(resource_version)
 
     def declares(self, res: Resource) -> bool:
         """Whether the controller declared ``res``."""
@@ -135,6 +142,11 @@ class Context:
     """``--trainjob-running-condition``: TrainJobs carry the richer conditions (``Running``, ``Resumed``)."""
     status_injection: Injection | None = None
     """The status server trainer pods report progress to (``--status-server-port``); None: none."""
+    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+    """``--max-nodes-per-job``: the most nodes (pods of one replicated job, MPI workers) a job may have; 0: no limit."""
+    status_coalesce_seconds: float = 1.0
+    """``--status-coalesce-seconds``: how long a progress-only status change may wait to be written with
+    the next one (0: written at once)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

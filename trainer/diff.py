@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 HASH_ANNOTATION = "trainer.kubeflow.org/desired-hash"
@@ -39,10 +40,16 @@ def is_subset(want: Any, have: Any) -> bool:
     return bool(want == have)
 
 
-def needs_apply(desired: dict[str, Any], existing: dict[str, Any] | None) -> bool:
-    """Whether ``desired`` (made by :func:`with_hash`) must be written over ``existing``."""
+def needs_apply(
+    desired: dict[str, Any],
+    existing: dict[str, Any] | None,
+    project: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> bool:
+    """Whether ``desired`` (made by :func:`with_hash`) must be written over ``existing``. ``project``
+    is what the cache keeps of such an object (:mod:`trainer.kube.projection`): the fields it drops are
+    compared through the hash only."""
     if existing is None:
         return True
     have = ((existing.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
     want = desired["metadata"]["annotations"][HASH_ANNOTATION]
-    return have != want or not is_subset(desired, existing)
+    return have != want or not is_subset(project(desired) if project else desired, existing)

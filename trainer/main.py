@@ -4,8 +4,9 @@ Every flag can also be given as an environment variable named ``TRAINER_<FLAG>``
 dashes as underscores); the flag wins.
 
 Exit codes: 0 after SIGTERM/SIGINT (in-flight reconciles finished or the shutdown timeout passed,
-the leader Lease released), 1 when the leader Lease was lost (as controller-runtime exits, so the
-pod restarts as a fresh candidate). A second signal cancels at once.
+the leader Lease released), 1 when the leader Lease was lost or a write was refused for being past
+the renew deadline (as controller-runtime exits, so the pod restarts as a fresh candidate). A second
+signal cancels at once.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from trainer.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.manager import Manager, Settings
 from trainer.metrics import Metrics
 from trainer.probes import metrics_app, probes_app, serve
+from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.statusserver import StatusServerSettings
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
 
@@ -71,6 +73,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=sorted(gang.SCHEDULERS),
         default=_env("gang-scheduler-name", "none"),
         help="gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins or none (default none)",
+    )
+    p.add_argument(
+        "--max-nodes-per-job",
+        type=int,
+        default=int(_env("max-nodes-per-job", str(DEFAULT_MAX_NODES_PER_JOB)) or 0),
+        metavar="N",
+        help=f"the most nodes one job may have: a TrainJob's numNodes and the pods of any of its replicated jobs, "
+        f"an MPIJob's workers; a larger job is refused by the webhook, or gets condition Failed with nothing "
+        f"created (default {DEFAULT_MAX_NODES_PER_JOB}; 0: no limit)",
+    )
+    p.add_argument(
+        "--status-coalesce-seconds",
+        type=float,
+        default=float(_env("status-coalesce-seconds", "1") or 1),
+        metavar="SECONDS",
+        help="how long a change of only a job's progress counts (jobsStatus, replicaStatuses) may wait to be "
+        "written together with the next ones; conditions are written at once (default 1; 0: every change at once)",
     )
     p.add_argument(
         "--trainjob-running-condition",
@@ -182,6 +201,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0 < args.webhook_cert_validity <= 10 * 365 * 86400:  # at most the CA's ten years
         p.error(f"--webhook-cert-validity must be in (0, 315360000] seconds, not {args.webhook_cert_validity}")
+    if args.max_nodes_per_job < 0:
+        p.error(f"--max-nodes-per-job must be 0 (no limit) or positive, not {args.max_nodes_per_job}")
+    if args.status_coalesce_seconds < 0:
+        p.error(f"--status-coalesce-seconds must be 0 or positive, not {args.status_coalesce_seconds}")
     if args.status_write_interval <= 0:
         p.error(f"--status-write-interval must be positive, not {args.status_write_interval}")
     return args
@@ -240,13 +263,15 @@ async def run(args: argparse.Namespace) -> int:
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
         trainjob_running_condition=args.trainjob_running_condition,
+        max_nodes_per_job=args.max_nodes_per_job,
+        status_coalesce_seconds=args.status_coalesce_seconds,
         status_server_url=status_settings.url if status_settings is not None else None,
     )
     manager = Manager(kube, settings, metrics, elector)
     servers = []
     for app, address, what in (
         (metrics_app(metrics), args.metrics_bind_address, "metrics"),
-        (probes_app(manager.ready.is_set), args.health_probe_bind_address, "health probes"),
+        (probes_app(manager.not_ready), args.health_probe_bind_address, "health probes"),
     ):
         served = await serve(app, address, what)
         if served is not None:
@@ -256,6 +281,7 @@ async def run(args: argparse.Namespace) -> int:
         namespace=args.namespace or "(all)",
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         gang_scheduler_name=args.gang_scheduler_name,
+        max_nodes_per_job=args.max_nodes_per_job,
         leader_elect=bool(elector),
         identity=elector.identity if elector else None,
     )
@@ -271,7 +297,7 @@ async def run(args: argparse.Namespace) -> int:
                 cert_validity=args.webhook_cert_validity,
                 reuse_port=args.webhook_reuse_port,
             ),
-            cache_facts(manager.readers, args.gang_scheduler_name),
+            cache_facts(manager.readers, args.gang_scheduler_name, args.max_nodes_per_job),
         )
         synced = asyncio.Event()
 

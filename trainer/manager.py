@@ -12,7 +12,10 @@ started: :attr:`Manager.informers` is the one list.
 
 With a :class:`~trainer.kube.leader.LeaderElector`, the caches start (and :attr:`Manager.ready` is
 set) at once, but the workers only once this process leads; a lost Lease cancels the workers at
-once and :meth:`Manager.run` raises :class:`~trainer.kube.leader.LeadershipLost`. :meth:`Manager.stop`
+once and :meth:`Manager.run` raises :class:`~trainer.kube.leader.LeadershipLost`. The controllers
+then write through :attr:`Manager.writer`, fenced by the elector's renew deadline: a write refused
+(:class:`~trainer.kube.leader.FencedWrite`) is never sent and ends :meth:`Manager.run` the same way.
+Readiness (:meth:`Manager.not_ready`, ``/readyz``) needs every cache listed and watched now. :meth:`Manager.stop`
 is the graceful end (SIGTERM): idle workers stop, in-flight reconciles get ``shutdown_timeout``
 seconds to finish, then the Lease is released so a standby takes over at once. Every reconcile is
 counted in :class:`~trainer.metrics.Metrics` and logs with its object key bound
@@ -38,9 +41,11 @@ from trainer.gang.base import GangScheduler
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
 from trainer.kube.client import JSON, ApiError, Kube
 from trainer.kube.events import EventRecorder
-from trainer.kube.leader import LeaderElector
+from trainer.kube.leader import LeaderElector, LeadershipLost
+from trainer.kube.projection import projection
 from trainer.kube.queue import WorkQueue
 from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
+from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.trainjobstatus import Injection
 
 log = structlog.get_logger("trainer.manager")
@@ -62,6 +67,12 @@ class Settings:
     """TrainJobs carry ``Running`` and ``Suspended=False`` conditions (``--trainjob-running-condition``)."""
     status_server_url: str | None = None
     """``https://<host>:<port>`` of the status server trainer pods report progress to; None: none."""
+    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+    """The most nodes a job may have (``--max-nodes-per-job``): numNodes and the pods of any replicated job
+    of a TrainJob, the workers of an MPIJob; 0: no limit."""
+    status_coalesce_seconds: float = 1.0
+    """Seconds a progress-only status change (``jobsStatus``, ``replicaStatuses``) may wait to be written
+    together with later ones (``--status-coalesce-seconds``); 0 writes each at once."""
 
 
 def default_controllers(scheduler: GangScheduler) -> list[Controller]:
@@ -84,7 +95,9 @@ class Manager:
         self.metrics = metrics if metrics is not None else Metrics()
         self.gang = gang.get(settings.gang_scheduler_name)
         self.controllers = controllers if controllers is not None else default_controllers(self.gang)
-        events = EventRecorder(kube)
+        self.writer = kube.fenced(elector.check_write) if elector is not None else kube
+        """What the controllers and their Events write through: ``kube``, fenced by the elector if any."""
+        events = self.events = EventRecorder(self.writer)
         self._informers: dict[tuple[Resource, str | None], Informer] = {}
         self.readers: dict[str, Reader] = {}
         self.queues: dict[str, WorkQueue[Key]] = {}
@@ -101,10 +114,20 @@ class Manager:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
             injection = Injection(settings.status_server_url.rstrip("/")) if settings.status_server_url else None
             running = settings.trainjob_running_condition
-            context = Context(kube, reader, events, self.gang, self.metrics, running, injection)
+            context = Context(
+                self.writer,
+                reader,
+                events,
+                self.gang,
+                self.metrics,
+                running,
+                injection,
+                settings.max_nodes_per_job,
+                settings.status_coalesce_seconds,
+            )
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
-        """Set once the caches are synced (leading or not): ``/readyz``."""
+        """Set once the caches are synced (leading or not); see :meth:`not_ready` for ``/readyz``."""
         self._stop = asyncio.Event()
         self._stopping = False
         self._busy: set[asyncio.Task[Any] | None] = set()
@@ -113,13 +136,25 @@ class Manager:
         key = (res, label)
         if key not in self._informers:
             namespace = self.settings.namespace if res.namespaced else None
-            self._informers[key] = Informer(self.kube, res, namespace, label_selector=label)
+            self._informers[key] = Informer(self.kube, res, namespace, label_selector=label, transform=projection(res))
         return self._informers[key]
 
     @property
     def informers(self) -> list[Informer]:
         """Every informer the declarations name, each once: exactly what :meth:`run` starts."""
         return list(self._informers.values())
+
+    def not_ready(self) -> str | None:
+        """Why this process is not ready (``/readyz``), None when it is: ready once every cache has
+        listed, and while every one is watched (:attr:`~trainer.kube.cache.Informer.healthy`; a watch
+        that ends normally and is reopened stays healthy, a failed one is not until it lists again),
+        leading or not. The reason names the caches: ``not synced: <names>`` before the first sync,
+        ``not watching: <names>`` after."""
+        if not self.ready.is_set():
+            names = [i.name for i in self.informers if not i.synced.is_set()]
+            return "not synced: " + (", ".join(names) or "starting")
+        names = [i.name for i in self.informers if not i.healthy]
+        return "not watching: " + ", ".join(names) if names else None
 
     async def _worker(self, controller: str) -> None:
         queue, reconcile = self.queues[controller], self.reconcilers[controller]
@@ -137,6 +172,8 @@ class Manager:
                 requeue = await reconcile(key)
             except asyncio.CancelledError:
                 result = None
+                raise
+            except LeadershipLost:  # a fenced write: this process may write no more; run() ends
                 raise
             except (TerminalError, UndeclaredRead) as e:
                 terminal = True
@@ -214,6 +251,7 @@ class Manager:
         tasks: list[asyncio.Task[Any]] = [
             asyncio.create_task(i.run(), name=f"informer-{i.res.plural}") for i in self.informers
         ]
+        tasks.append(asyncio.create_task(self.events.run(), name="event-series"))
         workers: list[asyncio.Task[None]] = []
         lease: asyncio.Task[None] | None = None
         try:

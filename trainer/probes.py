@@ -3,9 +3,11 @@
 * metrics on ``--metrics-bind-address`` (default ``:8080``): ``GET /metrics``, the Prometheus text
   format of the operator's own registry (:class:`trainer.metrics.Metrics`);
 * probes on ``--health-probe-bind-address`` (default ``:8081``): ``GET /healthz`` answers 200 while
-  the process serves at all (liveness), ``GET /readyz`` 200 once the caches are synced and 500
-  before (readiness). A standby replica waiting for the leader Lease is ready: it would take over
-  with warm caches.
+  the process serves at all (liveness), ``GET /readyz`` 200 while every cache has listed and is
+  being watched, else 500 with the check that failed and why, as controller-runtime's ``healthz``
+  handler words it (``sigs.k8s.io/controller-runtime`` ``pkg/healthz/healthz.go``), e.g.
+  ``[-]informers-synced failed: not watching: trainjobs.trainer.kubeflow.org``. A standby replica
+  waiting for the leader Lease is ready: it would take over with warm caches.
 
 A bind address is ``host:port``; ``:port`` listens on every interface, port ``0`` on a free port
 (the one chosen is logged and returned), and the address ``0`` alone disables the server, as in
@@ -49,16 +51,23 @@ def metrics_app(metrics: Metrics) -> web.Application:
     return app
 
 
-def probes_app(ready: Callable[[], bool]) -> web.Application:
-    """``GET /healthz`` (always 200) and ``GET /readyz`` (200 when ``ready()``, else 500)."""
+READY_CHECK = "informers-synced"
+"""The name of the readiness check, as controller-runtime's manager names its cache check."""
+
+
+def probes_app(not_ready: Callable[[], str | None]) -> web.Application:
+    """``GET /healthz`` (always 200) and ``GET /readyz``: 200 ``ok`` when ``not_ready()`` is None,
+    else 500 with ``[-]informers-synced failed: <what not_ready() said>`` and ``healthz check failed``
+    on two lines, as controller-runtime answers a failed check."""
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(request: web.Request) -> web.Response:
-        if ready():
+        reason = not_ready()
+        if reason is None:
             return web.Response(text="ok")
-        return web.Response(status=500, text="[-]informers-synced failed: caches not synced yet\n")
+        return web.Response(status=500, text=f"[-]{READY_CHECK} failed: {reason}\nhealthz check failed\n")
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

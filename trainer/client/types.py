@@ -227,11 +227,14 @@ class Event(Model):
 
     @classmethod
     def from_dict(cls, obj: JSON) -> Event:
-        """Read a ``core/v1`` Event object."""
+        """Read a ``core/v1`` Event object (an ``events.k8s.io/v1`` one read as core/v1 counts its
+        repeats in ``series``)."""
         involved = obj.get("involvedObject") or {}
         source = obj.get("source") or {}
+        series = obj.get("series") or {}
         when = (
             obj.get("lastTimestamp")
+            or series.get("lastObservedTime")
             or obj.get("eventTime")
             or obj.get("firstTimestamp")
             or (obj.get("metadata") or {}).get("creationTimestamp")
@@ -243,7 +246,7 @@ class Event(Model):
             involved_object_kind=str(involved.get("kind") or ""),
             involved_object_name=str(involved.get("name") or ""),
             involved_object_uid=str(involved.get("uid") or ""),
-            count=int(obj.get("count") or 1),
+            count=int(obj.get("count") or series.get("count") or 1),
             time=str(when) if when else None,
             source=str(source.get("component") or obj.get("reportingComponent") or ""),
         )

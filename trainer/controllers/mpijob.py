@@ -36,6 +36,7 @@ from trainer.kube.client import JSON
 from trainer.kube.events import now_rfc3339, parse_time
 from trainer.mpijob_status import TERMINAL, desired_conditions, finished_at, replica_statuses
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.runtime_validation import mpijob_errors
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
     model = MPIJob
     warning_conditions = frozenset({COND_FAILED, COND_MISCONFIGURED})
     succeeded_condition = COND_SUCCEEDED
+    progress_fields = frozenset({"replicaStatuses"})
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
         return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]
@@ -117,7 +119,8 @@ class MPIJobReconciler(Reconciler[MPIJob, MPIJobInfo]):
             observed=observed,
             current=current,
             queue=queue,
-            invalid=validate(job),
+            # The operator's own limits only before anything was created: a started job is left be.
+            invalid=[*validate(job), *([] if observed else mpijob_errors(job, self.max_nodes_per_job))],
             finished=any(c.type in TERMINAL and c.status == "True" for c in current),
             started=any(not (j.get("spec") or {}).get("suspend") for j in observed.values()),
             ttl_left=ttl_left,

@@ -11,17 +11,22 @@ settled object writes nothing.
 
 A spec the operator cannot parse gets condition ``Failed`` once and raises
 :class:`~trainer.controller.TerminalError` (not retried). A child the apiserver refuses (422, 403)
-becomes a Warning event ``TrainJobResourcesCreationFailed`` on the job instead of a retry loop.
+becomes a Warning event ``TrainJobResourcesCreationFailed`` on the job instead of a retry loop. Any other
+exception of ours on a job's input is retried a few times (:data:`RECONCILE_ATTEMPTS`), then said on the
+job as ``Misconfigured``/``ReconcileError`` and not retried; each of these is written once, so the error
+counters stop growing.
 Mirrors the flow of kubeflow/trainer ``pkg/controller/trainjob_controller.go`` and
 kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
+import aiohttp
 import structlog
 from pydantic import BaseModel, ValidationError
 
@@ -39,15 +44,22 @@ from trainer.controller import (
     Watches,
     every_primary,
 )
+from trainer.controllers.own_writes import OwnWrites
 from trainer.diff import HASH_ANNOTATION, needs_apply, with_hash
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.events import now_rfc3339
+from trainer.kube.projection import projection
 from trainer.status import merge_conditions, transitions
 
 log = structlog.get_logger("trainer.reconciler")
 REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
+REASON_RECONCILE_ERROR = "ReconcileError"
+"""Reason of the ``Misconfigured`` condition that says an unexpected exception stopped the reconcile."""
+RECONCILE_ATTEMPTS = 5
+"""Reconciles of one job (at one generation) that may raise an unexpected exception, each retried with
+the work queue's backoff, before the exception is said on the job and the job is no longer retried."""
 
 
 J = TypeVar("J", bound=BaseModel)
@@ -103,6 +115,11 @@ class Reconciler(Generic[J, I]):
     """Condition types reported as Warning events when they turn True."""
     succeeded_condition: ClassVar[str]
     """The condition type of success (``Complete``, MPIJob's ``Succeeded``), for the outcome counters."""
+    progress_fields: ClassVar[frozenset[str]] = frozenset()
+    """Status fields that only count progress (``jobsStatus``): a change of these alone is coalesced, and
+    is not written at all while every count is zero and nothing was written before (it tells nothing)."""
+    creation_event: ClassVar[bool] = True
+    """Whether the children one reconcile creates are told in one ``SuccessfulCreate`` event."""
 
     def __init__(self, ctx: Context) -> None:
         self.kube, self.reader, self.recorder, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
@@ -113,6 +130,14 @@ class Reconciler(Generic[J, I]):
         """Outcome events already counted: (job uid, event, restart)."""
         """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
         self.metrics = ctx.metrics
+        self.own_writes = OwnWrites()
+        """What this controller wrote, until its caches have it (see :mod:`trainer.controllers.own_writes`)."""
+        self.status_delay = ctx.status_coalesce_seconds
+        self._deferred: dict[str, float] = {}
+        """Jobs whose progress-only status change waits: uid -> monotonic time it was first deferred."""
+        self.max_nodes_per_job = ctx.max_nodes_per_job
+        self._failures: dict[str, tuple[int | None, int]] = {}
+        """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""
 
     # ----------------------------------------------------------------- what each kind supplies
 
@@ -158,7 +183,7 @@ class Reconciler(Generic[J, I]):
 
     async def reconcile(self, key: Key) -> float | None:
         """Bring the children and status of the object ``key`` in line with its spec."""
-        obj = self.reader.get(self.resource, *key)
+        obj = self.own_writes.latest(self.reader, self.resource, *key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             return None
         if not self.managed_by_us(obj):
@@ -167,8 +192,68 @@ class Reconciler(Generic[J, I]):
             job = cast(J, self.model.model_validate(obj))
         except ValidationError as e:
             message = f"invalid {self.resource.kind}: {first_error(e)}"
-            await self.write_status(obj, None, self.invalid(obj, message))
-            raise TerminalError(message) from e
+            await self._terminal(obj, self.invalid(obj, message), message, e)
+            return None
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        try:
+            requeue = await self._reconcile(obj, job)
+        except (TerminalError, UndeclaredRead, ApiError, aiohttp.ClientError, OSError):
+            # Said already; a wiring bug of ours; the apiserver's trouble, an answer or none at all
+            # (connection refused or cut, timeout: it restarts): retried with backoff.
+            raise
+        except Exception as e:
+            await self._unexpected(obj, e)
+            return None
+        self._failures.pop(uid, None)
+        return requeue
+
+    async def _terminal(self, obj: JSON, conditions: list[Condition], message: str, cause: Exception) -> None:
+        """Say a failure no retry can fix on the job (its last condition of ``conditions``) and raise
+        :class:`TerminalError`, once: when the job already carries that condition (the reconcile its own
+        status write triggers, or any later one), return None, so the error counters stop growing."""
+        if _carries(obj, conditions[-1]):
+            log.debug("reconcile failure already said on the job", error=message)
+            return None
+        await self.write_status(obj, None, conditions)
+        raise TerminalError(message) from cause
+
+    async def _unexpected(self, obj: JSON, e: Exception) -> None:
+        """An exception of ours on this job's input (a bug, not the apiserver's trouble): re-raised (retried
+        with backoff) for the first :data:`RECONCILE_ATTEMPTS` - 1 failures at one generation; then said on
+        the job as ``Misconfigured`` with reason :data:`REASON_RECONCILE_ERROR` and the exception text, and
+        :class:`TerminalError` is raised (not retried until the job or one of its children changes). A job
+        already carrying that condition is left be (returns None). Raises ``ApiError`` when the condition
+        cannot be written."""
+        meta = obj.get("metadata") or {}
+        uid, generation = str(meta.get("uid") or ""), meta.get("generation")
+        seen, failures = self._failures.get(uid, (generation, 0))
+        failures = (failures if seen == generation else 0) + 1
+        self._failures[uid] = (generation, failures)
+        if len(self._failures) > 10000:
+            self._failures.pop(next(iter(self._failures)))
+        if failures < RECONCILE_ATTEMPTS:
+            raise e
+        if any(
+            c.get("type") == COND_MISCONFIGURED and c.get("reason") == REASON_RECONCILE_ERROR
+            for c in (obj.get("status") or {}).get("conditions") or []
+        ):
+            log.warning("reconcile failed again; already said on the job, not retrying", error=repr(e))
+            return None
+        message = (
+            f"the operator failed to reconcile this {self.resource.kind} {RECONCILE_ATTEMPTS} times: {e!r}; "
+            "not retried until it or one of its children changes (a bug of the operator: please report it)"
+        )
+        log.error("reconcile failed; said on the job, not retrying", error=repr(e), exc_info=e)
+        try:
+            await self.write_status(obj, None, [*self._kept(obj), problem(REASON_RECONCILE_ERROR, message)])
+        except ApiError:
+            raise
+        except Exception as again:
+            log.error("cannot write the reconcile error on the job", error=repr(again))
+        raise TerminalError(message) from e
+
+    async def _reconcile(self, obj: JSON, job: J) -> float | None:
+        """The reconcile of a job whose spec parsed (see :meth:`reconcile`)."""
         try:
             info = self.info(obj, job)
             if isinstance(info, Blocked):
@@ -184,14 +269,17 @@ class Reconciler(Generic[J, I]):
             # Input the schema let through that the pure core cannot expand (the webhook, when it
             # runs, refuses it first): said on the job, not retried until it changes.
             message = f"cannot expand the {self.resource.kind}: {e!r}; fix its spec or its runtime"
-            await self.write_status(obj, None, [*self._kept(obj), problem("InvalidSpec", message)])
-            raise TerminalError(message) from e
+            await self._terminal(obj, [*self._kept(obj), problem("InvalidSpec", message)], message, e)
+            return None
         refused = await self.write(obj, desired)
         conditions = self.conditions(info, plan)
         if conditions is not None:
             if refused:
                 conditions = _with_problem(conditions, problem(REASON_CREATION_FAILED, "; ".join(refused)))
-            await self.write_status(obj, info, conditions)
+            deferred = await self.write_status(obj, info, conditions)
+            if deferred is not None:
+                later = self.requeue_after(info)
+                return deferred if later is None else min(later, deferred)
         return self.requeue_after(info)
 
     def _kept(self, obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:
@@ -213,24 +301,52 @@ class Reconciler(Generic[J, I]):
                 log.info("deleted", kind=res.kind, name=name, propagation="Foreground")
         for res, ns, name, patch in desired.patch:
             await self.kube.merge_patch(res, ns, name, patch)
-        refused = []
-        for once in desired.once:
-            if self.reader.get(once.resource, once.namespace, once.name) is None:
-                refused.append(await self.apply(owner, once.make(), None))
-        for obj in desired.apply:
-            refused.append(await self.apply(owner, obj, self.reader.get(resource_of(obj), *key_of(obj))))
-        return [r for r in refused if r]
+        refused: list[str] = []
+        created: list[str] = []
+        todo: list[tuple[JSON, JSON | None]] = [
+            (once.make(), None)
+            for once in desired.once
+            if self.own_writes.latest(self.reader, once.resource, once.namespace, once.name) is None
+        ]
+        todo += [(obj, self.own_writes.latest(self.reader, resource_of(obj), *key_of(obj))) for obj in desired.apply]
+        for obj, existing in todo:
+            refusal, wrote = await self.apply(owner, obj, existing)
+            if refusal:
+                refused.append(refusal)
+            elif wrote and existing is None:
+                created.append(f"{obj['kind']} {obj['metadata']['name']}")
+        if created and self.creation_event:
+            # One event per batch of creations, as a person reads it (not one per object).
+            await self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
+        return refused
 
-    async def write_status(self, obj: JSON, info: I | None, desired: list[Condition]) -> None:
+    async def write_status(self, obj: JSON, info: I | None, desired: list[Condition]) -> float | None:
         """Merge ``desired`` into the conditions (transition times kept unless a status changes), record
-        an event per transition, then patch the status once, only if it changed."""
+        an event per transition, then patch the status once, only if it changed.
+
+        A change of only the kind's :attr:`progress_fields` (counts of Jobs or pods) is coalesced: it is
+        written once it has waited :attr:`status_delay` seconds (``--status-coalesce-seconds``), with
+        whatever the status is by then, or at once with the next change of anything else (conditions,
+        restarts). Returns the seconds to look again after when the write was deferred, else None."""
         old = obj.get("status") or {}
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
         generation = (obj.get("metadata") or {}).get("generation")
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
         new = self.status(obj, info, [c.to_dict() for c in merged] or None)
-        if {k: old.get(k) for k in new} == new:
-            return
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        changed = {k for k in new if old.get(k) != new[k]}
+        if not changed:
+            self._deferred.pop(uid, None)
+            return None
+        progress = info is not None and changed <= self.progress_fields
+        if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
+            return None  # counts that are all zero, where nothing was written yet: no news
+        if info is not None and self.status_delay > 0 and changed <= self.progress_fields:
+            now = time.monotonic()
+            first = self._deferred.setdefault(uid, now)
+            if now - first < self.status_delay:
+                return first + self.status_delay - now
+        self._deferred.pop(uid, None)
         # Events first: whoever sees the new condition finds its event too.
         for type_, reason, message in self.events(info):
             await self.recorder.emit(obj, type_, reason, message)
@@ -238,8 +354,11 @@ class Reconciler(Generic[J, I]):
             warning = cond.type in self.warning_conditions and cond.status == "True"
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
         meta = obj["metadata"]
-        await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
+        stored = await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
+        log.debug("status written", changed=sorted(changed), status=new)
+        self.own_writes.remember(self.resource, projection(self.resource)(stored))
         self._count_outcomes(obj, old, new)
+        return None
 
     def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
         """Count what this status write records: the first status, success, failure, a restart; each
@@ -277,45 +396,41 @@ class Reconciler(Generic[J, I]):
             owner, "Warning", REASON_CREATION_FAILED, f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
         )
 
-    async def _created(self, owner: JSON, desired: JSON, existing: JSON | None) -> None:
-        log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
-        if existing is None:
-            await self.recorder.emit(
-                owner, "Normal", "SuccessfulCreate", f"Created {desired['kind']} {desired['metadata']['name']}"
-            )
-
-    async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> str | None:
+    async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> tuple[str | None, bool]:
         """Server-side apply ``desired`` unless ``existing`` already matches it. A refusal (4xx but
         conflict and throttling) is final for that desired object: a Warning event on ``owner`` once,
-        then the same object is not sent again (until what is desired changes); returns the refusal
-        (``<Kind> <name>: <message>``), else None. Other errors raise. A suspended Job whose Pod
-        template cannot be changed in place is mended by :meth:`_mend_suspended_job`."""
+        then the same object is not sent again (until what is desired changes). Returns ``(refusal,
+        written)``: the refusal (``<Kind> <name>: <message>``) or None, and whether the object was
+        written. Other errors raise. A suspended Job whose Pod template cannot be changed in place is
+        mended by :meth:`_mend_suspended_job`."""
         desired = with_hash(desired)
-        if not needs_apply(desired, existing):
-            return None
+        project = projection(resource_of(desired))
+        if not needs_apply(desired, existing, project):
+            return None, False
         ident = (desired["kind"], *key_of(desired))
         digest = desired["metadata"]["annotations"][HASH_ANNOTATION]
         seen = self._refusals.get(ident)
         if seen is not None and seen[0] == digest:
-            return seen[1]
+            return seen[1], False
         try:
-            await self.kube.apply(desired, FIELD_MANAGER)
+            stored = await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
             if e.namespace_terminating:
-                return None
+                return None, False
             if e.invalid and desired["kind"] == JOBS.kind and await self._mend_suspended_job(owner, desired, existing):
-                return None
+                return None, True
             if 400 <= e.status < 500 and e.status not in (409, 429):
                 message = f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
                 self._refusals[ident] = (digest, message)
                 if len(self._refusals) > 10000:
                     self._refusals.pop(next(iter(self._refusals)))
                 await self._refused(owner, desired, e)
-                return message
+                return message, False
             raise
         self._refusals.pop(ident, None)
-        await self._created(owner, desired, existing)
-        return None
+        self.own_writes.remember(resource_of(desired), project(stored))
+        log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
+        return None, True
 
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
         """Kubernetes lets a suspended Job's Pod template change only in its scheduling directives, and
@@ -371,6 +486,27 @@ def declare(
             *(Owns(r) for r in gang.owns),
         ),
         watches=(*watches, *(Watches(r, every_primary(primary)) for r in gang.watches)),
+    )
+
+
+def _nothing(value: Any) -> bool:
+    """Whether a progress field holds no count at all: absent, or entries whose numbers are all zero
+    (``[{"name": "node", "active": 0, "ready": 0, ...}]``)."""
+    entries = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else []
+    if value not in (None, [], {}) and not entries:
+        return False
+    return all(
+        isinstance(e, dict) and all(not v for k, v in e.items() if isinstance(v, int) and not isinstance(v, bool))
+        for e in entries
+    )
+
+
+def _carries(obj: JSON, cond: Condition) -> bool:
+    """Whether ``obj`` already has ``cond`` (same type, status, reason and message)."""
+    return any(
+        (c.get("type"), c.get("status"), c.get("reason", ""), c.get("message", ""))
+        == (cond.type, cond.status, cond.reason, cond.message)
+        for c in (obj.get("status") or {}).get("conditions") or []
     )
 
 

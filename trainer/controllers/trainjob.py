@@ -91,6 +91,8 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
     model = TrainJob
     warning_conditions = frozenset({COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED})
     succeeded_condition = COND_COMPLETE
+    progress_fields = frozenset({"jobsStatus"})
+    creation_event = False  # as JobSet and Trainer: the Job controller tells each pod it creates
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
         failed = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
@@ -121,7 +123,7 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         if problems:
             return Blocked(self.invalid(obj, f"runtime {name!r} is invalid: {'; '.join(problems)}"))
         info = runtime_info(obj, job, runtime.spec, runtime_obj, observed, self.gang.name, injection=self.injection)
-        problems = [] if settled else trainjob_errors(info)
+        problems = [] if settled else trainjob_errors(info, self.max_nodes_per_job)
         if problems:
             return Blocked(self.invalid(obj, "; ".join(problems)))
         return info

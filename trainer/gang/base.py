@@ -12,7 +12,6 @@ itself in :mod:`trainer.gang`; the reconcilers do not change.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -243,18 +242,20 @@ def decorate(
         if rjob in skip:
             out.append(job)
             continue
-        job = copy.deepcopy(job)
-        pod = job["spec"]["template"]
-        meta = pod.setdefault("metadata", {})
+        # Copies along the path that changes only: the rest of the Job is shared with ``jobs``.
+        pod = dict(job["spec"]["template"])
+        meta = dict(pod.get("metadata") or {})
         if plan.pod_labels:
             meta["labels"] = {**(meta.get("labels") or {}), **plan.pod_labels}
         extra = {**plan.pod_annotations.get("*", {}), **plan.pod_annotations.get(rjob, {})}
         if extra:
             meta["annotations"] = {**(meta.get("annotations") or {}), **extra}
-        spec = pod.setdefault("spec", {})
+        pod["metadata"] = meta
+        spec = dict(pod.get("spec") or {})
         if plan.scheduler_name and not spec.get("schedulerName"):
             spec["schedulerName"] = plan.scheduler_name
-        out.append(job)
+        pod["spec"] = spec
+        out.append({**job, "spec": {**job["spec"], "template": pod}})
     return out
 
 

@@ -3,19 +3,25 @@
 kubernetes-asyncio supplies configuration (kubeconfig or in-cluster), TLS and authentication; this
 module adds the few verbs a controller needs for any resource, as plain JSON: list, watch, get,
 server-side apply, status merge-patch, create, update (PUT, for optimistic concurrency) and delete.
-Every request is reported to an optional observer (the ``rest_client_requests_total`` metric).
+Every request is reported to an optional observer (the ``rest_client_requests_total`` metric). A view
+made by :meth:`Kube.fenced` checks a write guard right before each write goes out (leader fencing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
 import aiohttp
+from aiohttp.client_reqrep import ClientRequest, ClientResponse
+from aiohttp.connector import Connection
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from yarl import URL
@@ -27,14 +33,20 @@ RequestObserver = Callable[[str, str, str, str, str], None]
 """Told of every request once it is answered: ``(method, code, host, verb, resource)``, with ``code`` the
 HTTP status as text or ``"<error>"`` when no answer came, as client-go labels
 ``rest_client_requests_total``; ``verb`` and ``resource`` as :func:`request_kind` names them."""
+WriteGuard = Callable[[str, str], None]
+"""Asked ``(method, path)`` right before a write is sent; raises to refuse it (then nothing is sent)."""
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods a write guard is not asked about: reads (GET, LIST, WATCH)."""
 
 
 class ApiError(Exception):
     """A non-2xx answer of the apiserver: ``status`` (HTTP code), ``reason`` and ``message`` from its
-    ``Status`` body."""
+    ``Status`` body; ``retry_after`` the seconds the answer asked to wait before trying again (a 429 or
+    5xx with ``Retry-After``, see :func:`retry_after`), None when it asked for no retry."""
 
-    def __init__(self, status: int, body: JSON | str) -> None:
+    def __init__(self, status: int, body: JSON | str, retry_after: int | None = None) -> None:
         self.status = status
+        self.retry_after = retry_after
         self.body = body if isinstance(body, dict) else {"message": body}
         self.reason = str(self.body.get("reason", ""))
         self.message = str(self.body.get("message", body))
@@ -72,6 +84,41 @@ _RETRY_AFTER = re.compile(r"[+-]?[0-9]+")
 _READ_BUFSIZE = 2**21
 """The session's read buffer, as kubernetes_asyncio's ``RESTClientObject`` sets it: one watch event
 carries a whole object, up to etcd's 1.5 MiB request limit."""
+
+
+@dataclass
+class _Fence:
+    """The write guard of the fenced write being sent, carried into aiohttp by :data:`_FENCE`."""
+
+    guard: WriteGuard
+    method: str
+    path: str
+    refused: bool = False
+
+    def check(self) -> None:
+        """Ask the guard; a refusal (whatever it raises, propagated) is remembered: nothing was sent."""
+        try:
+            self.guard(self.method, self.path)
+        except BaseException:
+            self.refused = True
+            raise
+
+
+_FENCE: ContextVar[_Fence | None] = ContextVar("trainer_kube_fence", default=None)
+
+
+class _GuardedRequest(ClientRequest):
+    """aiohttp's request (aio-libs/aiohttp ``aiohttp/client_reqrep.py``) that asks the write guard of the
+    fenced write being sent, if any, once more when its connection is ready and before its first byte is
+    written: every await on the way there (a token refresh hook, a new connection's TCP and TLS set-up)
+    is behind that check, so a write that waited across a pause of the process is refused, not sent late.
+    """
+
+    async def send(self, conn: Connection) -> ClientResponse:
+        fence = _FENCE.get()
+        if fence is not None:
+            fence.check()
+        return await super().send(conn)
 
 
 def retry_after(status: int, headers: Mapping[str, str]) -> int | None:
@@ -145,7 +192,8 @@ async def _settle_environment(api: client.ApiClient) -> None:
     ``trust_env=False`` over the very same connector (its SSL context carries the CA, client certificate
     and verification settings kubernetes_asyncio built from the configuration), and the proxy is decided
     once: the configuration's own (kubeconfig ``proxy-url``) if any, else the environment's for the
-    apiserver host. Authentication is untouched: the bearer token (and its refresh hook) is still set per
+    apiserver host. Its requests check the write guard of a fenced write at the last moment (see
+    :class:`_GuardedRequest`). Authentication is untouched: the bearer token (and its refresh hook) is still set per
     request by ``ApiClient``. Raises ``RuntimeError`` if the session has no connector.
     """
     rest = api.rest_client
@@ -154,7 +202,9 @@ async def _settle_environment(api: client.ApiClient) -> None:
     if connector is None:
         raise RuntimeError("kubernetes_asyncio's HTTP session has no connector")
     stock.detach()  # the new session owns (and closes) the connector
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=_READ_BUFSIZE)
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=_READ_BUFSIZE, request_class=_GuardedRequest
+    )
     if not rest.proxy:
         proxy = await asyncio.to_thread(_environment_proxy, str(api.configuration.host))
         if proxy is not None:
@@ -184,6 +234,25 @@ class Kube:
         """Sends of one request at most, the first included (see :func:`retry_after`)."""
         self.max_retry_wait = max_retry_wait
         """Longest wait, in seconds, before a retry, whatever ``Retry-After`` asks."""
+        self.write_guard: WriteGuard | None = None
+        """Asked before every write of this view; None: writes are not guarded (see :meth:`fenced`)."""
+
+    def fenced(self, guard: WriteGuard) -> Kube:
+        """A view of this connection (same session, same :attr:`observe` as now) whose writes, every
+        method but GET, HEAD and OPTIONS, first ask ``guard(method, path)``: right before the request is
+        handed to the HTTP session, again right before its first byte is written (after every awaited step
+        on the way: a token refresh, a new connection; sessions made by :meth:`connect`), and before each
+        resend after a 429/5xx. A guard that raises refuses the write: nothing is sent or reported to
+        :attr:`observe`, and its exception reaches the caller. Reads are never guarded. The view shares the
+        session: close the original, once.
+
+        This is how a leader's writes are fenced by its renew deadline (:mod:`trainer.kube.leader`):
+        client-go's leader election (k8s.io/client-go ``tools/leaderelection/leaderelection.go``) stops
+        the controllers once the deadline passes; the guard makes sure no write is sent after it either.
+        """
+        view = copy.copy(self)
+        view.write_guard = guard
+        return view
 
     def _observed(self, method: str, code: int | str, kind: tuple[str, str]) -> None:
         if self.observe is not None:
@@ -227,10 +296,16 @@ class Kube:
         body: Any,
         timeout: float | None,
     ) -> aiohttp.ClientResponse:
-        """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released."""
+        """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released.
+        A write of a fenced view asks its guard first (see :meth:`fenced`) and raises what it raises."""
         attempt = 1
         kind = request_kind(method, path, query, headers.get("Content-Type")) if self.observe is not None else ("", "")
+        guard = None if method.upper() in READ_METHODS else self.write_guard
+        fence = None if guard is None else _Fence(guard, method.upper(), path)
         while True:
+            if fence is not None:
+                fence.check()  # raises when refused: nothing sent
+            token = _FENCE.set(fence)  # checked again by _GuardedRequest, right before the first byte
             try:
                 resp: aiohttp.ClientResponse = await self.api.call_api(
                     path,
@@ -242,9 +317,12 @@ class Kube:
                     _preload_content=False,
                     _request_timeout=timeout,
                 )
-            except Exception:  # no answer (connection refused, timeout, TLS)
-                self._observed(method, "<error>", kind)
+            except Exception:  # no answer (connection refused, timeout, TLS), or the write was refused
+                if fence is None or not fence.refused:
+                    self._observed(method, "<error>", kind)
                 raise
+            finally:
+                _FENCE.reset(token)
             self._observed(method, resp.status, kind)
             wait = retry_after(resp.status, resp.headers)
             if wait is None or attempt >= self.max_attempts:
@@ -291,7 +369,8 @@ class Kube:
         except ValueError:
             data = text  # e.g. "404 page not found" for an API group that is not served
         if resp.status >= 300:
-            raise ApiError(resp.status, data if isinstance(data, dict) else text)
+            wait = retry_after(resp.status, resp.headers)
+            raise ApiError(resp.status, data if isinstance(data, dict) else text, wait)
         if not isinstance(data, (dict, list)):
             raise ApiError(resp.status, f"not JSON: {text[:200]}")
         return data if isinstance(data, dict) else {"items": data}
@@ -360,7 +439,8 @@ class Kube:
         try:
             if resp.status >= 300:
                 text = await resp.text()
-                raise ApiError(resp.status, json.loads(text) if text.startswith("{") else text)
+                wait = retry_after(resp.status, resp.headers)
+                raise ApiError(resp.status, json.loads(text) if text.startswith("{") else text, wait)
             while True:
                 line = await resp.content.readline()
                 if not line:

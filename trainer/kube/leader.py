@@ -17,7 +17,18 @@ The holder renews every ``retry_period``; if no renewal succeeds within ``renew_
 last one, or the Lease is seen held by someone else, :meth:`LeaderElector.keep` raises
 :class:`LeadershipLost` and the caller stops reconciling at once (controller-runtime exits the
 process). ``renew_deadline`` < ``lease_duration`` is what makes this safe: the old leader has given
-up before any candidate can consider the Lease expired. On a clean shutdown
+up before any candidate can consider the Lease expired.
+
+Writes are fenced by that deadline (:meth:`LeaderElector.check_write`, the write guard of the
+controllers' :meth:`~trainer.kube.client.Kube.fenced` connection): a write is sent only while this
+process leads and less than ``renew_deadline`` has passed, on its monotonic clock, since the start of
+its last successful acquire or renew round (so the Lease's ``renewTime`` is never older than that).
+Otherwise it is refused unsent (:class:`FencedWrite`, logged as ``write fenced``), and a refusal for
+the deadline gives leadership up for good: ``keep`` raises at once. client-go only stops the
+controllers when its renew loop notices; a process paused past the deadline (SIGSTOP, a VM freeze)
+resumes with every timer due at once, and its queued writes would race that loop. Here the deadline is
+also counted from the last successful renewal, not from the start of the current retry round as
+client-go's ``renew`` does (which allows up to ``retry_period`` more). On a clean shutdown
 :meth:`LeaderElector.release` writes an empty holder with ``leaseDurationSeconds: 1`` so a standby
 takes over on its next try (within ``retry_period``) instead of after ``lease_duration``.
 
@@ -29,6 +40,8 @@ client-go's 120 %, so a released Lease is taken over within 2.4 s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import random
 import socket
 import time
@@ -55,6 +68,11 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 class LeadershipLost(Exception):
     """The Lease could not be renewed in time, or someone else holds it now."""
+
+
+class FencedWrite(LeadershipLost):
+    """A write refused, unsent, because this process may not write now: it does not lead, or its last
+    successful renewal began ``renew_deadline`` or more ago (see :meth:`LeaderElector.check_write`)."""
 
 
 def default_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
@@ -176,6 +194,8 @@ class LeaderElector:
         self._lease: JSON | None = None
         self._observed: Observation | None = None
         self._leading = False
+        self._renewed_at: float | None = None
+        self._fenced = asyncio.Event()
 
     @property
     def leading(self) -> bool:
@@ -183,11 +203,18 @@ class LeaderElector:
         return self._leading
 
     @property
+    def renewed_at(self) -> float | None:
+        """When (``clock`` seconds) the last successful acquire or renew round began; None before any."""
+        return self._renewed_at
+
+    @property
     def holder(self) -> str:
         """The holder last seen ("" when none or not read yet)."""
         return self._observed.holder if self._observed else ""
 
     def _set_leading(self, leading: bool) -> None:
+        if leading and self._fenced.is_set():
+            return  # fenced: never leads again (the process exits, a fresh candidate starts)
         if leading != self._leading:
             self._leading = leading
             if self.on_change is not None:
@@ -222,8 +249,36 @@ class LeaderElector:
             raise
         stored = self._lease.get("spec")
         self._observed = Observation(dict(stored) if isinstance(stored, dict) else spec, self.clock())
+        self._renewed_at = now  # the round's start: renewTime is no older than this
         self._set_leading(True)
         return True
+
+    def check_write(self, method: str, path: str) -> None:
+        """The write guard (a :data:`~trainer.kube.client.WriteGuard`): returns when this process may
+        write now, i.e. it leads and its last successful acquire or renew round began less than
+        ``renew_deadline`` ago by ``clock``. Otherwise logs ``write fenced`` (``method``, ``path`` and
+        why) and raises :class:`FencedWrite`; when the deadline is why, leadership is given up for good
+        first (``on_change(False)``, and :meth:`keep` raises at once)."""
+        now = self.clock()
+        renewed = self._renewed_at
+        if self._leading and renewed is not None and now - renewed < self.renew_deadline:
+            return
+        if self._leading:
+            since = f"for {now - renewed:.1f}s" if renewed is not None else "ever"
+            reason = f"lease not renewed {since} (renew deadline {self.renew_deadline:g}s)"
+            self._fenced.set()
+            self._set_leading(False)
+        else:
+            reason = "not leading"
+        log.error(
+            "write fenced",
+            method=method,
+            path=path,
+            reason=reason,
+            lease=f"{self.namespace}/{self.name}",
+            identity=self.identity,
+        )
+        raise FencedWrite(f"{method} {path} refused: {reason}")
 
     async def _attempt(self, timeout: float) -> bool:
         try:
@@ -240,22 +295,40 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period * (1 + random.random() * JITTER))
         log.info("acquired lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if a write is fenced meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._fenced.wait()
+
+    def _deadline(self) -> float:
+        """``clock`` time by which the next renewal must succeed. Raises :class:`FencedWrite` once a
+        write was fenced, :class:`LeadershipLost` once the deadline has passed."""
+        where = f"lease {self.namespace}/{self.name}"
+        if self._fenced.is_set():
+            raise FencedWrite(f"{where}: a write was refused after the renew deadline ({self.renew_deadline:g}s)")
+        deadline = (self._renewed_at if self._renewed_at is not None else -math.inf) + self.renew_deadline
+        if self.clock() >= deadline:
+            self._set_leading(False)
+            raise LeadershipLost(f"{where} not renewed within {self.renew_deadline:g}s")
+        return deadline
+
     async def keep(self) -> None:
         """Renew every ``retry_period`` until cancelled. Raises :class:`LeadershipLost` when the Lease
-        is seen held by another, or no renewal succeeded within ``renew_deadline``."""
+        is seen held by another, or no renewal succeeded within ``renew_deadline`` of the start of the
+        last successful round (by ``clock``: a process paused that long finds out on its first step), and
+        :class:`FencedWrite` as soon as :meth:`check_write` refused a write for that reason."""
         while True:
-            await asyncio.sleep(self.retry_period)
-            deadline = self.clock() + self.renew_deadline
-            while not await self._attempt(max(0.1, deadline - self.clock())):
+            await self._pause(self.retry_period)
+            deadline = self._deadline()
+            while not await self._attempt(deadline - self.clock()):
                 if self.holder and self.holder != self.identity:
                     self._set_leading(False)
                     raise LeadershipLost(f"lease {self.namespace}/{self.name} is held by {self.holder}")
-                if self.clock() >= deadline:
-                    self._set_leading(False)
-                    raise LeadershipLost(
-                        f"lease {self.namespace}/{self.name} not renewed within {self.renew_deadline:g}s"
-                    )
-                await asyncio.sleep(min(self.retry_period, max(0.0, deadline - self.clock())))
+                deadline = self._deadline()
+                await self._pause(min(self.retry_period, deadline - self.clock()))
+                deadline = self._deadline()
+            self._deadline()  # a write may have been fenced while the renewal was on its way
 
     async def release(self) -> bool:
         """Give the Lease up if this process holds it; True when it was released. Never raises: a

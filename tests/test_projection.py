@@ -1,0 +1,100 @@
+"""What the caches keep of an object: the fields the reconcilers read, not managedFields, not a Job's
+Pod spec, not a Secret's data."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from api.kinds import CONFIGMAPS, JOBS, SECRETS, TRAINJOBS
+from tests.kube_double import RecordingKube
+from trainer.diff import needs_apply, with_hash
+from trainer.kube.cache import Informer
+from trainer.kube.projection import projection
+
+JSON = dict[str, Any]
+MANAGED = [{"manager": "trainer", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}]
+
+
+def observed_job() -> JSON:
+    """A Job as the apiserver returns it once its pods started."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "tj-node-0",
+            "namespace": "ns",
+            "uid": "j1",
+            "resourceVersion": "42",
+            "labels": {"jobset.sigs.k8s.io/replicatedjob-name": "node"},
+            "annotations": {"trainer.kubeflow.org/desired-hash": "abc"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "name": "tj",
+                    "uid": "t1",
+                    "controller": True,
+                }
+            ],
+            "managedFields": MANAGED,
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "suspend": False,
+            "template": {
+                "metadata": {"labels": {"jobset.sigs.k8s.io/jobset-name": "tj"}},
+                "spec": {"containers": [{"name": "node", "image": "x", "env": [{"name": "A", "value": "1"}] * 50}]},
+            },
+        },
+        "status": {"active": 2, "ready": 2},
+    }
+
+
+def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_spec() -> None:
+    informer = Informer(RecordingKube(), JOBS, transform=projection(JOBS))  # type: ignore[arg-type]
+    seen: list[JSON | None] = []
+    informer.add_handler(lambda old, new: seen.append(new))
+    job = observed_job()
+    original = copy.deepcopy(job)
+    informer.handle_event("ADDED", job)
+    cached = informer.get("ns", "tj-node-0")
+    assert cached is not None and seen == [cached], "handlers get the cached object"
+    assert job == original, "the transform does not change what it is given"
+    assert "managedFields" not in cached["metadata"]
+    assert cached["spec"]["template"] == {"metadata": {"labels": {"jobset.sigs.k8s.io/jobset-name": "tj"}}}
+    assert (cached["spec"]["parallelism"], cached["spec"]["completions"], cached["spec"]["suspend"]) == (2, 2, False)
+    assert cached["status"] == {"active": 2, "ready": 2}
+    assert cached["metadata"]["labels"] == job["metadata"]["labels"]
+    assert cached["metadata"]["annotations"] == job["metadata"]["annotations"]
+    assert informer.owned_by("t1") == [cached], "indexed by owner"
+    assert len(repr(cached)) < len(repr(job)) / 3
+
+
+def test_cached_secrets_keep_no_key_and_other_kinds_lose_only_managed_fields() -> None:
+    secret = {"metadata": {"name": "s", "managedFields": MANAGED}, "data": {"ssh-privatekey": "x" * 3000}, "type": "t"}
+    assert projection(SECRETS)(secret) == {"metadata": {"name": "s"}, "type": "t"}
+    for res in (TRAINJOBS, CONFIGMAPS):
+        obj = {"metadata": {"name": "o", "managedFields": MANAGED}, "spec": {"a": 1}, "data": {"k": "v"}}
+        assert projection(res)(obj) == {"metadata": {"name": "o"}, "spec": {"a": 1}, "data": {"k": "v"}}
+
+
+def test_a_projected_job_is_not_drift_but_a_changed_desire_is() -> None:
+    desired = observed_job()
+    for key in ("uid", "resourceVersion", "managedFields"):
+        del desired["metadata"][key]
+    del desired["status"]
+    desired["metadata"]["annotations"] = {}
+    desired = with_hash(desired)
+    stored = copy.deepcopy(desired)
+    stored["metadata"]["uid"] = "j1"
+    stored["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"  # the apiserver's defaults
+    cached = projection(JOBS)(stored)
+    assert needs_apply(desired, cached, projection(JOBS)) is False
+    assert needs_apply(desired, cached) is True, "without the projection the missing Pod spec looks like drift"
+    changed = copy.deepcopy(desired)
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "y"
+    assert needs_apply(with_hash(changed), cached, projection(JOBS)) is True, "the hash still tells a new Pod spec"
+    cached["spec"]["parallelism"] = 1  # someone edited the Job
+    assert needs_apply(desired, cached, projection(JOBS)) is True, "drift in a kept field is still seen"

@@ -1,0 +1,180 @@
+"""What a reconcile writes, and no more: its own writes read back before the cache has them, progress
+coalesced, one event per batch of creations, repeated events as a series."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from api.kinds import CONFIGMAPS, EVENTS, JOBS, SERVICES, TRAINJOBS
+from tests.kube_double import RecordingKube
+from tests.test_reconcile import World, _complete
+from trainer.controller import Reader
+from trainer.controllers.own_writes import OwnWrites
+from trainer.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
+
+JSON = dict[str, Any]
+
+
+def events(w: World, reason: str | None = None) -> list[JSON]:
+    return [o for (res, _), o in w.kube.objects.items() if res == EVENTS and reason in (None, o["reason"])]
+
+
+async def test_a_reconcile_on_a_cache_behind_its_own_writes_writes_nothing_again() -> None:
+    w = World("torch", "none")
+    w.kube.hold = True  # the watch delivers nothing of what the first reconcile writes
+    first = await w.reconcile()
+    assert first == 3, "the runtime snapshot, the Service, the Job (no status: nothing counted yet)"
+    assert await w.reconcile() == 0, "the second reconcile sees its own writes, not the stale cache"
+    w.kube.release()
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})  # the cache has the Job's new status
+    w.kube.hold = True  # but will not see the TrainJob's status write
+    assert await w.reconcile() == 1, "jobsStatus written"
+    assert await w.reconcile() == 0, "and not again, although the cached TrainJob has no status yet"
+    w.kube.release()
+    assert await w.reconcile() == 0
+    assert w.kube.count("apply", JOBS.kind) == w.kube.count("apply", SERVICES.kind) == 1
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 1
+
+
+async def test_a_child_deleted_after_the_cache_caught_up_is_created_again() -> None:
+    w = World("torch", "none")
+    await w.settle()
+    (job,) = w.jobs()
+    await w.kube.delete(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])  # someone deletes it
+    await w.settle()
+    assert [j["metadata"]["name"] for j in w.jobs()] == [job["metadata"]["name"]]
+    assert w.kube.count("apply", JOBS.kind) == 2
+
+
+def test_own_writes_are_read_until_the_cache_has_them() -> None:
+    kube = RecordingKube()
+    own = OwnWrites(limit=2)
+
+    class Store:
+        def __init__(self) -> None:
+            self.objects: dict[tuple[str, str], JSON] = {}
+            self.rv = 0
+
+        def get(self, namespace: str | None, name: str) -> JSON | None:
+            return self.objects.get((namespace or "", name))
+
+        def items(self) -> list[JSON]:
+            return list(self.objects.values())
+
+        def owned_by(self, uid: str) -> list[JSON]:
+            return []
+
+        def seen(self, resource_version: int) -> bool:
+            return self.rv >= resource_version
+
+    store = Store()
+    reader = Reader("test", {CONFIGMAPS: store})
+    written = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "7", "managedFields": [{}]}}
+    own.remember(CONFIGMAPS, written)
+    kept = own.latest(reader, CONFIGMAPS, "ns", "a")
+    assert kept == written, "our answer"
+    store.objects[("ns", "a")] = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "5"}}
+    assert own.latest(reader, CONFIGMAPS, "ns", "a") == kept, "an older cached object loses"
+    store.objects[("ns", "a")] = newer = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "9"}}
+    assert own.latest(reader, CONFIGMAPS, "ns", "a") is newer and len(own) == 0, "a newer one wins, for good"
+
+    own.remember(CONFIGMAPS, {"metadata": {"namespace": "ns", "name": "b", "resourceVersion": "11"}})
+    del store.objects[("ns", "a")]
+    assert own.latest(reader, CONFIGMAPS, "ns", "b") is not None, "not in the cache yet: ours"
+    store.rv = 12  # the cache has seen rv 11 and more, and has no b: deleted since
+    assert own.latest(reader, CONFIGMAPS, "ns", "b") is None
+    for name in "cde":
+        own.remember(CONFIGMAPS, {"metadata": {"namespace": "ns", "name": name, "resourceVersion": "20"}})
+    assert len(own) == 2, "bounded"
+    own.remember(CONFIGMAPS, {"metadata": {"namespace": "ns", "name": "x", "resourceVersion": "not-a-number"}})
+    assert own.latest(reader, CONFIGMAPS, "ns", "x") is None, "an opaque resourceVersion: the cache decides"
+    assert kube.writes == []
+
+
+async def test_progress_only_status_changes_wait_and_a_finished_job_is_written_at_once() -> None:
+    w = World("torch", "none", status_coalesce_seconds=30)
+    await w.settle()
+    assert w.jobs(), "children are created at once"
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 0, "counts that are all zero tell nothing"
+    for job in w.jobs():  # pods start: only progress
+        w.set_status(JOBS, job, {"active": 2, "ready": 2})
+    requeue = await w.manager.reconcilers[w.controller](w.key)
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 0, "progress waits"
+    assert requeue is not None and 0 < requeue <= 30, "and is looked at again within the delay"
+    for job in w.jobs():
+        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": 2, "conditions": [_complete()]})
+    await w.settle()
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 1, "one write: Complete, with the final counts"
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    assert status["jobsStatus"][0]["succeeded"] == 1
+    assert [c["type"] for c in status["conditions"]] == ["Complete"]
+
+
+async def test_one_event_per_batch_of_creations_of_an_mpijob() -> None:
+    w = World("mpijob", "none")
+    await w.settle()
+    (created,) = events(w, "SuccessfulCreate")
+    assert created["message"].startswith("Created ") and created["message"].count(", ") >= 2, created["message"]
+    assert created["involvedObject"]["kind"] == "MPIJob" and created["action"] == "Create"
+    assert created["reportingComponent"] == "trainer" and created["eventTime"]
+
+
+async def test_a_trainjob_tells_its_completion_not_its_creations() -> None:
+    w = World("torch", "none")
+    await w.settle()
+    assert events(w) == [], "as JobSet: the Job controller tells each pod it creates"
+    done = copy.deepcopy(w.jobs()[0])
+    w.set_status(JOBS, done, {"succeeded": 2, "conditions": [_complete()]})
+    await w.settle()
+    assert [e["reason"] for e in events(w)] == ["AllJobsCompleted"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_repeated_event_becomes_a_series_written_twice_then_per_refresh() -> None:
+    kube, clock = RecordingKube(), Clock()
+    recorder = EventRecorder(kube, "replica-a", clock=clock)  # type: ignore[arg-type]
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ns", "name": "p", "uid": "u1"}}
+    for _ in range(5):
+        await recorder.emit(obj, "Warning", "Refused", "no")
+    assert [w.verb for w in kube.writes] == ["create", "merge_patch"], "created, then made a series once"
+    (event,) = [o for (res, _), o in kube.objects.items() if res == EVENTS]
+    assert event["series"]["count"] == 2 and event["reportingInstance"] == "replica-a"
+    await recorder.emit(obj, "Warning", "Refused", "another message")
+    assert kube.writes[-1].verb == "create", "a different note is another event"
+
+    clock.now += 60
+    await recorder.refresh()
+    assert len(kube.writes) == 3, "a series is not rewritten before its refresh"
+    clock.now += SERIES_FINISH
+    await recorder.refresh()
+    assert kube.writes[-1].verb == "merge_patch" and event_count(kube) == 5, "the ended series, written once"
+    writes = len(kube.writes)
+    await recorder.emit(obj, "Warning", "Refused", "no")
+    assert len(kube.writes) == writes + 1 and kube.writes[-1].verb == "create", "after it ended: a new event"
+
+    start, writes = clock.now, len(kube.writes)
+    while clock.now - start < SERIES_REFRESH + 120:  # repeats every minute for 32 minutes
+        clock.now += 60
+        await recorder.emit(obj, "Warning", "Refused", "no")
+        await recorder.refresh()
+    verbs = [w.verb for w in kube.writes[writes:]]
+    assert verbs == ["merge_patch", "merge_patch"], "made a series, then written once per refresh"
+    assert event_count(kube) >= 32
+
+
+def event_count(kube: RecordingKube) -> int:
+    counts = [
+        (o.get("series") or {}).get("count", 1)
+        for (res, _), o in kube.objects.items()
+        if res == EVENTS and o["message"] == "no"
+    ]
+    return int(max(counts))

@@ -1,0 +1,80 @@
+"""Read-your-own-writes over the caches: a reconcile that runs before the informer has delivered what
+the previous reconcile wrote sees that write, not the older cached object, so it does not write the
+same child or the same status again.
+
+The apiserver answers every write with the stored object; :class:`OwnWrites` keeps the last answer per
+object until the cache has caught up with it. Whether it has is decided by resourceVersion, compared
+as a number: an object's own resourceVersion only grows, and an informer that has delivered an event
+at or after a given resourceVersion has delivered every change before it (one etcd revision sequence;
+what the Kubernetes "comparable resource version" semantics, KEP-5504, guarantee). A resourceVersion
+that is not a number makes the cache win, as without this module. Client-go's controllers solve the
+same problem with per-object "expectations" (k8s.io/kubernetes ``pkg/controller/controller_utils.go``
+``ControllerExpectations``); this keeps the object itself, so the next reconcile compares against
+what is really stored.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from api.kinds import Resource
+from trainer.controller import Reader
+
+JSON = dict[str, Any]
+MAX_KEPT = 512
+"""Answers kept at most (the oldest go first): enough for every reconcile in flight under a burst; the
+cache catches up within milliseconds, after which an entry is dropped at its next read."""
+
+
+def resource_version(obj: JSON | None) -> int | None:
+    """``metadata.resourceVersion`` as a number, or None when absent or not a number."""
+    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class OwnWrites:
+    """The apiserver's answers to this controller's writes, until its caches have them."""
+
+    def __init__(self, limit: int = MAX_KEPT) -> None:
+        self._kept: OrderedDict[tuple[Resource, str, str], tuple[int, JSON]] = OrderedDict()
+        self._limit = limit
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def remember(self, res: Resource, stored: JSON) -> None:
+        """Keep ``stored`` (the object a write of ``res`` returned, as the cache would keep it)."""
+        rv = resource_version(stored)
+        meta = stored.get("metadata") or {}
+        if rv is None or not meta.get("name"):
+            return
+        key = (res, str(meta.get("namespace") or ""), str(meta["name"]))
+        self._kept.pop(key, None)
+        self._kept[key] = (rv, stored)
+        while len(self._kept) > self._limit:
+            self._kept.popitem(last=False)
+
+    def latest(self, reader: Reader, res: Resource, namespace: str | None, name: str) -> JSON | None:
+        """The newer of the cached object and the last answer to a write of it: the answer while the
+        cache has not caught up with it (an older object, or none yet), else the cached object (None when
+        it was deleted since)."""
+        key = (res, namespace or "", name)
+        cached = reader.get(res, namespace, name)
+        kept = self._kept.get(key)
+        if kept is None:
+            return cached
+        rv, stored = kept
+        if cached is None:
+            if reader.seen(res, rv):
+                del self._kept[key]  # the cache has seen our write, and the object is gone since
+                return None
+            return stored
+        cached_rv = resource_version(cached)
+        if cached_rv is None or cached_rv >= rv:
+            del self._kept[key]
+            return cached
+        return stored
