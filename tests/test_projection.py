@@ -4,6 +4,7 @@ Pod spec, not a Secret's data."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, TRAINJOBS
@@ -52,7 +53,7 @@ def observed_job() -> JSON:
     }
 
 
-def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_spec() -> None:
+def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_template() -> None:
     informer = Informer(RecordingKube(), JOBS, transform=projection(JOBS))  # type: ignore[arg-type]
     seen: list[JSON | None] = []
     informer.add_handler(lambda old, new: seen.append(new))
@@ -63,7 +64,7 @@ def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_spec() -> None:
     assert cached is not None and seen == [cached], "handlers get the cached object"
     assert job == original, "the transform does not change what it is given"
     assert "managedFields" not in cached["metadata"]
-    assert cached["spec"]["template"] == {"metadata": {"labels": {"jobset.sigs.k8s.io/jobset-name": "tj"}}}
+    assert "template" not in cached["spec"] and "selector" not in cached["spec"]
     assert (cached["spec"]["parallelism"], cached["spec"]["completions"], cached["spec"]["suspend"]) == (2, 2, False)
     assert cached["status"] == {"active": 2, "ready": 2}
     assert cached["metadata"]["labels"] == job["metadata"]["labels"]
@@ -92,9 +93,21 @@ def test_a_projected_job_is_not_drift_but_a_changed_desire_is() -> None:
     stored["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"  # the apiserver's defaults
     cached = projection(JOBS)(stored)
     assert needs_apply(desired, cached, projection(JOBS)) is False
-    assert needs_apply(desired, cached) is True, "without the projection the missing Pod spec looks like drift"
+    assert needs_apply(desired, cached) is True, "without the projection the missing template looks like drift"
     changed = copy.deepcopy(desired)
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = "y"
     assert needs_apply(with_hash(changed), cached, projection(JOBS)) is True, "the hash still tells a new Pod spec"
     cached["spec"]["parallelism"] = 1  # someone edited the Job
     assert needs_apply(desired, cached, projection(JOBS)) is True, "drift in a kept field is still seen"
+
+
+def test_keys_and_short_values_are_held_once_across_cached_objects() -> None:
+    project = projection(JOBS)
+    one, two = (project(json.loads(json.dumps(observed_job()))) for _ in range(2))
+    key = next(k for k in one["metadata"]["labels"])
+    assert key is next(k for k in two["metadata"]["labels"]), "one label key string for both Jobs"
+    assert one["metadata"]["ownerReferences"][0]["uid"] is two["metadata"]["ownerReferences"][0]["uid"]
+    long = {"metadata": {"name": "c"}, "data": {"runtime.json": "x" * 1000}}
+    a, b = (projection(CONFIGMAPS)(json.loads(json.dumps(long))) for _ in range(2))
+    assert a["data"]["runtime.json"] == b["data"]["runtime.json"]
+    assert a["data"]["runtime.json"] is b["data"]["runtime.json"], "one runtime snapshot for both"

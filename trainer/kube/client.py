@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlencode, urlparse
 
 import aiohttp
 from aiohttp.client_reqrep import ClientRequest, ClientResponse
@@ -299,6 +299,7 @@ class Kube:
         """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released.
         A write of a fenced view asks its guard first (see :meth:`fenced`) and raises what it raises."""
         attempt = 1
+        data = None if body is None else json.dumps(body, separators=(",", ":"))  # once, whatever the retries
         kind = request_kind(method, path, query, headers.get("Content-Type")) if self.observe is not None else ("", "")
         guard = None if method.upper() in READ_METHODS else self.write_guard
         fence = None if guard is None else _Fence(guard, method.upper(), path)
@@ -307,16 +308,7 @@ class Kube:
                 fence.check()  # raises when refused: nothing sent
             token = _FENCE.set(fence)  # checked again by _GuardedRequest, right before the first byte
             try:
-                resp: aiohttp.ClientResponse = await self.api.call_api(
-                    path,
-                    method,
-                    query_params=list(query),
-                    header_params=dict(headers),  # call_api adds to it
-                    body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=timeout,
-                )
+                resp = await self._request_once(method, path, query, headers, data, timeout)
             except Exception:  # no answer (connection refused, timeout, TLS), or the write was refused
                 if fence is None or not fence.refused:
                     self._observed(method, "<error>", kind)
@@ -333,6 +325,44 @@ class Kube:
                 resp.release()
             await asyncio.sleep(min(wait, self.max_retry_wait))
             attempt += 1
+
+    async def _request_once(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, Any]],
+        headers: dict[str, str],
+        data: str | None,
+        timeout: float | None,
+    ) -> aiohttp.ClientResponse:
+        """One send on kubernetes_asyncio's session, with its authentication (the bearer token, refreshed
+        by its hook) and its proxy and TLS server name, but without its generic layer: ``ApiClient.call_api``
+        walks every request body through ``sanitize_for_serialization`` (a deep copy) before its
+        ``RESTClientObject.request`` serializes it again (``kubernetes_asyncio/client/api_client.py``,
+        ``rest.py``); here the body is serialized once by the caller."""
+        api, rest = self.api, self.api.rest_client
+        headers = {**api.default_headers, **headers}
+        query = list(query)
+        await api.update_params_for_auth(headers, query, ["BearerToken"])
+        url = f"{api.configuration.host}{path}"
+        if query:
+            url += "?" + urlencode(query)
+        extra: dict[str, Any] = {}
+        if rest.proxy:
+            extra["proxy"] = rest.proxy
+        if rest.proxy_headers:
+            extra["proxy_headers"] = rest.proxy_headers
+        if getattr(rest, "server_hostname", None):
+            extra["server_hostname"] = rest.server_hostname
+        response: aiohttp.ClientResponse = await rest.pool_manager.request(
+            method,
+            url,
+            data=data,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout) if timeout else aiohttp.ClientTimeout(),
+            **extra,
+        )
+        return response
 
     async def request(
         self,

@@ -1,13 +1,17 @@
 """What the caches keep of each object: only the fields the reconcilers read.
 
 Every cached object loses ``metadata.managedFields`` (nothing here reads them; they are often the
-largest part of an object). A child Job loses its Pod template's ``spec``: a Job's Pod template is
-immutable once created (but for a suspended Job's scheduling directives, which the operator itself
-sets), what the operator wants of it is in the desired-hash annotation, and the reconcilers read only
-a Job's labels, owner, ``parallelism``/``completions``/``suspend`` and ``status``. A child Secret (the
-MPI SSH key, created once and never read back) loses ``data``. The same projection is applied to a
-desired object before it is compared with a cached one (:func:`trainer.diff.needs_apply`), so a
-projected cache never looks like drift.
+largest part of an object). A child Job loses its Pod template: a Job's Pod template is immutable once
+created (but for a suspended Job's scheduling directives, which the operator itself sets), what the
+operator wants of it is in the desired-hash annotation, and the reconcilers read only a Job's labels,
+owner, ``parallelism``/``completions``/``suspend`` and ``status``. A child Secret (the MPI SSH key,
+created once and never read back) loses ``data``. The same projection is applied to a desired object
+before it is compared with a cached one (:func:`trainer.diff.needs_apply`), so a projected cache never
+looks like drift.
+
+Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
+for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
+snapshots recur across cached objects; interned, each is held once (and freed with its last user).
 
 As client-go's informer transforms (k8s.io/client-go ``tools/cache/shared_informer.go``
 ``SetTransform``) and controller-runtime's ``cache.TransformStripManagedFields``
@@ -17,6 +21,7 @@ never changes the one it is given.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +29,18 @@ from api.kinds import JOBS, SECRETS, Resource
 
 JSON = dict[str, Any]
 Projection = Callable[[JSON], JSON]
+
+
+def interned(value: Any) -> Any:
+    """``value`` rebuilt with every dict key and every string interned (lists and dicts are new; numbers,
+    booleans and None are kept)."""
+    if isinstance(value, dict):
+        return {sys.intern(k): interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interned(v) for v in value]
+    if isinstance(value, str):
+        return sys.intern(value)
+    return value
 
 
 def strip_managed_fields(obj: JSON) -> JSON:
@@ -35,15 +52,12 @@ def strip_managed_fields(obj: JSON) -> JSON:
 
 
 def job(obj: JSON) -> JSON:
-    """A batch/v1 Job without managedFields and without its Pod template's ``spec`` (the template's
-    ``metadata`` stays)."""
+    """A batch/v1 Job without managedFields, its Pod template and its selector."""
     out = strip_managed_fields(obj)
     spec = out.get("spec")
-    template = spec.get("template") if isinstance(spec, dict) else None
-    if not isinstance(template, dict) or "spec" not in template:
+    if not isinstance(spec, dict) or ("template" not in spec and "selector" not in spec):
         return out
-    kept = {k: v for k, v in template.items() if k != "spec"}
-    return {**out, "spec": {**spec, "template": kept}}  # type: ignore[dict-item]
+    return {**out, "spec": {k: v for k, v in spec.items() if k not in ("template", "selector")}}
 
 
 def secret(obj: JSON) -> JSON:
@@ -58,5 +72,12 @@ _BY_RESOURCE: dict[Resource, Projection] = {JOBS: job, SECRETS: secret}
 
 
 def projection(res: Resource) -> Projection:
-    """The projection of ``res``'s objects: :func:`job`, :func:`secret`, else :func:`strip_managed_fields`."""
-    return _BY_RESOURCE.get(res, strip_managed_fields)
+    """What the caches keep of ``res``'s objects: :func:`job`, :func:`secret`, else
+    :func:`strip_managed_fields`, then :func:`interned`."""
+    fields = _BY_RESOURCE.get(res, strip_managed_fields)
+
+    def project(obj: JSON) -> JSON:
+        kept: JSON = interned(fields(obj))
+        return kept
+
+    return project
