@@ -93,6 +93,15 @@ class Operator:
                 cwd=ROOT,
             )
 
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``: no cleanup, in-flight requests cut) and reap it; :meth:`start` runs a
+        new one. Does nothing when none runs."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 15 s; fails the test if the operator crashed."""
         if self.proc is None:

@@ -294,6 +294,53 @@ class LocalCluster:
         if purge:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
+    # --- restarting the API server alone -------------------------------------------------------
+
+    def stop_apiserver(self, timeout: float = 2.0) -> None:
+        """Stop the kube-apiserver alone: SIGTERM, then SIGKILL after ``timeout`` seconds (it stops
+        listening at once, but its graceful shutdown can outlast open watch connections by seconds).
+        etcd and every other component keep running; their clients retry until it is back."""
+        self._components["kube-apiserver"].stop(timeout)
+        self.log("stopped kube-apiserver")
+
+    def start_apiserver(self, timeout: float | None = None) -> float:
+        """Start the kube-apiserver with the flags, ports and certificates of :meth:`start` (a no-op
+        when it runs) and wait until ``/readyz`` answers 200.
+
+        Returns the ``time.monotonic()`` (seconds) of the first 200 (polled every 50 ms).
+        Raises ``RuntimeError`` when etcd is not running, the cluster was never started (no
+        ports) or the apiserver exits while starting, ``TimeoutError`` after ``timeout`` seconds
+        (default: the cluster's ``timeout``).
+        """
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        ports = self.ports
+        if len(ports) != len(PORT_NAMES):
+            raise RuntimeError(f"no ports recorded in {self.state_dir / 'ports.json'}: start() the cluster first")
+        if not self._components["etcd"].is_alive():
+            raise RuntimeError("etcd is not running: start() the whole cluster instead")
+        if not self._components["kube-apiserver"].is_alive():
+            self._start_apiserver(ports)
+        return self._wait("kube-apiserver ready", deadline, self.apiserver_ready, "kube-apiserver", interval=0.05)
+
+    def restart_apiserver(self, timeout: float | None = None) -> float:
+        """Stop the kube-apiserver (:meth:`stop_apiserver`) and start it again (:meth:`start_apiserver`).
+
+        Returns the ``time.monotonic()`` at which ``/readyz`` answered 200 again. Every component
+        that ran before still runs then (each reconnects by itself, client-go's reflectors with
+        their backoff); raises ``RuntimeError`` naming any that exited meanwhile, with its log
+        tail, and what :meth:`start_apiserver` raises.
+        """
+        running = [name for name, component in self._components.items() if component.is_alive()]
+        if "kube-apiserver" not in running:
+            raise RuntimeError("kube-apiserver is not running: nothing to restart")
+        self.stop_apiserver()
+        ready = self.start_apiserver(timeout)
+        died = [name for name in running if not self._components[name].is_alive()]
+        if died:
+            tails = "\n".join(f"{name} log:\n{self._components[name].log_tail()}" for name in died)
+            raise RuntimeError(f"{', '.join(died)} exited while the kube-apiserver restarted:\n{tails}")
+        return ready
+
     # --- components ----------------------------------------------------------------------------
 
     def _ensure_ports(self) -> dict[str, int]:
@@ -506,8 +553,11 @@ class LocalCluster:
 
     # --- readiness -----------------------------------------------------------------------------
 
-    def _wait(self, what: str, deadline: float, ready: Callable[[], bool], *components: str) -> None:
-        """Poll ``ready`` until it holds; fail early if one of ``components`` died, or at ``deadline``."""
+    def _wait(
+        self, what: str, deadline: float, ready: Callable[[], bool], *components: str, interval: float = 0.1
+    ) -> float:
+        """Poll ``ready`` every ``interval`` seconds until it holds; fail early if one of ``components``
+        died, or at ``deadline``. Returns the ``time.monotonic()`` at which it held."""
         began = time.monotonic()
         while not ready():
             for name in components:
@@ -517,8 +567,10 @@ class LocalCluster:
             if time.monotonic() > deadline:
                 tails = "\n".join(f"{name} log:\n{self._components[name].log_tail()}" for name in components)
                 raise TimeoutError(f"timed out waiting for {what}; {tails}")
-            time.sleep(0.1)
-        self.log(f"{what} ({time.monotonic() - began:.1f}s)")
+            time.sleep(interval)
+        held = time.monotonic()
+        self.log(f"{what} ({held - began:.1f}s)")
+        return held
 
     @staticmethod
     def _etcd_healthy(port: int) -> bool:
