@@ -13,6 +13,7 @@ import asyncio
 import copy
 from typing import Any
 
+import aiohttp
 import pytest
 
 from api.kinds import (
@@ -275,6 +276,29 @@ async def test_the_apiservers_errors_are_retried_not_turned_into_a_condition() -
             await w.reconcile()
     conditions = (w.kube.objects[(TRAINJOBS, w.key)].get("status") or {}).get("conditions") or []
     assert not any(c.get("reason") == "ReconcileError" for c in conditions), conditions
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ConnectionRefusedError(111, "Connection refused"), aiohttp.ServerDisconnectedError(), TimeoutError()],
+    ids=["refused", "disconnected", "timeout"],
+)
+async def test_no_answer_from_the_apiserver_is_retried_not_turned_into_a_condition(
+    error: Exception, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = World("torch", "none")
+
+    async def unreachable(*args: Any, **kwargs: Any) -> JSON:
+        raise error
+
+    monkeypatch.setattr(w.kube, "apply", unreachable)
+    for _ in range(8):  # more than the attempts an exception of ours gets
+        with pytest.raises(type(error)):
+            await w.reconcile()
+    assert not (w.kube.objects[(TRAINJOBS, w.key)].get("status") or {}).get("conditions")
+    monkeypatch.undo()
+    await w.settle()  # the apiserver answers again: the job goes on
+    assert w.jobs()
 
 
 async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent_again() -> None:
