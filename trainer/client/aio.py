@@ -29,11 +29,13 @@ from kubernetes_asyncio import config
 
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
+    CONFIGMAPS,
     EVENTS,
     JOBS,
     KUEUE_WORKLOADS,
     PODS,
     TRAINING_RUNTIMES,
+    TRAINJOBS,
     VOLCANO_PODGROUPS,
     Resource,
     resource_of,
@@ -63,6 +65,7 @@ from trainer.client.types import (
 )
 from trainer.kube.client import ApiError, Kube
 from trainer.queues import KUEUE_QUEUE_LABEL
+from trainer.runtime_info import runtime_of_snapshot, snapshot_name
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "trainer-client"
@@ -309,7 +312,7 @@ class AsyncJobClient(Generic[J]):
         when no such pod started within ``timeout`` seconds.
         """
         job = await self.get_job(name)
-        steps = self.kind.steps_of(job)
+        steps = self.kind.steps_of(job) or await self._frozen_steps(name)
         step_name, index = resolve_step(step, node, steps, self.kind.default_step)
         if steps and step_name not in steps:
             raise UnknownStepError(self._what(name), step_name, steps)
@@ -405,6 +408,21 @@ class AsyncJobClient(Generic[J]):
             for item in items:
                 objects[(kind, str(item["metadata"]["name"]))] = item["metadata"].get("uid")
         return related_events(events, objects)
+
+    async def _frozen_steps(self, name: str) -> list[str]:
+        """The replicated jobs of TrainJob ``name`` from the runtime snapshot the operator writes before
+        any child (``<name>-runtime-snapshot``), for when ``jobsStatus`` does not list them yet (the
+        operator writes no status before the Job controller counted something); empty when there is no
+        snapshot (yet) or it cannot be read."""
+        if self.kind.resource != TRAINJOBS:
+            return []
+        try:
+            snapshot = await self.kube.get_or_none(CONFIGMAPS, self.namespace, snapshot_name(name))
+        except ApiError:
+            return []
+        runtime = runtime_of_snapshot(snapshot) if snapshot is not None else None
+        template = (((runtime or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        return [str(r.get("name")) for r in template.get("replicatedJobs") or [] if isinstance(r, dict)]
 
     async def _get_optional(self, path: str, query: dict[str, str] | None = None) -> JSON | None:
         """``GET path``: the object, or None on 404 (also when the kind's CRD is not installed: the
