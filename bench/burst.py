@@ -23,14 +23,30 @@ time and never deleted; after each batch is Complete (with ``--suspend``: suspen
 children must exist) and the operator has gone quiet, its RSS is recorded. Printed: the curve
 (TrainJobs kept, RSS MiB) and its least-squares slope in MiB per 1,000 TrainJobs.
 
-The machine (cores, memory) and N come first; ``--json PATH`` writes every figure as JSON too. Exits
-1 when a phase times out (``--timeout``), naming the phase and how many objects it saw.
+``--compare REF`` (a git ref of this repository: ``HEAD~5``, a commit hash) measures twice, one run
+after the other, each on its own fresh cluster: first the operator of REF, from a temporary
+``git worktree add --detach`` of it (cwd and ``PYTHONPATH`` the worktree, the same interpreter, the
+CRDs of its ``config/crd/bases``; removed with ``git worktree remove --force`` after its run), then the
+operator of this checkout (the raw-client baseline runs for this one only). Both blocks are printed,
+labelled with their short commit hashes (``-dirty``: this checkout has uncommitted changes), then one
+line per figure with both values and their ratio this/REF: CPU ms and writes per TrainJob, the RSS slope
+per 1,000 TrainJobs (``--keep``), peak RSS, the seconds to every child and to every ``Complete`` (with
+``--keep``: summed over the batches). Only the flags every version of the operator has are passed
+(``--namespace``, ``--kubeconfig``, ``--log-format``, ``--metrics-bind-address``,
+``--health-probe-bind-address``). An operator without ``trainer_apiserver_requests_total`` is read
+from ``rest_client_requests_total`` instead, by method only (every method but GET writes; the
+resource shows as ``*``), and its block says so.
+
+The machine (cores, memory) and N come first; ``--json PATH`` writes every figure as JSON too (with
+``--compare``: both runs, under ``ref`` and ``this``, and the ``ratios``). Exits 1 when a phase times
+out (``--timeout``), naming the phase and how many objects it saw.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import math
@@ -40,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,9 +76,17 @@ JSON = dict[str, Any]
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"
 READ_VERBS = frozenset({"GET", "LIST", "WATCH"})
-"""Verbs of ``trainer_apiserver_requests_total`` that read; every other one writes."""
+"""Verbs of ``trainer_apiserver_requests_total`` that read; every other one writes. GET is also the
+only reading method of ``rest_client_requests_total`` (lists and watches are GETs)."""
 Counts = dict[tuple[str, str, str], float]
 """``trainer_apiserver_requests_total`` samples: ``(verb, resource, code) -> requests``."""
+REQUESTS_METRIC = "trainer_apiserver_requests_total"
+"""Requests of the operator by verb and resource (the apiserver's ``apiserver_request_total`` labels)."""
+REST_METRIC = "rest_client_requests_total"
+"""Requests by ``method``, ``code`` and ``host`` (client-go's series), which every version of the operator
+exports: the fallback when :data:`REQUESTS_METRIC` is missing."""
+ANY_RESOURCE = "*"
+"""The resource of the rows read from :data:`REST_METRIC`, which has none."""
 NODES = 8
 """KWOK nodes of the cluster; their pod capacity is sized by :func:`pods_per_node`."""
 
@@ -74,16 +98,38 @@ class PhaseTimeout(Exception):
 # --- pure parts: metrics text, writes per TrainJob, /proc, the slope --------------------------------
 
 
-def parse_requests(text: str) -> Counts:
-    """The ``trainer_apiserver_requests_total`` samples of a Prometheus text exposition, by
-    ``(verb, resource, code)``; other metrics are ignored. Raises ``ValueError`` on text the
-    Prometheus parser (prometheus_client ``parser.text_string_to_metric_families``) refuses."""
+def requests_metric(text: str) -> str:
+    """The metric to count an operator's requests by, from its Prometheus text exposition:
+    :data:`REQUESTS_METRIC` when the text has that family (samples or only its ``# TYPE`` line), else
+    :data:`REST_METRIC`. Raises ``ValueError`` when it has neither, or on text the Prometheus parser
+    (prometheus_client ``parser.text_string_to_metric_families``) refuses."""
+    names: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        names.add(family.name)  # a counter's family drops "_total"; its samples keep it
+        names.update(s.name for s in family.samples)
+    for metric in (REQUESTS_METRIC, REST_METRIC):
+        if metric in names or metric.removesuffix("_total") in names:
+            return metric
+    raise ValueError(f"neither {REQUESTS_METRIC} nor {REST_METRIC} in the metrics")
+
+
+def parse_requests(text: str, metric: str = REQUESTS_METRIC) -> Counts:
+    """The samples of ``metric`` in a Prometheus text exposition, by ``(verb, resource, code)``; other
+    metrics are ignored. With :data:`REST_METRIC` the verb is the HTTP ``method`` and the resource
+    :data:`ANY_RESOURCE` (every ``host`` summed). Raises ``ValueError`` on another ``metric`` and on
+    text the Prometheus parser (prometheus_client ``parser.text_string_to_metric_families``) refuses."""
+    if metric not in (REQUESTS_METRIC, REST_METRIC):
+        raise ValueError(f"no requests metric {metric!r}")
     out: Counts = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == "trainer_apiserver_requests_total":
+            if s.name != metric:
+                continue
+            if metric == REQUESTS_METRIC:
                 key = (s.labels.get("verb", ""), s.labels.get("resource", ""), s.labels.get("code", ""))
-                out[key] = out.get(key, 0.0) + float(s.value)
+            else:
+                key = (s.labels.get("method", ""), ANY_RESOURCE, s.labels.get("code", ""))
+            out[key] = out.get(key, 0.0) + float(s.value)
     return out
 
 
@@ -145,6 +191,59 @@ def pods_per_node(pods: int, nodes: int = NODES) -> int:
     return max(110, math.ceil(pods / nodes) + 10)
 
 
+COMPARED = (
+    ("cpu_ms_per_trainjob", "CPU ms per TrainJob"),
+    ("writes_per_trainjob", "writes per TrainJob"),
+    ("rss_slope_mib_per_1000", "RSS slope, MiB per 1,000 TrainJobs"),
+    ("rss_peak_mib", "peak RSS, MiB"),
+    ("children_seconds", "seconds to every child"),
+    ("complete_seconds", "seconds to every Complete"),
+)
+"""The figures ``--compare`` sets side by side: ``(key of`` :func:`summary` ``, label)``."""
+
+
+def ratio(this: float | None, ref: float | None) -> float | None:
+    """``this / ref`` rounded to 3 decimals; 1.0 when both are 0; ``None`` when either is missing
+    (``None``) or only ``ref`` is 0."""
+    if this is None or ref is None:
+        return None
+    if ref == 0:
+        return 1.0 if this == 0 else None
+    return round(this / ref, 3)
+
+
+def summary(run: JSON) -> dict[str, float | None]:
+    """The :data:`COMPARED` figures of one run's figures (the ``operator`` phase's, or the ``keep``
+    curve's when there is one: CPU and writes over every batch, seconds summed over the batches); a
+    figure the run did not reach or does not measure (the slope without ``--keep``) is ``None``."""
+    keep = run.get("keep")
+    if keep:
+        return {
+            "cpu_ms_per_trainjob": keep.get("cpu_ms_per_trainjob"),
+            "writes_per_trainjob": keep.get("writes_per_trainjob"),
+            "rss_slope_mib_per_1000": keep.get("slope_mib_per_1000"),
+            "rss_peak_mib": keep.get("rss_peak_mib"),
+            "children_seconds": keep.get("children_seconds"),
+            "complete_seconds": keep.get("complete_seconds"),
+        }
+    op = run.get("operator") or {}
+    return {
+        "cpu_ms_per_trainjob": op.get("cpu_ms_per_trainjob"),
+        "writes_per_trainjob": op.get("writes_per_trainjob_total"),
+        "rss_slope_mib_per_1000": None,
+        "rss_peak_mib": (op.get("rss_mib") or {}).get("peak"),
+        "children_seconds": op.get("children_seconds"),
+        "complete_seconds": op.get("complete_seconds"),
+    }
+
+
+def compare(this: JSON, ref: JSON) -> dict[str, JSON]:
+    """Per :data:`COMPARED` key, ``{"this": value, "ref": value, "ratio": this/REF}`` of two runs'
+    figures (see :func:`summary` and :func:`ratio`)."""
+    a, b = summary(this), summary(ref)
+    return {key: {"this": a[key], "ref": b[key], "ratio": ratio(a[key], b[key])} for key, _ in COMPARED}
+
+
 # --- the operator process and its /proc figures ------------------------------------------------------
 
 
@@ -169,12 +268,17 @@ def read_usage(pid: int) -> Usage:
 
 
 class Operator:
-    """``python -m trainer`` on the cluster as its own process, with its defaults but for the namespace
-    it watches and loopback metrics and probe ports; its output goes to ``log``."""
+    """``python -m trainer`` of the checkout at ``root`` (its cwd and ``PYTHONPATH``, so that checkout's
+    ``trainer`` package is imported; this interpreter) on the cluster as its own process, with its
+    defaults but for the namespace it watches and loopback metrics and probe ports; its output goes to
+    ``log``. Only flags every version of the operator has are passed."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path, root: Path = ROOT) -> None:
         """Describe the process; nothing runs before :meth:`start`."""
         self.metrics_port, self.health_port = free_ports(2)
+        self.root = root
+        self.metric: str | None = None
+        """The metric its requests are counted by (:func:`requests_metric`), known after a scrape."""
         self.args = [
             sys.executable,
             "-m",
@@ -202,8 +306,10 @@ class Operator:
 
     def start(self) -> None:
         """Start the process (returns at once; see :meth:`wait_ready`)."""
+        path = os.pathsep.join(p for p in (str(self.root), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path}
         with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, cwd=self.root, env=env)
 
     async def wait_ready(self, timeout: float) -> None:
         """Wait until ``/readyz`` answers 200 (caches synced). Raises :class:`PhaseTimeout` after
@@ -223,12 +329,16 @@ class Operator:
         raise PhaseTimeout(f"operator start: /readyz not 200 after {timeout:.0f} s")
 
     async def scrape(self) -> Counts:
-        """Its ``trainer_apiserver_requests_total`` now (see :func:`parse_requests`)."""
+        """Its requests now, by :attr:`metric` (chosen by the first scrape; see :func:`requests_metric`
+        and :func:`parse_requests`). Raises ``ValueError`` when it exports neither metric."""
         async with (
             aiohttp.ClientSession() as http,
             http.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as r,
         ):
-            return parse_requests(await r.text())
+            text = await r.text()
+        if self.metric is None:
+            self.metric = requests_metric(text)
+        return parse_requests(text, self.metric)
 
     def usage(self) -> Usage:
         """Its CPU and memory now (see :func:`read_usage`)."""
@@ -519,6 +629,8 @@ async def keep_phase(run: Run) -> JSON:
     run.figures["keep"] = out
     print(f"{'kept':>7} {'children s':>10} {'Complete s':>10} {'writes/TJ':>9} {'CPU ms/TJ':>9} {'RSS MiB':>8}")
     print(f"{0:>7} {'':>10} {'':>10} {'':>9} {'':>9} {points[0]['rss_mib']:>8.1f}", flush=True)
+    cpu = writes_all = children_all = 0.0
+    complete_all: float | None = None if args.suspend else 0.0
     for first in range(0, args.n, args.batch):
         batch = trainjobs(range(first, min(args.n, first + args.batch)), BENCH_NS, args.suspend)
         kept = first + len(batch)
@@ -543,6 +655,19 @@ async def keep_phase(run: Run) -> JSON:
             "rss_mib": round(end.rss, 1),
         }
         points.append(point)
+        cpu, writes_all, children_all = (
+            cpu + end.cpu - start.cpu,
+            writes_all + sum(delta.values()),
+            children_all + children,
+        )
+        if complete_all is not None and done is not None:
+            complete_all += done
+        out.update(
+            cpu_ms_per_trainjob=round(cpu * 1000 / kept, 2),
+            writes_per_trainjob=round(writes_all / kept, 3),
+            children_seconds=round(children_all, 2),
+            complete_seconds=None if complete_all is None else round(complete_all, 2),
+        )
         shown = "-" if done is None else f"{done:.1f}"
         print(
             f"{kept:>7} {children:>10.1f} {shown:>10} {writes:>9.2f} {point['cpu_ms_per_trainjob']:>9.1f} "
@@ -557,6 +682,13 @@ async def keep_phase(run: Run) -> JSON:
         f"RSS peak {out['rss_peak_mib']:.1f} MiB; slope "
         + ("n/a (one batch)" if slope is None else f"{slope:.2f}")
         + " MiB per 1,000 TrainJobs (least squares over the points after each batch)"
+    )
+    print(
+        f"over every batch: {out['cpu_ms_per_trainjob']:.1f} CPU ms and {out['writes_per_trainjob']:.2f} writes per "
+        f"TrainJob, {out['children_seconds']:.1f} s to children"
+        + ("" if out["complete_seconds"] is None else f", {out['complete_seconds']:.1f} s to Complete")
+        + " (seconds summed over the batches)",
+        flush=True,
     )
     return out
 
@@ -605,8 +737,11 @@ def print_baseline(out: JSON) -> None:
 # --- main --------------------------------------------------------------------------------------------
 
 
-async def measure(run_args: argparse.Namespace, cluster: LocalCluster, op: Operator, figures: JSON) -> None:
-    """Every phase the flags ask for, on the running cluster and operator; figures go to ``figures``."""
+async def measure(
+    run_args: argparse.Namespace, cluster: LocalCluster, op: Operator, figures: JSON, baseline: bool = True
+) -> None:
+    """Every phase the flags ask for, on the running cluster and operator (the raw-client baseline only
+    with ``baseline``); figures go to ``figures``."""
     kube = await Kube.connect(str(cluster.kubeconfig))
     runtime = load("torch-distributed.yaml")
     run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per_trainjob(runtime), figures=figures)
@@ -618,7 +753,14 @@ async def measure(run_args: argparse.Namespace, cluster: LocalCluster, op: Opera
         figures["operator_pid"] = op.pid
         await op.wait_ready(float(run_args.timeout))
         await wait_quiet(op, run_args.quiet_seconds, float(run_args.timeout))
+        figures["writes_metric"] = op.metric
         print(f"operator pid {op.pid} ready, watching namespace {BENCH_NS}", flush=True)
+        if op.metric == REST_METRIC:
+            print(
+                f"  this operator has no {REQUESTS_METRIC}: writes are read from {REST_METRIC}, by method only "
+                f"(every method but GET is a write; resource {ANY_RESOURCE})",
+                flush=True,
+            )
         run.children = [Tracker(kube, res, BENCH_NS, owned_by_trainjob) for res in CHILD_KINDS]
         run.completed = Tracker(kube, TRAINJOBS, BENCH_NS, complete)
         for t in (*run.children, run.completed):
@@ -627,11 +769,66 @@ async def measure(run_args: argparse.Namespace, cluster: LocalCluster, op: Opera
             await keep_phase(run)
             return
         result = await operator_phase(run)
-        await baseline_phase(run, float(result["children_seconds"]))
+        if baseline:
+            await baseline_phase(run, float(result["children_seconds"]))
     finally:
         for t in (*run.children, *((run.completed,) if run.completed else ())):
             await t.stop()
         await kube.close()
+
+
+# --- the checkouts measured --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A checkout whose operator is measured: its directory, commit and label (the short hash)."""
+
+    root: Path
+    commit: str
+    label: str
+
+    def describe(self) -> JSON:
+        """Its commit and label, for the JSON."""
+        return {"commit": self.commit, "label": self.label}
+
+
+def git(*args: str, cwd: Path = ROOT) -> str:
+    """The stripped output of ``git args`` run in ``cwd``. Raises ``subprocess.CalledProcessError``
+    when git fails."""
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def this_checkout() -> Checkout:
+    """This checkout: HEAD's short hash, with ``-dirty`` when files differ from it or are untracked
+    (as ``git describe --dirty``, untracked files counted: the operator imports them too)."""
+    dirty = "-dirty" if git("status", "--porcelain") else ""
+    return Checkout(ROOT, git("rev-parse", "HEAD"), git("rev-parse", "--short", "HEAD") + dirty)
+
+
+def resolve(ref: str) -> str:
+    """The full hash of the commit ``ref`` names in this repository. Raises ``ValueError`` when it
+    names none."""
+    try:
+        return git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    except subprocess.CalledProcessError:
+        raise ValueError(f"--compare {ref}: no such commit in this repository") from None
+
+
+@contextlib.contextmanager
+def worktree(commit: str) -> Iterator[Checkout]:
+    """A temporary ``git worktree add --detach`` of ``commit``, removed on exit with
+    ``git worktree remove --force``."""
+    path = Path(tempfile.mkdtemp(prefix="bench-burst-ref-"))
+    git("worktree", "add", "--detach", str(path), commit)
+    try:
+        yield Checkout(path, commit, git("rev-parse", "--short", commit))
+    finally:
+        git("worktree", "remove", "--force", str(path))
+
+
+# --- main --------------------------------------------------------------------------------------------
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -651,6 +848,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--suspend", action="store_true", help="suspended TrainJobs: wait for their children, not Complete (no pods)"
     )
+    p.add_argument(
+        "--compare",
+        metavar="REF",
+        help="also measure the operator of git ref REF (first, on its own cluster) and print the ratios this/REF",
+    )
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
     args = p.parse_args(argv)
     if args.n < 1 or args.batch < 1 or args.concurrency < 1 or args.idle_seconds <= 0:
@@ -658,9 +860,63 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseline: bool) -> int:
+    """Start a fresh cluster (the CRDs of ``checkout``), measure the operator of ``checkout`` on it and
+    stop both; figures go to ``figures``. Returns 0, or 1 when a phase timed out."""
+    pods = 2 * (min(args.batch, args.n) if args.keep else args.n)
+    with tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp:
+        per_node = pods_per_node(pods)
+        cluster = LocalCluster(
+            Path(tmp),
+            nodes=NODES,
+            node_cpu=str(per_node),
+            node_memory=f"{2 * per_node}Gi",
+            pods_per_node=per_node,
+            extra_crds=[checkout.root / "config" / "crd" / "bases"],
+        )
+        cluster.start()
+        op = Operator(cluster.kubeconfig, BENCH_NS, Path(tmp) / "operator.log", root=checkout.root)
+        try:
+            asyncio.run(measure(args, cluster, op, figures, baseline))
+        except PhaseTimeout as e:
+            print(f"TIMEOUT: {e}", flush=True)
+            figures["timeout"] = str(e)
+            return 1
+        finally:
+            op.stop()
+            cluster.stop()
+    return 0
+
+
+def print_ratios(rows: dict[str, JSON], this: str, ref: str, ref_metric: str | None = REQUESTS_METRIC) -> None:
+    """One line per :data:`COMPARED` figure: both values and the ratio this/REF (rows of :func:`compare`);
+    ``ref_metric``: what REF's writes were read from (:attr:`Operator.metric`)."""
+    print(f"=== this/REF: {this} / {ref} (one run each, REF first, each on its own cluster) ===")
+    print(f"  {'':<38} {this:>14} {ref:>14} {'this/REF':>9}")
+
+    def shown(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    for key, label in COMPARED:
+        row = rows[key]
+        r = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        print(f"  {label:<38} {shown(row['this']):>14} {shown(row['ref']):>14} {r:>9}")
+    if ref_metric == REST_METRIC:
+        print(f"  ({ref}'s writes: {REST_METRIC}, every method but GET; the same requests, not by resource)")
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the bench; 0 on success, 1 when a phase timed out."""
+    """Run the bench; 0 on success, 1 when a phase timed out, 2 on a ``--compare`` naming no commit."""
     args = parse_args(argv)
+    this = this_checkout()
+    ref_commit = None
+    if args.compare:
+        try:
+            ref_commit = resolve(args.compare)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
     figures: JSON = {"machine": machine(), "n": args.n, "concurrency": args.concurrency, "keep": None}
     m = figures["machine"]
     mode = (
@@ -674,29 +930,21 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     figures["phase_order"] = ["keep"] if args.keep else ["operator", "baseline"]
-    pods = 2 * (min(args.batch, args.n) if args.keep else args.n)
-    code = 0
-    with tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp:
-        per_node = pods_per_node(pods)
-        cluster = LocalCluster(
-            Path(tmp),
-            nodes=NODES,
-            node_cpu=str(per_node),
-            node_memory=f"{2 * per_node}Gi",
-            pods_per_node=per_node,
-            extra_crds=[ROOT / "config" / "crd" / "bases"],
-        )
-        cluster.start()
-        op = Operator(cluster.kubeconfig, BENCH_NS, Path(tmp) / "operator.log")
-        try:
-            asyncio.run(measure(args, cluster, op, figures))
-        except PhaseTimeout as e:
-            print(f"TIMEOUT: {e}", flush=True)
-            figures["timeout"] = str(e)
-            code = 1
-        finally:
-            op.stop()
-            cluster.stop()
+    if ref_commit is None:
+        figures["checkout"] = this.describe()
+        code = run_once(args, this, figures, baseline=True)
+    else:
+        del figures["keep"]
+        with worktree(ref_commit) as ref:
+            figures["compare"] = {"ref": {**ref.describe(), "ref": args.compare}, "this": this.describe()}
+            figures["ref"], figures["this"], figures["run_order"] = {"keep": None}, {"keep": None}, ["ref", "this"]
+            named = "" if ref.commit.startswith(args.compare) else f" ({args.compare})"
+            print(f"=== REF {ref.label}{named}: its operator and CRDs, from a worktree ===", flush=True)
+            code = run_once(args, ref, figures["ref"], baseline=False)
+        print(f"=== this checkout {this.label}: its operator and CRDs ===", flush=True)
+        code = max(code, run_once(args, this, figures["this"], baseline=True))
+        figures["ratios"] = compare(figures["this"], figures["ref"])
+        print_ratios(figures["ratios"], this.label, ref.label, figures["ref"].get("writes_metric"))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
     return code

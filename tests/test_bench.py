@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import copy
 import statistics
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from api.kinds import CONFIGMAPS, JOBS, SERVICES, TRAINJOBS
 from bench.burst import (
+    ANY_RESOURCE,
+    COMPARED,
+    REQUESTS_METRIC,
+    REST_METRIC,
+    Operator,
+    compare,
     complete,
     cpu_seconds,
     jobs_per_trainjob,
@@ -20,13 +29,19 @@ from bench.burst import (
     parse_requests,
     per_trainjob,
     pods_per_node,
+    print_ratios,
+    ratio,
+    requests_metric,
+    resolve,
     slope_per_1000,
     status_mib,
+    summary,
     trainjobs,
     write_delta,
     writes_total,
 )
 from bench.raw_client import post_all, raw_copy, trainjob_owner
+from e2e.helpers import ROOT
 from tests.kube_double import RecordingKube
 from trainer.metrics import Metrics
 
@@ -147,6 +162,178 @@ def test_per_trainjob_divides_by_n_largest_first() -> None:
     assert list(rows) == ["PATCH trainjobs/status", "APPLY jobs", "APPLY services"]
     with pytest.raises(ValueError):
         per_trainjob(delta, 0)
+
+
+# --- the fallback of an operator without trainer_apiserver_requests_total ------------------------------
+
+
+def old_exposition(requests: list[tuple[str, str, str]]) -> str:
+    """The text of an operator that exports only client-go's ``rest_client_requests_total`` (as the
+    operator did before ``trainer_apiserver_requests_total``), after these ``(method, code, host)``."""
+    registry = CollectorRegistry()
+    rest = Counter(
+        "rest_client_requests_total",
+        "Number of HTTP requests, partitioned by status code, method, and host",
+        ["code", "method", "host"],
+        registry=registry,
+    )
+    Counter("controller_runtime_reconcile_total", "reconciles", ["controller", "result"], registry=registry).labels(
+        "trainjob", "success"
+    ).inc()
+    for method, code, host in requests:
+        rest.labels(code, method, host).inc()
+    return generate_latest(registry).decode()
+
+
+def test_requests_metric_prefers_trainer_apiserver_requests_total() -> None:
+    assert requests_metric(exposition([])) == REQUESTS_METRIC  # the family alone, before any request
+    assert requests_metric(exposition([("GET", "200", "LIST", "jobs")])) == REQUESTS_METRIC
+    assert requests_metric(old_exposition([])) == REST_METRIC
+    assert requests_metric(old_exposition([("GET", "200", "127.0.0.1:6443")])) == REST_METRIC
+    with pytest.raises(ValueError, match="neither"):
+        requests_metric("# TYPE up gauge\nup 1\n")
+
+
+def test_parse_requests_of_rest_client_requests_total_by_method_only() -> None:
+    text = old_exposition(
+        [
+            ("PATCH", "200", "127.0.0.1:6443"),
+            ("PATCH", "200", "127.0.0.2:6443"),  # hosts summed
+            ("PATCH", "409", "127.0.0.1:6443"),
+            ("POST", "201", "127.0.0.1:6443"),
+            ("GET", "200", "127.0.0.1:6443"),
+            ("DELETE", "200", "127.0.0.1:6443"),
+        ]
+    )
+    counts = parse_requests(text, REST_METRIC)
+    assert counts == {
+        ("PATCH", ANY_RESOURCE, "200"): 2.0,
+        ("PATCH", ANY_RESOURCE, "409"): 1.0,
+        ("POST", ANY_RESOURCE, "201"): 1.0,
+        ("GET", ANY_RESOURCE, "200"): 1.0,
+        ("DELETE", ANY_RESOURCE, "200"): 1.0,
+    }
+    assert writes_total(counts) == 5.0  # every method but GET
+    assert per_trainjob(write_delta({}, counts), 1) == {"PATCH *": 3.0, "DELETE *": 1.0, "POST *": 1.0}
+    assert parse_requests(text) == {}  # the new metric is not in an old operator's text
+    with pytest.raises(ValueError):
+        parse_requests(text, "apiserver_request_total")
+
+
+def test_both_metrics_count_the_same_writes_of_the_current_operator() -> None:
+    text = exposition(
+        [
+            ("PATCH", "200", "APPLY", "jobs"),
+            ("POST", "201", "POST", "events"),
+            ("GET", "200", "LIST", "jobs"),
+            ("GET", "200", "WATCH", "jobs"),
+            ("PATCH", "200", "PATCH", "trainjobs/status"),
+        ]
+    )
+    assert writes_total(parse_requests(text, REST_METRIC)) == writes_total(parse_requests(text)) == 3.0
+
+
+# --- --compare: the ratios, the ref, the flags an old operator knows --------------------------------------
+
+
+def test_ratio_is_this_over_ref() -> None:
+    assert ratio(30.0, 40.0) == 0.75
+    assert ratio(2.0, 3.0) == 0.667
+    assert ratio(0.0, 0.0) == 1.0
+    assert ratio(1.0, 0.0) is None
+    assert ratio(None, 4.0) is None and ratio(4.0, None) is None
+
+
+def operator_run(cpu: float, writes: float, peak: float, children: float, done: float | None) -> JSON:
+    return {
+        "keep": None,
+        "operator": {
+            "cpu_ms_per_trainjob": cpu,
+            "writes_per_trainjob_total": writes,
+            "rss_mib": {"start": 80.0, "after": 90.0, "peak": peak},
+            "children_seconds": children,
+            "complete_seconds": done,
+        },
+        "baseline": {"ratio": 0.5},
+    }
+
+
+def test_compare_operator_phases() -> None:
+    this = operator_run(cpu=10.0, writes=6.0, peak=120.0, children=30.0, done=45.0)
+    ref = operator_run(cpu=20.0, writes=8.0, peak=100.0, children=60.0, done=None)  # suspended or not reached
+    rows = compare(this, ref)
+    assert list(rows) == [key for key, _ in COMPARED]
+    assert rows["cpu_ms_per_trainjob"] == {"this": 10.0, "ref": 20.0, "ratio": 0.5}
+    assert rows["writes_per_trainjob"] == {"this": 6.0, "ref": 8.0, "ratio": 0.75}
+    assert rows["rss_peak_mib"]["ratio"] == 1.2
+    assert rows["children_seconds"]["ratio"] == 0.5
+    assert rows["complete_seconds"] == {"this": 45.0, "ref": None, "ratio": None}
+    assert rows["rss_slope_mib_per_1000"] == {"this": None, "ref": None, "ratio": None}  # no --keep
+
+
+def test_print_ratios_one_line_per_figure_and_the_fallback_said(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = compare(operator_run(10.0, 6.0, 120.0, 30.0, 45.0), operator_run(20.0, 11.0, 100.0, 60.0, None))
+    print_ratios(rows, "aaaaaaa-dirty", "bbbbbbb", REST_METRIC)
+    lines = capsys.readouterr().out.splitlines()
+    assert "aaaaaaa-dirty / bbbbbbb" in lines[0]
+    by_label = {label: next(line.split() for line in lines if line.strip().startswith(label)) for _, label in COMPARED}
+    assert by_label["CPU ms per TrainJob"][-3:] == ["10.00", "20.00", "0.50"]
+    assert by_label["writes per TrainJob"][-1] == "0.55"
+    assert by_label["seconds to every Complete"][-3:] == ["45.00", "-", "n/a"]
+    assert REST_METRIC in lines[-1]
+    print_ratios(rows, "aaaaaaa", "bbbbbbb", REQUESTS_METRIC)
+    assert REST_METRIC not in capsys.readouterr().out
+
+
+def test_summary_of_a_keep_curve_and_of_a_run_that_timed_out() -> None:
+    keep = {
+        "batch": 1000,
+        "curve": [{"kept": 0, "rss_mib": 80.0}],
+        "cpu_ms_per_trainjob": 12.5,
+        "writes_per_trainjob": 4.0,
+        "slope_mib_per_1000": 3.5,
+        "rss_peak_mib": 140.0,
+        "children_seconds": 50.0,
+        "complete_seconds": None,
+    }
+    assert summary({"keep": keep}) == {
+        "cpu_ms_per_trainjob": 12.5,
+        "writes_per_trainjob": 4.0,
+        "rss_slope_mib_per_1000": 3.5,
+        "rss_peak_mib": 140.0,
+        "children_seconds": 50.0,
+        "complete_seconds": None,
+    }
+    assert set(summary({"keep": None, "timeout": "operator phase, children: 3/100 jobs"}).values()) == {None}
+
+
+def test_resolve_names_commits_only() -> None:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert resolve("HEAD") == head.stdout.strip()
+    with pytest.raises(ValueError, match="no such commit"):
+        resolve("no-such-ref-of-this-repository")
+    with pytest.raises(ValueError):
+        resolve("HEAD:")  # a tree, not a commit
+    with pytest.raises(ValueError):
+        resolve("--help")  # not read as an option
+
+
+def test_the_operator_of_a_ref_gets_only_flags_every_version_has(tmp_path: Path) -> None:
+    op = Operator(tmp_path / "kubeconfig", "bench", tmp_path / "log", root=tmp_path)
+    flags = [a for a in op.args if a.startswith("--")]
+    assert flags == [
+        "--kubeconfig",
+        "--namespace",
+        "--log-format",
+        "--metrics-bind-address",
+        "--health-probe-bind-address",
+    ]
+    assert op.args[1:3] == ["-m", "trainer"] and op.root == tmp_path
+
+
+def test_parse_args_compare() -> None:
+    assert parse_args([]).compare is None
+    assert parse_args(["--compare", "HEAD~4", "--keep"]).compare == "HEAD~4"
 
 
 # --- /proc figures and the slope -----------------------------------------------------------------------
