@@ -341,7 +341,7 @@ class Reconciler(Generic[J, I]):
         progress = info is not None and changed <= self.progress_fields
         if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
             return None  # counts that are all zero, where nothing was written yet: no news
-        if info is not None and self.status_delay > 0 and changed <= self.progress_fields:
+        if progress and self.status_delay > 0:
             now = time.monotonic()
             first = self._deferred.setdefault(uid, now)
             if now - first < self.status_delay:
