@@ -6,8 +6,6 @@ here measures wall-clock time."""
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,8 @@ import pytest
 from aiohttp import web
 
 from api.kinds import CONFIGMAPS, TRAINJOBS
+from tests.http_double import HttpDouble, free_port, status_response, without_proxies, write_kubeconfig
 from tests.kube_double import RecordingKube
-from tests.test_kube_client import write_kubeconfig
 from trainer.kube.cache import NOT_FOUND_GRACE, TRANSIENT_WAIT, Backoff, Informer
 from trainer.kube.client import ApiError, Kube
 from trainer.manager import Manager, Settings
@@ -85,74 +83,41 @@ def test_backoff_is_the_reflectors_doubling_to_a_cap_and_resets_after_a_quiet_pe
 # ----------------------------------------------------------------------------- a real HTTP server
 
 
-class Apiserver:
-    """ConfigMaps over HTTP on a port that refuses connections until :meth:`start`: lists are
-    answered from ``list_script`` (status, Retry-After), the last entry repeating; a watch streams one
-    ADDED event and stays open."""
+ListAnswer = tuple[int, str | None]
+"""A scripted answer to a list: status and Retry-After."""
+Apiserver = HttpDouble[ListAnswer]
 
-    def __init__(self) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.list_script: list[tuple[int, str | None]] = [(200, None)]
-        self.seen: list[tuple[str, int]] = []
-        """``(LIST or WATCH, status answered)`` per request."""
-        self._runner: web.AppRunner | None = None
-        self._hold = asyncio.Event()
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if request.query.get("watch") == "true":
-            self.seen.append(("WATCH", 200))
-            resp = web.StreamResponse()
-            await resp.prepare(request)
-            await resp.write(json.dumps({"type": "ADDED", "object": cm("b", "6")}).encode() + b"\n")
-            await self._hold.wait()
-            return resp
-        lists = sum(1 for verb, _ in self.seen if verb == "LIST")
-        status, wait = self.list_script[min(lists, len(self.list_script) - 1)]
-        self.seen.append(("LIST", status))
-        if status != 200:
-            body = {
-                "kind": "Status",
-                "code": status,
-                "reason": "TooManyRequests",
-                "message": "storage is (re)initializing",
-            }
-            return web.json_response(body, status=status, headers={"Retry-After": wait} if wait else {})
-        return web.json_response(
-            {"kind": "ConfigMapList", "metadata": {"resourceVersion": "5"}, "items": [cm("a", "5")]}
-        )
+async def configmaps(server: Apiserver, request: web.Request) -> web.StreamResponse:
+    """A list takes the next scripted answer (an error status with a ``Status`` body, or ConfigMap a);
+    a watch streams one ADDED event (ConfigMap b) and stays open."""
+    if request.query.get("watch") == "true":
+        return await server.watch(request, [("ADDED", cm("b", "6"))])
+    status, wait = server.next_answer()
+    if status != 200:
+        headers = {"Retry-After": wait} if wait else {}
+        return status_response(status, "TooManyRequests", "storage is (re)initializing", headers)
+    return web.json_response({"kind": "ConfigMapList", "metadata": {"resourceVersion": "5"}, "items": [cm("a", "5")]})
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    async def close(self) -> None:
-        self._hold.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
+def seen(server: Apiserver) -> list[tuple[str, int | None]]:
+    """``(LIST or WATCH, status answered)`` per request."""
+    return [("WATCH" if r.watch else "LIST", r.status) for r in server.received]
 
 
 @pytest.fixture
 async def apiserver() -> AsyncIterator[Apiserver]:
-    server = Apiserver()
+    """Refuses connections until it is started."""
+    server: Apiserver = HttpDouble(configmaps, script=[(200, None)], port=free_port())
     yield server
-    await server.close()
+    await server.stop()
 
 
 async def test_an_informer_syncs_once_the_apiserver_answers_after_refusals_and_a_429(
     apiserver: Apiserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    apiserver.list_script = [(429, "1"), (200, None)]
+    without_proxies(monkeypatch)
+    apiserver.script = [(429, "1"), (200, None)]
     kube = await Kube.connect(write_kubeconfig(tmp_path, apiserver.url))
     kube.max_attempts = 1  # the informer, not the client, honours Retry-After here
     clock = Clock()
@@ -169,7 +134,7 @@ async def test_an_informer_syncs_once_the_apiserver_answers_after_refusals_and_a
         # Refused twice: the transient wait (at most 1 s, jittered down to 0.75 here), not a growing
         # backoff; then the 429's Retry-After: 1, exactly.
         assert clock.waits == [0.75, 0.75, 1.0]
-        assert apiserver.seen == [("LIST", 429), ("LIST", 200), ("WATCH", 200)]
+        assert seen(apiserver) == [("LIST", 429), ("LIST", 200), ("WATCH", 200)]
         assert sorted(o["metadata"]["name"] for o in informer.items()) == ["a", "b"]
         assert informer.synced.is_set() and informer.watching and informer.healthy
         assert informer.failures == 0
@@ -181,10 +146,9 @@ async def test_an_informer_syncs_once_the_apiserver_answers_after_refusals_and_a
 async def test_the_client_honours_retry_after_itself_before_the_informer_sees_a_failure(
     apiserver: Apiserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+    without_proxies(monkeypatch)
     # A starting apiserver's 503 asks for 5 s; the informer's requests are resent after 1 s at most.
-    apiserver.list_script = [(503, "5"), (429, "0"), (200, None)]
+    apiserver.script = [(503, "5"), (429, "0"), (200, None)]
     await apiserver.start()
     kube = await Kube.connect(write_kubeconfig(tmp_path, apiserver.url))
     assert kube.max_retry_wait == 10.0, "other requests keep the client's cap"
@@ -203,7 +167,7 @@ async def test_the_client_honours_retry_after_itself_before_the_informer_sees_a_
     try:
         await until(lambda: informer.get(NS, "b"), "the watched ConfigMap")
         assert clock.waits == []  # no failure reached the informer
-        assert [s for _, s in apiserver.seen] == [503, 429, 200, 200]
+        assert [s for _, s in seen(apiserver)] == [503, 429, 200, 200]
         assert waited == [TRANSIENT_WAIT], "the client resent after min(Retry-After, 1 s), then at once"
     finally:
         await stop(task)

@@ -12,88 +12,45 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
 from kubernetes_asyncio import client, config
 
 from api.kinds import CONFIGMAPS
+from tests.http_double import TOKEN, HttpDouble, status_response, without_proxies, write_kubeconfig
 from trainer.kube.client import ApiError, Kube, retry_after
 
-TOKEN = "t0ken"
 PATH = CONFIGMAPS.path("n", "x")
 Answer = tuple[int, dict[str, str]]
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "request_method")
+"""A scripted answer: status and headers."""
+Apiserver = HttpDouble[Answer]
 
 
-class Apiserver:
-    """An HTTP server that answers from a script: the n-th request gets ``script[n]`` (the last entry
-    repeats); an error status comes with a ``Status`` body, a watch with one ADDED event."""
+async def configmap_x(server: Apiserver, request: web.Request) -> web.StreamResponse:
+    """The next scripted answer: an error status with a ``Status`` body, a watch's one ADDED event (then
+    its end), or else ConfigMap n/x."""
+    status, headers = server.next_answer()
+    if status >= 300:
+        return status_response(status, "TooManyRequests", "try later", headers)
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "n"}}
+    if request.query.get("watch") == "true":
+        return web.Response(text=json.dumps({"type": "ADDED", "object": obj}) + "\n", headers=headers)
+    return web.json_response(obj, status=status, headers=headers)
 
-    def __init__(self) -> None:
-        self.script: list[Answer] = [(200, {})]
-        self.seen: list[tuple[str, str, str, bytes]] = []
-        """``(method, path, Authorization header, body)`` of every request received."""
-        self.url = ""
-        self._runner: web.AppRunner | None = None
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        self.seen.append((request.method, request.path, request.headers.get("Authorization", ""), await request.read()))
-        status, headers = self.script[min(len(self.seen), len(self.script)) - 1]
-        if status >= 300:
-            body = {"kind": "Status", "code": status, "reason": "TooManyRequests", "message": "try later"}
-            return web.json_response(body, status=status, headers=headers)
-        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "n"}}
-        if request.query.get("watch") == "true":
-            return web.Response(text=json.dumps({"type": "ADDED", "object": obj}) + "\n", headers=headers)
-        return web.json_response(obj, status=status, headers=headers)
-
-    async def start(self) -> None:
-        """Listen on an ephemeral port of 127.0.0.1; sets :attr:`url`."""
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+def configmap_server() -> Apiserver:
+    return HttpDouble(configmap_x, script=[(200, {})])
 
 
 @pytest.fixture
 async def apiserver() -> AsyncIterator[Apiserver]:
-    server = Apiserver()
-    await server.start()
-    yield server
-    await server.stop()
+    async with configmap_server() as server:
+        yield server
 
 
 @pytest.fixture
 def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy variables from the machine running the tests."""
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-
-
-def write_kubeconfig(directory: Path, server: str, proxy: str | None = None) -> str:
-    """A kubeconfig for ``server`` with a bearer token; returns its path."""
-    cluster: dict[str, str] = {"server": server}
-    if proxy:
-        cluster["proxy-url"] = proxy
-    doc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "u", "user": {"token": TOKEN}}],
-        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "ctx",
-    }
-    path = directory / "kubeconfig"
-    path.write_text(yaml.safe_dump(doc))
-    return str(path)
+    without_proxies(monkeypatch)
 
 
 class Observed(list[tuple[str, str]]):
@@ -125,7 +82,9 @@ async def test_429_with_retry_after_is_retried_after_the_wait(
     elapsed = time.monotonic() - start
     assert obj["metadata"]["name"] == "x"
     assert observed == [("GET", "429"), ("GET", "200")]
-    assert [(m, p, a) for m, p, a, _ in apiserver.seen] == [("GET", PATH, f"Bearer {TOKEN}")] * 2
+    assert [(r.method, r.path, r.headers.get("Authorization")) for r in apiserver.received] == [
+        ("GET", PATH, f"Bearer {TOKEN}")
+    ] * 2
     assert elapsed >= 0.99  # the second send waited for Retry-After (lower bound only)
 
 
@@ -135,7 +94,7 @@ async def test_post_is_retried_too_with_the_same_body(kube: Kube, apiserver: Api
     body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "v"}}
     await kube.create(CONFIGMAPS, "n", body)
     assert observed == [("POST", "429"), ("POST", "201")]
-    assert [json.loads(b) for *_, b in apiserver.seen] == [body, body]
+    assert [json.loads(r.body) for r in apiserver.received] == [body, body]
 
 
 async def test_429_forever_gives_up_after_the_bounded_attempts(
@@ -146,7 +105,7 @@ async def test_429_forever_gives_up_after_the_bounded_attempts(
         await kube.get(CONFIGMAPS, "n", "x")
     assert caught.value.status == 429
     assert kube.max_attempts == 5
-    assert len(apiserver.seen) == 5
+    assert len(apiserver.received) == 5
     assert observed == [("GET", "429")] * 5
 
 
@@ -180,7 +139,7 @@ async def test_which_answers_are_retried(
         assert caught.value.status == answer[0]
     else:
         await kube.get(CONFIGMAPS, "n", "x")
-    assert len(apiserver.seen) == sends
+    assert len(apiserver.received) == sends
     assert [code for _, code in observed] == [str(answer[0]), "200"][:sends]
 
 
@@ -226,7 +185,7 @@ async def test_no_thread_pool_hop_per_request(
         assert calls == []
     finally:
         await kube.close()
-    assert all(auth == f"Bearer {TOKEN}" for _, _, auth, _ in apiserver.seen)
+    assert all(r.headers.get("Authorization") == f"Bearer {TOKEN}" for r in apiserver.received)
 
     # the counter does see kubernetes_asyncio's stock session (trust_env=True): ~/.netrc and proxies per request
     cfg = client.Configuration()
@@ -244,7 +203,7 @@ async def test_no_thread_pool_hop_per_request(
 async def test_proxy_from_the_environment_is_read_once_and_honoured(
     apiserver: Apiserver, tmp_path: Path, no_proxy_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proxy = Apiserver()
+    proxy = configmap_server()
     await proxy.start()
     try:
         monkeypatch.setenv("HTTP_PROXY", proxy.url)  # the apiserver is served over http here
@@ -254,8 +213,8 @@ async def test_proxy_from_the_environment_is_read_once_and_honoured(
             await kube.get(CONFIGMAPS, "n", "x")
         finally:
             await kube.close()
-        assert len(proxy.seen) == 1
-        assert apiserver.seen == []
+        assert len(proxy.received) == 1
+        assert apiserver.received == []
 
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
@@ -264,8 +223,8 @@ async def test_proxy_from_the_environment_is_read_once_and_honoured(
             await kube.get(CONFIGMAPS, "n", "x")
         finally:
             await kube.close()
-        assert len(proxy.seen) == 1
-        assert len(apiserver.seen) == 1
+        assert len(proxy.received) == 1
+        assert len(apiserver.received) == 1
 
         # the kubeconfig's proxy-url wins over the environment, as in kubernetes_asyncio
         kube = await Kube.connect(write_kubeconfig(tmp_path, apiserver.url, proxy=proxy.url))
@@ -273,6 +232,6 @@ async def test_proxy_from_the_environment_is_read_once_and_honoured(
             await kube.get(CONFIGMAPS, "n", "x")
         finally:
             await kube.close()
-        assert len(proxy.seen) == 2
+        assert len(proxy.received) == 2
     finally:
         await proxy.stop()

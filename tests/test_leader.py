@@ -15,7 +15,7 @@ from aiohttp import web
 from structlog.testing import capture_logs
 
 from api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
-from tests.test_kube_client import write_kubeconfig
+from tests.http_double import HttpDouble, status_response, without_proxies, write_kubeconfig
 from trainer.controller import Context, Controller, Reconcile
 from trainer.kube.cache import Key
 from trainer.kube.client import Kube
@@ -157,76 +157,60 @@ class Clock:
         return self.now
 
 
-class Apiserver:
-    """Just enough of an apiserver over HTTP on 127.0.0.1: one Lease (GET, POST, PUT with
-    resourceVersion conflicts), empty lists, watches that stay open, and any other write answered
-    201 and recorded in :attr:`writes` as ``(method, path)``."""
+class Leases:
+    """Answers just enough of an apiserver for an elector and a manager: one Lease (GET, POST, PUT with
+    resourceVersion conflicts), empty lists, watches that stay open, and any other write answered 201
+    with its own body."""
 
     def __init__(self) -> None:
         self.lease: JSON | None = None
-        self.writes: list[tuple[str, str]] = []
-        self.url = ""
         self._rv = 0
-        self._hold = asyncio.Event()
-        self._runner: web.AppRunner | None = None
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        if request.method != "GET":
-            self.writes.append((request.method, request.path))
+    async def __call__(self, server: HttpDouble[object], request: web.Request) -> web.StreamResponse:
         if "/leases" in request.path:
             return await self._lease(request)
         if request.method != "GET":
             return web.json_response(await request.json(), status=201)
         if request.query.get("watch") == "true":
-            resp = web.StreamResponse()
-            await resp.prepare(request)
-            await self._hold.wait()
-            return resp
+            return await server.watch(request)
         return web.json_response({"items": [], "metadata": {"resourceVersion": "1"}})
 
     async def _lease(self, request: web.Request) -> web.Response:
         if request.method == "GET":
             if self.lease is None:
-                return web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
+                return status_response(404, "NotFound")
             return web.json_response(self.lease)
         body = await request.json()
         current = self.lease["metadata"]["resourceVersion"] if self.lease else None
         if (request.method == "POST") == (self.lease is not None) or (
             request.method == "PUT" and body["metadata"].get("resourceVersion") != current
         ):
-            return web.json_response({"kind": "Status", "code": 409, "reason": "Conflict"}, status=409)
+            return status_response(409, "Conflict")
         self._rv += 1
         body["metadata"]["resourceVersion"] = str(self._rv)
         self.lease = body
         return web.json_response(body, status=201 if request.method == "POST" else 200)
 
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
 
-    async def close(self) -> None:
-        self._hold.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
+def writes(server: HttpDouble[object]) -> list[tuple[str, str]]:
+    """``(method, path)`` of every request but a GET the server received."""
+    return [(r.method, r.path) for r in server.received if r.method != "GET"]
 
 
 @pytest.fixture
-async def apiserver() -> AsyncIterator[Apiserver]:
-    server = Apiserver()
-    await server.start()
-    yield server
-    await server.close()
+def leases() -> Leases:
+    return Leases()
 
 
 @pytest.fixture
-async def kube(apiserver: Apiserver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Kube]:
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+async def apiserver(leases: Leases) -> AsyncIterator[HttpDouble[object]]:
+    async with HttpDouble(leases) as server:
+        yield server
+
+
+@pytest.fixture
+async def kube(apiserver: HttpDouble[object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Kube]:
+    without_proxies(monkeypatch)
     k = await Kube.connect(write_kubeconfig(tmp_path, apiserver.url))
     yield k
     await k.close()
@@ -244,7 +228,9 @@ def configmap(name: str) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "n"}}
 
 
-async def test_a_leader_writes_until_its_renew_deadline_and_never_after(kube: Kube, apiserver: Apiserver) -> None:
+async def test_a_leader_writes_until_its_renew_deadline_and_never_after(
+    kube: Kube, apiserver: HttpDouble[object]
+) -> None:
     clock, changes = Clock(), list[bool]()
     elector = elector_on(kube, clock, changes)
     writer = kube.fenced(elector.check_write)
@@ -256,7 +242,7 @@ async def test_a_leader_writes_until_its_renew_deadline_and_never_after(kube: Ku
     clock.now += 0.1  # the deadline: a write now could race a new leader
     with capture_logs() as logs, pytest.raises(FencedWrite, match=r"lease not renewed for 10\.0s"):
         await writer.create(CONFIGMAPS, "n", configmap("late"))
-    assert apiserver.writes == [("POST", LEASES.path("ns")), ("POST", CM_PATH)], "the late write was not sent"
+    assert writes(apiserver) == [("POST", LEASES.path("ns")), ("POST", CM_PATH)], "the late write was not sent"
     assert [(e["event"], e["method"], e["path"]) for e in logs] == [("write fenced", "POST", CM_PATH)]
     assert changes == [True, False] and not elector.leading
     # Fenced for good: keep() raises at once, and neither a renewal nor a release writes the Lease.
@@ -265,10 +251,10 @@ async def test_a_leader_writes_until_its_renew_deadline_and_never_after(kube: Ku
     assert not await elector.release()
     with pytest.raises(FencedWrite, match="not leading"):
         await writer.delete(CONFIGMAPS, "n", "in-time")
-    assert apiserver.writes == [("POST", LEASES.path("ns")), ("POST", CM_PATH)]
+    assert writes(apiserver) == [("POST", LEASES.path("ns")), ("POST", CM_PATH)]
 
 
-async def test_each_renewal_moves_the_deadline(kube: Kube, apiserver: Apiserver) -> None:
+async def test_each_renewal_moves_the_deadline(kube: Kube, apiserver: HttpDouble[object]) -> None:
     clock = Clock()
     elector = elector_on(kube, clock)
     writer = kube.fenced(elector.check_write)
@@ -280,12 +266,12 @@ async def test_each_renewal_moves_the_deadline(kube: Kube, apiserver: Apiserver)
     clock.now += 0.5
     with pytest.raises(FencedWrite):
         await writer.create(CONFIGMAPS, "n", configmap("late"))
-    assert [p for m, p in apiserver.writes if m == "POST"] == [LEASES.path("ns"), CM_PATH]
+    assert [p for m, p in writes(apiserver) if m == "POST"] == [LEASES.path("ns"), CM_PATH]
 
 
-async def test_a_standby_never_writes(kube: Kube, apiserver: Apiserver) -> None:
+async def test_a_standby_never_writes(kube: Kube, apiserver: HttpDouble[object], leases: Leases) -> None:
     clock = Clock()
-    apiserver.lease = {
+    leases.lease = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "1"},
@@ -296,16 +282,16 @@ async def test_a_standby_never_writes(kube: Kube, apiserver: Apiserver) -> None:
     assert not await elector.try_acquire_or_renew()
     with pytest.raises(FencedWrite, match="not leading"):
         await writer.apply(configmap("x"), "trainer")
-    assert apiserver.writes == []
+    assert writes(apiserver) == []
     # Refusing a standby's write does not keep it from leading later.
     clock.now += LEASE_DURATION
     assert await elector.try_acquire_or_renew()
     await writer.apply(configmap("x"), "trainer")
-    assert apiserver.writes == [("PUT", LEASES.path("ns", "lease")), ("PATCH", CONFIGMAPS.path("n", "x"))]
+    assert writes(apiserver) == [("PUT", LEASES.path("ns", "lease")), ("PATCH", CONFIGMAPS.path("n", "x"))]
 
 
 async def test_a_write_that_waited_across_a_pause_inside_the_client_is_not_sent(
-    kube: Kube, apiserver: Apiserver
+    kube: Kube, apiserver: HttpDouble[object]
 ) -> None:
     """The guard is asked again right before the first byte goes out: here the token refresh hook (an
     await inside the client, after the first check) is where the process 'pauses' past its deadline."""
@@ -326,22 +312,22 @@ async def test_a_write_that_waited_across_a_pause_inside_the_client_is_not_sent(
     with pytest.raises(FencedWrite):
         await writer.merge_patch(CONFIGMAPS, "n", "x", {"data": {"k": "v"}})
     assert pauses == 1, "the first check passed; the pause came after it"
-    assert apiserver.writes == [("POST", LEASES.path("ns"))]
+    assert writes(apiserver) == [("POST", LEASES.path("ns"))]
     assert observed == [], "nothing was sent, so nothing is counted"
 
 
-async def test_keep_gives_up_at_once_after_a_pause_past_the_deadline(kube: Kube, apiserver: Apiserver) -> None:
+async def test_keep_gives_up_at_once_after_a_pause_past_the_deadline(kube: Kube, apiserver: HttpDouble[object]) -> None:
     clock = Clock()
     elector = elector_on(kube, clock)
     await elector.acquire()
     clock.now += RENEW_DEADLINE + 2  # SIGSTOP/SIGCONT: the next step finds the deadline passed
     with pytest.raises(LeadershipLost, match="not renewed within 10s"):
         await asyncio.wait_for(elector.keep(), timeout=10)
-    assert apiserver.writes == [("POST", LEASES.path("ns"))], "no renewal was tried after the deadline"
+    assert writes(apiserver) == [("POST", LEASES.path("ns"))], "no renewal was tried after the deadline"
     assert not elector.leading
 
 
-async def test_a_fenced_write_stops_the_manager(kube: Kube, apiserver: Apiserver) -> None:
+async def test_a_fenced_write_stops_the_manager(kube: Kube, apiserver: HttpDouble[object]) -> None:
     clock = Clock()
     elector = LeaderElector(kube, "ns", "lease", identity="me", retry_period=5.0, clock=clock)
 
@@ -359,7 +345,7 @@ async def test_a_fenced_write_stops_the_manager(kube: Kube, apiserver: Apiserver
             while not elector.leading:
                 await asyncio.sleep(0.01)
             manager.queues["trainjob"].add(("n", "first"))
-            while ("POST", CM_PATH) not in apiserver.writes:
+            while ("POST", CM_PATH) not in writes(apiserver):
                 await asyncio.sleep(0.01)
         clock.now += RENEW_DEADLINE  # paused past the deadline, then a reconcile wants to write
         manager.queues["trainjob"].add(("n", "second"))
@@ -367,4 +353,4 @@ async def test_a_fenced_write_stops_the_manager(kube: Kube, apiserver: Apiserver
             await asyncio.wait_for(run, timeout=10)
     finally:
         run.cancel()
-    assert apiserver.writes == [("POST", LEASES.path("ns")), ("POST", CM_PATH)], "no write, no release"
+    assert writes(apiserver) == [("POST", LEASES.path("ns")), ("POST", CM_PATH)], "no write, no release"
