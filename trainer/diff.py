@@ -8,16 +8,17 @@ object that drifted from the desired fields is written again.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from typing import Any
+
+from trainer.json_codec import dumps_sorted
 
 HASH_ANNOTATION = "trainer.kubeflow.org/desired-hash"
 
 
 def desired_hash(obj: dict[str, Any]) -> str:
     """A short stable hash of an object (key order does not matter)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    return hashlib.sha256(dumps_sorted(obj)).hexdigest()[:16]
 
 
 def with_hash(obj: dict[str, Any]) -> dict[str, Any]:

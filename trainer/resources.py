@@ -18,6 +18,7 @@ resources such as ``nvidia.com/gpu``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, ROUND_UP, Context, Decimal, localcontext
@@ -66,10 +67,16 @@ def parse_quantity(value: str | int | float) -> Decimal:
     (kubernetes/kubernetes ``staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go``) a
     non-zero value finer than 1n is rounded away from zero to whole nanos; the int64 cap is not
     applied. Raises ``ValueError`` for anything else (``"lots"``, ``"1 Gi"``, ``"1K"``, ``""``,
-    booleans, NaN).
+    booleans, NaN). Pure, so its answers are kept (the same few quantities recur in every reconcile).
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"not a quantity: {value!r}")
+    return _parse_quantity(value)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _parse_quantity(value: str | int | float) -> Decimal:
+    """:func:`parse_quantity` of a string or number."""
     match = _QUANTITY.fullmatch(str(value))
     if match is None:
         raise ValueError(f"not a quantity: {value!r}")

@@ -13,7 +13,6 @@ TrainJob's overrides in all three upstream forms (:mod:`trainer.builders.overrid
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +44,7 @@ from trainer.builders.volume_claims import add_claim_volumes
 from trainer.builders.xgboost import xgboost_env
 from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
+from trainer.json_codec import copy_json
 from trainer.kube.events import parse_time
 from trainer.queues import QueueChoice, resolve_queue
 from trainer.status import jobs_status
@@ -206,8 +206,7 @@ def _pod_template(
     res: JSON | None,
     injection: trainjobstatus.Injection | None,
 ) -> JSON:
-    spec = copy.deepcopy(rjob.template.get("spec") or {})
-    pod: JSON = spec.get("template") or {}
+    pod: JSON = copy_json((rjob.template.get("spec") or {}).get("template") or {})
     step = step_of(rjob)
     policy = runtime.ml_policy
     if is_trainer:

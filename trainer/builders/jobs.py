@@ -11,7 +11,6 @@ its Jobs already exist.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from trainer.builders import labels as L
 from trainer.builders.merge import JSON
 from trainer.builders.trainjob_mpi import hostfile_config_map
 from trainer.gang.base import PodSet
+from trainer.json_codec import copy_json
 
 if TYPE_CHECKING:
     from trainer.runtime_info import RuntimeInfo
@@ -143,8 +143,8 @@ def build_job(
     job = info.job
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
     job_name = f"{name}-{rjob.name}-{index}"
-    spec = copy.deepcopy(rjob.template.get("spec") or {})
-    pod = copy.deepcopy(pod_set.template)
+    spec = copy_json({k: v for k, v in (rjob.template.get("spec") or {}).items() if k != "template"})
+    pod = copy_json(pod_set.template)
     jobset_labels = {
         L.JOBSET_NAME: name,
         L.JOBSET_UID: str(job.metadata.uid or ""),

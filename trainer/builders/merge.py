@@ -7,8 +7,9 @@ append the entries that are not already present; maps merge key by key; scalars 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from trainer.json_codec import copy_json
 
 JSON = dict[str, Any]
 
@@ -16,7 +17,7 @@ JSON = dict[str, Any]
 def merge_named(base: list[Any] | None, patch: list[Any] | None) -> list[Any]:
     """Merge ``patch`` into ``base`` by ``name``: entries with a known name are deep-merged in place,
     new ones appended. Entries without a name are appended unless an equal entry exists."""
-    out = [copy.deepcopy(x) for x in base or []]
+    out = [copy_json(x) for x in base or []]
     for item in patch or []:
         if isinstance(item, dict) and "name" in item:
             for i, cur in enumerate(out):
@@ -24,15 +25,15 @@ def merge_named(base: list[Any] | None, patch: list[Any] | None) -> list[Any]:
                     out[i] = deep_merge(cur, item)
                     break
             else:
-                out.append(copy.deepcopy(item))
+                out.append(copy_json(item))
         elif item not in out:
-            out.append(copy.deepcopy(item))
+            out.append(copy_json(item))
     return out
 
 
 def deep_merge(base: JSON, patch: JSON) -> JSON:
     """A new object: ``base`` with ``patch`` merged in (maps recursively, lists by name)."""
-    out = copy.deepcopy(base)
+    out = copy_json(base)
     for key, value in patch.items():
         if value is None:
             continue
@@ -42,7 +43,7 @@ def deep_merge(base: JSON, patch: JSON) -> JSON:
         elif isinstance(value, list) and isinstance(cur, list):
             out[key] = merge_named(cur, value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = copy_json(value)
     return out
 
 
@@ -54,14 +55,14 @@ def upsert_env(container: JSON, env: list[JSON]) -> None:
 def merge_named_replace(base: list[JSON] | None, patch: list[JSON]) -> list[JSON]:
     """Like :func:`merge_named`, but an entry of ``patch`` replaces the same-named one whole
     (an env var's ``value`` and ``valueFrom`` must not both survive)."""
-    out = [copy.deepcopy(x) for x in base or []]
+    out = [copy_json(x) for x in base or []]
     for item in patch:
         for i, cur in enumerate(out):
             if cur.get("name") == item["name"]:
-                out[i] = copy.deepcopy(item)
+                out[i] = copy_json(item)
                 break
         else:
-            out.append(copy.deepcopy(item))
+            out.append(copy_json(item))
     return out
 
 

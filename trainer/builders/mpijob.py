@@ -12,13 +12,13 @@ Pure: ``(MPIJob, observed worker Job, suspend) -> MPIChildren``.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 from api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
 from trainer.builders.labels import owner_reference
 from trainer.builders.merge import JSON, upsert_env
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
+from trainer.json_codec import copy_json
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
@@ -103,7 +103,7 @@ def _restart_policy(spec: ReplicaSpec, default: str) -> str:
 
 
 def _pod(job: MPIJob, spec: ReplicaSpec, role: str, default_restart: str) -> JSON:
-    pod = copy.deepcopy(spec.template)
+    pod = copy_json(spec.template)
     meta = pod.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **_labels(job, role)}
     pod_spec = pod.setdefault("spec", {})

@@ -9,11 +9,10 @@ that claim only when one of its containers or init containers mounts a volume of
 
 from __future__ import annotations
 
-import copy
-
 from api.jobset_v1alpha2 import VolumeClaimPolicy
 from trainer.builders import labels as L
 from trainer.builders.merge import JSON
+from trainer.json_codec import copy_json
 
 
 def claim_name(template: JSON, trainjob: str) -> str:
@@ -37,7 +36,7 @@ def claims(owner: JSON, policies: list[VolumeClaimPolicy]) -> list[JSON]:
                     "namespace": meta["namespace"],
                     "labels": {**(tmeta.get("labels") or {}), L.JOBSET_NAME: meta["name"]},
                 },
-                "spec": copy.deepcopy(template.get("spec") or {}),
+                "spec": copy_json(template.get("spec") or {}),
             }
             if tmeta.get("annotations"):
                 claim["metadata"]["annotations"] = dict(tmeta["annotations"])

@@ -50,7 +50,7 @@ from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangSched
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.events import now_rfc3339
-from trainer.kube.projection import projection
+from trainer.kube.projection import kept_fields, projection
 from trainer.status import merge_conditions, transitions
 
 log = structlog.get_logger("trainer.reconciler")
@@ -404,8 +404,8 @@ class Reconciler(Generic[J, I]):
         written. Other errors raise. A suspended Job whose Pod template cannot be changed in place is
         mended by :meth:`_mend_suspended_job`."""
         desired = with_hash(desired)
-        project = projection(resource_of(desired))
-        if not needs_apply(desired, existing, project):
+        res = resource_of(desired)
+        if not needs_apply(desired, existing, kept_fields(res)):
             return None, False
         ident = (desired["kind"], *key_of(desired))
         digest = desired["metadata"]["annotations"][HASH_ANNOTATION]
@@ -428,7 +428,7 @@ class Reconciler(Generic[J, I]):
                 return message, False
             raise
         self._refusals.pop(ident, None)
-        self.own_writes.remember(resource_of(desired), project(stored))
+        self.own_writes.remember(res, projection(res)(stored))
         log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
         return None, True
 

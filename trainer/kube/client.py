@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
@@ -27,6 +26,7 @@ from kubernetes_asyncio import client, config
 from yarl import URL
 
 from api.kinds import Resource, resource_of
+from trainer import json_codec
 
 JSON = dict[str, Any]
 RequestObserver = Callable[[str, str, str, str, str], None]
@@ -165,6 +165,11 @@ def request_kind(method: str, path: str, query: list[tuple[str, Any]], content_t
     return verb, resource
 
 
+def _text(raw: bytes) -> str:
+    """An answer's body as text (undecodable bytes replaced)."""
+    return raw.decode("utf-8", errors="replace")
+
+
 def _environment_proxy(host: str) -> str | None:
     """The proxy URL the environment names for the apiserver URL ``host`` (``HTTPS_PROXY``/``https_proxy``
     or ``HTTP_PROXY`` by its scheme, unless ``NO_PROXY`` covers its host), with credentials from
@@ -299,7 +304,7 @@ class Kube:
         """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released.
         A write of a fenced view asks its guard first (see :meth:`fenced`) and raises what it raises."""
         attempt = 1
-        data = None if body is None else json.dumps(body, separators=(",", ":"))  # once, whatever the retries
+        data = None if body is None else json_codec.dumps(body)  # once, whatever the retries
         kind = request_kind(method, path, query, headers.get("Content-Type")) if self.observe is not None else ("", "")
         guard = None if method.upper() in READ_METHODS else self.write_guard
         fence = None if guard is None else _Fence(guard, method.upper(), path)
@@ -332,7 +337,7 @@ class Kube:
         path: str,
         query: list[tuple[str, Any]],
         headers: dict[str, str],
-        data: str | None,
+        data: bytes | None,
         timeout: float | None,
     ) -> aiohttp.ClientResponse:
         """One send on kubernetes_asyncio's session, with its authentication (the bearer token, refreshed
@@ -391,18 +396,18 @@ class Kube:
             timeout,
         )
         try:
-            text = await resp.text()
+            raw = await resp.read()
         finally:
             resp.release()
         try:
-            data: Any = json.loads(text) if text else {}
+            data: Any = json_codec.loads(raw) if raw else {}
         except ValueError:
-            data = text  # e.g. "404 page not found" for an API group that is not served
+            data = None  # e.g. "404 page not found" for an API group that is not served
         if resp.status >= 300:
             wait = retry_after(resp.status, resp.headers)
-            raise ApiError(resp.status, data if isinstance(data, dict) else text, wait)
+            raise ApiError(resp.status, data if isinstance(data, dict) else _text(raw), wait)
         if not isinstance(data, (dict, list)):
-            raise ApiError(resp.status, f"not JSON: {text[:200]}")
+            raise ApiError(resp.status, f"not JSON: {_text(raw)[:200]}")
         return data if isinstance(data, dict) else {"items": data}
 
     async def get(self, res: Resource, namespace: str | None, name: str) -> JSON:
@@ -470,12 +475,12 @@ class Kube:
             if resp.status >= 300:
                 text = await resp.text()
                 wait = retry_after(resp.status, resp.headers)
-                raise ApiError(resp.status, json.loads(text) if text.startswith("{") else text, wait)
+                raise ApiError(resp.status, json_codec.loads(text) if text.startswith("{") else text, wait)
             while True:
                 line = await resp.content.readline()
                 if not line:
                     return
-                event = json.loads(line)
+                event = json_codec.loads(line)
                 obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
                     raise ApiError(int(obj.get("code", 500)), obj)

@@ -5,9 +5,9 @@ largest part of an object). A child Job loses its Pod template: a Job's Pod temp
 created (but for a suspended Job's scheduling directives, which the operator itself sets), what the
 operator wants of it is in the desired-hash annotation, and the reconcilers read only a Job's labels,
 owner, ``parallelism``/``completions``/``suspend`` and ``status``. A child Secret (the MPI SSH key,
-created once and never read back) loses ``data``. The same projection is applied to a desired object
-before it is compared with a cached one (:func:`trainer.diff.needs_apply`), so a projected cache never
-looks like drift.
+created once and never read back) loses ``data``. The same fields are kept of a desired object
+(:func:`kept_fields`, not interned) before it is compared with a cached one
+(:func:`trainer.diff.needs_apply`), so a projected cache never looks like drift.
 
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
@@ -71,10 +71,15 @@ def secret(obj: JSON) -> JSON:
 _BY_RESOURCE: dict[Resource, Projection] = {JOBS: job, SECRETS: secret}
 
 
+def kept_fields(res: Resource) -> Projection:
+    """The fields the caches keep of ``res``'s objects (:func:`job`, :func:`secret`, else
+    :func:`strip_managed_fields`), without interning: what a desired object is compared through."""
+    return _BY_RESOURCE.get(res, strip_managed_fields)
+
+
 def projection(res: Resource) -> Projection:
-    """What the caches keep of ``res``'s objects: :func:`job`, :func:`secret`, else
-    :func:`strip_managed_fields`, then :func:`interned`."""
-    fields = _BY_RESOURCE.get(res, strip_managed_fields)
+    """What the caches keep of ``res``'s objects: :func:`kept_fields`, then :func:`interned`."""
+    fields = kept_fields(res)
 
     def project(obj: JSON) -> JSON:
         kept: JSON = interned(fields(obj))
