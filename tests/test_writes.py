@@ -3,8 +3,11 @@ coalesced, one event per batch of creations, repeated events as a series."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
+
+import pytest
 
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SERVICES, TRAINJOBS
 from tests.kube_double import RecordingKube
@@ -178,3 +181,38 @@ def event_count(kube: RecordingKube) -> int:
         if res == EVENTS and o["message"] == "no"
     ]
     return int(max(counts))
+
+
+async def test_the_children_of_a_stage_are_written_together_and_jobs_last(monkeypatch: Any) -> None:
+    w = World("deepspeed-mpi", "volcano")
+    applied = w.kube.apply
+    in_flight: list[str] = []
+    seen: list[tuple[str, int]] = []  # (kind, how many writes were in flight when it started)
+
+    async def slow_apply(obj: JSON, manager: str, force: bool = True) -> JSON:
+        in_flight.append(obj["kind"])
+        seen.append((obj["kind"], len(in_flight)))
+        await asyncio.sleep(0.01)
+        in_flight.remove(obj["kind"])
+        return await applied(obj, manager, force)
+
+    monkeypatch.setattr(w.kube, "apply", slow_apply)
+    await w.reconcile()
+    kinds = [kind for kind, _ in seen]
+    assert kinds.count(JOBS.kind) == 2 and set(kinds[-2:]) == {JOBS.kind}, "the Jobs are written last"
+    before_jobs = seen[:-2]
+    assert {"ConfigMap", "Secret", "Service", "PodGroup"} <= {kind for kind, _ in before_jobs}
+    assert max(n for _, n in before_jobs) == len(before_jobs), "everything but the Jobs is sent at once"
+    assert max(n for _, n in seen[-2:]) == 2, "both Jobs are sent at once"
+    assert not in_flight, "every write finished with the reconcile"
+
+
+async def test_a_failed_write_of_a_stage_is_raised_as_it_is() -> None:
+    from trainer.kube.client import ApiError
+
+    w = World("torch", "none")
+    w.kube.refuse["Service"] = (500, "etcdserver: request timed out")
+    with pytest.raises(ApiError) as raised:
+        await w.reconcile()
+    assert raised.value.status == 500
+    assert not w.jobs(), "no Job is written while what it needs failed"

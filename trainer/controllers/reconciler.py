@@ -21,8 +21,9 @@ kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -64,6 +65,7 @@ the work queue's backoff, before the exception is said on the job and the job is
 
 J = TypeVar("J", bound=BaseModel)
 I = TypeVar("I")  # noqa: E741 (the kind's derived info)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -309,12 +311,17 @@ class Reconciler(Generic[J, I]):
             if self.own_writes.latest(self.reader, once.resource, once.namespace, once.name) is None
         ]
         todo += [(obj, self.own_writes.latest(self.reader, resource_of(obj), *key_of(obj))) for obj in desired.apply]
-        for obj, existing in todo:
-            refusal, wrote = await self.apply(owner, obj, existing)
-            if refusal:
-                refused.append(refusal)
-            elif wrote and existing is None:
-                created.append(f"{obj['kind']} {obj['metadata']['name']}")
+        # Everything a Job may need (its ConfigMaps, Service, SSH Secret, PodGroup) first, then the Jobs;
+        # the writes of each stage are sent together.
+        for stage in ([t for t in todo if t[0]["kind"] != JOBS.kind], [t for t in todo if t[0]["kind"] == JOBS.kind]):
+            if not stage:
+                continue
+            results = await together([self.apply(owner, obj, existing) for obj, existing in stage])
+            for (obj, existing), (refusal, wrote) in zip(stage, results, strict=True):
+                if refusal:
+                    refused.append(refusal)
+                elif wrote and existing is None:
+                    created.append(f"{obj['kind']} {obj['metadata']['name']}")
         if created and self.creation_event:
             # One event per batch of creations, as a person reads it (not one per object).
             await self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
@@ -487,6 +494,17 @@ def declare(
         ),
         watches=(*watches, *(Watches(r, every_primary(primary)) for r in gang.watches)),
     )
+
+
+async def together(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``calls``, run at once, in their order. The first to raise cancels the rest
+    and its exception is raised as it is (not in an ``ExceptionGroup``)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(call) for call in calls]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 def _nothing(value: Any) -> bool:
