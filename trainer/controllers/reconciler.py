@@ -80,8 +80,9 @@ class Once:
 
 @dataclass
 class Desired:
-    """What one reconcile writes, in this order: deletions, merge patches, created-once objects, then
-    objects applied where they differ from the cache."""
+    """What one reconcile writes, in this order: deletions, merge patches, then the created-once objects
+    and the objects applied where they differ from the cache, in two stages each sent at once:
+    everything but Jobs, then the Jobs (so what a Job's Pods mount or join exists first)."""
 
     delete: list[tuple[Resource, str, str]] = field(default_factory=list)
     delete_foreground: list[tuple[Resource, str, str]] = field(default_factory=list)
