@@ -49,8 +49,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import math
-import os
 import statistics
 import subprocess
 import sys
@@ -66,9 +64,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import JOBS, NAMESPACES, SERVICES, TRAINJOBS, Resource
+from bench.cluster import Operator, PhaseTimeout, local_cluster, machine, pods_per_node
 from bench.raw_client import CHILD_KINDS, RawResult, owned_children, post_all, trainjob_owner
 from e2e.cluster import LocalCluster
-from e2e.cluster.cluster import free_ports
 from e2e.helpers import ROOT, condition
 from trainer.kube.client import ApiError, Kube
 
@@ -87,15 +85,9 @@ REST_METRIC = "rest_client_requests_total"
 exports: the fallback when :data:`REQUESTS_METRIC` is missing."""
 ANY_RESOURCE = "*"
 """The resource of the rows read from :data:`REST_METRIC`, which has none."""
-NODES = 8
-"""KWOK nodes of the cluster; their pod capacity is sized by :func:`pods_per_node`."""
 
 
-class PhaseTimeout(Exception):
-    """A phase did not finish in time; the message names it and the counts it reached."""
-
-
-# --- pure parts: metrics text, writes per TrainJob, /proc, the slope --------------------------------
+# --- pure parts: metrics text, writes per TrainJob, the slope ----------------------------------------
 
 
 def requests_metric(text: str) -> str:
@@ -159,36 +151,12 @@ def per_trainjob(delta: dict[tuple[str, str], float], n: int) -> dict[str, float
     return {f"{verb} {resource}": total / n for (verb, resource), total in rows}
 
 
-def cpu_seconds(stat: str, ticks_per_second: int) -> float:
-    """User plus system CPU seconds of a process from the text of ``/proc/<pid>/stat`` (fields 14
-    ``utime`` and 15 ``stime``, in clock ticks; proc(5)). The command name (field 2) may hold spaces
-    and parentheses: fields are counted after its last ``)``. Raises ``ValueError`` on other text."""
-    rest = stat[stat.rindex(")") + 1 :].split()  # rest[0] is field 3, state
-    return (int(rest[11]) + int(rest[12])) / ticks_per_second
-
-
-def status_mib(status: str, key: str) -> float:
-    """The ``key`` line (``VmRSS``, ``VmHWM``...) of ``/proc/<pid>/status``, in kB there, as MiB.
-    Raises ``KeyError`` when the line is missing."""
-    for line in status.splitlines():
-        name, _, value = line.partition(":")
-        if name == key:
-            return int(value.split()[0]) / 1024
-    raise KeyError(key)
-
-
 def slope_per_1000(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of ``(TrainJobs, MiB)`` points, in MiB per 1,000 TrainJobs
     (``statistics.linear_regression``). Raises ``statistics.StatisticsError`` with fewer than two
     points or when every x is the same."""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     return statistics.linear_regression(xs, ys).slope * 1000
-
-
-def pods_per_node(pods: int, nodes: int = NODES) -> int:
-    """Pod capacity each of ``nodes`` KWOK nodes needs so that ``pods`` fit at once (at least 110,
-    the kubelet's default), with a margin of 10 per node."""
-    return max(110, math.ceil(pods / nodes) + 10)
 
 
 COMPARED = (
@@ -244,119 +212,26 @@ def compare(this: JSON, ref: JSON) -> dict[str, JSON]:
     return {key: {"this": a[key], "ref": b[key], "ratio": ratio(a[key], b[key])} for key, _ in COMPARED}
 
 
-# --- the operator process and its /proc figures ------------------------------------------------------
+# --- the operator process and its requests -----------------------------------------------------------
 
 
-@dataclass
-class Usage:
-    """One reading of a process: CPU seconds (user + system), RSS and peak RSS (MiB)."""
+class CountedOperator(Operator):
+    """The operator process (:class:`bench.cluster.Operator`) whose requests are counted from its
+    ``/metrics`` (:meth:`scrape`)."""
 
-    cpu: float
-    rss: float
-    peak: float
-
-
-def read_usage(pid: int) -> Usage:
-    """The :class:`Usage` of ``pid`` now (Linux ``/proc``). Raises ``OSError`` when it is gone."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    status = Path(f"/proc/{pid}/status").read_text()
-    return Usage(
-        cpu=cpu_seconds(stat, os.sysconf("SC_CLK_TCK")),
-        rss=status_mib(status, "VmRSS"),
-        peak=status_mib(status, "VmHWM"),
-    )
-
-
-class Operator:
-    """``python -m trainer`` of the checkout at ``root`` (its cwd and ``PYTHONPATH``, so that checkout's
-    ``trainer`` package is imported; this interpreter) on the cluster as its own process, with its
-    defaults but for the namespace it watches and loopback metrics and probe ports; its output goes to
-    ``log``. Only flags every version of the operator has are passed."""
-
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path, root: Path = ROOT) -> None:
-        """Describe the process; nothing runs before :meth:`start`."""
-        self.metrics_port, self.health_port = free_ports(2)
-        self.root = root
-        self.metric: str | None = None
-        """The metric its requests are counted by (:func:`requests_metric`), known after a scrape."""
-        self.args = [
-            sys.executable,
-            "-m",
-            "trainer",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--namespace",
-            namespace,
-            "--log-format",
-            "json",
-            "--metrics-bind-address",
-            f"127.0.0.1:{self.metrics_port}",
-            "--health-probe-bind-address",
-            f"127.0.0.1:{self.health_port}",
-        ]
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        """The process id. Raises ``RuntimeError`` before :meth:`start`."""
-        if self.proc is None:
-            raise RuntimeError("the operator is not started")
-        return self.proc.pid
-
-    def start(self) -> None:
-        """Start the process (returns at once; see :meth:`wait_ready`)."""
-        path = os.pathsep.join(p for p in (str(self.root), os.environ.get("PYTHONPATH", "")) if p)
-        env = {**os.environ, "PYTHONPATH": path}
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT, cwd=self.root, env=env)
-
-    async def wait_ready(self, timeout: float) -> None:
-        """Wait until ``/readyz`` answers 200 (caches synced). Raises :class:`PhaseTimeout` after
-        ``timeout`` seconds and ``RuntimeError`` when the process exits."""
-        deadline = time.monotonic() + timeout
-        async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise RuntimeError(f"the operator exited ({self.proc.returncode}); log: {self.log}")
-                try:
-                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as r:
-                        if r.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-        raise PhaseTimeout(f"operator start: /readyz not 200 after {timeout:.0f} s")
+    metric: str | None = None
+    """The metric its requests are counted by (:func:`requests_metric`), known after a scrape."""
 
     async def scrape(self) -> Counts:
         """Its requests now, by :attr:`metric` (chosen by the first scrape; see :func:`requests_metric`
         and :func:`parse_requests`). Raises ``ValueError`` when it exports neither metric."""
-        async with (
-            aiohttp.ClientSession() as http,
-            http.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as r,
-        ):
-            text = await r.text()
+        text = await self.metrics()
         if self.metric is None:
             self.metric = requests_metric(text)
         return parse_requests(text, self.metric)
 
-    def usage(self) -> Usage:
-        """Its CPU and memory now (see :func:`read_usage`)."""
-        return read_usage(self.pid)
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 30 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-async def wait_quiet(op: Operator, quiet: float, timeout: float) -> Counts:
+async def wait_quiet(op: CountedOperator, quiet: float, timeout: float) -> Counts:
     """Wait until the operator made no write for ``quiet`` seconds (its metrics read every 0.5 s);
     returns the last scrape. Raises :class:`PhaseTimeout` when it still writes ``timeout`` seconds on."""
     first = last = await op.scrape()
@@ -514,7 +389,7 @@ class Run:
     args: argparse.Namespace
     kubeconfig: Path
     kube: Kube
-    op: Operator
+    op: CountedOperator
     jobs_per: int
     children: list[Tracker] = field(default_factory=list)
     completed: Tracker | None = None
@@ -696,12 +571,6 @@ async def keep_phase(run: Run) -> JSON:
 # --- printing ----------------------------------------------------------------------------------------
 
 
-def machine() -> JSON:
-    """Cores (``os.cpu_count()``) and memory (``MemTotal`` of ``/proc/meminfo``, GiB)."""
-    mem = status_mib(Path("/proc/meminfo").read_text(), "MemTotal") / 1024
-    return {"cores": os.cpu_count(), "memory_gib": round(mem, 1)}
-
-
 def print_operator(out: JSON) -> None:
     """The operator phase's figures."""
     n = out["trainjobs"]
@@ -738,7 +607,7 @@ def print_baseline(out: JSON) -> None:
 
 
 async def measure(
-    run_args: argparse.Namespace, cluster: LocalCluster, op: Operator, figures: JSON, baseline: bool = True
+    run_args: argparse.Namespace, cluster: LocalCluster, op: CountedOperator, figures: JSON, baseline: bool = True
 ) -> None:
     """Every phase the flags ask for, on the running cluster and operator (the raw-client baseline only
     with ``baseline``); figures go to ``figures``."""
@@ -864,18 +733,16 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
     """Start a fresh cluster (the CRDs of ``checkout``), measure the operator of ``checkout`` on it and
     stop both; figures go to ``figures``. Returns 0, or 1 when a phase timed out."""
     pods = 2 * (min(args.batch, args.n) if args.keep else args.n)
-    with tempfile.TemporaryDirectory(prefix="bench-burst-") as tmp:
-        per_node = pods_per_node(pods)
-        cluster = LocalCluster(
-            Path(tmp),
-            nodes=NODES,
-            node_cpu=str(per_node),
-            node_memory=f"{2 * per_node}Gi",
-            pods_per_node=per_node,
-            extra_crds=[checkout.root / "config" / "crd" / "bases"],
-        )
-        cluster.start()
-        op = Operator(cluster.kubeconfig, BENCH_NS, Path(tmp) / "operator.log", root=checkout.root)
+    per_node = pods_per_node(pods)
+    with local_cluster(
+        "bench-burst-",
+        per_node,
+        node_cpu=str(per_node),
+        node_memory=f"{2 * per_node}Gi",
+        crds=checkout.root / "config" / "crd" / "bases",
+    ) as cluster:
+        log = cluster.state_dir / "operator.log"
+        op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root)
         try:
             asyncio.run(measure(args, cluster, op, figures, baseline))
         except PhaseTimeout as e:
@@ -884,13 +751,12 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
             return 1
         finally:
             op.stop()
-            cluster.stop()
     return 0
 
 
 def print_ratios(rows: dict[str, JSON], this: str, ref: str, ref_metric: str | None = REQUESTS_METRIC) -> None:
     """One line per :data:`COMPARED` figure: both values and the ratio this/REF (rows of :func:`compare`);
-    ``ref_metric``: what REF's writes were read from (:attr:`Operator.metric`)."""
+    ``ref_metric``: what REF's writes were read from (:attr:`CountedOperator.metric`)."""
     print(f"=== this/REF: {this} / {ref} (one run each, REF first, each on its own cluster) ===")
     print(f"  {'':<38} {this:>14} {ref:>14} {'this/REF':>9}")
 

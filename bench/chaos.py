@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-import tempfile
-from pathlib import Path
 
+from bench.cluster import local_cluster, machine
 from e2e import chaos
 from e2e.cluster import LocalCluster
 from e2e.conftest import Operator
-from e2e.helpers import ROOT, Client
+from e2e.helpers import Client
 from trainer.kube.client import Kube
 
 NAMESPACE = "chaos"
@@ -68,22 +66,16 @@ def main() -> int:
     )
     p.add_argument("--timeout", type=float, default=900, help="seconds for every job to finish (default 900)")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-chaos-") as tmp:
-        cluster = LocalCluster(
-            Path(tmp), nodes=8, node_cpu="64", pods_per_node=250, extra_crds=[ROOT / "config" / "crd" / "bases"]
-        )
-        cluster.start()
-        operator = Operator(cluster.kubeconfig, Path(tmp) / "operator.log", ["--gang-scheduler-name", "none"])
+    with local_cluster("bench-chaos-", pods_per_node=250) as cluster:
+        # e2e's restartable operator: e2e.chaos kills it with kill -9 and starts it again
+        operator = Operator(cluster.kubeconfig, cluster.state_dir / "operator.log", ["--gang-scheduler-name", "none"])
         try:
             operator.start()
             result = asyncio.run(measure(cluster, operator, args))
         finally:
-            try:
-                operator.stop()
-            finally:
-                cluster.stop()
+            operator.stop()
     print(
-        f"machine: {os.cpu_count()} cores; --n {args.n} --mpijobs {args.mpijobs} --kills {args.kills} "
+        f"machine: {machine()['cores']} cores; --n {args.n} --mpijobs {args.mpijobs} --kills {args.kills} "
         f"--apiserver-restarts {args.apiserver_restarts}"
     )
     print("\n".join(result.lines))

@@ -3,7 +3,8 @@
 ``python -m bench.idle_writes [--jobs 50] [--seconds 60]`` starts the local cluster (KWOK nodes; the
 binaries of ``e2e/build.sh``) in a temporary directory, runs the operator as its own process, creates
 ``--jobs`` objects of each sample (the torch TrainJob, the TrainJob on the mpi runtime, the MPIJob)
-whose pods keep running, waits until every one is Running and the operator has gone quiet, then reads
+whose pods keep running, waits until every one is Running (the operator runs with
+``--trainjob-running-condition``, so a TrainJob says so too) and the operator has gone quiet, then reads
 the operator's own metrics (``rest_client_requests_total``, ``controller_runtime_reconcile_total``)
 before and after ``--seconds`` and prints the writes (every request but GET) and reconciles made in
 between. Exits 1 when any write was made.
@@ -14,20 +15,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import MPIJOBS, TRAINJOBS
+from bench.cluster import Operator, local_cluster, machine
 from e2e.cluster import LocalCluster
-from e2e.cluster.cluster import free_ports
 from e2e.helpers import ROOT, Client
 
 SAMPLES = ROOT / "config" / "samples"
@@ -61,10 +58,9 @@ def objects(n: int, namespace: str) -> list[JSON]:
     return out
 
 
-async def scrape(port: int) -> dict[str, float]:
-    """Writes (requests by method, GET excluded) and reconciles so far, from ``/metrics``."""
-    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as r:
-        text = await r.text()
+async def scrape(op: Operator) -> dict[str, float]:
+    """Writes (requests by method, GET excluded) and reconciles so far, from the operator's ``/metrics``."""
+    text = await op.metrics()
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -94,7 +90,7 @@ async def running(client: Client, namespace: str) -> tuple[int, int]:
     return done, total
 
 
-async def measure(cluster: LocalCluster, n: int, seconds: float, port: int) -> dict[str, float]:
+async def measure(cluster: LocalCluster, n: int, seconds: float, op: Operator) -> dict[str, float]:
     client = await Client.connect(cluster)
     try:
         ns = "bench"
@@ -112,15 +108,15 @@ async def measure(cluster: LocalCluster, n: int, seconds: float, port: int) -> d
                 raise SystemExit(f"only {done}/{total} Running after 600 s")
             await asyncio.sleep(2)
         print(f"{3 * n} objects Running after {time.monotonic() - started:.1f} s", flush=True)
-        before = await scrape(port)
+        before = await scrape(op)
         while True:  # quiet: no write for 5 s
             await asyncio.sleep(5)
-            now = await scrape(port)
+            now = await scrape(op)
             if writes(now) == writes(before):
                 break
             before = now
         await asyncio.sleep(seconds)
-        after = await scrape(port)
+        after = await scrape(op)
         return {k: after.get(k, 0) - before.get(k, 0) for k in sorted(set(before) | set(after))}
     finally:
         await client.close()
@@ -131,41 +127,16 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=50, help="objects of each sample (default 50)")
     p.add_argument("--seconds", type=float, default=60, help="idle window (default 60)")
     args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-idle-") as tmp:
-        cluster = LocalCluster(
-            Path(tmp), nodes=8, node_cpu="64", pods_per_node=250, extra_crds=[ROOT / "config" / "crd" / "bases"]
-        )
-        cluster.start()
-        (port,) = free_ports(1)
-        log = (Path(tmp) / "operator.log").open("wb")
-        op = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "trainer",
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-                "--log-format",
-                "json",
-                "--metrics-bind-address",
-                f"127.0.0.1:{port}",
-                "--health-probe-bind-address",
-                "127.0.0.1:0",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
+    with local_cluster("bench-idle-", pods_per_node=250) as cluster:
+        log = cluster.state_dir / "operator.log"
+        op = Operator(cluster.kubeconfig, None, log, args=["--trainjob-running-condition"])
+        op.start()
         try:
-            cluster.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
-            cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-            delta = asyncio.run(measure(cluster, args.jobs, args.seconds, port))
+            delta = asyncio.run(measure(cluster, args.jobs, args.seconds, op))
         finally:
-            op.terminate()
-            op.wait(timeout=30)
-            cluster.stop()
+            op.stop()
     print(
-        f"machine: {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores; "
+        f"machine: {machine()['cores']} cores; "
         f"{3 * args.jobs} settled objects ({args.jobs} of each sample); idle window {args.seconds:.0f} s"
     )
     for k, v in delta.items():

@@ -1,5 +1,6 @@
-"""The pure parts of ``bench.burst`` and ``bench.raw_client``: metrics text, writes per TrainJob, /proc
-figures, the RSS slope, and the copy of the operator's children for the raw-client baseline."""
+"""The pure parts of ``bench.burst``, ``bench.cluster`` and ``bench.raw_client``: metrics text, writes per
+TrainJob, /proc figures, the RSS slope, the operator's command line and metrics, and the copy of the
+operator's children for the raw-client baseline."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from api.kinds import CONFIGMAPS, JOBS, SERVICES, TRAINJOBS
@@ -18,28 +20,26 @@ from bench.burst import (
     COMPARED,
     REQUESTS_METRIC,
     REST_METRIC,
-    Operator,
+    CountedOperator,
     compare,
     complete,
-    cpu_seconds,
     jobs_per_trainjob,
     load,
     owned_by_trainjob,
     parse_args,
     parse_requests,
     per_trainjob,
-    pods_per_node,
     print_ratios,
     ratio,
     requests_metric,
     resolve,
     slope_per_1000,
-    status_mib,
     summary,
     trainjobs,
     write_delta,
     writes_total,
 )
+from bench.cluster import NODES, Operator, cpu_seconds, pods_per_node, status_mib
 from bench.raw_client import post_all, raw_copy, trainjob_owner
 from e2e.helpers import ROOT
 from tests.kube_double import RecordingKube
@@ -319,7 +319,7 @@ def test_resolve_names_commits_only() -> None:
 
 
 def test_the_operator_of_a_ref_gets_only_flags_every_version_has(tmp_path: Path) -> None:
-    op = Operator(tmp_path / "kubeconfig", "bench", tmp_path / "log", root=tmp_path)
+    op = CountedOperator(tmp_path / "kubeconfig", "bench", tmp_path / "log", root=tmp_path)
     flags = [a for a in op.args if a.startswith("--")]
     assert flags == [
         "--kubeconfig",
@@ -329,6 +329,41 @@ def test_the_operator_of_a_ref_gets_only_flags_every_version_has(tmp_path: Path)
         "--health-probe-bind-address",
     ]
     assert op.args[1:3] == ["-m", "trainer"] and op.root == tmp_path
+
+
+def test_an_operator_of_every_namespace_with_extra_flags(tmp_path: Path) -> None:
+    op = Operator(tmp_path / "kubeconfig", None, tmp_path / "log", args=["--gang-scheduler-name", "none"])
+    assert "--namespace" not in op.args
+    assert op.args[op.args.index("--kubeconfig") + 1] == str(tmp_path / "kubeconfig")
+    assert op.args[-2:] == ["--gang-scheduler-name", "none"]
+    assert op.args[op.args.index("--metrics-bind-address") + 1] == f"127.0.0.1:{op.metrics_port}"
+    assert op.args[op.args.index("--health-probe-bind-address") + 1] == f"127.0.0.1:{op.health_port}"
+    assert op.metrics_port != op.health_port and op.root == ROOT
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = op.pid
+
+
+async def test_scrape_reads_the_metrics_port_and_keeps_the_metric_of_the_first_scrape(tmp_path: Path) -> None:
+    texts = [old_exposition([("PATCH", "200", "127.0.0.1:6443")]), exposition([("PATCH", "200", "APPLY", "jobs")])]
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(text=texts.pop(0))
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    op = CountedOperator(tmp_path / "kubeconfig", "bench", tmp_path / "log")
+    site = web.TCPSite(runner, "127.0.0.1", op.metrics_port)
+    await site.start()
+    try:
+        assert await op.scrape() == {("PATCH", ANY_RESOURCE, "200"): 1.0}
+        assert op.metric == REST_METRIC
+        # the second text has both metrics: the one chosen first is kept
+        assert await op.scrape() == {("PATCH", ANY_RESOURCE, "200"): 1.0}
+        assert op.metric == REST_METRIC and not texts
+    finally:
+        await runner.cleanup()
 
 
 def test_parse_args_compare() -> None:
@@ -366,6 +401,7 @@ def test_pods_per_node_fits_every_pod_on_the_nodes() -> None:
     assert pods_per_node(100, 8) == 110
     assert pods_per_node(2000, 8) == 260
     assert pods_per_node(2001, 8) * 8 >= 2001
+    assert pods_per_node(4000) == pods_per_node(4000, NODES) == 4000 // NODES + 10
 
 
 # --- the objects ---------------------------------------------------------------------------------------
