@@ -723,6 +723,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also measure the operator of git ref REF (first, on its own cluster) and print the ratios this/REF",
     )
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="PATH",
+        help="run this checkout's operator under cProfile and write its statistics to PATH (read with pstats)",
+    )
     args = p.parse_args(argv)
     if args.n < 1 or args.batch < 1 or args.concurrency < 1 or args.idle_seconds <= 0:
         p.error("--n, --batch, --concurrency must be >= 1 and --idle-seconds > 0")
@@ -742,7 +748,8 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         crds=checkout.root / "config" / "crd" / "bases",
     ) as cluster:
         log = cluster.state_dir / "operator.log"
-        op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root)
+        profile = args.profile if checkout.root == ROOT else None
+        op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root, profile=profile)
         try:
             asyncio.run(measure(args, cluster, op, figures, baseline))
         except PhaseTimeout as e:

@@ -140,13 +140,18 @@ class Operator:
         log: Path,
         root: Path = ROOT,
         args: Sequence[str] = (),
+        profile: Path | None = None,
     ) -> None:
-        """Describe the process; nothing runs before :meth:`start`."""
+        """Describe the process; nothing runs before :meth:`start`. With ``profile``, the operator runs
+        under :mod:`cProfile`, which writes its statistics to that file when the process exits (after
+        :meth:`stop`; read them with :mod:`pstats`)."""
         self.metrics_port, self.health_port = free_ports(2)
         self.root = root
         watched = [] if namespace is None else ["--namespace", namespace]
+        profiled = [] if profile is None else ["-m", "cProfile", "-o", str(profile)]
         self.args = [
             sys.executable,
+            *profiled,
             "-m",
             "trainer",
             "--kubeconfig",

@@ -341,6 +341,13 @@ def test_an_operator_of_every_namespace_with_extra_flags(tmp_path: Path) -> None
     assert op.metrics_port != op.health_port and op.root == ROOT
     with pytest.raises(RuntimeError, match="not started"):
         _ = op.pid
+    assert "cProfile" not in op.args
+
+
+def test_a_profiled_operator_runs_under_cprofile_writing_to_the_path_given(tmp_path: Path) -> None:
+    op = Operator(tmp_path / "kubeconfig", "bench", tmp_path / "log", profile=tmp_path / "op.prof")
+    assert op.args[1:7] == ["-m", "cProfile", "-o", str(tmp_path / "op.prof"), "-m", "trainer"]
+    assert parse_args(["--profile", "p.prof"]).profile == Path("p.prof") and parse_args([]).profile is None
 
 
 async def test_scrape_reads_the_metrics_port_and_keeps_the_metric_of_the_first_scrape(tmp_path: Path) -> None:
