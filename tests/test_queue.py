@@ -46,3 +46,36 @@ async def test_add_after_fires_once() -> None:
     q.add_after("a", 0.02)
     q.add_after("a", 0.5)  # a later timer does not postpone the earlier one
     assert await asyncio.wait_for(q.get(), 0.3) == "a"
+
+
+async def test_urgent_keys_come_first_in_order_and_a_waiting_key_moves_ahead_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for key in ("old-1", "old-2", "old-3"):
+        q.add(key)
+    q.add("new-1", urgent=True)
+    q.add("new-2", urgent=True)
+    q.add("old-3", urgent=True)  # waiting already: moves ahead, still queued once
+    q.add("old-3", urgent=True)
+    assert len(q) == 5
+    order = [await q.get() for _ in range(5)]
+    assert order == ["new-1", "new-2", "old-3", "old-1", "old-2"]
+    assert len(q) == 0
+    for key in order:
+        q.done(key)
+    q.add("later")
+    assert await asyncio.wait_for(q.get(), 1) == "later", "a moved key's first entry is not handed out again"
+
+
+async def test_a_key_made_urgent_while_processing_comes_back_first_after_done() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    key = await q.get()
+    q.add("b")
+    q.add("a", urgent=True)  # added while processing: not handed out, but urgent once done
+    assert len(q) == 1
+    q.done(key)
+    assert [await q.get(), await q.get()] == ["a", "b"]
+    q.add("c")
+    q.add("a")  # urgency is spent once a key was handed out
+    q.done("a")
+    assert [await q.get(), await q.get()] == ["c", "a"]

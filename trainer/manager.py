@@ -293,10 +293,12 @@ class Manager:
 
 
 def _enqueue_primary(queue: WorkQueue[Key]) -> Handler:
+    """Enqueue a changed primary; one that has just appeared is urgent (its children are to be made)."""
+
     def handler(old: JSON | None, new: JSON | None) -> None:
         obj = new or old
         if obj is not None:
-            queue.add(key_of(obj))
+            queue.add(key_of(obj), urgent=old is None and new is not None)
 
     return handler
 

@@ -2,6 +2,12 @@
 
 A key is queued at most once; a key added while it is being processed is queued again when its
 processing is done, so one key is never reconciled by two workers at once and no change is lost.
+
+A key may be added as urgent (``add(key, urgent=True)``): urgent keys are handed out before every other
+waiting key, first in first out among themselves; a waiting key added again as urgent moves ahead. The
+manager adds a primary object that has just appeared as urgent, so that in a burst every new job gets its
+children before the status of older ones is counted again (as controller-runtime's priority queue,
+sigs.k8s.io/controller-runtime ``pkg/controller/priorityqueue``, hands out higher priorities first).
 The queue tells an optional :class:`QueueMetrics` what happens, at the points client-go's
 ``workqueue`` calls its metrics provider (``Add`` after de-duplication, ``Get``, ``Done``, and
 ``AddRateLimited`` for retries), so ``workqueue_*`` metrics mean what they mean there.
@@ -10,6 +16,7 @@ The queue tells an optional :class:`QueueMetrics` what happens, at the points cl
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -53,7 +60,14 @@ class WorkQueue(Generic[K]):
     def __init__(
         self, base_delay: float = 0.05, max_delay: float = 300.0, metrics: QueueMetrics[K] | None = None
     ) -> None:
-        self._queue: asyncio.Queue[K] = asyncio.Queue()
+        self._entries: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
+        """``(0 urgent / 1 not, sequence, key)``; an entry whose key is no longer waiting (it was taken at
+        an earlier, urgent entry) is skipped."""
+        self._sequence = itertools.count()
+        self._waiting: set[K] = set()
+        """Keys with an entry in :attr:`_entries` to be handed out."""
+        self._urgent: set[K] = set()
+        """Keys added as urgent since they were last handed out."""
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
@@ -62,16 +76,25 @@ class WorkQueue(Generic[K]):
         self.metrics: QueueMetrics[K] = metrics if metrics is not None else _NoMetrics()
 
     def __len__(self) -> int:
-        return self._queue.qsize()
+        return len(self._waiting)
 
-    def add(self, key: K) -> None:
-        """Queue ``key`` unless it is already waiting."""
+    def add(self, key: K, urgent: bool = False) -> None:
+        """Queue ``key`` unless it is already waiting; ``urgent``: ahead of every key that is not (a
+        waiting key moves ahead)."""
+        if urgent and key not in self._urgent:
+            self._urgent.add(key)
+            if key in self._waiting:
+                self._push(key)
         if key in self._dirty:
             return
         self.metrics.add(key)
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.put_nowait(key)
+            self._push(key)
+
+    def _push(self, key: K) -> None:
+        self._waiting.add(key)
+        self._entries.put_nowait((0 if key in self._urgent else 1, next(self._sequence), key))
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds (an earlier pending timer for it wins)."""
@@ -108,8 +131,13 @@ class WorkQueue(Generic[K]):
         return self._failures.get(key, 0)
 
     async def get(self) -> K:
-        """The next key; it counts as processing until :meth:`done`."""
-        key = await self._queue.get()
+        """The next key (urgent ones first); it counts as processing until :meth:`done`."""
+        while True:
+            _, _, key = await self._entries.get()
+            if key in self._waiting:
+                break
+        self._waiting.discard(key)
+        self._urgent.discard(key)
         self._dirty.discard(key)
         self._processing.add(key)
         self.metrics.get(key)
@@ -120,7 +148,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         self.metrics.done(key)
         if key in self._dirty:
-            self._queue.put_nowait(key)
+            self._push(key)
 
     def shutdown(self) -> None:
         """Cancel pending timers."""
