@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from trainer import json_codec
 
+INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)  # every integer Kubernetes sends
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    st.none() | st.booleans() | INT64 | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=20,
 )
@@ -43,8 +44,10 @@ def test_a_copy_shares_nothing_with_the_original() -> None:
     assert value["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
 
 
-def test_integers_beyond_64_bits_fall_back_to_the_standard_library() -> None:
-    value = {"big": 2**70, "small": -(2**64)}
-    assert json_codec.dumps_sorted(value) == b'{"big":1180591620717411303424,"small":-18446744073709551616}'
-    assert json_codec.loads(json_codec.dumps(value)) == value
-    assert json_codec.copy_json(value) == value and json_codec.copy_json(value) is not value
+def test_integers_beyond_64_bits_are_written_exactly_and_read_back_as_floats() -> None:
+    value = {"big": 2**70 + 1, "small": -(2**64) - 1}
+    assert json_codec.dumps_sorted(value) == b'{"big":1180591620717411303425,"small":-18446744073709551617}'
+    assert json_codec.dumps(value) == b'{"big":1180591620717411303425,"small":-18446744073709551617}'
+    copied = json_codec.copy_json(value)
+    assert copied == value and copied is not value
+    assert json_codec.loads(b"[18446744073709551616]") == [float(2**64)], "as orjson reads them"

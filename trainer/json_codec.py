@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 def loads(text: str | bytes) -> Any:
     """The JSON value ``text`` holds. Raises ``ValueError`` (orjson's ``JSONDecodeError`` is one) when
-    it is not JSON."""
+    it is not JSON. An integer beyond 64 bits is read as a float (the apiserver sends none: Kubernetes
+    integers are int64)."""
     return orjson.loads(text)
 
 
