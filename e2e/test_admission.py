@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
-from e2e.cluster.cluster import free_ports
+from e2e.cluster.cluster import reserved_ports
 from e2e.conftest import Operator
 from e2e.helpers import Client, wait_for
 from e2e.test_gang_volcano import make_queue
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
 
 
-(PORT,) = free_ports(1)
+(PORT,) = reserved_ports(1)
 GANG_SCHEDULER = "volcano"
 OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
 

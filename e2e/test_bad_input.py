@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import JOBS
-from e2e.cluster.cluster import free_ports
+from e2e.cluster.cluster import reserved_ports
 from e2e.conftest import Operator
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_mpijob import mpijob, wait_cond
@@ -30,7 +30,7 @@ from trainer.kube.client import ApiError
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
 
-METRICS, PROBES = free_ports(2)
+METRICS, PROBES = reserved_ports(2)
 LIMIT = 4
 OPERATOR_ARGS = [
     "--max-nodes-per-job",

@@ -29,7 +29,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVICES, TRAINJOBS
-from e2e.cluster.cluster import free_ports
+from e2e.cluster.cluster import reserved_ports
 from e2e.conftest import ExternalCluster, Operator
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
 from e2e.image import Dockerfile, build_locally
@@ -42,7 +42,7 @@ JSON = dict[str, Any]
 # Under TRAINER_E2E_OPERATOR_SA the module's operator may only hold Leases in its own namespace.
 LEASE_NS = NAMESPACE if os.environ.get("TRAINER_E2E_OPERATOR_SA") else "default"
 LEASE = "e2e-operate"
-A_METRICS, A_PROBES, B_METRICS, B_PROBES, C_METRICS, C_PROBES, I_METRICS, I_PROBES = free_ports(8)
+A_METRICS, A_PROBES, B_METRICS, B_PROBES, C_METRICS, C_PROBES, I_METRICS, I_PROBES = reserved_ports(8)
 OPERATOR_ARGS = [
     "--leader-elect",
     f"--leader-election-namespace={LEASE_NS}",

@@ -23,7 +23,7 @@ import aiohttp
 import pytest
 
 from api.kinds import CONFIGMAPS, TRAINJOBS, Resource
-from e2e.cluster.cluster import free_ports
+from e2e.cluster.cluster import reserved_ports
 from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
@@ -32,7 +32,7 @@ from trainer.trainjobstatus import token_audience
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
 
-(PORT,) = free_ports(1)
+(PORT,) = reserved_ports(1)
 INTERVAL = 5
 OPERATOR_ARGS = [
     "--status-server-port",

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
-from e2e.cluster.cluster import free_ports
+from e2e.cluster.cluster import reserved_ports
 from e2e.conftest import Operator
 from e2e.helpers import Client, log_events, wait_for
 from e2e.test_trainjob import rjob, runtime, trainjob
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]
 
 
-(PORT,) = free_ports(1)
+(PORT,) = reserved_ports(1)
 VALIDITY = 30
 """Seconds of a serving certificate: renewed 20-25 s after it is made."""
 CREATE_FOR = 60.0

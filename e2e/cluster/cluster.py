@@ -29,6 +29,7 @@ by one command survives it and is stopped later by ``stop()`` from another one.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import socket
 import subprocess
@@ -83,6 +84,23 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+RESERVED_PORTS = range(20000, 32000)
+"""Below Linux's ephemeral range (32768-60999): no outgoing connection and no port-0 bind takes one."""
+
+
+def reserved_ports(count: int) -> list[int]:
+    """``count`` distinct ports of :data:`RESERVED_PORTS` free on 127.0.0.1 now, in random order: for
+    ports chosen long before they are bound (at import), which a port of the ephemeral range would not
+    survive (any connection made meanwhile may take it). Raises ``RuntimeError`` when too few are free."""
+    chosen: list[int] = []
+    for port in random.sample(RESERVED_PORTS, len(RESERVED_PORTS)):
+        if _port_is_free(port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise RuntimeError(f"fewer than {count} free ports in {RESERVED_PORTS}")
 
 
 def _port_is_free(port: int) -> bool:
