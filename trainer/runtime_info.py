@@ -33,7 +33,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
-from trainer import trainjobstatus
+from trainer import json_codec, trainjobstatus
 from trainer.builders import labels as L
 from trainer.builders import trainjob_mpi
 from trainer.builders.jax import jax_env
@@ -93,7 +93,7 @@ def runtime_of_snapshot(config_map: JSON) -> JSON | None:
     """The runtime a snapshot ConfigMap froze, or None when it holds none."""
     text = (config_map.get("data") or {}).get(SNAPSHOT_KEY)
     try:
-        data = json.loads(text) if text else None
+        data = json_codec.loads(text) if text else None
     except ValueError:
         return None
     return data if isinstance(data, dict) else None

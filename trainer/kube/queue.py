@@ -2,15 +2,15 @@
 
 A key is queued at most once; a key added while it is being processed is queued again when its
 processing is done, so one key is never reconciled by two workers at once and no change is lost.
+The queue tells an optional :class:`QueueMetrics` what happens, at the points client-go's
+``workqueue`` calls its metrics provider (``Add`` after de-duplication, ``Get``, ``Done``, and
+``AddRateLimited`` for retries), so ``workqueue_*`` metrics mean what they mean there.
 
 A key may be added as urgent (``add(key, urgent=True)``): urgent keys are handed out before every other
 waiting key, first in first out among themselves; a waiting key added again as urgent moves ahead. The
 manager adds a primary object that has just appeared as urgent, so that in a burst every new job gets its
 children before the status of older ones is counted again (as controller-runtime's priority queue,
 sigs.k8s.io/controller-runtime ``pkg/controller/priorityqueue``, hands out higher priorities first).
-The queue tells an optional :class:`QueueMetrics` what happens, at the points client-go's
-``workqueue`` calls its metrics provider (``Add`` after de-duplication, ``Get``, ``Done``, and
-``AddRateLimited`` for retries), so ``workqueue_*`` metrics mean what they mean there.
 """
 
 from __future__ import annotations
