@@ -9,7 +9,8 @@ namespace ``bench``, and then runs two phases, in this order:
    takes them (``--concurrency`` requests in flight). Printed: the time from the first create until
    every child exists (Jobs, Services and the other objects a TrainJob owns, as watches see them) and
    until every TrainJob is ``Complete``; the operator's writes per TrainJob by verb and resource (delta
-   of its ``trainer_apiserver_requests_total``; every verb but GET, LIST and WATCH is a write); its CPU
+   of its ``trainer_apiserver_requests_total``; every verb but GET, LIST and WATCH is a write); its
+   reconciles per TrainJob (delta of ``controller_runtime_reconcile_total{controller="trainjob"}``); its CPU
    seconds (``/proc/<pid>/stat``) and RSS (``/proc/<pid>/status``: at start, after, peak ``VmHWM``);
    then its writes per minute over ``--idle-seconds`` once everything settled.
 2. **raw-client baseline**: the same N TrainJobs and, for each, the children the operator made, read
@@ -80,6 +81,8 @@ Counts = dict[tuple[str, str, str], float]
 """``trainer_apiserver_requests_total`` samples: ``(verb, resource, code) -> requests``."""
 REQUESTS_METRIC = "trainer_apiserver_requests_total"
 """Requests of the operator by verb and resource (the apiserver's ``apiserver_request_total`` labels)."""
+RECONCILES_METRIC = "controller_runtime_reconcile_total"
+"""Reconciles by ``controller`` and ``result`` (controller-runtime's name)."""
 REST_METRIC = "rest_client_requests_total"
 """Requests by ``method``, ``code`` and ``host`` (client-go's series), which every version of the operator
 exports: the fallback when :data:`REQUESTS_METRIC` is missing."""
@@ -125,6 +128,18 @@ def parse_requests(text: str, metric: str = REQUESTS_METRIC) -> Counts:
     return out
 
 
+def parse_reconciles(text: str, controller: str = "trainjob") -> float:
+    """The reconciles of ``controller`` so far (every result summed) in a Prometheus text exposition:
+    the samples of :data:`RECONCILES_METRIC`; 0 when it has none. Raises ``ValueError`` on text the
+    Prometheus parser refuses."""
+    return sum(
+        float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == RECONCILES_METRIC and s.labels.get("controller") == controller
+    )
+
+
 def write_delta(before: Counts, after: Counts) -> dict[tuple[str, str], float]:
     """Writes made between two scrapes, by ``(verb, resource)`` (every code summed; reads, see
     :data:`READ_VERBS`, and rows that did not move left out)."""
@@ -162,6 +177,7 @@ def slope_per_1000(points: list[tuple[float, float]]) -> float:
 COMPARED = (
     ("cpu_ms_per_trainjob", "CPU ms per TrainJob"),
     ("writes_per_trainjob", "writes per TrainJob"),
+    ("reconciles_per_trainjob", "reconciles per TrainJob"),
     ("rss_slope_mib_per_1000", "RSS slope, MiB per 1,000 TrainJobs"),
     ("rss_peak_mib", "peak RSS, MiB"),
     ("children_seconds", "seconds to every child"),
@@ -189,6 +205,7 @@ def summary(run: JSON) -> dict[str, float | None]:
         return {
             "cpu_ms_per_trainjob": keep.get("cpu_ms_per_trainjob"),
             "writes_per_trainjob": keep.get("writes_per_trainjob"),
+            "reconciles_per_trainjob": None,
             "rss_slope_mib_per_1000": keep.get("slope_mib_per_1000"),
             "rss_peak_mib": keep.get("rss_peak_mib"),
             "children_seconds": keep.get("children_seconds"),
@@ -198,6 +215,7 @@ def summary(run: JSON) -> dict[str, float | None]:
     return {
         "cpu_ms_per_trainjob": op.get("cpu_ms_per_trainjob"),
         "writes_per_trainjob": op.get("writes_per_trainjob_total"),
+        "reconciles_per_trainjob": op.get("reconciles_per_trainjob"),
         "rss_slope_mib_per_1000": None,
         "rss_peak_mib": (op.get("rss_mib") or {}).get("peak"),
         "children_seconds": op.get("children_seconds"),
@@ -229,6 +247,10 @@ class CountedOperator(Operator):
         if self.metric is None:
             self.metric = requests_metric(text)
         return parse_requests(text, self.metric)
+
+    async def reconciles(self) -> float:
+        """Its TrainJob reconciles so far (:func:`parse_reconciles`)."""
+        return parse_reconciles(await self.metrics())
 
 
 async def wait_quiet(op: CountedOperator, quiet: float, timeout: float) -> Counts:
@@ -424,7 +446,7 @@ async def operator_phase(run: Run) -> JSON:
     """N TrainJobs created at once in ``bench``; the operator's times, writes, CPU, memory, idle writes."""
     n, args, op = run.args.n, run.args, run.op
     assert run.completed is not None
-    before, start = await op.scrape(), op.usage()
+    before, start, reconciled = await op.scrape(), op.usage(), await op.reconciles()
     t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency)
     await run.wait_children(n, t0, "operator phase, children")
     done = None
@@ -432,6 +454,7 @@ async def operator_phase(run: Run) -> JSON:
         done = await run.completed.wait(n, t0 + float(args.timeout), "operator phase, Complete") - t0
     after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
     end = op.usage()
+    reconciles = await op.reconciles() - reconciled
     children = run.children_seconds(t0)
     delta = write_delta(before, after)
     total = sum(delta.values())
@@ -445,6 +468,7 @@ async def operator_phase(run: Run) -> JSON:
         "writes_per_trainjob": {k: round(v, 3) for k, v in per_trainjob(delta, n).items()},
         "writes_total": total,
         "writes_per_trainjob_total": round(total / n, 3),
+        "reconciles_per_trainjob": round(reconciles / n, 2),
         "cpu_seconds": round(end.cpu - start.cpu, 2),
         "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / n, 2),
         "rss_mib": {"start": round(start.rss, 1), "after": round(end.rss, 1), "peak": round(end.peak, 1)},
@@ -583,6 +607,7 @@ def print_operator(out: JSON) -> None:
     print(f"  writes per TrainJob:      {out['writes_per_trainjob_total']:.2f} (total {out['writes_total']:.0f})")
     for k, v in out["writes_per_trainjob"].items():
         print(f"    {k:<32} {v:>7.3f}  ({v * n:.0f})")
+    print(f"  reconciles per TrainJob:  {out['reconciles_per_trainjob']:.2f}")
     print(
         f"  CPU: {out['cpu_seconds']:.1f} s over the burst, {out['cpu_ms_per_trainjob']:.1f} ms per TrainJob"
         f" (pid {out.get('pid', '?')})"

@@ -27,6 +27,7 @@ from bench.burst import (
     load,
     owned_by_trainjob,
     parse_args,
+    parse_reconciles,
     parse_requests,
     per_trainjob,
     print_ratios,
@@ -130,6 +131,16 @@ def test_parse_requests_reads_trainer_apiserver_requests_total_only() -> None:
         ("LIST", "trainjobs", "200"): 1.0,
         ("PATCH", "trainjobs/status", "200"): 1.0,
     }
+
+
+def test_parse_reconciles_sums_every_result_of_one_controller() -> None:
+    m = Metrics()
+    for controller, result in [("trainjob", "success"), ("trainjob", "requeue_after"), ("trainjob", "error")]:
+        m.reconciled(controller, result, 0.01)
+    m.reconciled("mpijob", "success", 0.01)
+    assert parse_reconciles(m.exposition().decode()) == 3.0
+    assert parse_reconciles(m.exposition().decode(), "mpijob") == 1.0
+    assert parse_reconciles(Metrics().exposition().decode()) == 0.0
 
 
 def test_parse_requests_of_a_fresh_operator_is_empty() -> None:
@@ -299,6 +310,7 @@ def test_summary_of_a_keep_curve_and_of_a_run_that_timed_out() -> None:
     assert summary({"keep": keep}) == {
         "cpu_ms_per_trainjob": 12.5,
         "writes_per_trainjob": 4.0,
+        "reconciles_per_trainjob": None,
         "rss_slope_mib_per_1000": 3.5,
         "rss_peak_mib": 140.0,
         "children_seconds": 50.0,

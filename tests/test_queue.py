@@ -79,3 +79,43 @@ async def test_a_key_made_urgent_while_processing_comes_back_first_after_done() 
     q.add("a")  # urgency is spent once a key was handed out
     q.done("a")
     assert [await q.get(), await q.get()] == ["c", "a"]
+
+
+async def test_batched_adds_of_a_key_are_handed_out_once_after_the_period() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for _ in range(3):
+        q.add_batched("a", 0.05)
+    assert len(q) == 0, "not before the period"
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+    assert loop.time() - began >= 0.05
+    q.done("a")
+    await asyncio.sleep(0.1)
+    assert len(q) == 0, "the three adds made one"
+
+
+async def test_a_batched_add_of_a_key_to_be_handed_out_adds_nothing() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    q.add_batched("a", 0.01)  # the waiting key's reconcile reads the change
+    assert await q.get() == "a"
+    q.done("a")
+    await asyncio.sleep(0.05)
+    assert len(q) == 0
+
+
+async def test_a_batched_add_while_processing_comes_back_after_the_period() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    await q.get()
+    q.add_batched("a", 0.05)  # the running reconcile may have read the caches before the change
+    q.done("a")
+    assert len(q) == 0
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+
+
+async def test_a_batched_add_without_a_period_is_an_add() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add_batched("a", 0)
+    assert len(q) == 1

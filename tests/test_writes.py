@@ -96,6 +96,69 @@ def test_own_writes_are_read_until_the_cache_has_them() -> None:
     assert kube.writes == []
 
 
+def test_a_settled_write_is_told_from_its_echo_once() -> None:
+    own = OwnWrites()
+    stored = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "7"}}
+    own.remember(TRAINJOBS, stored, settled=True)
+    other = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "8"}}
+    assert not own.settled_echo(TRAINJOBS, other), "another version: someone else's write"
+    assert not own.settled_echo(CONFIGMAPS, stored), "another resource"
+    assert own.settled_echo(TRAINJOBS, copy.deepcopy(stored))
+    assert not own.settled_echo(TRAINJOBS, stored), "once"
+    own.remember(TRAINJOBS, stored, settled=True)
+    own.remember(TRAINJOBS, {"metadata": {**stored["metadata"], "resourceVersion": "9"}})
+    assert not own.settled_echo(TRAINJOBS, stored), "a later write that is not settled replaces it"
+
+
+async def drained(w: World) -> int:
+    """Hand out and finish every key waiting in the controller's queue; returns how many there were."""
+    queue, n = w.manager.queues[w.controller], 0
+    while len(queue):
+        queue.done(await queue.get())
+        n += 1
+    return n
+
+
+async def test_the_echo_of_a_progress_only_status_write_is_not_reconciled() -> None:
+    w = World("torch", "none", children_batch_seconds=0)
+    await w.settle()
+    await drained(w)
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})
+    assert await drained(w) == 1, "the Job's change is reconciled"
+    w.kube.hold = True  # the watch reports the write after its answer came back
+    assert await w.reconcile() == 1, "jobsStatus written"
+    w.kube.release()
+    assert await drained(w) == 0, "its echo is not reconciled: a reconcile of it writes nothing"
+    assert await w.reconcile() == 0
+    tj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    tj["metadata"].setdefault("annotations", {})["touch"] = "1"
+    w.kube.put(tj)
+    assert await drained(w) == 1, "a later write by someone else is"
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [_complete()]})
+    await drained(w)
+    w.kube.hold = True
+    assert await w.reconcile() == 2, "Complete written, and its event"
+    w.kube.release()
+    assert await drained(w) == 1, "a condition's echo is reconciled (e.g. the TTL counts from it)"
+
+
+async def test_changes_of_children_are_reconciled_together_after_the_batch_period() -> None:
+    w = World("torch", "none", children_batch_seconds=0.05)
+    await w.settle()
+    await asyncio.sleep(0.1)
+    await drained(w)
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"ready": 2})
+    assert await drained(w) == 0, "not at once"
+    await asyncio.sleep(0.1)
+    assert await drained(w) == 1, "both changes, one reconcile"
+    w.manager.queues[w.controller].shutdown()
+
+
 async def test_progress_only_status_changes_wait_and_a_finished_job_is_written_at_once() -> None:
     w = World("torch", "none", status_coalesce_seconds=30)
     await w.settle()

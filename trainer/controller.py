@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from api.kinds import Resource
+from trainer.controllers.own_writes import OwnWrites
 from trainer.kube.cache import Key, key_of
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 
@@ -147,6 +148,9 @@ class Context:
     status_coalesce_seconds: float = 1.0
     """``--status-coalesce-seconds``: how long a progress-only status change may wait to be written with
     the next one (0: written at once)."""
+    own_writes: OwnWrites = field(default_factory=OwnWrites)
+    """What the reconciler wrote, until its caches have it; the manager asks it which watch events are
+    echoes of settled writes (:meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

@@ -39,6 +39,12 @@ def _env(flag: str, default: str | None = None) -> str | None:
     return os.environ.get("TRAINER_" + flag.upper().replace("-", "_"), default)
 
 
+def _seconds(p: argparse.ArgumentParser, flag: str, default: str, help: str) -> None:
+    """Add ``flag``: a number of seconds (``SECONDS``), defaulting to the environment's ``TRAINER_<FLAG>``
+    or else ``default``."""
+    p.add_argument(flag, type=float, default=float(_env(flag[2:], default) or default), metavar="SECONDS", help=help)
+
+
 def _bool(value: str) -> bool:
     """``true``/``false`` (also 1/0, yes/no), as Go's ``strconv.ParseBool`` reads a flag. Raises
     ``argparse.ArgumentTypeError`` otherwise."""
@@ -83,13 +89,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"an MPIJob's workers; a larger job is refused by the webhook, or gets condition Failed with nothing "
         f"created (default {DEFAULT_MAX_NODES_PER_JOB}; 0: no limit)",
     )
-    p.add_argument(
+    _seconds(
+        p,
         "--status-coalesce-seconds",
-        type=float,
-        default=float(_env("status-coalesce-seconds", "1") or 1),
-        metavar="SECONDS",
-        help="how long a change of only a job's progress counts (jobsStatus, replicaStatuses) may wait to be "
+        "1",
+        "how long a change of only a job's progress counts (jobsStatus, replicaStatuses) may wait to be "
         "written together with the next ones; conditions are written at once (default 1; 0: every change at once)",
+    )
+    _seconds(
+        p,
+        "--children-batch-seconds",
+        "0.5",
+        "how long the changes of a job's children (its Jobs, Service, ConfigMaps...) are gathered before "
+        "the job is reconciled for them, as the Job controller batches pod updates (default 0.5; 0: at once)",
     )
     p.add_argument(
         "--trainjob-running-condition",
@@ -122,12 +134,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=_env("webhook-namespace", "default"),
         help="namespace of the webhook Service and of its certificate Secret (default default)",
     )
-    p.add_argument(
+    _seconds(
+        p,
         "--webhook-cert-validity",
-        type=float,
-        default=float(_env("webhook-cert-validity", "31536000") or 31536000),
-        metavar="SECONDS",
-        help="lifetime of the webhook's serving certificate in seconds (default 31536000, one year); it is "
+        "31536000",
+        "lifetime of the webhook's serving certificate in seconds (default 31536000, one year); it is "
         "renewed in its last third, checked every min(3600, validity/6) s and on every change of its Secret; "
         "the CA lives ten years, so at most 315360000",
     )
@@ -154,12 +165,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="host in the status server URL the trainer pods get (e.g. 127.0.0.1 on a local cluster); default: "
         "<webhook-service>.<webhook-namespace>.svc",
     )
-    p.add_argument(
+    _seconds(
+        p,
         "--status-write-interval",
-        type=float,
-        default=float(_env("status-write-interval", "5") or 5),
-        metavar="SECONDS",
-        help="at most one trainerStatus write per TrainJob per this many seconds; later posts are coalesced "
+        "5",
+        "at most one trainerStatus write per TrainJob per this many seconds; later posts are coalesced "
         "into the next write (default 5)",
     )
     p.add_argument(
@@ -205,6 +215,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"--max-nodes-per-job must be 0 (no limit) or positive, not {args.max_nodes_per_job}")
     if args.status_coalesce_seconds < 0:
         p.error(f"--status-coalesce-seconds must be 0 or positive, not {args.status_coalesce_seconds}")
+    if args.children_batch_seconds < 0:
+        p.error(f"--children-batch-seconds must be 0 or positive, not {args.children_batch_seconds}")
     if args.status_write_interval <= 0:
         p.error(f"--status-write-interval must be positive, not {args.status_write_interval}")
     return args
@@ -265,6 +277,7 @@ async def run(args: argparse.Namespace) -> int:
         trainjob_running_condition=args.trainjob_running_condition,
         max_nodes_per_job=args.max_nodes_per_job,
         status_coalesce_seconds=args.status_coalesce_seconds,
+        children_batch_seconds=args.children_batch_seconds,
         status_server_url=status_settings.url if status_settings is not None else None,
     )
     manager = Manager(kube, settings, metrics, elector)

@@ -37,6 +37,7 @@ from api.kinds import Resource
 from trainer import gang
 from trainer.controller import Context, Controller, MapFn, Reader, Reconcile, TerminalError, UndeclaredRead
 from trainer.controllers import mpijob, trainjob
+from trainer.controllers.own_writes import OwnWrites
 from trainer.gang.base import GangScheduler
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
 from trainer.kube.client import JSON, ApiError, Kube
@@ -73,6 +74,9 @@ class Settings:
     status_coalesce_seconds: float = 1.0
     """Seconds a progress-only status change (``jobsStatus``, ``replicaStatuses``) may wait to be written
     together with later ones (``--status-coalesce-seconds``); 0 writes each at once."""
+    children_batch_seconds: float = 0.5
+    """Seconds the changes of a job's children are gathered before the job is reconciled for them
+    (``--children-batch-seconds``; :meth:`~trainer.kube.queue.WorkQueue.add_batched`); 0: at once."""
 
 
 def default_controllers(scheduler: GangScheduler) -> list[Controller]:
@@ -107,9 +111,10 @@ class Manager:
             reader = self.readers[c.name] = Reader(c.name, dict(stores))
             queue = self.queues[c.name] = WorkQueue(metrics=self.metrics.workqueue(c.name))
             self.metrics.controller(c.name, settings.max_concurrent_reconciles)
-            stores[c.for_].add_handler(_enqueue_primary(queue))
+            own_writes = OwnWrites()
+            stores[c.for_].add_handler(_enqueue_primary(queue, c.for_, own_writes))
             for owned in c.owns:
-                stores[owned.resource].add_handler(_enqueue_owner(queue, c.for_))
+                stores[owned.resource].add_handler(_enqueue_owner(queue, c.for_, settings.children_batch_seconds))
             for watched in c.watches:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
             injection = Injection(settings.status_server_url.rstrip("/")) if settings.status_server_url else None
@@ -124,6 +129,7 @@ class Manager:
                 injection,
                 settings.max_nodes_per_job,
                 settings.status_coalesce_seconds,
+                own_writes,
             )
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
@@ -292,10 +298,14 @@ class Manager:
                 await self.elector.release()
 
 
-def _enqueue_primary(queue: WorkQueue[Key]) -> Handler:
-    """Enqueue a changed primary; one that has just appeared is urgent (its children are to be made)."""
+def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, own_writes: OwnWrites) -> Handler:
+    """Enqueue a changed primary; one that has just appeared is urgent (its children are to be made).
+    The echo of the controller's own settled status write is not enqueued (a reconcile of it would write
+    nothing; see :meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
 
     def handler(old: JSON | None, new: JSON | None) -> None:
+        if old is not None and new is not None and own_writes.settled_echo(primary, new):
+            return
         obj = new or old
         if obj is not None:
             queue.add(key_of(obj), urgent=old is None and new is not None)
@@ -303,9 +313,10 @@ def _enqueue_primary(queue: WorkQueue[Key]) -> Handler:
     return handler
 
 
-def _enqueue_owner(queue: WorkQueue[Key], primary: Resource) -> Handler:
+def _enqueue_owner(queue: WorkQueue[Key], primary: Resource, batch: float) -> Handler:
     """Enqueue the controller owner of a changed object when it is of the ``primary`` kind (both the
-    old and the new owner, should the reference have changed)."""
+    old and the new owner, should the reference have changed), within ``batch`` seconds together with
+    the other changes of its children meanwhile (:meth:`~trainer.kube.queue.WorkQueue.add_batched`)."""
 
     def handler(old: JSON | None, new: JSON | None) -> None:
         for obj in (old, new):
@@ -313,7 +324,7 @@ def _enqueue_owner(queue: WorkQueue[Key], primary: Resource) -> Handler:
             if obj is None or ref is None:
                 continue
             if ref.get("kind") == primary.kind and ref.get("apiVersion") == primary.api_version:
-                queue.add((key_of(obj)[0], str(ref["name"])))
+                queue.add_batched((key_of(obj)[0], str(ref["name"])), batch)
 
     return handler
 

@@ -11,15 +11,22 @@ that is not a number makes the cache win, as without this module. Client-go's co
 same problem with per-object "expectations" (k8s.io/kubernetes ``pkg/controller/controller_utils.go``
 ``ControllerExpectations``); this keeps the object itself, so the next reconcile compares against
 what is really stored.
+
+A write may also be remembered as *settled*: one after which a reconcile would write nothing (a status
+write that changed only progress counts, which no decision reads back). The watch's report of that very
+version (same resourceVersion) is then its echo, and :meth:`OwnWrites.settled_echo` says so once, so the
+manager does not reconcile the job again for it. Any other version (someone else's write since) is not.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.kinds import Resource
-from trainer.controller import Reader
+
+if TYPE_CHECKING:
+    from trainer.controller import Reader
 
 JSON = dict[str, Any]
 MAX_KEPT = 512
@@ -41,13 +48,16 @@ class OwnWrites:
 
     def __init__(self, limit: int = MAX_KEPT) -> None:
         self._kept: OrderedDict[tuple[Resource, str, str], tuple[int, JSON]] = OrderedDict()
+        self._settled: OrderedDict[tuple[Resource, str, str], int] = OrderedDict()
+        """Writes remembered as settled whose echo has not come yet: key -> resourceVersion."""
         self._limit = limit
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    def remember(self, res: Resource, stored: JSON) -> None:
-        """Keep ``stored`` (the object a write of ``res`` returned, as the cache would keep it)."""
+    def remember(self, res: Resource, stored: JSON, settled: bool = False) -> None:
+        """Keep ``stored`` (the object a write of ``res`` returned, as the cache would keep it);
+        ``settled``: a reconcile of exactly this version would write nothing (see :meth:`settled_echo`)."""
         rv = resource_version(stored)
         meta = stored.get("metadata") or {}
         if rv is None or not meta.get("name"):
@@ -57,6 +67,22 @@ class OwnWrites:
         self._kept[key] = (rv, stored)
         while len(self._kept) > self._limit:
             self._kept.popitem(last=False)
+        self._settled.pop(key, None)
+        if settled:
+            self._settled[key] = rv
+            while len(self._settled) > self._limit:
+                self._settled.popitem(last=False)
+
+    def settled_echo(self, res: Resource, obj: JSON) -> bool:
+        """Whether ``obj`` (as a watch of ``res`` reports it) is the very version a write remembered as
+        settled returned; True once per such write."""
+        meta = obj.get("metadata") or {}
+        key = (res, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        rv = self._settled.get(key)
+        if rv is None or rv != resource_version(obj):
+            return False
+        del self._settled[key]
+        return True
 
     def latest(self, reader: Reader, res: Resource, namespace: str | None, name: str) -> JSON | None:
         """The newer of the cached object and the last answer to a write of it: the answer while the

@@ -133,7 +133,7 @@ class Reconciler(Generic[J, I]):
         """Outcome events already counted: (job uid, event, restart)."""
         """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
         self.metrics = ctx.metrics
-        self.own_writes = OwnWrites()
+        self.own_writes: OwnWrites = ctx.own_writes
         """What this controller wrote, until its caches have it (see :mod:`trainer.controllers.own_writes`)."""
         self.status_delay = ctx.status_coalesce_seconds
         self._deferred: dict[str, float] = {}
@@ -364,7 +364,8 @@ class Reconciler(Generic[J, I]):
         meta = obj["metadata"]
         stored = await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
         log.debug("status written", changed=sorted(changed), status=new)
-        self.own_writes.remember(self.resource, projection(self.resource)(stored))
+        # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
+        self.own_writes.remember(self.resource, projection(self.resource)(stored), settled=progress)
         self._count_outcomes(obj, old, new)
         return None
 

@@ -109,6 +109,17 @@ class WorkQueue(Generic[K]):
             pending.cancel()
         self._timers[key] = loop.call_later(delay, self._fire, key)
 
+    def add_batched(self, key: K, period: float) -> None:
+        """Queue ``key`` within ``period`` seconds, once for every batched add of it meanwhile (k8s.io/kubernetes
+        ``pkg/controller/job/job_controller.go`` batches the pod updates of a Job the same way): nothing when
+        ``key`` is already to be handed out (waiting, or added again while processing), for that reconcile
+        reads the caches as they are then; else after ``period`` unless a timer for it fires sooner.
+        ``period`` <= 0 is :meth:`add`."""
+        if period <= 0:
+            self.add(key)
+        elif key not in self._dirty:
+            self.add_after(key, period)
+
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)
