@@ -144,6 +144,21 @@ async def test_the_echo_of_a_progress_only_status_write_is_not_reconciled() -> N
     assert await drained(w) == 1, "a condition's echo is reconciled (e.g. the TTL counts from it)"
 
 
+async def test_a_suspended_trainjob_gets_its_conditions_and_counts_in_one_status_write() -> None:
+    w = World("torch", "none")
+    tj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    tj["spec"]["suspend"] = True
+    w.kube.put(tj)
+    w.kube.hold = True  # the watch brings the new Job back only after the reconcile
+    await w.reconcile()
+    w.kube.release()
+    await w.settle()
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 1, [x for x in w.kube.writes if x.verb == "patch_status"]
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    assert [(s["name"], s["suspended"]) for s in status["jobsStatus"]] == [("node", 1)], "the Job just created"
+    assert any(c["type"] == "Suspended" and c["status"] == "True" for c in status["conditions"])
+
+
 async def test_changes_of_children_are_reconciled_together_after_the_batch_period() -> None:
     w = World("torch", "none", children_batch_seconds=0.05)
     await w.settle()

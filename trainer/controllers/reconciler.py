@@ -178,6 +178,12 @@ class Reconciler(Generic[J, I]):
         condition transitions (e.g. a restart); recorded only when the status changes."""
         return []
 
+    def written(self, info: I, desired: Desired) -> I:
+        """``info`` as the writes of ``desired`` left the children (read through :attr:`own_writes`), for
+        the conditions and the status computed after them, so that the reconcile the watch's echoes of
+        those writes bring finds nothing to write; by default ``info`` itself."""
+        return info
+
     def requeue_after(self, info: I) -> float | None:
         """Seconds after which to look again although nothing changed (e.g. a TTL), or None."""
         return None
@@ -275,6 +281,7 @@ class Reconciler(Generic[J, I]):
             await self._terminal(obj, [*self._kept(obj), problem("InvalidSpec", message)], message, e)
             return None
         refused = await self.write(obj, desired)
+        info = self.written(info, desired)
         conditions = self.conditions(info, plan)
         if conditions is not None:
             if refused:

@@ -13,6 +13,7 @@ controller owner reference, so deleting the TrainJob lets the garbage collector 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from functools import partial
 
@@ -60,7 +61,7 @@ from trainer.runtime_info import (
     snapshot_name,
 )
 from trainer.runtime_validation import runtime_errors, trainjob_errors
-from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, runtime_not_found
+from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, jobs_status, runtime_not_found
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
 """Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its
@@ -172,6 +173,23 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         if not info.previous and not restarting:
             out.apply += decorate(children.jobs, plan, info.not_in_gang)
         return out
+
+    def written(self, info: RuntimeInfo, desired: Desired) -> RuntimeInfo:
+        # The Jobs just created or changed count in jobsStatus at once (a new suspended Job is
+        # ``suspended: 1``), not only once the watch brings them back.
+        jobs = {key_of(j): j for j in info.observed}
+        changed = False
+        for obj in desired.apply:
+            if obj.get("kind") != JOBS.kind:
+                continue
+            key = key_of(obj)
+            latest = self.own_writes.latest(self.reader, JOBS, *key)
+            if latest is not None and latest is not jobs.get(key):
+                jobs[key], changed = latest, True
+        if not changed:
+            return info
+        observed = list(jobs.values())
+        return dataclasses.replace(info, observed=observed, statuses=jobs_status(info.rjobs, observed))
 
     def _snapshot(self, info: RuntimeInfo) -> Callable[[], JSON]:
         runtime_obj = info.runtime_obj or {}
