@@ -184,8 +184,15 @@ class RecordingKube:
         obj = _merge(self.objects[(res, key)], patch)
         return self._store(res, obj)
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
+    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+        from trainer.kube.client import ApiError
+
         self.writes.append(Write("create", res.kind, key_of(obj), obj))
+        if res.kind in self.refuse:
+            status, message = self.refuse[res.kind]
+            raise ApiError(status, {"reason": "Invalid", "message": message})
+        if (res, key_of(obj)) in self.objects:
+            raise ApiError(409, {"reason": "AlreadyExists", "message": f"{res.kind} {key_of(obj)[1]} already exists"})
         return self._store(res, copy.deepcopy(obj))
 
     async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:

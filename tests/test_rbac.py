@@ -57,6 +57,7 @@ DYNAMIC = {
     ("trainer/kube/cache.py", "list"): "informers",
     ("trainer/kube/cache.py", "watch"): "informers",
     ("trainer/controllers/reconciler.py", "apply"): "children",
+    ("trainer/controllers/reconciler.py", "create"): "children",
     ("trainer/controllers/reconciler.py", "delete"): "deletes",
     ("trainer/controllers/reconciler.py", "merge_patch"): "patches",
     ("trainer/controllers/reconciler.py", "patch_status"): "primaries",

@@ -134,7 +134,8 @@ async def test_the_ssh_secret_is_written_exactly_once(sample: str, scheduler: st
         w.kube.put(obj)
         await w.settle()
     secrets = [o for (res, _), o in w.kube.objects.items() if res == SECRETS]
-    assert len(secrets) == 1 and w.kube.count("apply", SECRETS.kind) == 1
+    assert len(secrets) == 1 and w.kube.count("create", SECRETS.kind) == 1, "created, as mpi-operator does"
+    assert w.kube.count("apply", SECRETS.kind) == 0, "never rewritten"
     hostfile = [x for x in w.kube.writes if x.kind == "ConfigMap" and x.key[1].endswith(("-config", "-mpi-hostfile"))]
     assert len(hostfile) == 1, "the hostfile is written once"
 

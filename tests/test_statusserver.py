@@ -61,7 +61,7 @@ def jwt(exp: float | None = None, sub: str = "x") -> str:
 @dataclass
 class ApiKube(RecordingKube):
     """The recording double plus TokenReviews (answered from :attr:`tokens`), list (for the Secret
-    informer of the certificate keeper), a watch that never sends, and 409 on creating what exists."""
+    informer of the certificate keeper), and a watch that never sends."""
 
     tokens: dict[str, JSON] = field(default_factory=dict)
     reviews: list[JSON] = field(default_factory=list)
@@ -84,7 +84,7 @@ class ApiKube(RecordingKube):
         }
         return token
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
+    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
         if res == TOKEN_REVIEWS:
             self.reviews.append(obj)
             known, wanted = self.tokens.get(obj["spec"]["token"]), obj["spec"]["audiences"]
@@ -92,10 +92,7 @@ class ApiKube(RecordingKube):
                 return {**obj, "status": {"authenticated": False, "error": "invalid bearer token"}}
             status = {"authenticated": True, "user": known["user"], "audiences": wanted}
             return {**obj, "status": status}
-        key = (namespace or "", obj["metadata"]["name"])
-        if (res, key) in self.objects:
-            raise ApiError(409, {"reason": "AlreadyExists", "message": f"{res.kind} {key[1]} exists"})
-        return await super().create(res, namespace, obj)
+        return await super().create(res, namespace, obj, manager)  # 409 on creating what exists
 
     async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
         if (res, (namespace or "", name)) not in self.objects:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CONFIGMAPS, EVENTS, JOBS, SERVICES, TRAINJOBS
+from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
 from tests.kube_double import RecordingKube
 from tests.test_reconcile import World, _complete
 from trainer.controller import Reader
@@ -261,6 +261,18 @@ def event_count(kube: RecordingKube) -> int:
     return int(max(counts))
 
 
+async def test_a_created_once_child_the_cache_has_not_seen_yet_is_left_as_it_is() -> None:
+    w = World("mpijob", "none")
+    ns, name = w.key[0], w.key[1] + "-ssh"
+    theirs = {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": ns, "name": name}, "data": {}}
+    w.kube.objects[(SECRETS, (ns, name))] = theirs  # in the apiserver, not yet in the cache (a restart)
+    await w.reconcile()
+    assert w.kube.count("create", SECRETS.kind) == 1, "created once: the apiserver says it exists (409)"
+    assert w.kube.count("apply", SECRETS.kind) == 0 and w.kube.objects[(SECRETS, (ns, name))] is theirs
+    assert [k for r, k in w.kube.objects if r == SECRETS] == [(ns, name)], "no other Secret"
+    assert w.jobs(), "and the reconcile goes on"
+
+
 async def test_the_children_of_a_stage_are_written_together_and_jobs_last(monkeypatch: Any) -> None:
     w = World("deepspeed-mpi", "volcano")
     applied = w.kube.apply
@@ -274,7 +286,19 @@ async def test_the_children_of_a_stage_are_written_together_and_jobs_last(monkey
         in_flight.remove(obj["kind"])
         return await applied(obj, manager, force)
 
+    created = w.kube.create
+
+    async def slow_create(res: Any, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+        if res == EVENTS:
+            return await created(res, namespace, obj, manager)
+        in_flight.append(obj["kind"])
+        seen.append((obj["kind"], len(in_flight)))
+        await asyncio.sleep(0.01)
+        in_flight.remove(obj["kind"])
+        return await created(res, namespace, obj, manager)
+
     monkeypatch.setattr(w.kube, "apply", slow_apply)
+    monkeypatch.setattr(w.kube, "create", slow_create)  # the runtime snapshot and the SSH Secret: created once
     await w.reconcile()
     kinds = [kind for kind, _ in seen]
     assert kinds.count(JOBS.kind) == 2 and set(kinds[-2:]) == {JOBS.kind}, "the Jobs are written last"

@@ -313,19 +313,21 @@ class Reconciler(Generic[J, I]):
             await self.kube.merge_patch(res, ns, name, patch)
         refused: list[str] = []
         created: list[str] = []
-        todo: list[tuple[JSON, JSON | None]] = [
-            (once.make(), None)
+        todo: list[tuple[JSON, JSON | None, bool]] = [
+            (once.make(), None, True)
             for once in desired.once
             if self.own_writes.latest(self.reader, once.resource, once.namespace, once.name) is None
         ]
-        todo += [(obj, self.own_writes.latest(self.reader, resource_of(obj), *key_of(obj))) for obj in desired.apply]
+        todo += [
+            (obj, self.own_writes.latest(self.reader, resource_of(obj), *key_of(obj)), False) for obj in desired.apply
+        ]
         # Everything a Job may need (its ConfigMaps, Service, SSH Secret, PodGroup) first, then the Jobs;
         # the writes of each stage are sent together.
         for stage in ([t for t in todo if t[0]["kind"] != JOBS.kind], [t for t in todo if t[0]["kind"] == JOBS.kind]):
             if not stage:
                 continue
-            results = await together([self.apply(owner, obj, existing) for obj, existing in stage])
-            for (obj, existing), (refusal, wrote) in zip(stage, results, strict=True):
+            results = await together([self.apply(owner, obj, existing, once) for obj, existing, once in stage])
+            for (obj, existing, _), (refusal, wrote) in zip(stage, results, strict=True):
                 if refusal:
                     refused.append(refusal)
                 elif wrote and existing is None:
@@ -412,8 +414,13 @@ class Reconciler(Generic[J, I]):
             owner, "Warning", REASON_CREATION_FAILED, f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
         )
 
-    async def apply(self, owner: JSON, desired: JSON, existing: JSON | None) -> tuple[str | None, bool]:
-        """Server-side apply ``desired`` unless ``existing`` already matches it. A refusal (4xx but
+    async def apply(
+        self, owner: JSON, desired: JSON, existing: JSON | None, once: bool = False
+    ) -> tuple[str | None, bool]:
+        """Server-side apply ``desired`` unless ``existing`` already matches it; with ``once`` (an object
+        created only when absent and never rewritten: the runtime snapshot, an SSH key pair) create it
+        instead, as JobSet and mpi-operator create their children (a create costs the apiserver less than
+        an apply; a 409 says it exists already, which counts as not written). A refusal (4xx but
         conflict and throttling) is final for that desired object: a Warning event on ``owner`` once,
         then the same object is not sent again (until what is desired changes). Returns ``(refusal,
         written)``: the refusal (``<Kind> <name>: <message>``) or None, and whether the object was
@@ -429,9 +436,12 @@ class Reconciler(Generic[J, I]):
         if seen is not None and seen[0] == digest:
             return seen[1], False
         try:
-            stored = await self.kube.apply(desired, FIELD_MANAGER)
+            if once:
+                stored = await self.kube.create(res, desired["metadata"].get("namespace"), desired, FIELD_MANAGER)
+            else:
+                stored = await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
-            if e.namespace_terminating:
+            if e.namespace_terminating or (once and e.status == 409):
                 return None, False
             if e.invalid and desired["kind"] == JOBS.kind and await self._mend_suspended_job(owner, desired, existing):
                 return None, True

@@ -520,9 +520,10 @@ class Kube:
             "PATCH", res.path(namespace, name), body=patch, content_type="application/merge-patch+json"
         )
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
-        """Create ``obj``. Raises :class:`ApiError` (409 when it exists)."""
-        return await self.request("POST", res.path(namespace), body=obj)
+    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+        """Create ``obj``, recorded in ``managedFields`` under field manager ``manager`` (None: the
+        apiserver's default, from the user agent). Raises :class:`ApiError` (409 when it exists)."""
+        return await self.request("POST", res.path(namespace), {"fieldManager": manager}, body=obj)
 
     async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
         """Replace ``obj`` (PUT). With ``metadata.resourceVersion`` set this is a compare-and-swap:
