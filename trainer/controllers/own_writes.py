@@ -43,6 +43,12 @@ def resource_version(obj: JSON | None) -> int | None:
         return None
 
 
+def _key(res: Resource, obj: JSON) -> tuple[Resource, str, str]:
+    """``(res, namespace, name)`` of ``obj``; the namespace is "" for a cluster-scoped object."""
+    meta = obj.get("metadata") or {}
+    return res, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
 class OwnWrites:
     """The apiserver's answers to this controller's writes, until its caches have them."""
 
@@ -59,10 +65,9 @@ class OwnWrites:
         """Keep ``stored`` (the object a write of ``res`` returned, as the cache would keep it);
         ``settled``: a reconcile of exactly this version would write nothing (see :meth:`settled_echo`)."""
         rv = resource_version(stored)
-        meta = stored.get("metadata") or {}
-        if rv is None or not meta.get("name"):
+        if rv is None or not (stored.get("metadata") or {}).get("name"):
             return
-        key = (res, str(meta.get("namespace") or ""), str(meta["name"]))
+        key = _key(res, stored)
         self._kept.pop(key, None)
         self._kept[key] = (rv, stored)
         while len(self._kept) > self._limit:
@@ -76,8 +81,7 @@ class OwnWrites:
     def settled_echo(self, res: Resource, obj: JSON) -> bool:
         """Whether ``obj`` (as a watch of ``res`` reports it) is the very version a write remembered as
         settled returned; True once per such write."""
-        meta = obj.get("metadata") or {}
-        key = (res, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        key = _key(res, obj)
         rv = self._settled.get(key)
         if rv is None or rv != resource_version(obj):
             return False

@@ -441,7 +441,7 @@ class Reconciler(Generic[J, I]):
             else:
                 stored = await self.kube.apply(desired, FIELD_MANAGER)
         except ApiError as e:
-            if e.namespace_terminating or (once and e.status == 409):
+            if e.namespace_terminating or (once and e.conflict):
                 return None, False
             if e.invalid and desired["kind"] == JOBS.kind and await self._mend_suspended_job(owner, desired, existing):
                 return None, True
