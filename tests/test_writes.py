@@ -318,3 +318,42 @@ async def test_a_failed_write_of_a_stage_is_raised_as_it_is() -> None:
         await w.reconcile()
     assert raised.value.status == 500
     assert not w.jobs(), "no Job is written while what it needs failed"
+
+
+async def test_the_echo_of_a_trainjobs_own_child_writes_is_not_reconciled() -> None:
+    w = World("torch", "none", children_batch_seconds=0)
+    await drained(w)
+    w.kube.hold = True  # the watch reports the children after the answers came back
+    assert await w.reconcile() == 3, "the runtime snapshot, the Service, the Job"
+    w.kube.release()
+    assert await drained(w) == 0, "the echoes of its own creates: the reconcile counted them already"
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})
+    assert await drained(w) == 1, "the Job controller's change of the Job is reconciled"
+
+
+async def test_an_mpijobs_child_echoes_are_reconciled() -> None:
+    w = World("mpijob", "none", children_batch_seconds=0)
+    await drained(w)
+    w.kube.hold = True
+    await w.reconcile()
+    w.kube.release()
+    assert await drained(w) == 1, "its reconcile does not read its writes back: the echoes bring one more"
+
+
+async def test_a_progress_change_seen_after_the_batch_period_is_written_by_that_reconcile() -> None:
+    w = World("torch", "none", children_batch_seconds=0.05, status_coalesce_seconds=0.05)
+    await w.settle()
+    await asyncio.sleep(0.1)
+    await drained(w)
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})  # the progress clock starts at this change
+    await asyncio.sleep(0.1)
+    queue = w.manager.queues[w.controller]
+    key = await queue.get()
+    requeue = await w.manager.reconcilers[w.controller](key)
+    queue.done(key)
+    assert requeue is None, "the change has waited the coalescing period already: not deferred"
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 1, "written by the reconcile the batch brought"
+    assert w.kube.objects[(TRAINJOBS, w.key)]["status"]["jobsStatus"][0]["active"] == 1
+    queue.shutdown()

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from api.kinds import Resource
 from trainer.controllers.own_writes import OwnWrites
+from trainer.controllers.progress_clock import ProgressClock
 from trainer.kube.cache import Key, key_of
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 
@@ -151,6 +152,9 @@ class Context:
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     """What the reconciler wrote, until its caches have it; the manager asks it which watch events are
     echoes of settled writes (:meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
+    progress_clock: ProgressClock = field(default_factory=ProgressClock)
+    """Since when each job's progress-only status change waits; the manager starts it when a child
+    changes (see :mod:`trainer.controllers.progress_clock`)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

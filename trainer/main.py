@@ -99,9 +99,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     _seconds(
         p,
         "--children-batch-seconds",
-        "0.5",
+        "1",
         "how long the changes of a job's children (its Jobs, Service, ConfigMaps...) are gathered before "
-        "the job is reconciled for them, as the Job controller batches pod updates (default 0.5; 0: at once)",
+        "the job is reconciled for them, as the Job controller batches pod updates (default 1; 0: at once)",
     )
     p.add_argument(
         "--trainjob-running-condition",

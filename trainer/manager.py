@@ -38,6 +38,7 @@ from trainer import gang
 from trainer.controller import Context, Controller, MapFn, Reader, Reconcile, TerminalError, UndeclaredRead
 from trainer.controllers import mpijob, trainjob
 from trainer.controllers.own_writes import OwnWrites
+from trainer.controllers.progress_clock import ProgressClock
 from trainer.gang.base import GangScheduler
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
 from trainer.kube.client import JSON, ApiError, Kube
@@ -74,7 +75,7 @@ class Settings:
     status_coalesce_seconds: float = 1.0
     """Seconds a progress-only status change (``jobsStatus``, ``replicaStatuses``) may wait to be written
     together with later ones (``--status-coalesce-seconds``); 0 writes each at once."""
-    children_batch_seconds: float = 0.5
+    children_batch_seconds: float = 1.0
     """Seconds the changes of a job's children are gathered before the job is reconciled for them
     (``--children-batch-seconds``; :meth:`~trainer.kube.queue.WorkQueue.add_batched`); 0: at once."""
 
@@ -111,10 +112,12 @@ class Manager:
             reader = self.readers[c.name] = Reader(c.name, dict(stores))
             queue = self.queues[c.name] = WorkQueue(metrics=self.metrics.workqueue(c.name))
             self.metrics.controller(c.name, settings.max_concurrent_reconciles)
-            own_writes = OwnWrites()
+            own_writes, clock = OwnWrites(), ProgressClock()
             stores[c.for_].add_handler(_enqueue_primary(queue, c.for_, own_writes))
+            batch = settings.children_batch_seconds
             for owned in c.owns:
-                stores[owned.resource].add_handler(_enqueue_owner(queue, c.for_, settings.children_batch_seconds))
+                handler = _enqueue_owner(queue, c.for_, owned.resource, batch, own_writes, clock)
+                stores[owned.resource].add_handler(handler)
             for watched in c.watches:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
             injection = Injection(settings.status_server_url.rstrip("/")) if settings.status_server_url else None
@@ -130,6 +133,7 @@ class Manager:
                 settings.max_nodes_per_job,
                 settings.status_coalesce_seconds,
                 own_writes,
+                clock,
             )
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
@@ -313,18 +317,28 @@ def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, own_writes: OwnWr
     return handler
 
 
-def _enqueue_owner(queue: WorkQueue[Key], primary: Resource, batch: float) -> Handler:
-    """Enqueue the controller owner of a changed object when it is of the ``primary`` kind (both the
-    old and the new owner, should the reference have changed), within ``batch`` seconds together with
-    the other changes of its children meanwhile (:meth:`~trainer.kube.queue.WorkQueue.add_batched`)."""
+def _enqueue_owner(
+    queue: WorkQueue[Key], primary: Resource, owned: Resource, batch: float, own_writes: OwnWrites, clock: ProgressClock
+) -> Handler:
+    """Enqueue the controller owner of a changed ``owned`` object when it is of the ``primary`` kind
+    (both the old and the new owner, should the reference have changed), within ``batch`` seconds
+    together with the other changes of its children meanwhile
+    (:meth:`~trainer.kube.queue.WorkQueue.add_batched`), and start the owner's progress clock at this
+    change (:class:`~trainer.controllers.progress_clock.ProgressClock`). The echo of the controller's own
+    settled write of the child is not enqueued (the reconcile that wrote it has counted it already; see
+    :meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
 
     def handler(old: JSON | None, new: JSON | None) -> None:
+        if new is not None and own_writes.settled_echo(owned, new):
+            return
         for obj in (old, new):
             ref = controller_of(obj) if obj is not None else None
             if obj is None or ref is None:
                 continue
             if ref.get("kind") == primary.kind and ref.get("apiVersion") == primary.api_version:
-                queue.add_batched((key_of(obj)[0], str(ref["name"])), batch)
+                key = (key_of(obj)[0], str(ref["name"]))
+                clock.start(key)
+                queue.add_batched(key, batch)
 
     return handler
 

@@ -13,7 +13,8 @@ same problem with per-object "expectations" (k8s.io/kubernetes ``pkg/controller/
 what is really stored.
 
 A write may also be remembered as *settled*: one after which a reconcile would write nothing (a status
-write that changed only progress counts, which no decision reads back). The watch's report of that very
+write that changed only progress counts, which no decision reads back; a child written by a reconciler
+that reads its writes back before its status, ``settles_children``). The watch's report of that very
 version (same resourceVersion) is then its echo, and :meth:`OwnWrites.settled_echo` says so once, so the
 manager does not reconcile the job again for it. Any other version (someone else's write since) is not.
 """
@@ -32,6 +33,10 @@ JSON = dict[str, Any]
 MAX_KEPT = 512
 """Answers kept at most (the oldest go first): enough for every reconcile in flight under a burst; the
 cache catches up within milliseconds, after which an entry is dropped at its next read."""
+MAX_SETTLED = 4096
+"""Settled writes whose echo is awaited, at most (the oldest go first; an entry is a key and a number):
+a burst of N jobs writes ~3N children, whose echoes a loaded watch may bring seconds later. One that
+went too soon costs a reconcile that writes nothing, never a missed change."""
 
 
 def resource_version(obj: JSON | None) -> int | None:
@@ -52,11 +57,11 @@ def _key(res: Resource, obj: JSON) -> tuple[Resource, str, str]:
 class OwnWrites:
     """The apiserver's answers to this controller's writes, until its caches have them."""
 
-    def __init__(self, limit: int = MAX_KEPT) -> None:
+    def __init__(self, limit: int = MAX_KEPT, settled_limit: int = MAX_SETTLED) -> None:
         self._kept: OrderedDict[tuple[Resource, str, str], tuple[int, JSON]] = OrderedDict()
         self._settled: OrderedDict[tuple[Resource, str, str], int] = OrderedDict()
         """Writes remembered as settled whose echo has not come yet: key -> resourceVersion."""
-        self._limit = limit
+        self._limit, self._settled_limit = limit, settled_limit
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -75,7 +80,7 @@ class OwnWrites:
         self._settled.pop(key, None)
         if settled:
             self._settled[key] = rv
-            while len(self._settled) > self._limit:
+            while len(self._settled) > self._settled_limit:
                 self._settled.popitem(last=False)
 
     def settled_echo(self, res: Resource, obj: JSON) -> bool:

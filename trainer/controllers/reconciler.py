@@ -22,7 +22,6 @@ kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar, cast
@@ -46,6 +45,7 @@ from trainer.controller import (
     every_primary,
 )
 from trainer.controllers.own_writes import OwnWrites
+from trainer.controllers.progress_clock import ProgressClock
 from trainer.diff import HASH_ANNOTATION, needs_apply, with_hash
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
 from trainer.kube.cache import key_of
@@ -123,6 +123,10 @@ class Reconciler(Generic[J, I]):
     is not written at all while every count is zero and nothing was written before (it tells nothing)."""
     creation_event: ClassVar[bool] = True
     """Whether the children one reconcile creates are told in one ``SuccessfulCreate`` event."""
+    settles_children: ClassVar[bool] = False
+    """Whether a reconcile's writes of children leave nothing for the next reconcile to do (the kind's
+    :meth:`written` reads them back into its info before the conditions and the status): the watch's echo
+    of exactly such a write is then not reconciled (:meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
 
     def __init__(self, ctx: Context) -> None:
         self.kube, self.reader, self.recorder, self.gang = ctx.kube, ctx.reader, ctx.events, ctx.gang
@@ -136,8 +140,8 @@ class Reconciler(Generic[J, I]):
         self.own_writes: OwnWrites = ctx.own_writes
         """What this controller wrote, until its caches have it (see :mod:`trainer.controllers.own_writes`)."""
         self.status_delay = ctx.status_coalesce_seconds
-        self._deferred: dict[str, float] = {}
-        """Jobs whose progress-only status change waits: uid -> monotonic time it was first deferred."""
+        self.progress_clock: ProgressClock = ctx.progress_clock
+        """Since when each job's progress-only status change waits (see :mod:`trainer.controllers.progress_clock`)."""
         self.max_nodes_per_job = ctx.max_nodes_per_job
         self._failures: dict[str, tuple[int | None, int]] = {}
         """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""
@@ -194,6 +198,7 @@ class Reconciler(Generic[J, I]):
         """Bring the children and status of the object ``key`` in line with its spec."""
         obj = self.own_writes.latest(self.reader, self.resource, *key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self.progress_clock.stop(key)
             return None
         if not self.managed_by_us(obj):
             return None  # e.g. MultiKueue's: not even a status write, whatever its spec holds
@@ -342,7 +347,8 @@ class Reconciler(Generic[J, I]):
         an event per transition, then patch the status once, only if it changed.
 
         A change of only the kind's :attr:`progress_fields` (counts of Jobs or pods) is coalesced: it is
-        written once it has waited :attr:`status_delay` seconds (``--status-coalesce-seconds``), with
+        written once it has waited :attr:`status_delay` seconds (``--status-coalesce-seconds``) since the
+        change (:attr:`progress_clock`, started by the child's change when the manager saw it), with
         whatever the status is by then, or at once with the next change of anything else (conditions,
         restarts). Returns the seconds to look again after when the write was deferred, else None."""
         old = obj.get("status") or {}
@@ -350,20 +356,20 @@ class Reconciler(Generic[J, I]):
         generation = (obj.get("metadata") or {}).get("generation")
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
         new = self.status(obj, info, [c.to_dict() for c in merged] or None)
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        key = key_of(obj)
         changed = {k for k in new if old.get(k) != new[k]}
         if not changed:
-            self._deferred.pop(uid, None)
+            self.progress_clock.stop(key)
             return None
         progress = info is not None and changed <= self.progress_fields
         if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
+            self.progress_clock.stop(key)
             return None  # counts that are all zero, where nothing was written yet: no news
         if progress and self.status_delay > 0:
-            now = time.monotonic()
-            first = self._deferred.setdefault(uid, now)
-            if now - first < self.status_delay:
-                return first + self.status_delay - now
-        self._deferred.pop(uid, None)
+            waited = self.progress_clock.waited(key)
+            if waited < self.status_delay:
+                return self.status_delay - waited
+        self.progress_clock.stop(key)
         # Events first: whoever sees the new condition finds its event too.
         for type_, reason, message in self.events(info):
             await self.recorder.emit(obj, type_, reason, message)
@@ -454,7 +460,7 @@ class Reconciler(Generic[J, I]):
                 return message, False
             raise
         self._refusals.pop(ident, None)
-        self.own_writes.remember(res, projection(res)(stored))
+        self.own_writes.remember(res, projection(res)(stored), settled=self.settles_children)
         log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
         return None, True
 

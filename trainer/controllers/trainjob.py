@@ -94,6 +94,7 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
     succeeded_condition = COND_COMPLETE
     progress_fields = frozenset({"jobsStatus"})
     creation_event = False  # as JobSet and Trainer: the Job controller tells each pod it creates
+    settles_children = True  # written() reads the Jobs just written into jobsStatus
 
     def invalid(self, obj: JSON, message: str) -> list[Condition]:
         failed = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
