@@ -111,3 +111,20 @@ def test_keys_and_short_values_are_held_once_across_cached_objects() -> None:
     a, b = (projection(CONFIGMAPS)(json.loads(json.dumps(long))) for _ in range(2))
     assert a["data"]["runtime.json"] == b["data"]["runtime.json"]
     assert a["data"]["runtime.json"] is b["data"]["runtime.json"], "one runtime snapshot for both"
+
+
+def test_a_new_version_reuses_what_is_equal_in_the_version_cached_before() -> None:
+    project = projection(JOBS)
+    before = project(json.loads(json.dumps(observed_job())))
+    raw = json.loads(json.dumps(observed_job()))
+    raw["metadata"]["resourceVersion"] = "99"
+    raw["status"] = {"active": 2, "ready": 1}
+    raw["metadata"]["labels"]["extra"] = "yes"
+    after = project(raw, before)
+    assert after == project(json.loads(json.dumps(raw))), "the same as without the version before"
+    assert after["metadata"]["ownerReferences"] is before["metadata"]["ownerReferences"], "unchanged: reused"
+    assert after["spec"] is before["spec"]
+    assert after["metadata"]["labels"] is not before["metadata"]["labels"], "changed: new"
+    assert after["metadata"]["labels"]["extra"] == "yes" and after["status"] == {"active": 2, "ready": 1}
+    assert before["metadata"]["resourceVersion"] != "99" and "extra" not in before["metadata"]["labels"]
+    assert project(raw, {"spec": [1]})["spec"] == after["spec"], "a part of another type is not reused"

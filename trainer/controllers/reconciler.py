@@ -380,7 +380,8 @@ class Reconciler(Generic[J, I]):
         stored = await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
         log.debug("status written", changed=sorted(changed), status=new)
         # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
-        self.own_writes.remember(self.resource, projection(self.resource)(stored), settled=progress)
+        kept = projection(self.resource)(stored, obj)
+        self.own_writes.remember(self.resource, kept, settled=progress)
         self._count_outcomes(obj, old, new)
         return None
 
@@ -460,7 +461,7 @@ class Reconciler(Generic[J, I]):
                 return message, False
             raise
         self._refusals.pop(ident, None)
-        self.own_writes.remember(res, projection(res)(stored), settled=self.settles_children)
+        self.own_writes.remember(res, projection(res)(stored, existing), settled=self.settles_children)
         log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
         return None, True
 

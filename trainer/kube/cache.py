@@ -108,16 +108,17 @@ class Informer:
         label_selector: str | None = None,
         backoff_max: float = 30.0,
         field_selector: str | None = None,
-        transform: Callable[[JSON], JSON] | None = None,
+        transform: Callable[[JSON, JSON | None], JSON] | None = None,
         *,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        """``transform`` makes what is cached of each listed or watched object (see
-        :mod:`trainer.kube.projection`); handlers receive the transformed objects. ``backoff_max``
-        (seconds) is the wait after a 404 for a resource never served, and the cap of :class:`Backoff`;
-        ``sleep``, ``clock`` (monotonic seconds) and ``rand`` ([0, 1)) are what the retries use."""
+        """``transform`` makes what is cached of each listed or watched object from it and the version
+        cached before (None: none; see :mod:`trainer.kube.projection`); handlers receive the transformed
+        objects. ``backoff_max`` (seconds) is the wait after a 404 for a resource never served, and the
+        cap of :class:`Backoff`; ``sleep``, ``clock`` (monotonic seconds) and ``rand`` ([0, 1)) are what
+        the retries use."""
         self.kube, self.res, self.namespace, self.label_selector = kube, res, namespace, label_selector
         self.field_selector = field_selector
         self._transform = transform
@@ -185,10 +186,10 @@ class Informer:
             self._by_owner.setdefault(ref["uid"], set()).add(key)
 
     def _set(self, obj: JSON) -> None:
-        if self._transform is not None:
-            obj = self._transform(obj)
         key = key_of(obj)
         old = self._store.get(key)
+        if self._transform is not None:
+            obj = self._transform(obj, old)
         self._store[key] = obj
         self._index(key, obj, old)
         self._notify(old, obj)

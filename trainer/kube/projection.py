@@ -12,6 +12,10 @@ created once and never read back) loses ``data``. The same fields are kept of a 
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
 snapshots recur across cached objects; interned, each is held once (and freed with its last user).
+A new version of a cached object reuses what is equal in the version cached before it (its spec, its
+labels when only the status changed): a watch reports whole objects, mostly unchanged, and an equality
+test runs in C where interning walks every value in Python. Equal means equal as Python compares JSON
+values (``1 == 1.0 == true``); a field of a typed API object does not change its JSON type.
 
 As client-go's informer transforms (k8s.io/client-go ``tools/cache/shared_informer.go``
 ``SetTransform``) and controller-runtime's ``cache.TransformStripManagedFields``
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from api.kinds import JOBS, SECRETS, Resource
 
@@ -31,12 +35,25 @@ JSON = dict[str, Any]
 Projection = Callable[[JSON], JSON]
 
 
-def interned(value: Any) -> Any:
+class Transform(Protocol):
+    """What an informer caches of a new object, given the version it cached before (None: none)."""
+
+    def __call__(self, obj: JSON, cached: JSON | None = None, /) -> JSON: ...
+
+
+def interned(value: Any, like: Any = None) -> Any:
     """``value`` rebuilt with every dict key and every string interned (lists and dicts are new; numbers,
-    booleans and None are kept)."""
+    booleans and None are kept). Where ``value`` holds what ``like`` (an earlier result of this function)
+    holds at the same place, equal, that part of ``like`` is taken as it is."""
+    if like is not None and type(value) is type(like) and value == like:
+        return like
     if isinstance(value, dict):
+        if isinstance(like, dict):
+            return {sys.intern(k): interned(v, like.get(k)) for k, v in value.items()}
         return {sys.intern(k): interned(v) for k, v in value.items()}
     if isinstance(value, list):
+        if isinstance(like, list) and len(like) == len(value):
+            return [interned(v, w) for v, w in zip(value, like, strict=True)]
         return [interned(v) for v in value]
     if isinstance(value, str):
         return sys.intern(value)
@@ -77,12 +94,13 @@ def kept_fields(res: Resource) -> Projection:
     return _BY_RESOURCE.get(res, strip_managed_fields)
 
 
-def projection(res: Resource) -> Projection:
-    """What the caches keep of ``res``'s objects: :func:`kept_fields`, then :func:`interned`."""
+def projection(res: Resource) -> Transform:
+    """What the caches keep of ``res``'s objects: :func:`kept_fields`, then :func:`interned`, reusing the
+    equal parts of ``cached`` (what was kept of the object before, if any)."""
     fields = kept_fields(res)
 
-    def project(obj: JSON) -> JSON:
-        kept: JSON = interned(fields(obj))
+    def project(obj: JSON, cached: JSON | None = None, /) -> JSON:
+        kept: JSON = interned(fields(obj), cached)
         return kept
 
     return project
