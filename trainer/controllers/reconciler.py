@@ -51,7 +51,7 @@ from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangSched
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.events import now_rfc3339
-from trainer.kube.projection import kept_fields, projection
+from trainer.kube.projection import kept_fields
 from trainer.status import merge_conditions, transitions
 
 log = structlog.get_logger("trainer.reconciler")
@@ -318,6 +318,7 @@ class Reconciler(Generic[J, I]):
             await self.kube.merge_patch(res, ns, name, patch)
         refused: list[str] = []
         created: list[str] = []
+        updated: list[str] = []
         todo: list[tuple[JSON, JSON | None, bool]] = [
             (once.make(), None, True)
             for once in desired.once
@@ -335,8 +336,10 @@ class Reconciler(Generic[J, I]):
             for (obj, existing, _), (refusal, wrote) in zip(stage, results, strict=True):
                 if refusal:
                     refused.append(refusal)
-                elif wrote and existing is None:
-                    created.append(f"{obj['kind']} {obj['metadata']['name']}")
+                elif wrote:
+                    (created if existing is None else updated).append(f"{obj['kind']} {obj['metadata']['name']}")
+        if created or updated:  # one line per reconcile, not one per object
+            log.info("applied", created=created or None, updated=updated or None)
         if created and self.creation_event:
             # One event per batch of creations, as a person reads it (not one per object).
             await self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
@@ -380,8 +383,7 @@ class Reconciler(Generic[J, I]):
         stored = await self.kube.patch_status(self.resource, meta.get("namespace"), meta["name"], new)
         log.debug("status written", changed=sorted(changed), status=new)
         # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
-        kept = projection(self.resource)(stored, obj)
-        self.own_writes.remember(self.resource, kept, settled=progress)
+        self.own_writes.remember(self.resource, kept_fields(self.resource)(stored), settled=progress)
         self._count_outcomes(obj, old, new)
         return None
 
@@ -461,8 +463,8 @@ class Reconciler(Generic[J, I]):
                 return message, False
             raise
         self._refusals.pop(ident, None)
-        self.own_writes.remember(res, projection(res)(stored, existing), settled=self.settles_children)
-        log.info("applied", kind=desired["kind"], name=desired["metadata"]["name"], created=existing is None)
+        # Kept until the cache has it (a moment): the fields the cache keeps, not interned.
+        self.own_writes.remember(res, kept_fields(res)(stored), settled=self.settles_children)
         return None, True
 
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
