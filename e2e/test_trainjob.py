@@ -361,3 +361,51 @@ async def test_bad_input_the_webhook_would_refuse_ends_in_a_condition(client: Cl
     with pytest.raises(ApiError) as refusal:
         await client.apply(trainjob("opaque", "rt", trainer={"resourcesPerNode": {"limits": "lots"}}), ns)
     assert "spec.trainer.resourcesPerNode.limits" in refusal.value.message, refusal.value.message
+
+
+def _trainer_entries(obj: JSON) -> list[tuple[str, str | None]]:
+    """``(operation, subresource)`` of every managedFields entry of field manager ``trainer``."""
+    return [
+        (e["operation"], e.get("subresource"))
+        for e in obj["metadata"].get("managedFields") or []
+        if e["manager"] == "trainer"
+    ]
+
+
+async def test_a_child_created_with_post_is_taken_over_so_an_apply_prunes_what_it_drops(
+    client: Client, ns: str
+) -> None:
+    """On the real apiserver: what a create by ``trainer`` wrote, a later apply by ``trainer`` prunes
+    only once the create's entry was taken over (trainer/controllers/take_over.py)."""
+    from trainer.controllers.take_over import take_over
+
+    def cm(name: str, data: dict[str, str]) -> JSON:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}
+
+    for name in ("taken", "not-taken"):
+        await client.kube.create(CONFIGMAPS, ns, cm(name, {"a": "1", "b": "2"}), "trainer")
+    assert await take_over(client.kube, CONFIGMAPS, cm("taken", {}), "trainer") is True
+    assert await take_over(client.kube, CONFIGMAPS, cm("taken", {}), "trainer") is False, "once"
+    for name in ("taken", "not-taken"):
+        await client.kube.apply(cm(name, {"a": "1"}), "trainer")
+    taken = await client.kube.get(CONFIGMAPS, ns, "taken")
+    assert taken["data"] == {"a": "1"}, "the dropped key is pruned"
+    assert _trainer_entries(taken) == [("Apply", None)]
+    not_taken = await client.kube.get(CONFIGMAPS, ns, "not-taken")
+    assert not_taken["data"] == {"a": "1", "b": "2"}, "without the take-over the create's key stays"
+
+
+async def test_a_running_trainjob_suspended_later_suspends_its_jobs_created_with_post(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    await client.apply(trainjob("later", "rt"), ns)
+    jobs = await wait_for(lambda: client.jobs(ns, "later"), "Job created")
+    assert jobs[0]["spec"]["suspend"] is False
+    assert ("Update", None) in _trainer_entries(jobs[0]), "created with POST"
+    await client.apply(trainjob("later", "rt", suspend=True), ns)
+
+    async def suspended() -> JSON | None:
+        jobs = await client.jobs(ns, "later")
+        return jobs[0] if jobs and jobs[0]["spec"]["suspend"] is True else None
+
+    job = await wait_for(suspended, "the Job suspended", timeout=20)
+    assert ("Apply", None) in _trainer_entries(job) and ("Update", None) not in _trainer_entries(job)

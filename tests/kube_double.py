@@ -169,6 +169,15 @@ class RecordingKube:
         if old is not None:
             merged["status"] = copy.deepcopy(old.get("status"))
             merged["metadata"] = {**old["metadata"], **merged["metadata"]}
+        entries = [
+            e
+            for e in (merged["metadata"].get("managedFields") or [])
+            if e.get("manager") != manager or e.get("operation") != "Apply"
+        ]
+        merged["metadata"]["managedFields"] = [
+            *entries,
+            {"manager": manager, "operation": "Apply", "apiVersion": obj.get("apiVersion"), "fieldsV1": {}},
+        ]
         return self._store(res, merged)
 
     async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
@@ -193,7 +202,34 @@ class RecordingKube:
             raise ApiError(status, {"reason": "Invalid", "message": message})
         if (res, key_of(obj)) in self.objects:
             raise ApiError(409, {"reason": "AlreadyExists", "message": f"{res.kind} {key_of(obj)[1]} already exists"})
-        return self._store(res, copy.deepcopy(obj))
+        new = copy.deepcopy(obj)
+        if manager is not None:  # as the apiserver records a create
+            entry: JSON = {
+                "manager": manager,
+                "operation": "Update",
+                "apiVersion": obj.get("apiVersion"),
+                "fieldsV1": {},
+            }
+            new.setdefault("metadata", {})["managedFields"] = [entry]
+        return self._store(res, new)
+
+    async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: list[JSON]) -> JSON:
+        """The ``replace`` ops of ``metadata`` fields the operator sends; a resourceVersion that is not
+        the stored one is a 409, as the apiserver answers."""
+        from trainer.kube.client import ApiError
+
+        key = (namespace or "", name)
+        self.writes.append(Write("json_patch", res.kind, key, {"ops": ops}))
+        obj = copy.deepcopy(self.objects[(res, key)])
+        for op in ops:
+            assert op["op"] == "replace" and op["path"].startswith("/metadata/"), op
+            field = op["path"].removeprefix("/metadata/")
+            if field == "resourceVersion":
+                if op["value"] != obj["metadata"]["resourceVersion"]:
+                    raise ApiError(409, {"reason": "Conflict", "message": "the object has been modified"})
+            else:
+                obj["metadata"][field] = op["value"]
+        return self._store(res, obj)
 
     async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
         self.writes.append(Write("update", res.kind, key_of(obj), obj))

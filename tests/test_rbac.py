@@ -20,10 +20,12 @@ import yaml
 from kubernetes_asyncio import client
 
 from api.kinds import (
+    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    SERVICES,
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     Resource,
@@ -47,6 +49,7 @@ VERBS = {
     "apply": rbac.APPLY,
     "patch_status": ("patch",),
     "merge_patch": ("patch",),
+    "json_patch": ("patch",),
     "create": ("create",),
     "update": ("update",),
     "delete": ("delete",),
@@ -61,6 +64,8 @@ DYNAMIC = {
     ("trainer/controllers/reconciler.py", "delete"): "deletes",
     ("trainer/controllers/reconciler.py", "merge_patch"): "patches",
     ("trainer/controllers/reconciler.py", "patch_status"): "primaries",
+    ("trainer/controllers/take_over.py", "get"): "posted children",
+    ("trainer/controllers/take_over.py", "json_patch"): "posted children",
     ("trainer/webhook/server.py", "apply"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
@@ -134,6 +139,8 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, *TTL_CHILDREN},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
+        # The kinds a new child is created with POST of, whose create's fields an apply takes over.
+        "posted children": {JOBS, SERVICES, CONFIGMAPS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},
     }
     operator: set[Grant] = set()

@@ -293,6 +293,7 @@ async def test_no_answer_from_the_apiserver_is_retried_not_turned_into_a_conditi
         raise error
 
     monkeypatch.setattr(w.kube, "apply", unreachable)
+    monkeypatch.setattr(w.kube, "create", unreachable)
     for _ in range(8):  # more than the attempts an exception of ours gets
         with pytest.raises(type(error)):
             await w.reconcile()
@@ -310,8 +311,8 @@ async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
     (cond,) = [c for c in status["conditions"] if c["type"] == "Misconfigured"]
     assert cond["reason"] == "TrainJobResourcesCreationFailed" and "env[0].name" in cond["message"]
-    job_applies = [x for x in w.kube.writes if x.verb == "apply" and x.kind == "Job"]
-    assert len(job_applies) == 1, "the refused Job is not sent again while nothing changed"
+    job_writes = [x for x in w.kube.writes if x.verb in ("apply", "create") and x.kind == "Job"]
+    assert len(job_writes) == 1, "the refused Job is not sent again while nothing changed"
     assert await w.reconcile() == 0
 
 

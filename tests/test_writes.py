@@ -37,7 +37,8 @@ async def test_a_reconcile_on_a_cache_behind_its_own_writes_writes_nothing_again
     assert await w.reconcile() == 0, "and not again, although the cached TrainJob has no status yet"
     w.kube.release()
     assert await w.reconcile() == 0
-    assert w.kube.count("apply", JOBS.kind) == w.kube.count("apply", SERVICES.kind) == 1
+    assert w.kube.count("create", JOBS.kind) == w.kube.count("create", SERVICES.kind) == 1, "created with POST"
+    assert w.kube.count("apply", JOBS.kind) == w.kube.count("apply", SERVICES.kind) == 0
     assert w.kube.count("patch_status", TRAINJOBS.kind) == 1
 
 
@@ -48,7 +49,7 @@ async def test_a_child_deleted_after_the_cache_caught_up_is_created_again() -> N
     await w.kube.delete(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])  # someone deletes it
     await w.settle()
     assert [j["metadata"]["name"] for j in w.jobs()] == [job["metadata"]["name"]]
-    assert w.kube.count("apply", JOBS.kind) == 2
+    assert w.kube.count("create", JOBS.kind) == 2
 
 
 def test_own_writes_are_read_until_the_cache_has_them() -> None:

@@ -94,10 +94,23 @@ OPERATOR: list[Rule] = [
     Rule(MPIJOBS, (*WATCH, "patch", "delete"), "informer; Kueue queue label; ttlSecondsAfterFinished"),
     Rule(MPIJOBS, ("patch",), "status (controllers/mpijob.py)", "status"),
     Rule(MPIJOBS, ("update",), "blockOwnerDeletion on children, as for trainjobs", "finalizers"),
-    Rule(JOBS, (*WATCH, *APPLY, "delete"), "informers; apply; finished jobs, restarts, TTL, cleanPodPolicy"),
+    Rule(
+        JOBS,
+        (*WATCH, *APPLY, "get", "delete"),
+        "informers; create, apply (get: taking over a create's fields, controllers/take_over.py); finished jobs, "
+        "restarts, TTL, cleanPodPolicy",
+    ),
     Rule(JOBS, ("patch",), "clearing startTime of a suspended Job (controllers/reconciler.py)", "status"),
-    Rule(SERVICES, (*WATCH, *APPLY, "delete"), "informers; the headless Service; ttlSecondsAfterFinished"),
-    Rule(CONFIGMAPS, (*WATCH, *APPLY, "delete"), "informers; hostfiles, runtime snapshots; ttlSecondsAfterFinished"),
+    Rule(
+        SERVICES,
+        (*WATCH, *APPLY, "get", "delete"),
+        "informers; the headless Service (get: as for jobs); ttlSecondsAfterFinished",
+    ),
+    Rule(
+        CONFIGMAPS,
+        (*WATCH, *APPLY, "get", "delete"),
+        "informers; hostfiles, runtime snapshots (get: as for jobs); ttlSecondsAfterFinished",
+    ),
     Rule(SECRETS, (*WATCH, *APPLY, "delete"), "informers (children only, by label); SSH keys; ttlSecondsAfterFinished"),
     Rule(
         PERSISTENT_VOLUME_CLAIMS,

@@ -46,12 +46,13 @@ from trainer.controller import (
 )
 from trainer.controllers.own_writes import OwnWrites
 from trainer.controllers.progress_clock import ProgressClock
+from trainer.controllers.take_over import take_over
 from trainer.diff import HASH_ANNOTATION, needs_apply, with_hash
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.events import now_rfc3339
-from trainer.kube.projection import kept_fields
+from trainer.kube.projection import kept_fields, owned_by_update
 from trainer.status import merge_conditions, transitions
 
 log = structlog.get_logger("trainer.reconciler")
@@ -426,10 +427,14 @@ class Reconciler(Generic[J, I]):
     async def apply(
         self, owner: JSON, desired: JSON, existing: JSON | None, once: bool = False
     ) -> tuple[str | None, bool]:
-        """Server-side apply ``desired`` unless ``existing`` already matches it; with ``once`` (an object
-        created only when absent and never rewritten: the runtime snapshot, an SSH key pair) create it
-        instead, as JobSet and mpi-operator create their children (a create costs the apiserver less than
-        an apply; a 409 says it exists already, which counts as not written). A refusal (4xx but
+        """Write ``desired`` unless ``existing`` already matches it. A new child is created with POST, as
+        JobSet and mpi-operator create theirs (a create costs the apiserver less than an apply), but for
+        a suspended Job and the gang scheduler's objects, which others change later; an existing one is
+        server-side applied, after the operator's create's ownership of its fields is taken over
+        (:mod:`trainer.controllers.take_over`), so the apply prunes what is no longer desired. With
+        ``once`` (an object created only when absent and never rewritten: the runtime snapshot, an SSH
+        key pair) a 409 says it exists already, which counts as not written; a new child of another kind
+        that exists already (a cache behind) is applied. A refusal (4xx but
         conflict and throttling) is final for that desired object: a Warning event on ``owner`` once,
         then the same object is not sent again (until what is desired changes). Returns ``(refusal,
         written)``: the refusal (``<Kind> <name>: <message>``) or None, and whether the object was
@@ -444,11 +449,20 @@ class Reconciler(Generic[J, I]):
         seen = self._refusals.get(ident)
         if seen is not None and seen[0] == digest:
             return seen[1], False
+        taking = existing is not None and not once and owned_by_update(existing)
+        if taking and await take_over(self.kube, res, desired, FIELD_MANAGER):
+            log.info("took over for apply", kind=desired["kind"], name=desired["metadata"]["name"])
         try:
-            if once:
-                stored = await self.kube.create(res, desired["metadata"].get("namespace"), desired, FIELD_MANAGER)
-            else:
-                stored = await self.kube.apply(desired, FIELD_MANAGER)
+            try:
+                if once or (existing is None and created_by_post(desired)):
+                    namespace = desired["metadata"].get("namespace")
+                    stored = await self.kube.create(res, namespace, desired, FIELD_MANAGER)
+                else:
+                    stored = await self.kube.apply(desired, FIELD_MANAGER)
+            except ApiError as e:
+                if once or not e.conflict or existing is not None:
+                    raise
+                stored = await self.kube.apply(desired, FIELD_MANAGER)  # there already: the cache is behind
         except ApiError as e:
             if e.namespace_terminating or (once and e.conflict):
                 return None, False
@@ -545,6 +559,16 @@ def _nothing(value: Any) -> bool:
         isinstance(e, dict) and all(not v for k, v in e.items() if isinstance(v, int) and not isinstance(v, bool))
         for e in entries
     )
+
+
+def created_by_post(desired: JSON) -> bool:
+    """Whether a new child ``desired`` is created with POST (a Job but a suspended one, a Service, a
+    ConfigMap); else it is created by server-side apply: a suspended Job is changed on resume (by the
+    operator, by Kueue), and the gang scheduler's objects are the scheduler's to change too."""
+    kind = desired.get("kind")
+    if kind == JOBS.kind:
+        return not (desired.get("spec") or {}).get("suspend")
+    return kind in (SERVICES.kind, CONFIGMAPS.kind)
 
 
 def _carries(obj: JSON, cond: Condition) -> bool:

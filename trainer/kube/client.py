@@ -10,6 +10,7 @@ made by :meth:`Kube.fenced` checks a write guard right before each write goes ou
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -518,6 +519,13 @@ class Kube:
         """JSON merge-patch of an object."""
         return await self.request(
             "PATCH", res.path(namespace, name), body=patch, content_type="application/merge-patch+json"
+        )
+
+    async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: builtins.list[JSON]) -> JSON:
+        """JSON patch (RFC 6902) of an object: ``ops`` in order, all or none. Raises :class:`ApiError`
+        (409 when an op sets ``/metadata/resourceVersion`` to one the object no longer has)."""
+        return await self.request(
+            "PATCH", res.path(namespace, name), body=ops, content_type="application/json-patch+json"
         )
 
     async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:

@@ -1,10 +1,11 @@
 """What the caches keep of each object: only the fields the reconcilers read.
 
-Every cached object loses ``metadata.managedFields`` (nothing here reads them; they are often the
-largest part of an object). A child Job loses its Pod template: a Job's Pod template is immutable once
-created (but for a suspended Job's scheduling directives, which the operator itself sets), what the
-operator wants of it is in the desired-hash annotation, and the reconcilers read only a Job's labels,
-owner, ``parallelism``/``completions``/``suspend`` and ``status``. A child Secret (the MPI SSH key,
+Every cached object loses ``metadata.managedFields`` (they are often the largest part of an object),
+but for a mark that the operator created it with POST (:func:`owned_by_update`). A child Job loses its
+Pod template: a Job's Pod template is immutable once created (but for a suspended Job's scheduling
+directives, which the operator itself sets), what the operator wants of it is in the desired-hash
+annotation, and the reconcilers read only a Job's labels, owner, ``parallelism``/``completions``/
+``suspend`` and ``status``. A child Secret (the MPI SSH key,
 created once and never read back) loses ``data``. The same fields are kept of a desired object
 (:func:`kept_fields`, not interned) before it is compared with a cached one
 (:func:`trainer.diff.needs_apply`), so a projected cache never looks like drift.
@@ -30,6 +31,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from api.kinds import JOBS, SECRETS, Resource
+from trainer.builders.labels import FIELD_MANAGER
+from trainer.controllers.take_over import update_entry
 
 JSON = dict[str, Any]
 Projection = Callable[[JSON], JSON]
@@ -61,11 +64,21 @@ def interned(value: Any, like: Any = None) -> Any:
 
 
 def strip_managed_fields(obj: JSON) -> JSON:
-    """``obj`` without ``metadata.managedFields`` (a shallow copy when there were any)."""
+    """``obj`` without ``metadata.managedFields`` (a shallow copy when there were any) but for one mark:
+    :data:`UPDATE_MARK` when the operator owns fields of it by an ``Update`` (it created it with POST),
+    which its next apply takes over first (:mod:`trainer.controllers.take_over`)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
-    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    kept = {k: v for k, v in meta.items() if k != "managedFields"}
+    if update_entry(meta["managedFields"] or [], FIELD_MANAGER) is not None:
+        kept["managedFields"] = UPDATE_MARK
+    return {**obj, "metadata": kept}
+
+
+def owned_by_update(obj: JSON) -> bool:
+    """Whether ``obj`` (as the caches keep it) carries :data:`UPDATE_MARK`."""
+    return bool(((obj.get("metadata") or {}).get("managedFields") or []) == UPDATE_MARK)
 
 
 def job(obj: JSON) -> JSON:
@@ -84,6 +97,10 @@ def secret(obj: JSON) -> JSON:
         return out
     return {k: v for k, v in out.items() if k not in ("data", "stringData")}
 
+
+UPDATE_MARK: list[JSON] = [{"manager": FIELD_MANAGER, "operation": "Update"}]
+"""What the caches keep of ``managedFields`` when the operator's field manager has an ``Update`` entry
+of the object itself (not of its status)."""
 
 _BY_RESOURCE: dict[Resource, Projection] = {JOBS: job, SECRETS: secret}
 
