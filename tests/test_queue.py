@@ -119,3 +119,25 @@ async def test_a_batched_add_without_a_period_is_an_add() -> None:
     q: WorkQueue[str] = WorkQueue()
     q.add_batched("a", 0)
     assert len(q) == 1
+
+
+async def test_an_add_makes_a_pending_batch_moot_but_not_a_requeue() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add_batched("a", 0.05)
+    q.add("a")  # e.g. a Job finished: at once, with the batch's changes
+    assert await q.get() == "a"
+    q.done("a")
+    await asyncio.sleep(0.1)
+    assert len(q) == 0, "the batch's timer was cancelled"
+    q.add_after("b", 0.05)  # a requeue (a TTL, a deferred status)
+    q.add("b")
+    assert await q.get() == "b"
+    q.done("b")
+    assert await asyncio.wait_for(q.get(), 1) == "b", "the requeue's timer stays"
+    q.done("b")
+    q.add_after("c", 0.05)
+    q.add_batched("c", 1)  # an earlier requeue's timer wins and is not a batch's
+    q.add("c")
+    assert await q.get() == "c"
+    q.done("c")
+    assert await asyncio.wait_for(q.get(), 1) == "c"

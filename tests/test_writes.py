@@ -358,3 +358,18 @@ async def test_a_progress_change_seen_after_the_batch_period_is_written_by_that_
     assert w.kube.count("patch_status", TRAINJOBS.kind) == 1, "written by the reconcile the batch brought"
     assert w.kube.objects[(TRAINJOBS, w.key)]["status"]["jobsStatus"][0]["active"] == 1
     queue.shutdown()
+
+
+async def test_a_job_that_finishes_is_reconciled_at_once_not_after_the_batch() -> None:
+    w = World("torch", "none", children_batch_seconds=30)
+    await w.settle()
+    await drained(w)
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})
+    assert await drained(w) == 0, "progress waits for the batch"
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [_complete()]})
+    assert await drained(w) == 1, "a finished Job at once, with the batch's change"
+    queue = w.manager.queues[w.controller]
+    assert not queue._timers, "the batch's timer is cancelled"
+    queue.shutdown()

@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from api.kinds import Resource
+from api.kinds import JOBS, Resource
 from trainer import gang
 from trainer.controller import Context, Controller, MapFn, Reader, Reconcile, TerminalError, UndeclaredRead
 from trainer.controllers import mpijob, trainjob
@@ -48,6 +48,7 @@ from trainer.kube.projection import projection
 from trainer.kube.queue import WorkQueue
 from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
+from trainer.status import job_finished
 from trainer.trainjobstatus import Injection
 
 log = structlog.get_logger("trainer.manager")
@@ -324,9 +325,10 @@ def _enqueue_owner(
     (both the old and the new owner, should the reference have changed), within ``batch`` seconds
     together with the other changes of its children meanwhile
     (:meth:`~trainer.kube.queue.WorkQueue.add_batched`), and start the owner's progress clock at this
-    change (:class:`~trainer.controllers.progress_clock.ProgressClock`). The echo of the controller's own
-    settled write of the child is not enqueued (the reconcile that wrote it has counted it already; see
-    :meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
+    change (:class:`~trainer.controllers.progress_clock.ProgressClock`). A Job that has just finished
+    (``Complete`` or ``Failed``) brings its owner's reconcile at once, as JobSet reacts to it. The echo of
+    the controller's own settled write of the child is not enqueued (the reconcile that wrote it has
+    counted it already; see :meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
 
     def handler(old: JSON | None, new: JSON | None) -> None:
         if new is not None and own_writes.settled_echo(owned, new):
@@ -338,7 +340,11 @@ def _enqueue_owner(
             if ref.get("kind") == primary.kind and ref.get("apiVersion") == primary.api_version:
                 key = (key_of(obj)[0], str(ref["name"]))
                 clock.start(key)
-                queue.add_batched(key, batch)
+                just_finished = new is not None and job_finished(new) and (old is None or not job_finished(old))
+                if owned == JOBS and just_finished:
+                    queue.add(key)
+                else:
+                    queue.add_batched(key, batch)
 
     return handler
 

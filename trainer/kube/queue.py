@@ -72,6 +72,8 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._failures: dict[K, int] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._batched: set[K] = set()
+        """Keys whose pending timer is a batch's (:meth:`add_batched`): an :meth:`add` makes it moot."""
         self.base_delay, self.max_delay = base_delay, max_delay
         self.metrics: QueueMetrics[K] = metrics if metrics is not None else _NoMetrics()
 
@@ -80,7 +82,13 @@ class WorkQueue(Generic[K]):
 
     def add(self, key: K, urgent: bool = False) -> None:
         """Queue ``key`` unless it is already waiting; ``urgent``: ahead of every key that is not (a
-        waiting key moves ahead)."""
+        waiting key moves ahead). A pending batch timer of ``key`` is cancelled: the reconcile this add
+        brings reads the batch's changes (a timer of :meth:`add_after` stays)."""
+        if key in self._batched:
+            self._batched.discard(key)
+            pending = self._timers.pop(key, None)
+            if pending is not None:
+                pending.cancel()
         if urgent and key not in self._urgent:
             self._urgent.add(key)
             if key in self._waiting:
@@ -107,6 +115,7 @@ class WorkQueue(Generic[K]):
             return
         if pending is not None:
             pending.cancel()
+        self._batched.discard(key)
         self._timers[key] = loop.call_later(delay, self._fire, key)
 
     def add_batched(self, key: K, period: float) -> None:
@@ -118,10 +127,14 @@ class WorkQueue(Generic[K]):
         if period <= 0:
             self.add(key)
         elif key not in self._dirty:
+            pending = self._timers.get(key)
             self.add_after(key, period)
+            if self._timers.get(key) is not pending:  # this batch's timer, not an earlier one
+                self._batched.add(key)
 
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
+        self._batched.discard(key)
         self.add(key)
 
     def add_rate_limited(self, key: K) -> float:
@@ -166,3 +179,4 @@ class WorkQueue(Generic[K]):
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        self._batched.clear()
