@@ -120,12 +120,17 @@ async def drained(w: World) -> int:
     return n
 
 
-async def test_the_echo_of_a_progress_only_status_write_is_not_reconciled() -> None:
-    w = World("torch", "none", children_batch_seconds=0)
+async def started(w: World) -> None:
+    """Settle ``w``, hand out what its queue holds, then have the Job controller count two active pods."""
     await w.settle()
     await drained(w)
     (job,) = w.jobs()
     w.set_status(JOBS, job, {"active": 2})
+
+
+async def test_the_echo_of_a_progress_only_status_write_is_not_reconciled() -> None:
+    w = World("torch", "none", children_batch_seconds=0)
+    await started(w)
     assert await drained(w) == 1, "the Job's change is reconciled"
     w.kube.hold = True  # the watch reports the write after its answer came back
     assert await w.reconcile() == 1, "jobsStatus written"
@@ -362,10 +367,7 @@ async def test_a_progress_change_seen_after_the_batch_period_is_written_by_that_
 
 async def test_a_job_that_finishes_is_reconciled_at_once_not_after_the_batch() -> None:
     w = World("torch", "none", children_batch_seconds=30)
-    await w.settle()
-    await drained(w)
-    (job,) = w.jobs()
-    w.set_status(JOBS, job, {"active": 2})
+    await started(w)
     assert await drained(w) == 0, "progress waits for the batch"
     (job,) = w.jobs()
     w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [_complete()]})
