@@ -333,6 +333,7 @@ def _enqueue_owner(
     def handler(old: JSON | None, new: JSON | None) -> None:
         if new is not None and own_writes.settled_echo(owned, new):
             return
+        finished = owned == JOBS and new is not None and bool(job_finished(new)) and not (old and job_finished(old))
         for obj in (old, new):
             ref = controller_of(obj) if obj is not None else None
             if obj is None or ref is None:
@@ -340,8 +341,7 @@ def _enqueue_owner(
             if ref.get("kind") == primary.kind and ref.get("apiVersion") == primary.api_version:
                 key = (key_of(obj)[0], str(ref["name"]))
                 clock.start(key)
-                just_finished = new is not None and job_finished(new) and (old is None or not job_finished(old))
-                if owned == JOBS and just_finished:
+                if finished:
                     queue.add(key)
                 else:
                     queue.add_batched(key, batch)

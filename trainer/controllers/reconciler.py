@@ -453,16 +453,7 @@ class Reconciler(Generic[J, I]):
         if taking and await take_over(self.kube, res, desired, FIELD_MANAGER):
             log.info("took over for apply", kind=desired["kind"], name=desired["metadata"]["name"])
         try:
-            try:
-                if once or (existing is None and created_by_post(desired)):
-                    namespace = desired["metadata"].get("namespace")
-                    stored = await self.kube.create(res, namespace, desired, FIELD_MANAGER)
-                else:
-                    stored = await self.kube.apply(desired, FIELD_MANAGER)
-            except ApiError as e:
-                if once or not e.conflict or existing is not None:
-                    raise
-                stored = await self.kube.apply(desired, FIELD_MANAGER)  # there already: the cache is behind
+            stored = await self._send(res, desired, existing, once)
         except ApiError as e:
             if e.namespace_terminating or (once and e.conflict):
                 return None, False
@@ -480,6 +471,19 @@ class Reconciler(Generic[J, I]):
         # Kept until the cache has it (a moment): the fields the cache keeps, not interned.
         self.own_writes.remember(res, kept_fields(res)(stored), settled=self.settles_children)
         return None, True
+
+    async def _send(self, res: Resource, desired: JSON, existing: JSON | None, once: bool) -> JSON:
+        """Create (``once``, or a new child :func:`created_by_post`) or server-side apply ``desired``;
+        returns the stored object. A new child of the latter kinds that exists already (a cache behind)
+        is applied; a created-once one's 409 is raised."""
+        if not once and (existing is not None or not created_by_post(desired)):
+            return await self.kube.apply(desired, FIELD_MANAGER)
+        try:
+            return await self.kube.create(res, desired["metadata"].get("namespace"), desired, FIELD_MANAGER)
+        except ApiError as e:
+            if once or not e.conflict:
+                raise
+        return await self.kube.apply(desired, FIELD_MANAGER)
 
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
         """Kubernetes lets a suspended Job's Pod template change only in its scheduling directives, and

@@ -20,24 +20,13 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from trainer.kube.cache import key_of
+from trainer.kube.projection import managed_entry
 
 if TYPE_CHECKING:
     from api.kinds import Resource
     from trainer.kube.client import Kube
 
 JSON = dict[str, Any]
-
-
-def update_entry(entries: list[JSON], manager: str) -> JSON | None:
-    """``manager``'s ``Update`` entry of the object itself (not of a subresource), or None."""
-    return next(
-        (
-            e
-            for e in entries
-            if e.get("manager") == manager and e.get("operation") == "Update" and not e.get("subresource")
-        ),
-        None,
-    )
 
 
 def union(a: JSON, b: JSON) -> JSON:
@@ -52,17 +41,10 @@ def taken_over(entries: list[JSON], manager: str) -> list[JSON] | None:
     """``managedFields`` with ``manager``'s ``Update`` entry of the object turned into its ``Apply``
     entry (its fields added to that entry when there is one, of the same apiVersion); None when there
     is nothing to take over."""
-    old = update_entry(entries, manager)
+    old = managed_entry(entries, manager, "Update")
     if old is None:
         return None
-    applied = next(
-        (
-            e
-            for e in entries
-            if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource")
-        ),
-        None,
-    )
+    applied = managed_entry(entries, manager, "Apply")
     if applied is not None and applied.get("apiVersion") != old.get("apiVersion"):
         return None  # two versions' field sets are not merged here (the operator writes one version)
     out: list[JSON] = []

@@ -32,7 +32,6 @@ from typing import Any, Protocol
 
 from api.kinds import JOBS, SECRETS, Resource
 from trainer.builders.labels import FIELD_MANAGER
-from trainer.controllers.take_over import update_entry
 
 JSON = dict[str, Any]
 Projection = Callable[[JSON], JSON]
@@ -63,6 +62,19 @@ def interned(value: Any, like: Any = None) -> Any:
     return value
 
 
+def managed_entry(entries: list[JSON], manager: str, operation: str) -> JSON | None:
+    """``manager``'s ``managedFields`` entry of ``operation`` (``Apply``/``Update``) for the object itself
+    (not a subresource), or None."""
+    return next(
+        (
+            e
+            for e in entries
+            if e.get("manager") == manager and e.get("operation") == operation and not e.get("subresource")
+        ),
+        None,
+    )
+
+
 def strip_managed_fields(obj: JSON) -> JSON:
     """``obj`` without ``metadata.managedFields`` (a shallow copy when there were any) but for one mark:
     :data:`UPDATE_MARK` when the operator owns fields of it by an ``Update`` (it created it with POST),
@@ -71,14 +83,14 @@ def strip_managed_fields(obj: JSON) -> JSON:
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
     kept = {k: v for k, v in meta.items() if k != "managedFields"}
-    if update_entry(meta["managedFields"] or [], FIELD_MANAGER) is not None:
+    if managed_entry(meta["managedFields"] or [], FIELD_MANAGER, "Update") is not None:
         kept["managedFields"] = UPDATE_MARK
     return {**obj, "metadata": kept}
 
 
 def owned_by_update(obj: JSON) -> bool:
     """Whether ``obj`` (as the caches keep it) carries :data:`UPDATE_MARK`."""
-    return bool(((obj.get("metadata") or {}).get("managedFields") or []) == UPDATE_MARK)
+    return (obj.get("metadata") or {}).get("managedFields") == UPDATE_MARK
 
 
 def job(obj: JSON) -> JSON:
