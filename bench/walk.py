@@ -17,13 +17,18 @@ from typing import Any
 
 import yaml
 
+from api.kinds import JOBS
 from tests.kube_double import RecordingKube
+from trainer.kube.cache import key_of
 from trainer.main import configure_logging
-from trainer.manager import Manager, Settings
+from trainer.wiring import Settings, new_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "config" / "samples"
 COUNTED = ("trainer/", "api/")
+WRITES = {"put": "watch event", "create": "create {kind}", "apply": "apply {kind}", "patch_status": "status write"}
+"""The recording double's methods whose first call marks a step, by what the step is called."""
+STEPS = ("watch event", "create Job", "apply Job", "status write")
 
 
 def _project_file(frame: FrameType) -> str | None:
@@ -35,11 +40,18 @@ def _project_file(frame: FrameType) -> str | None:
     return rel if rel.startswith(COUNTED) else None
 
 
+def _jobs_written(kube: RecordingKube) -> int:
+    """Jobs written so far, created (POST) or applied."""
+    return kube.count("create", "Job") + kube.count("apply", "Job")
+
+
 async def walk() -> tuple[list[str], dict[str, list[str]]]:
     """(project files in the order first entered, the project frames on the stack at each step:
     the watch event reaching the queue, the Job create, the status write)."""
     kube = RecordingKube()
-    manager = Manager(kube, Settings(), None)  # type: ignore[arg-type]
+    # No batching or coalescing waits: the walk follows the calls, not the clock.
+    settings = Settings(children_batch_seconds=0, status_coalesce_seconds=0)
+    manager = new_manager(kube, settings, None)  # type: ignore[arg-type]
     kube.connect(manager.informers)
     kube.put(yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text()))
     tj: dict[str, Any] = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
@@ -69,10 +81,10 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
         name = frame.f_code.co_name
         if rel is not None:
             calls[f"{rel}:{name}"] = calls.get(f"{rel}:{name}", 0) + 1
-        if frame.f_code.co_filename.endswith("kube_double.py") and name in ("apply", "patch_status", "put"):
+        if frame.f_code.co_filename.endswith("kube_double.py") and name in WRITES:
             obj = frame.f_locals.get("obj") or {}
-            what = {"put": "watch event", "apply": f"apply {obj.get('kind')}", "patch_status": "status write"}[name]
-            if what in ("watch event", "apply Job", "status write") and what not in paths:
+            what = WRITES[name].format(kind=obj.get("kind"))
+            if what in STEPS and what not in paths:
                 paths[what] = chain(frame.f_back)
         if name == "add" and rel == "trainer/kube/queue.py" and "watch event -> queue" not in paths:
             paths["watch event -> queue"] = chain(frame)
@@ -80,16 +92,23 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
     sys.setprofile(profile)
     try:
         kube.put(tj)  # stored, and its watch event fed to the TrainJob informer
+        started = False
         for _ in range(200):
-            if kube.count("patch_status", "TrainJob") and kube.count("apply", "Job"):
+            if kube.count("patch_status", "TrainJob") and _jobs_written(kube):
                 break
+            if _jobs_written(kube) and not started:
+                # The Job controller's part: the Job's pods run, which the TrainJob's status counts.
+                job = next(w.body for w in kube.writes if w.kind == "Job")
+                kube.put({**kube.objects[(JOBS, key_of(job))], "status": {"active": 2, "ready": 2}})
+                started = True
             await asyncio.sleep(0.01)
         while len(queue) or queue._processing:  # the reconcile under way ends
             await asyncio.sleep(0.01)
     finally:
         sys.setprofile(None)
         worker.cancel()
-    assert kube.count("apply", "Job") and kube.count("patch_status", "TrainJob"), kube.writes
+    if not (_jobs_written(kube) and kube.count("patch_status", "TrainJob")):
+        raise RuntimeError(f"the TrainJob's Job and status were not written: {kube.writes}")
     paths["calls"] = [f"{k} {v}" for k, v in calls.items()]
     return files, paths
 
@@ -100,14 +119,14 @@ def main() -> None:
     print(f"project files entered from the watch event to the Job create and the status write: {len(files)}")
     for f in files:
         print(f"  {f}")
+    calls = {k: int(v) for k, v in (c.rsplit(" ", 1) for c in paths.pop("calls"))}
     on_path = sorted({frame.split(":")[0] for step in paths.values() for frame in step})
     print(f"files on the call paths below: {len(on_path)}")
-    calls = {k: int(v) for k, v in (c.rsplit(" ", 1) for c in paths.pop("calls"))}
     reconciles = sum(v for k, v in calls.items() if k.endswith(":reconcile"))
     print(f"reconciles: {reconciles}; project function calls: {sum(calls.values())}")
-    print("per reconcile: the trainer's pod template built (apply_torch), jobsStatus counted (jobs_status):")
-    for fn in ("apply_torch", "jobs_status"):
-        print(f"  {fn}: {sum(v for k, v in calls.items() if k.endswith(':' + fn)) / max(reconciles, 1):g}")
+    print("the most called project functions, calls per reconcile:")
+    for name, n in sorted(calls.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"  {name}: {n / max(reconciles, 1):g}")
     for step, frames in paths.items():
         if step == "watch event":
             continue

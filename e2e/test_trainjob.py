@@ -377,7 +377,7 @@ async def test_a_child_created_with_post_is_taken_over_so_an_apply_prunes_what_i
 ) -> None:
     """On the real apiserver: what a create by ``trainer`` wrote, a later apply by ``trainer`` prunes
     only once the create's entry was taken over (trainer/controllers/take_over.py)."""
-    from trainer.controllers.take_over import take_over
+    from trainer.reconciler.child_writer import take_over
 
     def cm(name: str, data: dict[str, str]) -> JSON:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}

@@ -19,8 +19,8 @@ from tests.http_double import HttpDouble, free_port, status_response, without_pr
 from tests.kube_double import RecordingKube
 from trainer.kube.cache import NOT_FOUND_GRACE, TRANSIENT_WAIT, Backoff, Informer
 from trainer.kube.client import ApiError, Kube
-from trainer.manager import Manager, Settings
 from trainer.probes import probes_app, serve
+from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
 NS = "n"
@@ -351,7 +351,7 @@ async def test_a_watch_closed_at_once_with_nothing_in_it_is_a_failure() -> None:
 
 
 async def test_readyz_names_the_caches_not_watching() -> None:
-    manager = Manager(RecordingKube(), Settings())  # type: ignore[arg-type]
+    manager = new_manager(RecordingKube(), Settings())  # type: ignore[arg-type]
     assert manager.informers, "the controllers declare caches"
     first = manager.informers[0]
     assert manager.not_ready() == "not synced: " + ", ".join(i.name for i in manager.informers)

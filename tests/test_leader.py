@@ -34,7 +34,7 @@ from trainer.kube.leader import (
     observe,
     released_spec,
 )
-from trainer.manager import Manager, Settings
+from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
 WALL = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -338,7 +338,7 @@ async def test_a_fenced_write_stops_the_manager(kube: Kube, apiserver: HttpDoubl
 
         return reconcile
 
-    manager = Manager(kube, Settings(), elector=elector, controllers=[Controller("trainjob", TRAINJOBS, build)])
+    manager = new_manager(kube, Settings(), elector=elector, declared=[Controller("trainjob", TRAINJOBS, build)])
     run = asyncio.create_task(manager.run())
     try:
         async with asyncio.timeout(10):

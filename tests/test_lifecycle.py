@@ -15,7 +15,7 @@ from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
 from trainer.failure_policy import decide
 from trainer.kube.cache import key_of
-from trainer.manager import Manager, Settings
+from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
 RESTART = "RestartJobSetFailurePolicyAction"
@@ -73,7 +73,7 @@ class World:
 
     def __init__(self, policy: JSON | None = None, ttl: int | None = None, deadline: int | None = None) -> None:
         self.kube = RecordingKube()
-        self.manager = Manager(self.kube, Settings(status_coalesce_seconds=0))  # type: ignore[arg-type]
+        self.manager = new_manager(self.kube, Settings(status_coalesce_seconds=0))  # type: ignore[arg-type]
         self.kube.connect(self.manager.informers)
         runtime = load_sample("torch-distributed.yaml")
         if policy is not None:

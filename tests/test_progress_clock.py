@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainer.controllers.progress_clock import ProgressClock
+from trainer.reconciler.status_writer import ProgressClock
 
 
 class Clock:

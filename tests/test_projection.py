@@ -7,11 +7,12 @@ import copy
 import json
 from typing import Any
 
-from api.kinds import CONFIGMAPS, JOBS, SECRETS, TRAINJOBS
+from api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from tests.kube_double import RecordingKube
 from trainer.diff import needs_apply, with_hash
 from trainer.kube.cache import Informer
 from trainer.kube.projection import projection
+from trainer.reconciler.reconcile import kept_job, kept_secret
 
 JSON = dict[str, Any]
 MANAGED = [{"manager": "trainer", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}]
@@ -54,7 +55,7 @@ def observed_job() -> JSON:
 
 
 def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_template() -> None:
-    informer = Informer(RecordingKube(), JOBS, transform=projection(JOBS))  # type: ignore[arg-type]
+    informer = Informer(RecordingKube(), JOBS, transform=projection(kept_job))  # type: ignore[arg-type]
     seen: list[JSON | None] = []
     informer.add_handler(lambda old, new: seen.append(new))
     job = observed_job()
@@ -75,10 +76,10 @@ def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_template() -> N
 
 def test_cached_secrets_keep_no_key_and_other_kinds_lose_only_managed_fields() -> None:
     secret = {"metadata": {"name": "s", "managedFields": MANAGED}, "data": {"ssh-privatekey": "x" * 3000}, "type": "t"}
-    assert projection(SECRETS)(secret) == {"metadata": {"name": "s"}, "type": "t"}
-    for res in (TRAINJOBS, CONFIGMAPS):
+    assert projection(kept_secret)(secret) == {"metadata": {"name": "s"}, "type": "t"}
+    for _ in (TRAINJOBS, CONFIGMAPS):  # the primary, a child without its own projection
         obj = {"metadata": {"name": "o", "managedFields": MANAGED}, "spec": {"a": 1}, "data": {"k": "v"}}
-        assert projection(res)(obj) == {"metadata": {"name": "o"}, "spec": {"a": 1}, "data": {"k": "v"}}
+        assert projection()(obj) == {"metadata": {"name": "o"}, "spec": {"a": 1}, "data": {"k": "v"}}
 
 
 def test_a_projected_job_is_not_drift_but_a_changed_desire_is() -> None:
@@ -91,30 +92,30 @@ def test_a_projected_job_is_not_drift_but_a_changed_desire_is() -> None:
     stored = copy.deepcopy(desired)
     stored["metadata"]["uid"] = "j1"
     stored["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"  # the apiserver's defaults
-    cached = projection(JOBS)(stored)
-    assert needs_apply(desired, cached, projection(JOBS)) is False
+    cached = projection(kept_job)(stored)
+    assert needs_apply(desired, cached, projection(kept_job)) is False
     assert needs_apply(desired, cached) is True, "without the projection the missing template looks like drift"
     changed = copy.deepcopy(desired)
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = "y"
-    assert needs_apply(with_hash(changed), cached, projection(JOBS)) is True, "the hash still tells a new Pod spec"
+    assert needs_apply(with_hash(changed), cached, projection(kept_job)) is True, "the hash still tells a new Pod spec"
     cached["spec"]["parallelism"] = 1  # someone edited the Job
-    assert needs_apply(desired, cached, projection(JOBS)) is True, "drift in a kept field is still seen"
+    assert needs_apply(desired, cached, projection(kept_job)) is True, "drift in a kept field is still seen"
 
 
 def test_keys_and_short_values_are_held_once_across_cached_objects() -> None:
-    project = projection(JOBS)
+    project = projection(kept_job)
     one, two = (project(json.loads(json.dumps(observed_job()))) for _ in range(2))
     key = next(k for k in one["metadata"]["labels"])
     assert key is next(k for k in two["metadata"]["labels"]), "one label key string for both Jobs"
     assert one["metadata"]["ownerReferences"][0]["uid"] is two["metadata"]["ownerReferences"][0]["uid"]
     long = {"metadata": {"name": "c"}, "data": {"runtime.json": "x" * 1000}}
-    a, b = (projection(CONFIGMAPS)(json.loads(json.dumps(long))) for _ in range(2))
+    a, b = (projection()(json.loads(json.dumps(long))) for _ in range(2))
     assert a["data"]["runtime.json"] == b["data"]["runtime.json"]
     assert a["data"]["runtime.json"] is b["data"]["runtime.json"], "one runtime snapshot for both"
 
 
 def test_a_new_version_reuses_what_is_equal_in_the_version_cached_before() -> None:
-    project = projection(JOBS)
+    project = projection(kept_job)
     before = project(json.loads(json.dumps(observed_job())))
     raw = json.loads(json.dumps(observed_job()))
     raw["metadata"]["resourceVersion"] = "99"

@@ -17,11 +17,11 @@ from tests.kube_double import RecordingKube, reader
 from trainer import gang
 from trainer.client.types import queue_of
 from trainer.controller import Context
-from trainer.controllers.mpijob import MPIJobReconciler
-from trainer.controllers.reconciler import Blocked
-from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.kube.events import EventRecorder
+from trainer.mpijob import controller as mpijob
 from trainer.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.reconciler.reconcile import Blocked
+from trainer.trainjob import controller as trainjob
 from trainer.webhook import rules
 
 JSON = dict[str, Any]
@@ -52,7 +52,7 @@ def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
         VOLCANO_PODGROUPS: [],
         **tables,
     }
-    return Context(kube, reader(tables), EventRecorder(kube), gang.get(scheduler))  # type: ignore[arg-type]
+    return Context(kube=kube, reader=reader(tables), events=EventRecorder(kube), gang=gang.get(scheduler))  # type: ignore[arg-type]
 
 
 @settings(max_examples=150, deadline=None)
@@ -81,7 +81,7 @@ def test_admission_and_the_trainjob_reconciler_name_the_same_queue(
     admitted = rules.admission_queue(obj, facts)
 
     ctx = context(scheduler, {TRAINJOBS: [obj], CLUSTER_TRAINING_RUNTIMES: [runtime]})
-    info = TrainJobReconciler(ctx).info(obj, TrainJob.model_validate(obj))
+    info = trainjob.info(trainjob.TrainJobOptions(), ctx, obj, TrainJob.model_validate(obj))
     assert not isinstance(info, Blocked)
     assert info.queue == admitted
     if scheduler == "volcano":
@@ -115,7 +115,8 @@ def test_admission_and_the_mpijob_reconciler_name_the_same_queue(
         gang=scheduler,
     )
     admitted = rules.admission_queue(obj, facts)
-    info = MPIJobReconciler(context(scheduler, {MPIJOBS: [obj]})).info(obj, MPIJob.model_validate(obj))
+    ctx = context(scheduler, {MPIJOBS: [obj]})
+    info = mpijob.info(mpijob.MPIJobOptions(), ctx, obj, MPIJob.model_validate(obj))
     assert not isinstance(info, Blocked)
     assert info.queue == admitted == resolve_queue(obj, scheduler)
     assert admitted.name == (

@@ -33,10 +33,10 @@ from api.kinds import (
 from tests.kube_double import reader
 from trainer import gang, rbac
 from trainer.builders.labels import owner_reference
-from trainer.controllers.trainjob import TTL_CHILDREN
 from trainer.gang.base import GangInput, PodSet
 from trainer.kube.client import Kube
-from trainer.manager import Manager, Settings
+from trainer.trainjob.controller import TTL_CHILDREN
+from trainer.wiring import Settings, new_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
@@ -59,13 +59,13 @@ VERBS = {
 DYNAMIC = {
     ("trainer/kube/cache.py", "list"): "informers",
     ("trainer/kube/cache.py", "watch"): "informers",
-    ("trainer/controllers/reconciler.py", "apply"): "children",
-    ("trainer/controllers/reconciler.py", "create"): "children",
-    ("trainer/controllers/reconciler.py", "delete"): "deletes",
-    ("trainer/controllers/reconciler.py", "merge_patch"): "patches",
-    ("trainer/controllers/reconciler.py", "patch_status"): "primaries",
-    ("trainer/controllers/take_over.py", "get"): "posted children",
-    ("trainer/controllers/take_over.py", "json_patch"): "posted children",
+    ("trainer/reconciler/child_writer.py", "apply"): "children",
+    ("trainer/reconciler/child_writer.py", "create"): "children",
+    ("trainer/reconciler/child_writer.py", "delete"): "deletes",
+    ("trainer/reconciler/child_writer.py", "merge_patch"): "patches",
+    ("trainer/reconciler/child_writer.py", "get"): "posted children",
+    ("trainer/reconciler/child_writer.py", "json_patch"): "posted children",
+    ("trainer/reconciler/status_writer.py", "patch_status"): "primaries",
     ("trainer/webhook/server.py", "apply"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
@@ -106,7 +106,7 @@ def call_sites() -> list[tuple[str, str, Resource | None, str]]:
 def test_the_scan_sees_the_known_call_sites() -> None:
     sites = {(f, m, r.plural if r else None) for f, m, r, _ in call_sites()}
     assert ("trainer/kube/events.py", "create", "events") in sites
-    assert ("trainer/controllers/reconciler.py", "patch_status", "jobs") in sites
+    assert ("trainer/reconciler/child_writer.py", "patch_status", "jobs") in sites
     assert ("trainer/kube/leader.py", "update", "leases") in sites
 
 
@@ -123,7 +123,7 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
     """(what the operator uses with ``--gang-scheduler-name=scheduler``, what leader election uses)."""
     kube = Kube(client.ApiClient())
     try:
-        manager = Manager(kube, Settings(gang_scheduler_name=scheduler))
+        manager = new_manager(kube, Settings(gang_scheduler_name=scheduler))
     finally:
         await kube.close()
     informers = {i.res for i in manager.informers}

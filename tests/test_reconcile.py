@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from typing import Any
 
 import aiohttp
@@ -30,9 +31,10 @@ from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
 from trainer import gang
 from trainer.controller import Controller, Owns, UndeclaredRead
-from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.kube.cache import key_of
-from trainer.manager import Manager, Settings
+from trainer.reconciler.reconcile import Reconciler
+from trainer.trainjob import controller as trainjob
+from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
 SAMPLES = {
@@ -57,7 +59,7 @@ class World:
         self.controller, self.resource, files = SAMPLES[sample]
         self.kube = RecordingKube()
         settings = {"status_coalesce_seconds": 0, **settings}  # each status change written at once
-        self.manager = Manager(self.kube, Settings(gang_scheduler_name=scheduler, **settings))  # type: ignore[arg-type]
+        self.manager = new_manager(self.kube, Settings(gang_scheduler_name=scheduler, **settings))  # type: ignore[arg-type]
         self.kube.connect(self.manager.informers)
         self.key = ("", "")
         self.kube.put({**VOLCANO_DEFAULT_QUEUE})
@@ -65,6 +67,12 @@ class World:
             stored = self.kube.put(load_sample(f))
             if stored["kind"] in (TRAINJOBS.kind, MPIJOBS.kind):
                 self.key = key_of(stored)
+
+    def reconciler(self) -> Reconciler[Any, Any]:
+        """The reconciler of the sample's controller."""
+        bound: Any = self.manager.reconcilers[self.controller]
+        reconciler: Reconciler[Any, Any] = bound.__self__
+        return reconciler
 
     async def reconcile(self) -> int:
         """One reconcile of the sample; returns how many writes it made."""
@@ -142,19 +150,20 @@ async def test_the_ssh_secret_is_written_exactly_once(sample: str, scheduler: st
 
 @pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
 def test_every_informer_a_reconciler_can_read_is_started(scheduler: str) -> None:
-    manager = Manager(RecordingKube(), Settings(gang_scheduler_name=scheduler))  # type: ignore[arg-type]
+    manager = new_manager(RecordingKube(), Settings(gang_scheduler_name=scheduler))  # type: ignore[arg-type]
     started = {id(i) for i in manager.informers}
     for name, reader in manager.readers.items():
         for res, store in reader.stores.items():
             assert id(store) in started, f"{name} reads {res.kind} from an informer that is never started"
-    declared = {(r, label) for c in manager.controllers for r, label in c.sources()}
+    declared = {(r, label) for c in manager.controllers for r, label, _ in c.sources()}
     assert {(i.res, i.label_selector) for i in manager.informers} == declared
 
 
 async def test_reading_an_undeclared_resource_fails_loudly() -> None:
     kube = RecordingKube()
-    bare = Controller("trainjob", TRAINJOBS, lambda ctx: TrainJobReconciler(ctx).reconcile, owns=(Owns(JOBS),))
-    manager = Manager(kube, Settings(), controllers=[bare])  # type: ignore[arg-type]
+    kind = trainjob.kind(trainjob.TrainJobOptions())
+    bare = Controller("trainjob", TRAINJOBS, lambda ctx: Reconciler(kind, ctx).reconcile, owns=(Owns(JOBS),))
+    manager = new_manager(kube, Settings(), declared=[bare])  # type: ignore[arg-type]
     kube.connect(manager.informers)
     tj = kube.put(load_sample("trainjob.yaml"))
     for _ in range(8):  # never turned into a condition, however often it happens
@@ -214,14 +223,15 @@ async def test_a_terminal_failure_is_counted_once_and_its_own_status_write_does_
 async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from trainer.controllers.reconciler import RECONCILE_ATTEMPTS
+    from trainer.reconciler.reconcile import RECONCILE_ATTEMPTS
 
     w = World("torch", "none")
 
     def broken(*_: Any) -> Any:
         raise RuntimeError("boom: a bug of ours")
 
-    monkeypatch.setattr(TrainJobReconciler, "desired", broken)
+    reconciler = w.reconciler()
+    monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=broken))
     m = w.manager.metrics
     await run_worker(w, lambda: counter(m.terminal_errors) == 1)
     tj = w.kube.objects[(TRAINJOBS, w.key)]
@@ -249,15 +259,16 @@ async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries
 async def test_an_exception_that_stops_happening_leaves_no_condition(monkeypatch: pytest.MonkeyPatch) -> None:
     w = World("torch", "none")
     calls = []
-    desired = TrainJobReconciler.desired
+    reconciler = w.reconciler()
+    desired = reconciler.kind.desired
 
-    def flaky(self: TrainJobReconciler, *args: Any) -> Any:
+    def flaky(*args: Any) -> Any:
         calls.append(1)
         if len(calls) < 3:
             raise RuntimeError("transient")
-        return desired(self, *args)
+        return desired(*args)
 
-    monkeypatch.setattr(TrainJobReconciler, "desired", flaky)
+    monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=flaky))
     for _ in range(2):
         with pytest.raises(RuntimeError, match="transient"):
             await w.reconcile()
@@ -324,7 +335,7 @@ async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop
     def cannot(*_: Any) -> Any:
         raise ValueError("not a quantity: 'lots'")
 
-    monkeypatch.setattr("trainer.controllers.trainjob.build_children", cannot)
+    monkeypatch.setattr("trainer.trainjob.controller.build_children", cannot)
     from trainer.controller import TerminalError
 
     with pytest.raises(TerminalError):
@@ -365,10 +376,10 @@ async def test_outcomes_are_counted_once_even_when_a_stale_cache_writes_twice() 
 
     w = World("torch", "none")
     stale = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])  # as a cache that has not seen the write
-    reconciler = w.manager.reconcilers["trainjob"].__self__  # type: ignore[attr-defined]
+    reconciler = w.reconciler()
     failed = Condition(type="Failed", status="True", reason="FailedJobs", message="Job x failed")
-    await reconciler.write_status(stale, None, [failed])
-    await reconciler.write_status(stale, None, [failed])
+    await reconciler.status.write(stale, None, [failed])
+    await reconciler.status.write(stale, None, [failed])
     assert w.kube.count("patch_status", "TrainJob") == 2, "the stale cache did write twice"
     m = w.manager.metrics
     labels = ("TrainJob", "default", "torch-distributed")
@@ -469,7 +480,8 @@ def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.Mo
     assert parse_args(["--max-nodes-per-job=9"]).max_nodes_per_job == 9
     with pytest.raises(SystemExit):
         parse_args(["--max-nodes-per-job=-1"])
-    manager = Manager(RecordingKube(), Settings(max_nodes_per_job=7))  # type: ignore[arg-type]
+    manager = new_manager(RecordingKube(), Settings(max_nodes_per_job=7))  # type: ignore[arg-type]
     for reconcile in manager.reconcilers.values():
-        assert reconcile.__self__.max_nodes_per_job == 7  # type: ignore[attr-defined]
+        options = reconcile.__self__.kind.info.args[0]  # type: ignore[attr-defined]
+        assert options.max_nodes_per_job == 7
     assert cache_facts(manager.readers, "none", 7).max_nodes_per_job == 7

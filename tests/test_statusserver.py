@@ -31,7 +31,6 @@ from trainer import cli, statusserver, trainjobstatus
 from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
 from trainer.kube.cache import Key
 from trainer.kube.client import ApiError
-from trainer.manager import Manager, Settings
 from trainer.statusserver import (
     PayloadError,
     StatusServer,
@@ -43,6 +42,7 @@ from trainer.statusserver import (
 )
 from trainer.trainjobstatus import token_audience
 from trainer.webhook.certs import generate
+from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
 NS = "team-a"
@@ -506,7 +506,7 @@ async def test_the_reconciler_never_overwrites_trainer_status() -> None:
 
 async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob() -> None:
     kube = ApiKube()
-    manager = Manager(kube, Settings(status_coalesce_seconds=0))  # type: ignore[arg-type]
+    manager = new_manager(kube, Settings(status_coalesce_seconds=0))  # type: ignore[arg-type]
     settings = StatusServerSettings(port=0, bind_address="127.0.0.1", host="127.0.0.1", namespace="ops")
     server = statusserver.setup(kube, settings, manager)  # type: ignore[arg-type]
     kube.connect(manager.informers)

@@ -8,8 +8,9 @@ from typing import Any
 
 from api.kinds import JOBS, SERVICES, TRAINJOBS
 from tests.test_reconcile import World
-from trainer.controllers.take_over import taken_over, union
 from trainer.kube.projection import UPDATE_MARK, owned_by_update, projection
+from trainer.reconciler.child_writer import taken_over, union
+from trainer.reconciler.reconcile import kept_job
 
 JSON = dict[str, Any]
 
@@ -51,11 +52,11 @@ def test_nothing_to_take_over() -> None:
 
 def test_the_cache_keeps_only_the_mark_of_a_create() -> None:
     job: JSON = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "managedFields": [OTHER, CREATED]}}
-    kept = projection(JOBS)(job)
+    kept = projection(kept_job)(job)
     assert kept["metadata"]["managedFields"] == UPDATE_MARK and owned_by_update(kept)
     applied = {**CREATED, "operation": "Apply"}
     job["metadata"]["managedFields"] = [OTHER, applied, STATUS]
-    kept = projection(JOBS)(job)
+    kept = projection(kept_job)(job)
     assert "managedFields" not in kept["metadata"] and not owned_by_update(kept)
 
 

@@ -13,8 +13,8 @@ from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
 from tests.kube_double import RecordingKube
 from tests.test_reconcile import World, _complete
 from trainer.controller import Reader
-from trainer.controllers.own_writes import OwnWrites
 from trainer.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
+from trainer.reconciler.own_writes import OwnWrites
 
 JSON = dict[str, Any]
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from api.kinds import Resource
-from trainer.controllers.own_writes import OwnWrites
-from trainer.controllers.progress_clock import ProgressClock
 from trainer.kube.cache import Key, key_of
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
+from trainer.kube.projection import Projection, strip_managed_fields
+from trainer.reconciler.own_writes import OwnWrites
+from trainer.reconciler.status_writer import ProgressClock
 
 __all__ = [
     "Context",
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from trainer.kube.client import Kube
     from trainer.kube.events import EventRecorder
     from trainer.metrics import Metrics
-    from trainer.trainjobstatus import Injection
 
 JSON = dict[str, Any]
 
@@ -70,8 +69,10 @@ class UndeclaredRead(KeyError):
 class Reader:
     """What one controller may read: the caches of the resources it declared, by resource."""
 
-    def __init__(self, controller: str, stores: dict[Resource, Store]) -> None:
-        self.controller, self.stores = controller, stores
+    def __init__(
+        self, controller: str, stores: dict[Resource, Store], keeps: dict[Resource, Projection] | None = None
+    ) -> None:
+        self.controller, self.stores, self.keeps = controller, stores, keeps or {}
 
     def _store(self, res: Resource) -> Store:
         store = self.stores.get(res)
@@ -98,6 +99,11 @@ class Reader:
         """Whether the cache of ``res`` has applied every change up to ``resource_version``."""
         return self._store(res).seen(resource_version)
 
+    def kept(self, res: Resource) -> Projection:
+        """What the cache of ``res`` keeps of an object (its :attr:`Owns.keep`), without interning: what a
+        desired object is compared through, so a projected cache never looks like drift."""
+        return self.keeps.get(res, strip_managed_fields)
+
     def declares(self, res: Resource) -> bool:
         """Whether the controller declared ``res``."""
         return res in self.stores
@@ -110,6 +116,12 @@ class Owns:
     resource: Resource
     label: str | None = None
     """A label key every owned object carries; the informer lists only objects that have it."""
+    keep: Projection = strip_managed_fields
+    """What the cache keeps of each object (:mod:`trainer.kube.projection`): only what the reconciler
+    reads (a Job without its Pod template)."""
+    urgent: Callable[[JSON | None, JSON], bool] | None = None
+    """``(old, new) -> whether this change brings the owner's reconcile at once`` rather than with the
+    children batch (a Job that has just finished); None: never."""
 
 
 MapFn = Callable[[JSON, Reader], Iterable[Key]]
@@ -130,9 +142,9 @@ class TerminalError(Exception):
     object reconciles it again."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Context:
-    """What the manager hands a reconciler factory."""
+    """What the manager hands a reconciler factory; a kind's own settings are bound in its declaration."""
 
     kube: Kube
     reader: Reader
@@ -140,21 +152,15 @@ class Context:
     gang: GangScheduler
     metrics: Metrics | None = None
     """Where job outcomes are counted; None: nowhere."""
-    running_condition: bool = False
-    """``--trainjob-running-condition``: TrainJobs carry the richer conditions (``Running``, ``Resumed``)."""
-    status_injection: Injection | None = None
-    """The status server trainer pods report progress to (``--status-server-port``); None: none."""
-    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
-    """``--max-nodes-per-job``: the most nodes (pods of one replicated job, MPI workers) a job may have; 0: no limit."""
     status_coalesce_seconds: float = 1.0
     """``--status-coalesce-seconds``: how long a progress-only status change may wait to be written with
     the next one (0: written at once)."""
     own_writes: OwnWrites = field(default_factory=OwnWrites)
     """What the reconciler wrote, until its caches have it; the manager asks it which watch events are
-    echoes of settled writes (:meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
+    echoes of settled writes (:meth:`~trainer.reconciler.own_writes.OwnWrites.settled_echo`)."""
     progress_clock: ProgressClock = field(default_factory=ProgressClock)
     """Since when each job's progress-only status change waits; the manager starts it when a child
-    changes (see :mod:`trainer.controllers.progress_clock`)."""
+    changes (see :mod:`trainer.reconciler.status_writer`)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]
@@ -173,12 +179,12 @@ class Controller:
     owns: tuple[Owns, ...] = ()
     watches: tuple[Watches, ...] = field(default_factory=tuple)
 
-    def sources(self) -> list[tuple[Resource, str | None]]:
-        """Every (resource, label) this controller caches, primary first."""
-        out: list[tuple[Resource, str | None]] = [(self.for_, None)]
-        out += [(o.resource, o.label) for o in self.owns]
-        out += [(w.resource, None) for w in self.watches]
-        resources = [r for r, _ in out]
+    def sources(self) -> list[tuple[Resource, str | None, Projection]]:
+        """Every (resource, label, what its cache keeps) this controller caches, primary first."""
+        out: list[tuple[Resource, str | None, Projection]] = [(self.for_, None, strip_managed_fields)]
+        out += [(o.resource, o.label, o.keep) for o in self.owns]
+        out += [(w.resource, None, strip_managed_fields) for w in self.watches]
+        resources = [r for r, _, _ in out]
         dup = {r.kind for r in resources if resources.count(r) > 1}
         if dup:
             raise ValueError(f"controller {self.name!r} declares {', '.join(sorted(dup))} more than once")

@@ -27,12 +27,12 @@ from trainer import gang, statusserver
 from trainer.kube.cache import wait_synced
 from trainer.kube.client import Kube
 from trainer.kube.leader import LeaderElector, LeadershipLost, default_namespace
-from trainer.manager import Manager, Settings
 from trainer.metrics import Metrics
 from trainer.probes import metrics_app, probes_app, serve
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.statusserver import StatusServerSettings
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
+from trainer.wiring import Settings, new_manager
 
 
 def _env(flag: str, default: str | None = None) -> str | None:
@@ -280,7 +280,7 @@ async def run(args: argparse.Namespace) -> int:
         children_batch_seconds=args.children_batch_seconds,
         status_server_url=status_settings.url if status_settings is not None else None,
     )
-    manager = Manager(kube, settings, metrics, elector)
+    manager = new_manager(kube, settings, metrics, elector)
     servers = []
     for app, address, what in (
         (metrics_app(metrics), args.metrics_bind_address, "metrics"),

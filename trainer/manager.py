@@ -33,57 +33,38 @@ from typing import Any
 
 import structlog
 
-from api.kinds import JOBS, Resource
-from trainer import gang
-from trainer.controller import Context, Controller, MapFn, Reader, Reconcile, TerminalError, UndeclaredRead
-from trainer.controllers import mpijob, trainjob
-from trainer.controllers.own_writes import OwnWrites
-from trainer.controllers.progress_clock import ProgressClock
+from api.kinds import Resource
+from trainer.controller import Context, Controller, MapFn, Owns, Reader, Reconcile, TerminalError, UndeclaredRead
 from trainer.gang.base import GangScheduler
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
 from trainer.kube.client import JSON, ApiError, Kube
 from trainer.kube.events import EventRecorder
 from trainer.kube.leader import LeaderElector, LeadershipLost
-from trainer.kube.projection import projection
+from trainer.kube.projection import Projection, projection
 from trainer.kube.queue import WorkQueue
 from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
-from trainer.status import job_finished
-from trainer.trainjobstatus import Injection
+from trainer.reconciler.own_writes import OwnWrites
+from trainer.reconciler.status_writer import ProgressClock
 
 log = structlog.get_logger("trainer.manager")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Operator settings (command-line flags)."""
+@dataclass(frozen=True, kw_only=True)
+class ManagerOptions:
+    """What the manager itself needs of the operator's settings (no kind's)."""
 
     namespace: str | None = None
     """Namespace to watch; None watches all."""
     max_concurrent_reconciles: int = 4
     """Reconciles running at once, per controller."""
-    gang_scheduler_name: str = "none"
-    """The gang scheduler pods are handed to (``--gang-scheduler-name``)."""
     shutdown_timeout: float = 20.0
     """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
-    trainjob_running_condition: bool = False
-    """TrainJobs carry ``Running`` and ``Suspended=False`` conditions (``--trainjob-running-condition``)."""
-    status_server_url: str | None = None
-    """``https://<host>:<port>`` of the status server trainer pods report progress to; None: none."""
-    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
-    """The most nodes a job may have (``--max-nodes-per-job``): numNodes and the pods of any replicated job
-    of a TrainJob, the workers of an MPIJob; 0: no limit."""
     status_coalesce_seconds: float = 1.0
-    """Seconds a progress-only status change (``jobsStatus``, ``replicaStatuses``) may wait to be written
-    together with later ones (``--status-coalesce-seconds``); 0 writes each at once."""
+    """Seconds a progress-only status change may wait to be written together with later ones
+    (``--status-coalesce-seconds``); 0 writes each at once."""
     children_batch_seconds: float = 1.0
     """Seconds the changes of a job's children are gathered before the job is reconciled for them
     (``--children-batch-seconds``; :meth:`~trainer.kube.queue.WorkQueue.add_batched`); 0: at once."""
-
-
-def default_controllers(scheduler: GangScheduler) -> list[Controller]:
-    """The operator's controllers: TrainJob and MPIJob."""
-    return [trainjob.controller(scheduler), mpijob.controller(scheduler)]
 
 
 class Manager:
@@ -92,49 +73,46 @@ class Manager:
     def __init__(
         self,
         kube: Kube,
-        settings: Settings,
+        settings: ManagerOptions,
+        controllers: list[Controller],
+        gang: GangScheduler,
+        *,
         metrics: Metrics | None = None,
         elector: LeaderElector | None = None,
-        controllers: list[Controller] | None = None,
     ) -> None:
         self.kube, self.settings, self.elector = kube, settings, elector
         self.metrics = metrics if metrics is not None else Metrics()
-        self.gang = gang.get(settings.gang_scheduler_name)
-        self.controllers = controllers if controllers is not None else default_controllers(self.gang)
+        self.gang, self.controllers = gang, controllers
         self.writer = kube.fenced(elector.check_write) if elector is not None else kube
         """What the controllers and their Events write through: ``kube``, fenced by the elector if any."""
         events = self.events = EventRecorder(self.writer)
-        self._informers: dict[tuple[Resource, str | None], Informer] = {}
+        self._informers: dict[tuple[Resource, str | None, Projection], Informer] = {}
         self.readers: dict[str, Reader] = {}
         self.queues: dict[str, WorkQueue[Key]] = {}
         self.reconcilers: dict[str, Reconcile] = {}
         for c in self.controllers:
-            stores = {res: self._informer(res, label) for res, label in c.sources()}
-            reader = self.readers[c.name] = Reader(c.name, dict(stores))
+            sources = c.sources()
+            stores = {res: self._informer(res, label, keep) for res, label, keep in sources}
+            reader = self.readers[c.name] = Reader(c.name, dict(stores), {res: keep for res, _, keep in sources})
             queue = self.queues[c.name] = WorkQueue(metrics=self.metrics.workqueue(c.name))
             self.metrics.controller(c.name, settings.max_concurrent_reconciles)
             own_writes, clock = OwnWrites(), ProgressClock()
             stores[c.for_].add_handler(_enqueue_primary(queue, c.for_, own_writes))
             batch = settings.children_batch_seconds
             for owned in c.owns:
-                handler = _enqueue_owner(queue, c.for_, owned.resource, batch, own_writes, clock)
+                handler = _enqueue_owner(queue, c.for_, owned, batch, own_writes, clock)
                 stores[owned.resource].add_handler(handler)
             for watched in c.watches:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
-            injection = Injection(settings.status_server_url.rstrip("/")) if settings.status_server_url else None
-            running = settings.trainjob_running_condition
             context = Context(
-                self.writer,
-                reader,
-                events,
-                self.gang,
-                self.metrics,
-                running,
-                injection,
-                settings.max_nodes_per_job,
-                settings.status_coalesce_seconds,
-                own_writes,
-                clock,
+                kube=self.writer,
+                reader=reader,
+                events=events,
+                gang=gang,
+                metrics=self.metrics,
+                status_coalesce_seconds=settings.status_coalesce_seconds,
+                own_writes=own_writes,
+                progress_clock=clock,
             )
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
@@ -143,11 +121,12 @@ class Manager:
         self._stopping = False
         self._busy: set[asyncio.Task[Any] | None] = set()
 
-    def _informer(self, res: Resource, label: str | None) -> Informer:
-        key = (res, label)
+    def _informer(self, res: Resource, label: str | None, keep: Projection) -> Informer:
+        key = (res, label, keep)
         if key not in self._informers:
             namespace = self.settings.namespace if res.namespaced else None
-            self._informers[key] = Informer(self.kube, res, namespace, label_selector=label, transform=projection(res))
+            transform = projection(keep)
+            self._informers[key] = Informer(self.kube, res, namespace, label_selector=label, transform=transform)
         return self._informers[key]
 
     @property
@@ -306,7 +285,7 @@ class Manager:
 def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, own_writes: OwnWrites) -> Handler:
     """Enqueue a changed primary; one that has just appeared is urgent (its children are to be made).
     The echo of the controller's own settled status write is not enqueued (a reconcile of it would write
-    nothing; see :meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
+    nothing; see :meth:`~trainer.reconciler.own_writes.OwnWrites.settled_echo`)."""
 
     def handler(old: JSON | None, new: JSON | None) -> None:
         if old is not None and new is not None and own_writes.settled_echo(primary, new):
@@ -319,21 +298,23 @@ def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, own_writes: OwnWr
 
 
 def _enqueue_owner(
-    queue: WorkQueue[Key], primary: Resource, owned: Resource, batch: float, own_writes: OwnWrites, clock: ProgressClock
+    queue: WorkQueue[Key], primary: Resource, owns: Owns, batch: float, own_writes: OwnWrites, clock: ProgressClock
 ) -> Handler:
     """Enqueue the controller owner of a changed ``owned`` object when it is of the ``primary`` kind
     (both the old and the new owner, should the reference have changed), within ``batch`` seconds
     together with the other changes of its children meanwhile
     (:meth:`~trainer.kube.queue.WorkQueue.add_batched`), and start the owner's progress clock at this
-    change (:class:`~trainer.controllers.progress_clock.ProgressClock`). A Job that has just finished
-    (``Complete`` or ``Failed``) brings its owner's reconcile at once, as JobSet reacts to it. The echo of
-    the controller's own settled write of the child is not enqueued (the reconcile that wrote it has
-    counted it already; see :meth:`~trainer.controllers.own_writes.OwnWrites.settled_echo`)."""
+    change (:class:`~trainer.reconciler.status_writer.ProgressClock`). A change the declaration calls
+    urgent (:attr:`~trainer.controller.Owns.urgent`: a Job that has just finished) brings its owner's
+    reconcile at once. The echo of the controller's own settled write of the child is not enqueued (the
+    reconcile that wrote it has counted it already; see
+    :meth:`~trainer.reconciler.own_writes.OwnWrites.settled_echo`)."""
+    owned, urgent = owns.resource, owns.urgent
 
     def handler(old: JSON | None, new: JSON | None) -> None:
         if new is not None and own_writes.settled_echo(owned, new):
             return
-        finished = owned == JOBS and new is not None and bool(job_finished(new)) and not (old and job_finished(old))
+        finished = urgent is not None and new is not None and urgent(old, new)
         for obj in (old, new):
             ref = controller_of(obj) if obj is not None else None
             if obj is None or ref is None:

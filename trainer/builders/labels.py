@@ -23,8 +23,6 @@ JOB_GROUP_INDEX = "jobset.sigs.k8s.io/job-group-index"
 COORDINATOR = "jobset.sigs.k8s.io/coordinator"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
-FIELD_MANAGER = "trainer"
-
 
 def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
     """The controller owner reference pointing at ``obj`` (a dict or an ``api`` model).

@@ -1,14 +1,11 @@
 """What the caches keep of each object: only the fields the reconcilers read.
 
 Every cached object loses ``metadata.managedFields`` (they are often the largest part of an object),
-but for a mark that the operator created it with POST (:func:`owned_by_update`). A child Job loses its
-Pod template: a Job's Pod template is immutable once created (but for a suspended Job's scheduling
-directives, which the operator itself sets), what the operator wants of it is in the desired-hash
-annotation, and the reconcilers read only a Job's labels, owner, ``parallelism``/``completions``/
-``suspend`` and ``status``. A child Secret (the MPI SSH key,
-created once and never read back) loses ``data``. The same fields are kept of a desired object
-(:func:`kept_fields`, not interned) before it is compared with a cached one
-(:func:`trainer.diff.needs_apply`), so a projected cache never looks like drift.
+but for a mark that the operator created it with POST (:func:`owned_by_update`). A controller declares
+what else the caches of what it owns drop (:attr:`trainer.controller.Owns.keep`: a child Job's Pod
+template, a child Secret's data); the same fields are kept of a desired object (not interned) before it
+is compared with a cached one (:func:`trainer.diff.needs_apply`), so a projected cache never looks like
+drift.
 
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
@@ -30,10 +27,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from api.kinds import JOBS, SECRETS, Resource
-from trainer.builders.labels import FIELD_MANAGER
+from trainer.kube.client import JSON
 
-JSON = dict[str, Any]
+FIELD_MANAGER = "trainer"
+"""The operator's field manager: every create and server-side apply of its writes names it."""
 Projection = Callable[[JSON], JSON]
 
 
@@ -78,7 +75,7 @@ def managed_entry(entries: list[JSON], manager: str, operation: str) -> JSON | N
 def strip_managed_fields(obj: JSON) -> JSON:
     """``obj`` without ``metadata.managedFields`` (a shallow copy when there were any) but for one mark:
     :data:`UPDATE_MARK` when the operator owns fields of it by an ``Update`` (it created it with POST),
-    which its next apply takes over first (:mod:`trainer.controllers.take_over`)."""
+    which its next apply takes over first (:mod:`trainer.reconciler.child_writer`)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return obj
@@ -93,40 +90,16 @@ def owned_by_update(obj: JSON) -> bool:
     return (obj.get("metadata") or {}).get("managedFields") == UPDATE_MARK
 
 
-def job(obj: JSON) -> JSON:
-    """A batch/v1 Job without managedFields, its Pod template and its selector."""
-    out = strip_managed_fields(obj)
-    spec = out.get("spec")
-    if not isinstance(spec, dict) or ("template" not in spec and "selector" not in spec):
-        return out
-    return {**out, "spec": {k: v for k, v in spec.items() if k not in ("template", "selector")}}
-
-
-def secret(obj: JSON) -> JSON:
-    """A Secret without managedFields and without ``data``/``stringData``."""
-    out = strip_managed_fields(obj)
-    if "data" not in out and "stringData" not in out:
-        return out
-    return {k: v for k, v in out.items() if k not in ("data", "stringData")}
-
-
 UPDATE_MARK: list[JSON] = [{"manager": FIELD_MANAGER, "operation": "Update"}]
 """What the caches keep of ``managedFields`` when the operator's field manager has an ``Update`` entry
 of the object itself (not of its status)."""
 
-_BY_RESOURCE: dict[Resource, Projection] = {JOBS: job, SECRETS: secret}
 
-
-def kept_fields(res: Resource) -> Projection:
-    """The fields the caches keep of ``res``'s objects (:func:`job`, :func:`secret`, else
-    :func:`strip_managed_fields`), without interning: what a desired object is compared through."""
-    return _BY_RESOURCE.get(res, strip_managed_fields)
-
-
-def projection(res: Resource) -> Transform:
-    """What the caches keep of ``res``'s objects: :func:`kept_fields`, then :func:`interned`, reusing the
-    equal parts of ``cached`` (what was kept of the object before, if any)."""
-    fields = kept_fields(res)
+def projection(keep: Projection | None = None) -> Transform:
+    """What a cache keeps of its objects: ``keep`` (by default :func:`strip_managed_fields`; a controller
+    declares what it reads of what it owns, :attr:`trainer.controller.Owns.keep`), then
+    :func:`interned`, reusing the equal parts of ``cached`` (what was kept of the object before, if any)."""
+    fields = keep or strip_managed_fields
 
     def project(obj: JSON, cached: JSON | None = None, /) -> JSON:
         kept: JSON = interned(fields(obj), cached)

@@ -1,0 +1,222 @@
+"""The MPIJob controller: its declaration and the functions of its :class:`~trainer.reconciler.reconcile.Kind`.
+
+Declared once (:func:`controller`): MPIJobs; the Jobs, Services, ConfigMaps and Secrets they own,
+each carrying ``training.kubeflow.org/job-name``; the gang scheduler's owned and watched objects.
+The reconcile is :meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the
+children (:mod:`trainer.builders.mpijob`; the SSH Secret made once) and ``runPolicy``: when the job
+finishes, ``cleanPodPolicy`` (All: the worker Job and all its pods go; Running: the worker Job is
+suspended, which stops its running pods and keeps finished ones; None: nothing), the PodGroup is
+released, and after ``ttlSecondsAfterFinished`` the MPIJob itself is deleted. Follows
+kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+
+from api.base import Condition
+from api.kinds import JOBS, MPIJOBS, SECRETS
+from api.kubeflow_v2beta1 import COND_FAILED, COND_SUCCEEDED, MANAGED_BY_MPI_OPERATOR, JobCondition, MPIJob
+from trainer.builders.mpi import new_ssh_secret
+from trainer.builders.mpijob import (
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    build_mpijob_children,
+    names,
+    validate,
+    worker_replicas,
+)
+from trainer.controller import Context, Controller
+from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
+from trainer.kube.cache import key_of
+from trainer.kube.client import JSON
+from trainer.kube.events import now_rfc3339, parse_time
+from trainer.mpijob.status import TERMINAL, desired_conditions, finished_at, replica_statuses
+from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.reconciler.child_writer import Desired, Once
+from trainer.reconciler.reconcile import Blocked, Kind, declare
+from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, mpijob_errors
+
+
+@dataclass(frozen=True)
+class MPIJobInfo:
+    """One MPIJob as this reconcile sees it, derived once."""
+
+    obj: JSON
+    job: MPIJob
+    observed: dict[str, JSON]
+    """The launcher and worker Jobs, by role."""
+    current: list[Condition]
+    queue: QueueChoice
+    invalid: list[str]
+    """Why the spec cannot run (each naming the field), empty when it can."""
+    finished: bool
+    started: bool
+    ttl_left: float | None
+    """Seconds until ``ttlSecondsAfterFinished`` passes (<= 0: passed), None when it does not apply."""
+
+
+def mpijob_gang_input(info: MPIJobInfo) -> GangInput:
+    """The gang of an MPIJob: the workers, plus the launcher unless it waits for the workers (then it
+    is created after the gang is admitted, so counting it would deadlock: mpi-operator#608)."""
+    job = info.job
+    specs = job.spec.mpi_replica_specs
+    sets = []
+    if specs.worker is not None and worker_replicas(job) > 0:
+        sets.append(PodSet("worker", 1, worker_replicas(job), specs.worker.template))
+    if specs.launcher is not None and job.spec.launcher_creation_policy != "WaitForWorkersReady":
+        sets.append(PodSet("launcher", 1, 1, specs.launcher.template))
+    policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None
+    return GangInput(
+        owner=info.obj,
+        pod_sets=sets,
+        queue=info.queue,
+        priority_class=policy.priority_class if policy else None,
+        min_available=policy.min_available if policy else None,
+        min_resources={k: str(v) for k, v in policy.min_resources.items()} if policy and policy.min_resources else None,
+        schedule_timeout_seconds=policy.schedule_timeout_seconds if policy else None,
+        finished=info.finished or bool(info.invalid),
+        started=info.started,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MPIJobOptions:
+    """The MPIJob controller's settings (command-line flags)."""
+
+    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+    """``--max-nodes-per-job``: the most workers an MPIJob may have; 0: no limit."""
+
+
+def invalid(obj: JSON, message: str) -> list[Condition]:
+    return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]
+
+
+def managed_by_us(obj: JSON) -> bool:
+    policy = (obj.get("spec") or {}).get("runPolicy") or {}
+    return policy.get("managedBy") in (None, "", MANAGED_BY_MPI_OPERATOR)
+
+
+def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
+    queue = resolve_queue(obj, ctx.gang.name)
+    labels = job.metadata.labels or {}
+    if ctx.gang.name == "kueue" and queue.name and queue.scheduler == "" and KUEUE_QUEUE_LABEL not in labels:
+        # Kueue reads only its label: carry schedulingPolicy.queue over.
+        patch = {"metadata": {"labels": {KUEUE_QUEUE_LABEL: queue.name}}}
+        return Blocked(None, Desired(patch=[(MPIJOBS, *key_of(obj), patch)]))
+    current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
+    observed = {
+        str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in ctx.reader.owned(JOBS, str(job.metadata.uid))
+    }
+    ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec.run_policy else None
+    done = finished_at(current)
+    ttl_left = None
+    if ttl is not None and done is not None:
+        ttl_left = ttl - (datetime.now(UTC) - parse_time(done)).total_seconds()
+    return MPIJobInfo(
+        obj=obj,
+        job=job,
+        observed=observed,
+        current=current,
+        queue=queue,
+        # The operator's own limits only before anything was created: a started job is left be.
+        invalid=[*validate(job), *([] if observed else mpijob_errors(job, options.max_nodes_per_job))],
+        finished=any(c.type in TERMINAL and c.status == "True" for c in current),
+        started=any(not (j.get("spec") or {}).get("suspend") for j in observed.values()),
+        ttl_left=ttl_left,
+    )
+
+
+def desired(ctx: Context, info: MPIJobInfo, plan: GangPlan) -> Desired:
+    out = Desired(delete=list(plan.delete))
+    job = info.job
+    if info.finished:
+        worker = info.observed.get("worker")
+        policy = (job.spec.run_policy.clean_pod_policy if job.spec.run_policy else None) or "None"
+        if worker is not None and policy == "All":
+            out.delete.append((JOBS, *key_of(worker)))
+        elif worker is not None and policy == "Running" and not (worker.get("spec") or {}).get("suspend"):
+            out.patch.append((JOBS, *key_of(worker), {"spec": {"suspend": True}}))
+        if info.ttl_left is not None and info.ttl_left <= 0:
+            out.delete.append((MPIJOBS, *key_of(info.obj)))
+        return out
+    if info.invalid:
+        return out
+    suspend = bool(job.spec.run_policy and job.spec.run_policy.suspend)
+    children = build_mpijob_children(info.obj, job, info.observed, suspend or plan.hold)
+    name, labels = names(job)["ssh"], {JOB_NAME_LABEL: str(job.metadata.name)}
+    out.once.append(Once(SECRETS, str(job.metadata.namespace), name, partial(new_ssh_secret, info.obj, name, labels)))
+    out.apply += [*plan.apply, children.service, children.config_map]
+    jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
+    out.apply += decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL)
+    return out
+
+
+def conditions(info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
+    if info.ttl_left is not None and info.ttl_left <= 0:
+        return None  # deleted
+    obs = info.observed
+    out = desired_conditions(info.job, obs.get("launcher"), obs.get("worker"), info.current, info.invalid)
+    return out if info.finished or info.invalid else out + gang_conditions(plan)
+
+
+def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) -> JSON:
+    rendered = [
+        JobCondition(
+            type=c["type"],
+            status=c["status"],
+            reason=c.get("reason"),
+            message=c.get("message"),
+            last_transition_time=c.get("lastTransitionTime"),
+            last_update_time=c.get("lastTransitionTime"),
+        ).to_dict()
+        for c in conditions or []
+    ]
+    old = obj.get("status") or {}
+    job = info.job if info else None
+    obs = info.observed if info else {}
+    now = now_rfc3339()
+    suspended = bool(job and job.spec.run_policy and job.spec.run_policy.suspend)
+    merged = [Condition.model_validate(c) for c in conditions or []]
+    replicas = (
+        {k: v.to_dict() for k, v in replica_statuses(job, obs.get("launcher"), obs.get("worker")).items()}
+        if job is not None
+        else None
+    )
+    return {
+        "conditions": rendered or None,
+        "replicaStatuses": replicas or None,
+        "startTime": old.get("startTime") or (None if suspended or job is None else now),
+        "completionTime": old.get("completionTime") or (now if finished_at(merged) else None),
+    }
+
+
+def requeue_after(info: MPIJobInfo) -> float | None:
+    return info.ttl_left if info.ttl_left is not None and info.ttl_left > 0 else None
+
+
+def kind(options: MPIJobOptions) -> Kind[MPIJob, MPIJobInfo]:
+    """The MPIJob kind as :meth:`~trainer.reconciler.reconcile.Reconciler.reconcile` runs it."""
+    return Kind(
+        resource=MPIJOBS,
+        model=MPIJob,
+        child_label=JOB_NAME_LABEL,
+        succeeded_condition=COND_SUCCEEDED,
+        warning_conditions=frozenset({COND_FAILED, COND_MISCONFIGURED}),
+        managed_by_us=managed_by_us,
+        invalid=invalid,
+        info=partial(info, options),
+        gang_input=mpijob_gang_input,
+        desired=desired,
+        conditions=conditions,
+        status=status,
+        requeue_after=requeue_after,
+        progress_fields=frozenset({"replicaStatuses"}),
+    )
+
+
+def controller(gang: GangScheduler, options: MPIJobOptions | None = None) -> Controller:
+    """The MPIJob controller's declaration under gang scheduler ``gang``."""
+    return declare("mpijob", kind(options or MPIJobOptions()), gang)

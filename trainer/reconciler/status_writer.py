@@ -1,0 +1,170 @@
+"""The one writer of a job's status: conditions merged, events told, outcomes counted, progress coalesced.
+
+:meth:`StatusWriter.write` merges the desired conditions into the stored ones (transition times kept
+unless a status changes), renders the kind's whole status, and merge-patches it once, only when it
+changed. Each condition transition becomes an event (Warning for the kind's warning conditions turning
+True), recorded before the status so whoever sees the condition finds its event; each outcome (first
+status, success, failure, restart) is counted once per job in :class:`~trainer.metrics.Metrics`.
+
+A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
+waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
+starts the owner's :class:`ProgressClock` (the time of the watch event), so the reconcile that the
+children batch (``--children-batch-seconds``) brings later finds the wait done and both sees and writes
+the change. A reconcile that finds a progress change whose clock has not started starts it then; the
+clock of a job stops when its status is written, found unchanged, or the job is gone. The same
+gathering as k8s.io/kubernetes ``pkg/controller/job/job_controller.go``, whose status updates follow pod
+changes batched by ``syncJobBatchPeriod`` (1 s).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from api.base import Condition
+from trainer.kube.cache import Key, key_of
+from trainer.kube.client import JSON
+from trainer.kube.events import now_rfc3339
+from trainer.kube.projection import strip_managed_fields
+from trainer.status import merge_conditions, transitions
+
+if TYPE_CHECKING:
+    from trainer.kube.client import Kube
+    from trainer.kube.events import EventRecorder
+    from trainer.metrics import Metrics
+    from trainer.reconciler.own_writes import OwnWrites
+    from trainer.reconciler.reconcile import Kind
+
+log = structlog.get_logger("trainer.status")
+MAX_COUNTED = 100_000
+"""Outcomes remembered as counted at most (the oldest go first)."""
+Event = tuple[str, str, str]
+"""``(type, reason, message)`` of an event."""
+
+
+class ProgressClock:
+    """Per job key ``(namespace, name)``: the monotonic time (seconds) its unwritten progress began."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._since: dict[Key, float] = {}
+        self._clock = clock
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+    def start(self, key: Key) -> float:
+        """Start ``key``'s clock now unless it runs already; returns when it started."""
+        return self._since.setdefault(key, self._clock())
+
+    def waited(self, key: Key) -> float:
+        """Seconds since ``key``'s clock started, starting it now when it was not running (0.0)."""
+        return self._clock() - self.start(key)
+
+    def stop(self, key: Key) -> None:
+        """Stop ``key``'s clock (its status was written or has nothing to write, or the job is gone)."""
+        self._since.pop(key, None)
+
+
+class StatusWriter:
+    """Writes the status of one kind's jobs (see the module docstring); ``delay`` is
+    ``--status-coalesce-seconds``; ``metrics`` None counts nowhere."""
+
+    def __init__(
+        self,
+        kind: Kind[Any, Any],
+        kube: Kube,
+        recorder: EventRecorder,
+        own_writes: OwnWrites,
+        clock: ProgressClock,
+        *,
+        delay: float,
+        metrics: Metrics | None,
+    ) -> None:
+        self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
+        self.clock, self.delay, self.metrics = clock, delay, metrics
+        self._counted: dict[tuple[str, str, int], None] = {}
+        """Outcome events already counted: (job uid, event, restart)."""
+
+    async def write(self, obj: JSON, info: Any, desired: list[Condition], events: Sequence[Event] = ()) -> float | None:
+        """Merge ``desired`` into ``obj``'s conditions, record ``events`` and an event per transition, then
+        patch the status once, only if it changed (``info`` None: the job could not be expanded; the
+        kind's status then holds its conditions only). Returns the seconds to look again after when a
+        progress-only change was deferred, else None. Raises :class:`~trainer.kube.client.ApiError`."""
+        old = obj.get("status") or {}
+        current = [Condition.model_validate(c) for c in old.get("conditions") or []]
+        generation = (obj.get("metadata") or {}).get("generation")
+        merged = merge_conditions(current, desired, now_rfc3339(), generation)
+        new = self.kind.status(obj, info, [c.to_dict() for c in merged] or None)
+        key = key_of(obj)
+        changed = {k for k in new if old.get(k) != new[k]}
+        if not changed:
+            self.clock.stop(key)
+            return None
+        progress = info is not None and changed <= self.kind.progress_fields
+        if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
+            self.clock.stop(key)
+            return None  # counts that are all zero, where nothing was written yet: no news
+        if progress and self.delay > 0:
+            waited = self.clock.waited(key)
+            if waited < self.delay:
+                return self.delay - waited
+        self.clock.stop(key)
+        # Events first: whoever sees the new condition finds its event too.
+        for type_, reason, message in events:
+            await self.recorder.emit(obj, type_, reason, message)
+        for cond in transitions(current, merged):
+            warning = cond.type in self.kind.warning_conditions and cond.status == "True"
+            await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+        meta = obj["metadata"]
+        res = self.kind.resource
+        stored = await self.kube.patch_status(res, meta.get("namespace"), meta["name"], new)
+        log.debug("status written", changed=sorted(changed), status=new)
+        # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
+        self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
+        self._count_outcomes(obj, old, new)
+        return None
+
+    def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
+        """Count what this status write records: the first status, success, failure, a restart; each
+        once per job (a reconcile on a cache that has not seen the previous write yet writes again)."""
+        if self.metrics is None:
+            return
+
+        def true(status: JSON, type_: str) -> JSON | None:
+            conditions = status.get("conditions") or []
+            return next((c for c in conditions if c["type"] == type_ and c["status"] == "True"), None)
+
+        kind, ns = self.kind.resource.kind, str(obj["metadata"].get("namespace") or "")
+        runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
+        uid = str(obj["metadata"].get("uid") or "")
+        failed = true(new, "Failed")
+        succeeded = self.kind.succeeded_condition
+        events = [
+            ("created", "", not old),
+            ("succeeded", "", bool(true(new, succeeded)) and not true(old, succeeded)),
+            ("failed", str((failed or {}).get("reason") or ""), bool(failed) and not true(old, "Failed")),
+            ("restarted", "", int(new.get("restarts") or 0) > int(old.get("restarts") or 0)),
+        ]
+        for event, reason, happened in events:
+            once = (uid, event, int(new.get("restarts") or 0) if event == "restarted" else 0)
+            if not happened or once in self._counted:
+                continue
+            self._counted[once] = None
+            if len(self._counted) > MAX_COUNTED:
+                self._counted.pop(next(iter(self._counted)))
+            self.metrics.outcome(event, kind, ns, runtime, reason)
+
+
+def _nothing(value: Any) -> bool:
+    """Whether a progress field holds no count at all: absent, or entries whose numbers are all zero
+    (``[{"name": "node", "active": 0, "ready": 0, ...}]``)."""
+    entries = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else []
+    if value not in (None, [], {}) and not entries:
+        return False
+    return all(
+        isinstance(e, dict) and all(not v for k, v in e.items() if isinstance(v, int) and not isinstance(v, bool))
+        for e in entries
+    )

@@ -1,0 +1,303 @@
+"""The TrainJob controller: its declaration and the functions of its :class:`~trainer.reconciler.reconcile.Kind`.
+
+Declared once (:func:`controller`): TrainJobs; the Jobs, Services, ConfigMaps, Secrets and
+PersistentVolumeClaims (``volumeClaimPolicies``) it owns,
+each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned objects (PodGroups);
+the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
+scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
+:meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the runtime info
+(:func:`trainer.runtime_info.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
+the MPI SSH Secret made once) and the conditions (:mod:`trainer.status`). Children carry a
+controller owner reference, so deleting the TrainJob lets the garbage collector remove them. Mirrors
+kubeflow/trainer ``pkg/controller/trainjob_controller.go``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+
+from pydantic import ValidationError
+
+from api.base import Condition
+from api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
+    CONFIGMAPS,
+    JOBS,
+    PERSISTENT_VOLUME_CLAIMS,
+    SECRETS,
+    SERVICES,
+    TRAINING_RUNTIMES,
+    TRAINJOBS,
+)
+from api.trainer_v1alpha1 import (
+    COND_COMPLETE,
+    COND_FAILED,
+    COND_SUSPENDED,
+    MANAGED_BY_TRAINER,
+    REASON_RESOURCES_CREATION_FAILED,
+    REASON_RESUMED,
+    TrainingRuntime,
+    TrainJob,
+    TrainJobStatus,
+    runtime_from_dict,
+)
+from trainer.builders import trainjob_mpi, volume_claims
+from trainer.builders.jobs import build_children
+from trainer.builders.labels import JOBSET_NAME
+from trainer.builders.mpi import new_ssh_secret
+from trainer.controller import Context, Controller, Key, Reader, Watches
+from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
+from trainer.kube.cache import key_of
+from trainer.kube.client import JSON
+from trainer.reconciler.child_writer import Desired, Once
+from trainer.reconciler.reconcile import Blocked, Kind, declare, first_error, kept_conditions
+from trainer.reconciler.status_writer import Event
+from trainer.runtime_info import (
+    SNAPSHOT_SUFFIX,
+    RuntimeInfo,
+    runtime_info,
+    runtime_of_snapshot,
+    runtime_ref,
+    snapshot_config_map,
+    snapshot_name,
+)
+from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, runtime_errors, trainjob_errors
+from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, jobs_status, runtime_not_found
+from trainer.trainjobstatus import Injection
+
+TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
+"""Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its
+``volumeClaimPolicies`` retain has no owner reference and stays)."""
+
+
+def trainjobs_of_runtime(runtime: JSON, reader: Reader) -> Iterable[Key]:
+    """The TrainJobs that reference ``runtime`` (a TrainingRuntime only from its own namespace)."""
+    ns, name = key_of(runtime)
+    kind = runtime.get("kind", "")
+    for tj in reader.items(TRAINJOBS):
+        if runtime_ref(tj) == (kind, name) and (kind != TrainingRuntime.KIND or key_of(tj)[0] == ns):
+            yield key_of(tj)
+
+
+def runtime_of(obj: JSON, reader: Reader) -> JSON | None:
+    """The cached runtime a TrainJob references, or None."""
+    kind, name = runtime_ref(obj)
+    if kind == TrainingRuntime.KIND:
+        return reader.get(TRAINING_RUNTIMES, key_of(obj)[0], name)
+    return reader.get(CLUSTER_TRAINING_RUNTIMES, None, name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainJobOptions:
+    """The TrainJob controller's settings (command-line flags)."""
+
+    running_condition: bool = False
+    """``--trainjob-running-condition``: TrainJobs carry the richer conditions (``Running``, ``Resumed``)."""
+    injection: Injection | None = None
+    """The status server trainer pods report progress to (``--status-server-port``); None: none."""
+    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+    """``--max-nodes-per-job``: the most nodes (pods of one replicated job) a TrainJob may have; 0: no limit."""
+
+
+def invalid(obj: JSON, message: str) -> list[Condition]:
+    """``Failed`` (``TrainJobResourcesCreationFailed``): the TrainJob's spec or runtime cannot be read."""
+    failed = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
+    return [*kept_conditions(obj, COND_FAILED), failed]
+
+
+def managed_by_us(obj: JSON) -> bool:
+    """Whether ``spec.managedBy`` is unset or this controller's (``trainer.kubeflow.org/trainjob-controller``)."""
+    return (obj.get("spec") or {}).get("managedBy") in (None, "", MANAGED_BY_TRAINER)
+
+
+def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
+    """The TrainJob's :class:`~trainer.runtime_info.RuntimeInfo` from its runtime snapshot (else the
+    runtime it references) and its Jobs; :class:`Blocked` when the runtime is missing or invalid, or
+    the TrainJob breaks a rule the webhook enforces (said here when the webhook does not run)."""
+    reader = ctx.reader
+    ns = str(job.metadata.namespace)
+    snapshot = reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
+    runtime_obj = runtime_of_snapshot(snapshot) if snapshot is not None else runtime_of(obj, reader)
+    kind, name = runtime_ref(obj)
+    if runtime_obj is None:
+        if _finished(job):
+            return Blocked(None)  # finished without a snapshot (made before them): the outcome stays
+        return Blocked([runtime_not_found(kind, name, ns if kind == TrainingRuntime.KIND else None)])
+    try:
+        runtime = runtime_from_dict(runtime_obj)
+    except ValidationError as e:
+        return Blocked(invalid(obj, f"runtime {name!r} is invalid: {first_error(e)}"))
+    observed = reader.owned(JOBS, str(job.metadata.uid))
+    # What the webhook refuses is said here when it does not run; a started or finished job is left be.
+    settled = bool(observed) or _finished(job)
+    problems = [] if settled else runtime_errors(runtime.spec)
+    if problems:
+        return Blocked(invalid(obj, f"runtime {name!r} is invalid: {'; '.join(problems)}"))
+    out = runtime_info(obj, job, runtime.spec, runtime_obj, observed, ctx.gang.name, injection=options.injection)
+    problems = [] if settled else trainjob_errors(out, options.max_nodes_per_job)
+    if problems:
+        return Blocked(invalid(obj, "; ".join(problems)))
+    return out
+
+
+def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
+    """The TrainJob's writes now: its runtime snapshot and children while it runs (none of a new
+    attempt until the previous one's Jobs are gone); once finished, the deletes of Jobs that still run
+    and, after ``ttlSecondsAfterFinished``, of every child but the snapshot."""
+    ns, uid = str(info.job.metadata.namespace), str(info.job.metadata.uid)
+    out = Desired(delete=list(plan.delete))
+    out.once.append(Once(CONFIGMAPS, ns, snapshot_name(str(info.job.metadata.name)), _snapshot(info)))
+    jobs = [*info.previous, *info.observed]
+    if info.finished or (info.deadline_left is not None and info.deadline_left <= 0):
+        # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
+        # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
+        out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is None and not _deleting(j)]
+        if info.ttl_left is not None and info.ttl_left <= 0:
+            # ttlSecondsAfterFinished: the group goes (JobSet deletes the JobSet); the TrainJob and
+            # its runtime snapshot stay, with their outcome.
+            out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is not None and not _deleting(j)]
+            for res in TTL_CHILDREN:
+                out.delete += [
+                    (res, *key_of(o))
+                    for o in ctx.reader.owned(res, uid)
+                    if not o["metadata"]["name"].endswith(SNAPSHOT_SUFFIX) and not _deleting(o)
+                ]
+        return out
+    if info.previous:
+        # A restart: every Job of the earlier attempt goes, with its Pods (foreground), before
+        # any Job of the new attempt is created: two attempts never run at once.
+        out.delete_foreground += [(JOBS, *key_of(j)) for j in info.previous if not _deleting(j)]
+    restarting = info.decision is not None and not info.decision.fail
+    children = build_children(info, info.suspended or plan.hold)
+    out.apply += plan.apply
+    mpi = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
+    if mpi is not None:
+        name, labels = trainjob_mpi.secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
+        make = partial(new_ssh_secret, info.obj, name, labels)
+        out.once.append(Once(SECRETS, str(info.job.metadata.namespace), name, make))
+    for claim in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):
+        meta = claim["metadata"]
+        out.once.append(Once(PERSISTENT_VOLUME_CLAIMS, meta["namespace"], meta["name"], partial(dict, claim)))
+    out.apply += children.config_maps
+    if children.service is not None:
+        out.apply.append(children.service)
+    if not info.previous and not restarting:
+        out.apply += decorate(children.jobs, plan, info.not_in_gang)
+    return out
+
+
+def written(ctx: Context, info: RuntimeInfo, desired: Desired) -> RuntimeInfo:
+    """``info`` with the Jobs just created or changed counted in jobsStatus at once (a new suspended
+    Job is ``suspended: 1``), not only once the watch brings them back."""
+    jobs = {key_of(j): j for j in info.observed}
+    changed = False
+    for obj in desired.apply:
+        if obj.get("kind") != JOBS.kind:
+            continue
+        key = key_of(obj)
+        latest = ctx.own_writes.latest(ctx.reader, JOBS, *key)
+        if latest is not None and latest is not jobs.get(key):
+            jobs[key], changed = latest, True
+    if not changed:
+        return info
+    observed = list(jobs.values())
+    return dataclasses.replace(info, observed=observed, statuses=jobs_status(info.rjobs, observed))
+
+
+def _snapshot(info: RuntimeInfo) -> Callable[[], JSON]:
+    runtime_obj = info.runtime_obj or {}
+    return lambda: snapshot_config_map(info.obj, runtime_obj)
+
+
+def events(options: TrainJobOptions, info: RuntimeInfo | None) -> list[Event]:
+    """A restart's Warning event; ``Resumed`` when there is no Resumed condition to tell it."""
+    out = []
+    if info is not None and info.decision is not None and not info.decision.fail:
+        out.append(("Warning", info.decision.reason, info.decision.message))
+    suspended = next((c for c in _conditions(info.job) if c.type == COND_SUSPENDED), None) if info else None
+    if info is not None and not options.running_condition and not info.suspended and suspended is not None:
+        out.append(("Normal", REASON_RESUMED, "TrainJob is resumed"))  # no Resumed condition to tell it
+    return out
+
+
+def requeue_after(info: RuntimeInfo) -> float | None:
+    """Seconds until the active deadline or the TTL passes, whichever comes first."""
+    waits = [t for t in (info.deadline_left, info.ttl_left) if t is not None and t > 0]
+    return min(waits) if waits else None
+
+
+def conditions(options: TrainJobOptions, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
+    """The TrainJob's conditions (:func:`trainer.status.desired_conditions`) and, while it runs, the gang's."""
+    current = (info.job.status.conditions if info.job.status else None) or []
+    out = desired_conditions(info, current, options.running_condition)
+    return out if info.finished else out + gang_conditions(plan)
+
+
+def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -> JSON:
+    """The TrainJob's status: conditions, jobsStatus (kept as it was once finished), restarts."""
+    if info is None:
+        return {"conditions": conditions}
+    old = obj.get("status") or {}
+    if info.finished:  # the outcome is final, jobsStatus included (the Jobs may go by TTL)
+        statuses = old.get("jobsStatus")
+    else:
+        statuses = TrainJobStatus(jobs_status=info.statuses).to_dict().get("jobsStatus")
+    restarts, counted = info.restarts, info.counted_restarts
+    if info.decision is not None and not info.decision.fail:
+        restarts, counted = restarts + 1, counted + int(info.decision.counted)
+    return {
+        "conditions": conditions,
+        "jobsStatus": statuses,
+        "restarts": restarts or None,
+        "restartsCountTowardsMax": counted or None,
+    }
+
+
+def kind(options: TrainJobOptions) -> Kind[TrainJob, RuntimeInfo]:
+    """The TrainJob kind as :meth:`~trainer.reconciler.reconcile.Reconciler.reconcile` runs it."""
+    runtimes = (
+        Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
+        Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
+    )
+    return Kind(
+        resource=TRAINJOBS,
+        model=TrainJob,
+        child_label=JOBSET_NAME,
+        succeeded_condition=COND_COMPLETE,
+        warning_conditions=frozenset({COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED}),
+        managed_by_us=managed_by_us,
+        invalid=invalid,
+        info=partial(info, options),
+        gang_input=RuntimeInfo.gang_input,
+        desired=desired,
+        conditions=partial(conditions, options),
+        status=status,
+        events=partial(events, options),
+        written=written,  # the Jobs just written count in jobsStatus: their echoes settle
+        requeue_after=requeue_after,
+        progress_fields=frozenset({"jobsStatus"}),
+        announce_creations=False,  # as JobSet and Trainer: the Job controller tells each pod it creates
+        also_owns=(PERSISTENT_VOLUME_CLAIMS,),
+        watches=runtimes,
+    )
+
+
+def _conditions(job: TrainJob) -> list[Condition]:
+    return list((job.status.conditions if job.status else None) or [])
+
+
+def _finished(job: TrainJob) -> bool:
+    return any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in _conditions(job))
+
+
+def _deleting(obj: JSON) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:
+    """The TrainJob controller's declaration under gang scheduler ``gang``: also watches the
+    (Cluster)TrainingRuntimes, each mapped to the TrainJobs that reference it."""
+    return declare("trainjob", kind(options or TrainJobOptions()), gang)
