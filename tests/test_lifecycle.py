@@ -6,16 +6,12 @@ ttlSecondsAfterFinished and the TrainJob's own activeDeadlineSeconds."""
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, JOBS, SERVICES, TRAINJOBS
-from tests.conftest import load_sample
-from tests.kube_double import RecordingKube
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, SERVICES
+from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
 from trainer.failure_policy import decide
-from trainer.kube.cache import key_of
-from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
 RESTART = "RestartJobSetFailurePolicyAction"
@@ -68,64 +64,22 @@ def test_restart_until_max_restarts_then_fail_and_targets_and_patterns_narrow_a_
     assert decide(None, [job], 0) is not None and decide(policy, [], 0) is None
 
 
-class World:
-    """The torch sample on a runtime with ``failurePolicy`` and ``ttl``, reconciled on the double."""
-
-    def __init__(self, policy: JSON | None = None, ttl: int | None = None, deadline: int | None = None) -> None:
-        self.kube = RecordingKube()
-        self.manager = new_manager(self.kube, Settings(status_coalesce_seconds=0))  # type: ignore[arg-type]
-        self.kube.connect(self.manager.informers)
-        runtime = load_sample("torch-distributed.yaml")
-        if policy is not None:
-            runtime["spec"]["template"]["spec"]["failurePolicy"] = policy
-        if ttl is not None:
-            runtime["spec"]["template"]["spec"]["ttlSecondsAfterFinished"] = ttl
-        self.runtime = self.kube.put(runtime)
-        tj = load_sample("trainjob.yaml")
-        if deadline is not None:
-            tj["spec"]["activeDeadlineSeconds"] = deadline
-        tj["metadata"]["creationTimestamp"] = _ago(0)
-        self.key = key_of(self.kube.put(tj))
-
-    async def settle(self) -> float | None:
-        requeue = None
-        for _ in range(8):
-            before = len(self.kube.writes)
-            requeue = await self.manager.reconcilers["trainjob"](self.key)
-            if len(self.kube.writes) == before:
-                return requeue
-        raise AssertionError(f"never settled: {self.kube.writes[-4:]}")
-
-    @property
-    def tj(self) -> JSON:
-        return self.kube.objects[(TRAINJOBS, self.key)]
-
-    def jobs(self) -> list[JSON]:
-        return [o for (res, _), o in self.kube.objects.items() if res == JOBS]
-
-    def fail_jobs(self, reason: str) -> None:
-        for job in self.jobs():
-            new = copy.deepcopy(job)
-            cond = {"type": "Failed", "status": "True", "reason": reason, "lastTransitionTime": _ago(0)}
-            new["status"] = {"failed": 1, "conditions": [cond]}
-            self.kube.put(new)
-
-    def complete_jobs(self) -> None:
-        for job in self.jobs():
-            new = copy.deepcopy(job)
-            new["status"] = {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}
-            self.kube.put(new)
-
-    def condition(self, type_: str) -> JSON | None:
-        return next((c for c in self.tj.get("status", {}).get("conditions") or [] if c["type"] == type_), None)
-
-
-def _ago(seconds: float) -> str:
-    return (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+def world(policy: JSON | None = None, ttl: int | None = None, deadline: int | None = None) -> World:
+    """The torch sample on a runtime with ``failurePolicy`` and ``ttlSecondsAfterFinished``, and a
+    TrainJob with ``activeDeadlineSeconds``, reconciled on the double."""
+    runtime = RuntimeWrapper()
+    if policy is not None:
+        runtime.failure_policy(policy)
+    if ttl is not None:
+        runtime.ttl_seconds_after_finished(ttl)
+    tj = TrainJobWrapper()
+    if deadline is not None:
+        tj.active_deadline_seconds(deadline)
+    return World(objects=[runtime.obj(), tj.obj()])
 
 
 async def test_max_restarts_recreates_every_job_then_fails_with_reached_max_restarts() -> None:
-    w = World({"maxRestarts": 2})
+    w = world({"maxRestarts": 2})
     await w.settle()
     uids = {j["metadata"]["uid"] for j in w.jobs()}
     for attempt in (1, 2):
@@ -164,7 +118,7 @@ async def test_a_fail_rule_fails_at_once_and_an_ignore_max_rule_restarts_without
             "onJobFailureReasons": ["BackoffLimitExceeded"],
         },
     ]
-    w = World({"maxRestarts": 0, "rules": rules})
+    w = world({"maxRestarts": 0, "rules": rules})
     await w.settle()
     w.fail_jobs("BackoffLimitExceeded")
     await w.settle()
@@ -174,7 +128,7 @@ async def test_a_fail_rule_fails_at_once_and_an_ignore_max_rule_restarts_without
     complete = w.condition("Complete")
     assert complete is not None and complete["status"] == "True" and w.tj["status"]["restarts"] == 1
 
-    w2 = World({"maxRestarts": 5, "rules": rules})
+    w2 = world({"maxRestarts": 5, "rules": rules})
     await w2.settle()
     w2.fail_jobs("DeadlineExceeded")
     await w2.settle()
@@ -184,11 +138,12 @@ async def test_a_fail_rule_fails_at_once_and_an_ignore_max_rule_restarts_without
 
 
 async def test_the_runtime_is_frozen_and_a_finished_status_stays_when_the_runtime_goes() -> None:
-    w = World()
+    w = world()
     await w.settle()
     snapshot = w.kube.objects[(CONFIGMAPS, (w.key[0], f"{w.key[1]}-runtime-snapshot"))]
     assert snapshot["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
-    edited = copy.deepcopy(w.runtime)
+    runtime = ("", "torch-distributed")
+    edited = copy.deepcopy(w.kube.objects[(CLUSTER_TRAINING_RUNTIMES, runtime)])
     edited["spec"]["mlPolicy"]["numNodes"] = 7
     edited["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
         "image"
@@ -200,21 +155,21 @@ async def test_the_runtime_is_frozen_and_a_finished_status_stays_when_the_runtim
     w.complete_jobs()
     await w.settle()
     status = copy.deepcopy(w.tj["status"])
-    await w.kube.delete(CLUSTER_TRAINING_RUNTIMES, None, w.runtime["metadata"]["name"])
+    await w.kube.delete(CLUSTER_TRAINING_RUNTIMES, None, runtime[1])
     await w.kube.delete(CONFIGMAPS, w.key[0], f"{w.key[1]}-runtime-snapshot")
     await w.settle()
     assert w.tj["status"] == status, "outcome and jobsStatus stay"
 
 
 async def test_ttl_deletes_the_children_keeps_the_outcome_and_never_reruns() -> None:
-    w = World(ttl=3)
+    w = world(ttl=3)
     await w.settle()
     w.complete_jobs()
     requeue = await w.settle()
     assert requeue is not None and 0 < requeue <= 3
     tj = copy.deepcopy(w.tj)
     for c in tj["status"]["conditions"]:  # three seconds later
-        c["lastTransitionTime"] = _ago(4)
+        c["lastTransitionTime"] = ago(4)
     w.kube.put(tj)
     await w.settle()
     assert not w.jobs() and not [o for (res, _), o in w.kube.objects.items() if res == SERVICES]
@@ -225,12 +180,12 @@ async def test_ttl_deletes_the_children_keeps_the_outcome_and_never_reruns() -> 
 
 
 async def test_the_trainjob_deadline_is_one_budget_and_fails_with_deadline_exceeded() -> None:
-    w = World(deadline=20)
+    w = world(deadline=20)
     requeue = await w.settle()
     assert requeue is not None and 0 < requeue <= 20
     assert all("activeDeadlineSeconds" not in j["spec"] for j in w.jobs())
     tj = copy.deepcopy(w.tj)
-    tj["metadata"]["creationTimestamp"] = _ago(21)
+    tj["metadata"]["creationTimestamp"] = ago(21)
     w.kube.put(tj)
     await w.settle()
     failed = w.condition("Failed")

@@ -9,7 +9,6 @@ started, and reading an undeclared resource fails loudly.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 from typing import Any
@@ -24,10 +23,9 @@ from api.kinds import (
     SECRETS,
     TRAINJOBS,
     VOLCANO_PODGROUPS,
-    VOLCANO_QUEUES,
-    Resource,
 )
 from tests.conftest import load_sample
+from tests.harness import SAMPLES, World, complete_condition
 from tests.kube_double import RecordingKube
 from trainer import gang
 from trainer.controller import Controller, Owns, UndeclaredRead
@@ -37,64 +35,7 @@ from trainer.trainjob import controller as trainjob
 from trainer.wiring import Settings, new_manager
 
 JSON = dict[str, Any]
-SAMPLES = {
-    "torch": ("trainjob", TRAINJOBS, ["torch-distributed.yaml", "trainjob.yaml"]),
-    "deepspeed-mpi": ("trainjob", TRAINJOBS, ["deepspeed-distributed.yaml", "trainjob-deepspeed.yaml"]),
-    "mpijob": ("mpijob", MPIJOBS, ["mpijob.yaml"]),
-}
-VOLCANO_DEFAULT_QUEUE = {
-    "apiVersion": VOLCANO_QUEUES.api_version,
-    "kind": VOLCANO_QUEUES.kind,
-    "metadata": {"name": "default"},
-    "spec": {"weight": 1},
-    "status": {"state": "Open"},
-}
 CASES = [(s, g) for s in SAMPLES for g in sorted(gang.SCHEDULERS)]
-
-
-class World:
-    """A manager on the recording double, with one sample stored."""
-
-    def __init__(self, sample: str, scheduler: str, **settings: Any) -> None:
-        self.controller, self.resource, files = SAMPLES[sample]
-        self.kube = RecordingKube()
-        settings = {"status_coalesce_seconds": 0, **settings}  # each status change written at once
-        self.manager = new_manager(self.kube, Settings(gang_scheduler_name=scheduler, **settings))  # type: ignore[arg-type]
-        self.kube.connect(self.manager.informers)
-        self.key = ("", "")
-        self.kube.put({**VOLCANO_DEFAULT_QUEUE})
-        for f in files:
-            stored = self.kube.put(load_sample(f))
-            if stored["kind"] in (TRAINJOBS.kind, MPIJOBS.kind):
-                self.key = key_of(stored)
-
-    def reconciler(self) -> Reconciler[Any, Any]:
-        """The reconciler of the sample's controller."""
-        bound: Any = self.manager.reconcilers[self.controller]
-        reconciler: Reconciler[Any, Any] = bound.__self__
-        return reconciler
-
-    async def reconcile(self) -> int:
-        """One reconcile of the sample; returns how many writes it made."""
-        before = len(self.kube.writes)
-        await self.manager.reconcilers[self.controller](self.key)
-        return len(self.kube.writes) - before
-
-    async def settle(self) -> None:
-        """Reconcile until a reconcile writes nothing (at most 6 rounds)."""
-        for _ in range(6):
-            if await self.reconcile() == 0:
-                return
-        raise AssertionError(f"never settled; last writes: {self.kube.writes[-5:]}")
-
-    def jobs(self) -> list[JSON]:
-        return [o for (res, _), o in self.kube.objects.items() if res == JOBS]
-
-    def set_status(self, res: Resource, obj: JSON, status: JSON) -> None:
-        """Another controller (the Job controller, Volcano) writes a status."""
-        new = copy.deepcopy(obj)
-        new["status"] = {**(new.get("status") or {}), **status}
-        self.kube.put(new)
 
 
 @pytest.mark.parametrize(("sample", "scheduler"), CASES)
@@ -119,16 +60,12 @@ async def test_a_settled_object_is_not_written_again_at_any_stage(sample: str, s
 
     for job in w.jobs():  # every Job complete
         n = int(job["spec"].get("parallelism") or 1)
-        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": n, "conditions": [_complete()]})
+        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": n, "conditions": [complete_condition()]})
     await w.settle()
     assert await w.reconcile() == 0
     status = w.kube.objects[(w.resource, w.key)]["status"]
     done = "Succeeded" if w.resource == MPIJOBS else "Complete"
     assert any(c["type"] == done and c["status"] == "True" for c in status["conditions"]), status
-
-
-def _complete() -> JSON:
-    return {"type": "Complete", "status": "True", "reason": "CompletionsReached"}
 
 
 @pytest.mark.parametrize("sample", ["deepspeed-mpi", "mpijob"])
@@ -187,21 +124,6 @@ async def test_a_spec_the_operator_cannot_read_is_failed_once_and_not_retried() 
     assert await w.reconcile() == 0, "said once: the same refusal is not written again"
 
 
-async def run_worker(w: World, until: Any) -> None:
-    """Run one trainjob worker until ``until()`` holds and its queue is idle (at most 10 s)."""
-    queue = w.manager.queues["trainjob"]
-    worker = asyncio.create_task(w.manager._worker("trainjob"))
-    queue.add(w.key)
-    try:
-        for _ in range(1000):
-            if until() and len(queue) == 0 and not w.manager._busy:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("the worker never got there")
-    finally:
-        worker.cancel()
-
-
 def counter(metric: Any) -> float:
     return float(metric.labels("trainjob")._value.get())
 
@@ -214,7 +136,7 @@ async def test_a_terminal_failure_is_counted_once_and_its_own_status_write_does_
     m = w.manager.metrics
     succeeded = m.reconcile_total.labels("trainjob", "success")
     # The status write is seen by the informer, which queues the job again: that reconcile ends quietly.
-    await run_worker(w, lambda: counter(m.terminal_errors) == 1 and succeeded._value.get() >= 1)
+    await w.run_worker(lambda: counter(m.terminal_errors) == 1 and succeeded._value.get() >= 1)
     assert counter(m.terminal_errors) == 1 and counter(m.reconcile_errors) == 1
     queue = w.manager.queues["trainjob"]
     assert queue.failures(w.key) == 0 and len(queue) == 0, "not retried"
@@ -233,7 +155,7 @@ async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries
     reconciler = w.reconciler()
     monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=broken))
     m = w.manager.metrics
-    await run_worker(w, lambda: counter(m.terminal_errors) == 1)
+    await w.run_worker(lambda: counter(m.terminal_errors) == 1)
     tj = w.kube.objects[(TRAINJOBS, w.key)]
     (cond,) = [c for c in tj["status"]["conditions"] if c["type"] == "Misconfigured"]
     assert cond["reason"] == "ReconcileError" and "boom: a bug of ours" in cond["message"], cond
@@ -243,7 +165,7 @@ async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries
     for _ in range(3):  # later events of the job: the failure is said, nothing is counted or written
         writes = len(w.kube.writes)
         assert await w.reconcile() == 0 and len(w.kube.writes) == writes
-    await run_worker(w, lambda: True)
+    await w.run_worker(lambda: True)
     assert counter(m.reconcile_errors) == errors
 
     monkeypatch.undo()  # the bug fixed: the next change of the job reconciles it and the condition goes

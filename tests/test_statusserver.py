@@ -25,8 +25,8 @@ import pytest
 from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, TOKEN_REVIEWS, TRAINJOBS, Resource
 from api.trainer_v1alpha1 import TrainerStatus, TrainJob
 from tests.conftest import info, load_sample
+from tests.harness import World
 from tests.kube_double import RecordingKube
-from tests.test_reconcile import World
 from trainer import cli, statusserver, trainjobstatus
 from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
 from trainer.kube.cache import Key

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from api.kinds import JOBS, SERVICES, TRAINJOBS
-from tests.test_reconcile import World
+from tests.harness import World
 from trainer.kube.projection import UPDATE_MARK, owned_by_update, projection
 from trainer.reconciler.child_writer import taken_over, union
 from trainer.reconciler.reconcile import kept_job

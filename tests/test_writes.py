@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
+from tests.harness import World, complete_condition
 from tests.kube_double import RecordingKube
-from tests.test_reconcile import World, _complete
 from trainer.controller import Reader
 from trainer.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
 from trainer.reconciler.own_writes import OwnWrites
@@ -142,7 +142,7 @@ async def test_the_echo_of_a_progress_only_status_write_is_not_reconciled() -> N
     w.kube.put(tj)
     assert await drained(w) == 1, "a later write by someone else is"
     (job,) = w.jobs()
-    w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [_complete()]})
+    w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [complete_condition()]})
     await drained(w)
     w.kube.hold = True
     assert await w.reconcile() == 2, "Complete written, and its event"
@@ -191,7 +191,7 @@ async def test_progress_only_status_changes_wait_and_a_finished_job_is_written_a
     assert w.kube.count("patch_status", TRAINJOBS.kind) == 0, "progress waits"
     assert requeue is not None and 0 < requeue <= 30, "and is looked at again within the delay"
     for job in w.jobs():
-        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": 2, "conditions": [_complete()]})
+        w.set_status(JOBS, job, {"active": 0, "ready": 0, "succeeded": 2, "conditions": [complete_condition()]})
     await w.settle()
     assert w.kube.count("patch_status", TRAINJOBS.kind) == 1, "one write: Complete, with the final counts"
     status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
@@ -213,7 +213,7 @@ async def test_a_trainjob_tells_its_completion_not_its_creations() -> None:
     await w.settle()
     assert events(w) == [], "as JobSet: the Job controller tells each pod it creates"
     done = copy.deepcopy(w.jobs()[0])
-    w.set_status(JOBS, done, {"succeeded": 2, "conditions": [_complete()]})
+    w.set_status(JOBS, done, {"succeeded": 2, "conditions": [complete_condition()]})
     await w.settle()
     assert [e["reason"] for e in events(w)] == ["AllJobsCompleted"]
 
@@ -370,7 +370,7 @@ async def test_a_job_that_finishes_is_reconciled_at_once_not_after_the_batch() -
     await started(w)
     assert await drained(w) == 0, "progress waits for the batch"
     (job,) = w.jobs()
-    w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [_complete()]})
+    w.set_status(JOBS, job, {"active": 0, "succeeded": 2, "conditions": [complete_condition()]})
     assert await drained(w) == 1, "a finished Job at once, with the batch's change"
     queue = w.manager.queues[w.controller]
     assert not queue._timers, "the batch's timer is cancelled"
