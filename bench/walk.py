@@ -51,7 +51,7 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
     kube = RecordingKube()
     # No batching or coalescing waits: the walk follows the calls, not the clock.
     settings = Settings(children_batch_seconds=0, status_coalesce_seconds=0)
-    manager = new_manager(kube, settings, None)  # type: ignore[arg-type]
+    manager = new_manager(kube, settings, None)
     kube.connect(manager.informers)
     kube.put(yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text()))
     tj: dict[str, Any] = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())

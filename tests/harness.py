@@ -96,7 +96,7 @@ class World:
         self.controller, self.resource, files = SAMPLES[sample]
         self.kube = RecordingKube()
         settings = {"status_coalesce_seconds": 0, **settings}
-        self.manager = new_manager(self.kube, Settings(gang_scheduler_name=scheduler, **settings))  # type: ignore[arg-type]
+        self.manager = new_manager(self.kube, Settings(gang_scheduler_name=scheduler, **settings))
         self.kube.connect(self.manager.informers)
         self.key = ("", "")
         self.kube.put({**VOLCANO_DEFAULT_QUEUE})

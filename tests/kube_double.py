@@ -1,4 +1,4 @@
-"""A recording double of the project's own :class:`~trainer.kube.client.Kube` interface, for
+"""A recording double of the project's own :class:`~trainer.kube.client.KubeClient` interface, for
 reconciler-level unit tests (end-to-end tests use the real apiserver).
 
 :class:`RecordingKube` keeps objects in memory, gives them uid, resourceVersion and generation as
@@ -12,12 +12,14 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from api.kinds import Resource, resource_of
 from trainer.controller import Reader
 from trainer.kube.cache import Informer, Key, controller_of, key_of
+from trainer.kube.client import WriteGuard
 
 JSON = dict[str, Any]
 
@@ -242,3 +244,40 @@ class RecordingKube:
             return False
         self._feed(res, None, deleted=True, key=key)
         return True
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        *,
+        field_selector: str | None = None,
+    ) -> tuple[list[JSON], str]:
+        """The stored objects of ``res`` (in ``namespace``, matching ``label_selector``) and the latest
+        resourceVersion; field selectors are not understood (the operator's caches use none)."""
+        if field_selector:
+            raise NotImplementedError("the double does not understand field selectors")
+        items = [
+            copy.deepcopy(obj)
+            for (r, (ns, _)), obj in self.objects.items()
+            if r == res and namespace in (None, ns) and _selected(obj, label_selector)
+        ]
+        return items, str(next(self._rv))
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[tuple[str, JSON]]:
+        """No events: the double feeds the informers it is connected to itself (:meth:`connect`)."""
+        none: list[tuple[str, JSON]] = []
+        for event in none:
+            yield event
+
+    def fenced(self, guard: WriteGuard) -> RecordingKube:
+        """The double itself: its writes are not guarded (leader election is tested on the HTTP double)."""
+        return self

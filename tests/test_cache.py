@@ -217,7 +217,7 @@ class ScriptedKube:
 
 
 def informer_on(kube: ScriptedKube, clock: Clock) -> Informer:
-    return Informer(kube, CONFIGMAPS, NS, sleep=clock.sleep, clock=clock, rand=lambda: 0.0)  # type: ignore[arg-type]
+    return Informer(kube, CONFIGMAPS, NS, sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
 
 
 async def run_script(script: list[Outcome], clock: Clock | None = None) -> tuple[Informer, ScriptedKube, Clock]:
@@ -351,7 +351,7 @@ async def test_a_watch_closed_at_once_with_nothing_in_it_is_a_failure() -> None:
 
 
 async def test_readyz_names_the_caches_not_watching() -> None:
-    manager = new_manager(RecordingKube(), Settings())  # type: ignore[arg-type]
+    manager = new_manager(RecordingKube(), Settings())
     assert manager.informers, "the controllers declare caches"
     first = manager.informers[0]
     assert manager.not_ready() == "not synced: " + ", ".join(i.name for i in manager.informers)
@@ -359,7 +359,7 @@ async def test_readyz_names_the_caches_not_watching() -> None:
     clock = Clock()
     gate = asyncio.Event()
     kube = ScriptedKube(clock, [LISTED, refused(), gate, LISTED])
-    first.kube = kube  # type: ignore[assignment]
+    first.kube = kube
     first._sleep, first._clock = clock.sleep, clock  # scripted time for this one cache
     for informer in manager.informers[1:]:
         informer.synced.set()

@@ -55,7 +55,7 @@ def observed_job() -> JSON:
 
 
 def test_a_cached_job_holds_what_the_reconcilers_read_and_no_pod_template() -> None:
-    informer = Informer(RecordingKube(), JOBS, transform=projection(kept_job))  # type: ignore[arg-type]
+    informer = Informer(RecordingKube(), JOBS, transform=projection(kept_job))
     seen: list[JSON | None] = []
     informer.add_handler(lambda old, new: seen.append(new))
     job = observed_job()

@@ -52,7 +52,7 @@ def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
         VOLCANO_PODGROUPS: [],
         **tables,
     }
-    return Context(kube=kube, reader=reader(tables), events=EventRecorder(kube), gang=gang.get(scheduler))  # type: ignore[arg-type]
+    return Context(kube=kube, reader=reader(tables), events=EventRecorder(kube), gang=gang.get(scheduler))
 
 
 @settings(max_examples=150, deadline=None)

@@ -87,7 +87,7 @@ async def test_the_ssh_secret_is_written_exactly_once(sample: str, scheduler: st
 
 @pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
 def test_every_informer_a_reconciler_can_read_is_started(scheduler: str) -> None:
-    manager = new_manager(RecordingKube(), Settings(gang_scheduler_name=scheduler))  # type: ignore[arg-type]
+    manager = new_manager(RecordingKube(), Settings(gang_scheduler_name=scheduler))
     started = {id(i) for i in manager.informers}
     for name, reader in manager.readers.items():
         for res, store in reader.stores.items():
@@ -100,7 +100,7 @@ async def test_reading_an_undeclared_resource_fails_loudly() -> None:
     kube = RecordingKube()
     kind = trainjob.kind(trainjob.TrainJobOptions())
     bare = Controller("trainjob", TRAINJOBS, lambda ctx: Reconciler(kind, ctx).reconcile, owns=(Owns(JOBS),))
-    manager = new_manager(kube, Settings(), declared=[bare])  # type: ignore[arg-type]
+    manager = new_manager(kube, Settings(), declared=[bare])
     kube.connect(manager.informers)
     tj = kube.put(load_sample("trainjob.yaml"))
     for _ in range(8):  # never turned into a condition, however often it happens
@@ -402,7 +402,7 @@ def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.Mo
     assert parse_args(["--max-nodes-per-job=9"]).max_nodes_per_job == 9
     with pytest.raises(SystemExit):
         parse_args(["--max-nodes-per-job=-1"])
-    manager = new_manager(RecordingKube(), Settings(max_nodes_per_job=7))  # type: ignore[arg-type]
+    manager = new_manager(RecordingKube(), Settings(max_nodes_per_job=7))
     for reconcile in manager.reconcilers.values():
         options = reconcile.__self__.kind.info.args[0]  # type: ignore[attr-defined]
         assert options.max_nodes_per_job == 7

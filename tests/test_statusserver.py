@@ -506,7 +506,7 @@ async def test_the_reconciler_never_overwrites_trainer_status() -> None:
 
 async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob() -> None:
     kube = ApiKube()
-    manager = new_manager(kube, Settings(status_coalesce_seconds=0))  # type: ignore[arg-type]
+    manager = new_manager(kube, Settings(status_coalesce_seconds=0))
     settings = StatusServerSettings(port=0, bind_address="127.0.0.1", host="127.0.0.1", namespace="ops")
     server = statusserver.setup(kube, settings, manager)  # type: ignore[arg-type]
     kube.connect(manager.informers)

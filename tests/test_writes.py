@@ -228,7 +228,7 @@ class Clock:
 
 async def test_a_repeated_event_becomes_a_series_written_twice_then_per_refresh() -> None:
     kube, clock = RecordingKube(), Clock()
-    recorder = EventRecorder(kube, "replica-a", clock=clock)  # type: ignore[arg-type]
+    recorder = EventRecorder(kube, "replica-a", clock=clock)
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ns", "name": "p", "uid": "u1"}}
     for _ in range(5):
         await recorder.emit(obj, "Warning", "Refused", "no")

@@ -43,7 +43,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from trainer.gang.base import GangScheduler
-    from trainer.kube.client import Kube
+    from trainer.kube.client import KubeClient
     from trainer.kube.events import EventRecorder
     from trainer.metrics import Metrics
 
@@ -146,7 +146,7 @@ class TerminalError(Exception):
 class Context:
     """What the manager hands a reconciler factory; a kind's own settings are bound in its declaration."""
 
-    kube: Kube
+    kube: KubeClient
     reader: Reader
     events: EventRecorder
     gang: GangScheduler

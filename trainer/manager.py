@@ -37,7 +37,7 @@ from api.kinds import Resource
 from trainer.controller import Context, Controller, MapFn, Owns, Reader, Reconcile, TerminalError, UndeclaredRead
 from trainer.gang.base import GangScheduler
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.kube.client import JSON, ApiError, KubeClient
 from trainer.kube.events import EventRecorder
 from trainer.kube.leader import LeaderElector, LeadershipLost
 from trainer.kube.projection import Projection, projection
@@ -72,7 +72,7 @@ class Manager:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeClient,
         settings: ManagerOptions,
         controllers: list[Controller],
         gang: GangScheduler,

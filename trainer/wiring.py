@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from trainer import gang
 from trainer.controller import Controller
 from trainer.gang.base import GangScheduler
-from trainer.kube.client import Kube
+from trainer.kube.client import KubeClient
 from trainer.kube.leader import LeaderElector
 from trainer.manager import Manager, ManagerOptions
 from trainer.metrics import Metrics
@@ -73,7 +73,7 @@ def controllers(settings: Settings, scheduler: GangScheduler) -> list[Controller
 
 
 def new_manager(
-    kube: Kube,
+    kube: KubeClient,
     settings: Settings,
     metrics: Metrics | None = None,
     elector: LeaderElector | None = None,

@@ -31,7 +31,7 @@ import aiohttp
 import structlog
 
 from api.kinds import Resource
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.kube.client import JSON, ApiError, Kube, Lister
 
 log = structlog.get_logger("trainer.cache")
 
@@ -102,7 +102,7 @@ class Informer:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: Lister,
         res: Resource,
         namespace: str | None = None,
         label_selector: str | None = None,
@@ -207,7 +207,7 @@ class Informer:
             except Exception:
                 log.exception("cache handler failed", resource=self.res.plural)
 
-    async def _relist(self, kube: Kube) -> str:
+    async def _relist(self, kube: Lister) -> str:
         items, rv = await kube.list(self.res, self.namespace, self.label_selector, field_selector=self.field_selector)
         fresh = {key_of(o): o for o in items}
         for key in [k for k in self._store if k not in fresh]:
@@ -325,7 +325,7 @@ class Informer:
             await self._sleep(wait)
 
 
-def _prompt(kube: Kube) -> Kube:
+def _prompt(kube: Lister) -> Lister:
     """``kube``, or a view of it whose resends after a 429/5xx wait at most :data:`TRANSIENT_WAIT`."""
     if not isinstance(kube, Kube) or kube.max_retry_wait <= TRANSIENT_WAIT:
         return kube  # a test double, or already prompt

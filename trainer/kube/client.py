@@ -16,7 +16,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode, urlparse
 
 import aiohttp
@@ -215,6 +215,57 @@ async def _settle_environment(api: client.ApiClient) -> None:
         proxy = await asyncio.to_thread(_environment_proxy, str(api.configuration.host))
         if proxy is not None:
             rest.proxy = proxy
+
+
+class Lister(Protocol):
+    """What a cache needs of a connection: list, then watch from the list's resourceVersion
+    (:class:`Kube`'s :meth:`~Kube.list` and :meth:`~Kube.watch`)."""
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        *,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[JSON], str]: ...
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[tuple[str, JSON]]: ...
+
+
+class KubeClient(Lister, Protocol):
+    """What the operator needs of a connection: :class:`Kube`, or a test's recording double. Every
+    method raises :class:`ApiError` for the apiserver's refusals, as :class:`Kube`'s do."""
+
+    async def get(self, res: Resource, namespace: str | None, name: str) -> JSON: ...
+
+    async def get_or_none(self, res: Resource, namespace: str | None, name: str) -> JSON | None: ...
+
+    async def apply(self, obj: JSON, manager: str, force: bool = True) -> JSON: ...
+
+    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON: ...
+
+    async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON: ...
+
+    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON: ...
+
+    async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: JSON) -> JSON: ...
+
+    async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: builtins.list[JSON]) -> JSON: ...
+
+    async def delete(
+        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background"
+    ) -> bool: ...
+
+    def fenced(self, guard: WriteGuard) -> KubeClient: ...
 
 
 class Kube:

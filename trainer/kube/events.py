@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from api.kinds import EVENTS
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.kube.client import JSON, ApiError, KubeClient
 
 log = structlog.get_logger("trainer.events")
 COMPONENT = "trainer"
@@ -81,7 +81,7 @@ class EventRecorder:
     """Writes Events. Failures are logged, never raised: an event is never worth a retry. ``clock`` is
     the monotonic clock (a test's)."""
 
-    def __init__(self, kube: Kube, instance: str | None = None, clock: Any = time.monotonic) -> None:
+    def __init__(self, kube: KubeClient, instance: str | None = None, clock: Any = time.monotonic) -> None:
         self.kube = kube
         self.instance = (instance or socket.gethostname())[:128]
         """``reportingInstance``: this replica (the pod's host name)."""

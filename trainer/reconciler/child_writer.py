@@ -43,7 +43,7 @@ from trainer.kube.projection import FIELD_MANAGER, managed_entry, owned_by_updat
 
 if TYPE_CHECKING:
     from trainer.controller import Reader
-    from trainer.kube.client import Kube
+    from trainer.kube.client import KubeClient
     from trainer.kube.events import EventRecorder
     from trainer.reconciler.own_writes import OwnWrites
 
@@ -89,7 +89,7 @@ class ChildWriter:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeClient,
         reader: Reader,
         recorder: EventRecorder,
         own_writes: OwnWrites,
@@ -281,7 +281,7 @@ def taken_over(entries: list[JSON], manager: str) -> list[JSON] | None:
     return out
 
 
-async def take_over(kube: Kube, res: Resource, obj: JSON, manager: str) -> bool:
+async def take_over(kube: KubeClient, res: Resource, obj: JSON, manager: str) -> bool:
     """Read the stored ``obj`` (of ``res``) and take over ``manager``'s ``Update`` entry for its
     ``Apply`` (:func:`taken_over`) with a JSON patch that also sets the resourceVersion read. Returns
     whether it patched. Raises :class:`~trainer.kube.client.ApiError` (409 when the object changed

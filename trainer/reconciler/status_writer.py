@@ -32,7 +32,7 @@ from trainer.kube.projection import strip_managed_fields
 from trainer.status import merge_conditions, transitions
 
 if TYPE_CHECKING:
-    from trainer.kube.client import Kube
+    from trainer.kube.client import KubeClient
     from trainer.kube.events import EventRecorder
     from trainer.metrics import Metrics
     from trainer.reconciler.own_writes import OwnWrites
@@ -75,7 +75,7 @@ class StatusWriter:
     def __init__(
         self,
         kind: Kind[Any, Any],
-        kube: Kube,
+        kube: KubeClient,
         recorder: EventRecorder,
         own_writes: OwnWrites,
         clock: ProgressClock,
