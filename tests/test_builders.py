@@ -278,7 +278,7 @@ def test_pod_template_overrides_merge_metadata_and_spec() -> None:
 def test_the_trainjob_deadline_is_not_copied_to_jobs_and_a_job_deadline_names_the_reason(
     trainjob: TrainJob, runtime: ClusterTrainingRuntime
 ) -> None:
-    from trainer.status import desired_conditions
+    from trainer.trainjob.status import desired_conditions
 
     tj = trainjob.model_copy(update={"spec": trainjob.spec.model_copy(update={"active_deadline_seconds": 30})})
     (job,) = build_children(info(tj, runtime, []), suspend=False).jobs

@@ -9,9 +9,9 @@ from typing import Any
 
 from api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from tests.kube_double import RecordingKube
-from trainer.diff import needs_apply, with_hash
 from trainer.kube.cache import Informer
 from trainer.kube.projection import projection
+from trainer.reconciler.child_writer import needs_apply, with_hash
 from trainer.reconciler.reconcile import kept_job, kept_secret
 
 JSON = dict[str, Any]

@@ -13,8 +13,9 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from tests.conftest import info
+from trainer.reconciler.status_writer import merge_conditions, transitions
 from trainer.runtime_info import RuntimeInfo
-from trainer.status import desired_conditions, jobs_status, merge_conditions, transitions
+from trainer.trainjob.status import desired_conditions, jobs_status
 
 
 def job(rjob: str, **status: Any) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from trainer.gang.base import GangInput, PodSet
 from trainer.json_codec import copy_json
 from trainer.kube.events import parse_time
 from trainer.queues import QueueChoice, resolve_queue
-from trainer.status import jobs_status
+from trainer.trainjob.status import jobs_status
 
 JSON = dict[str, Any]
 SNAPSHOT_SUFFIX = "-runtime-snapshot"

@@ -4,8 +4,8 @@ Every cached object loses ``metadata.managedFields`` (they are often the largest
 but for a mark that the operator created it with POST (:func:`owned_by_update`). A controller declares
 what else the caches of what it owns drop (:attr:`trainer.controller.Owns.keep`: a child Job's Pod
 template, a child Secret's data); the same fields are kept of a desired object (not interned) before it
-is compared with a cached one (:func:`trainer.diff.needs_apply`), so a projected cache never looks like
-drift.
+is compared with a cached one (:func:`trainer.reconciler.child_writer.needs_apply`), so a projected
+cache never looks like drift.
 
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime

@@ -25,7 +25,7 @@ from api.kubeflow_v2beta1 import (
     ReplicaStatus,
 )
 from trainer.builders.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, worker_replicas
-from trainer.status import job_finished
+from trainer.job_facts import job_finished
 
 JSON = dict[str, Any]
 TERMINAL = (COND_SUCCEEDED, COND_FAILED)

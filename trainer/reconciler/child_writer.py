@@ -3,7 +3,7 @@ object a job owns goes through :class:`ChildWriter`.
 
 What one reconcile wants is a :class:`Desired`: deletions, merge patches, objects created only when
 absent (:class:`Once`: the runtime snapshot, an SSH key pair, a PVC) and objects applied where they
-differ from the cache (:func:`trainer.diff.needs_apply`). A new child is created with POST, as JobSet and
+differ from the cache (:func:`needs_apply`). A new child is created with POST, as JobSet and
 mpi-operator create theirs (a create costs the apiserver less than an apply), but for a suspended Job
 and the gang scheduler's objects, which others change later; an existing one is server-side applied
 (field manager ``trainer``), after the create's ownership of its fields is taken over (:func:`take_over`)
@@ -11,6 +11,11 @@ so that the apply prunes what is no longer desired. A child the apiserver refuse
 throttling) becomes one Warning event ``TrainJobResourcesCreationFailed`` on the owner and is not sent
 again until what is desired of it changes. A suspended Job whose Pod template cannot change in place is
 mended (its ``startTime`` cleared, or it is recreated while it has no Pods).
+
+Whether a child needs a write: a desired object carries the hash of itself in an annotation
+(:data:`HASH_ANNOTATION`), so a change of what the operator wants (including a removed field, which a
+subset test cannot see) is always written, and a stored object that drifted from the desired fields
+is written again (:func:`needs_apply`).
 
 Every answer of the apiserver is kept in :class:`~trainer.reconciler.own_writes.OwnWrites` until the
 caches have it, so the next reconcile reads its own writes.
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from api.kinds import CONFIGMAPS, JOBS, SERVICES, Resource, resource_of
-from trainer.diff import HASH_ANNOTATION, needs_apply, with_hash
+from trainer.json_codec import dumps_sorted
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.projection import FIELD_MANAGER, managed_entry, owned_by_update
@@ -244,6 +250,52 @@ async def together(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     except BaseExceptionGroup as failed:
         raise failed.exceptions[0] from None
     return [task.result() for task in tasks]
+
+
+# ---------------------------------------------------------------------- does a child need a write
+
+
+HASH_ANNOTATION = "trainer.kubeflow.org/desired-hash"
+
+
+def desired_hash(obj: dict[str, Any]) -> str:
+    """A short stable hash of an object (key order does not matter)."""
+    return hashlib.sha256(dumps_sorted(obj)).hexdigest()[:16]
+
+
+def with_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with :data:`HASH_ANNOTATION` set to its hash (a shallow copy; ``obj`` is not changed)."""
+    meta = dict(obj.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HASH_ANNOTATION}
+    meta["annotations"] = annotations
+    digest = desired_hash({**obj, "metadata": meta})
+    meta["annotations"] = {**annotations, HASH_ANNOTATION: digest}
+    return {**obj, "metadata": meta}
+
+
+def is_subset(want: Any, have: Any) -> bool:
+    """True when every field of ``want`` is in ``have`` with the same value (lists element-wise and
+    of equal length; numbers compared as values)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(is_subset(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(is_subset, want, have))
+    return bool(want == have)
+
+
+def needs_apply(
+    desired: dict[str, Any],
+    existing: dict[str, Any] | None,
+    project: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> bool:
+    """Whether ``desired`` (made by :func:`with_hash`) must be written over ``existing``. ``project``
+    is what the cache keeps of such an object (:mod:`trainer.kube.projection`): the fields it drops are
+    compared through the hash only."""
+    if existing is None:
+        return True
+    have = ((existing.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
+    want = desired["metadata"]["annotations"][HASH_ANNOTATION]
+    return have != want or not is_subset(project(desired) if project else desired, existing)
 
 
 # ---------------------------------------------------------------------- taking over for apply

@@ -43,11 +43,11 @@ from trainer.controller import (
     every_primary,
 )
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
+from trainer.job_facts import job_finished
 from trainer.kube.client import JSON, ApiError
 from trainer.kube.projection import strip_managed_fields
 from trainer.reconciler.child_writer import REASON_CREATION_FAILED, ChildWriter, Desired
 from trainer.reconciler.status_writer import Event, StatusWriter
-from trainer.status import job_finished
 
 log = structlog.get_logger("trainer.reconciler")
 REASON_RECONCILE_ERROR = "ReconcileError"

@@ -29,7 +29,6 @@ from trainer.kube.cache import Key, key_of
 from trainer.kube.client import JSON
 from trainer.kube.events import now_rfc3339
 from trainer.kube.projection import strip_managed_fields
-from trainer.status import merge_conditions, transitions
 
 if TYPE_CHECKING:
     from trainer.kube.client import KubeClient
@@ -168,3 +167,36 @@ def _nothing(value: Any) -> bool:
         isinstance(e, dict) and all(not v for k, v in e.items() if isinstance(v, int) and not isinstance(v, bool))
         for e in entries
     )
+
+
+def merge_conditions(
+    current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
+) -> list[Condition]:
+    """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
+    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
+    latest thing that happened); conditions the controller no longer wants are dropped, except
+    Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
+    out = [c.model_copy() for c in current]
+    by_type = {c.type: i for i, c in enumerate(out)}
+    wanted = {c.type for c in desired}
+    for new in desired:
+        i = by_type.get(new.type)
+        if i is not None and out[i].status == new.status:
+            if (out[i].reason, out[i].message) != (new.reason, new.message):
+                out[i] = out[i].model_copy(update={"reason": new.reason, "message": new.message})
+            continue
+        fresh = new.model_copy(update={"last_transition_time": now, "observed_generation": generation})
+        if i is not None:
+            out[i] = fresh
+            if new.status == "True":
+                out.append(out.pop(i))
+        else:
+            out.append(fresh)
+        by_type = {c.type: j for j, c in enumerate(out)}
+    return [c for c in out if c.type in wanted]
+
+
+def transitions(before: list[Condition], after: list[Condition]) -> list[Condition]:
+    """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
+    old = {c.type: c.status for c in before}
+    return [c for c in after if old.get(c.type) != c.status]

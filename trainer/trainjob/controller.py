@@ -7,7 +7,7 @@ the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; clus
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 :meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the runtime info
 (:func:`trainer.runtime_info.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
-the MPI SSH Secret made once) and the conditions (:mod:`trainer.status`). Children carry a
+the MPI SSH Secret made once) and the conditions (:mod:`trainer.trainjob.status`). Children carry a
 controller owner reference, so deleting the TrainJob lets the garbage collector remove them. Mirrors
 kubeflow/trainer ``pkg/controller/trainjob_controller.go``.
 """
@@ -50,6 +50,7 @@ from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Context, Controller, Key, Reader, Watches
 from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
+from trainer.job_facts import job_finished
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
 from trainer.reconciler.child_writer import Desired, Once
@@ -65,7 +66,7 @@ from trainer.runtime_info import (
     snapshot_name,
 )
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, runtime_errors, trainjob_errors
-from trainer.status import COND_RUNTIME_NOT_FOUND, desired_conditions, job_finished, jobs_status, runtime_not_found
+from trainer.trainjob.status import COND_RUNTIME_NOT_FOUND, desired_conditions, jobs_status, runtime_not_found
 from trainer.trainjobstatus import Injection
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
@@ -230,7 +231,7 @@ def requeue_after(info: RuntimeInfo) -> float | None:
 
 
 def conditions(options: TrainJobOptions, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
-    """The TrainJob's conditions (:func:`trainer.status.desired_conditions`) and, while it runs, the gang's."""
+    """The TrainJob's conditions (:func:`trainer.trainjob.status.desired_conditions`) and, while it runs, the gang's."""
     current = (info.job.status.conditions if info.job.status else None) or []
     out = desired_conditions(info, current, options.running_condition)
     return out if info.finished else out + gang_conditions(plan)

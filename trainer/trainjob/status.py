@@ -1,4 +1,4 @@
-"""Pure status logic: observed child Jobs -> ``jobsStatus`` and TrainJob conditions.
+"""A TrainJob's status, pure: observed child Jobs -> ``jobsStatus``, and the TrainJob's conditions.
 
 ``jobs_status`` counts exactly as JobSet's ``calculateReplicatedJobStatuses``
 (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``), since Kueue reads these counts:
@@ -25,20 +25,13 @@ from api.trainer_v1alpha1 import (
     JobStatus,
 )
 from trainer.builders.labels import REPLICATED_JOB_NAME
+from trainer.job_facts import job_finished
 
 if TYPE_CHECKING:
     from trainer.runtime_info import RuntimeInfo
 
 JSON = dict[str, Any]
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
-
-
-def job_finished(job: JSON) -> str | None:
-    """``"Complete"`` or ``"Failed"`` when a batch/v1 Job has that condition True, else None."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return str(cond["type"])
-    return None
 
 
 def _pods_expected(job: JSON) -> int:
@@ -180,36 +173,3 @@ def runtime_not_found(kind: str, name: str, namespace: str | None) -> Condition:
             "the TrainJob is reconciled again when it appears"
         ),
     )
-
-
-def merge_conditions(
-    current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
-) -> list[Condition]:
-    """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
-    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
-    latest thing that happened); conditions the controller no longer wants are dropped, except
-    Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
-    out = [c.model_copy() for c in current]
-    by_type = {c.type: i for i, c in enumerate(out)}
-    wanted = {c.type for c in desired}
-    for new in desired:
-        i = by_type.get(new.type)
-        if i is not None and out[i].status == new.status:
-            if (out[i].reason, out[i].message) != (new.reason, new.message):
-                out[i] = out[i].model_copy(update={"reason": new.reason, "message": new.message})
-            continue
-        fresh = new.model_copy(update={"last_transition_time": now, "observed_generation": generation})
-        if i is not None:
-            out[i] = fresh
-            if new.status == "True":
-                out.append(out.pop(i))
-        else:
-            out.append(fresh)
-        by_type = {c.type: j for j, c in enumerate(out)}
-    return [c for c in out if c.type in wanted]
-
-
-def transitions(before: list[Condition], after: list[Condition]) -> list[Condition]:
-    """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
-    old = {c.type: c.status for c in before}
-    return [c for c in after if old.get(c.type) != c.status]
