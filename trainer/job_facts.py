@@ -1,12 +1,19 @@
-"""Facts about jobs, each read one way everywhere: whether a batch/v1 Job has finished.
+"""Facts about jobs, each read one way everywhere: whether a job or a batch/v1 Job has finished and
+when, whether it has started, the seconds left of a TTL or a deadline, whose ``managedBy`` it is.
 
-Callers (the reconcilers, their status, the manager's handlers through a controller's declaration)
-ask here rather than reading conditions themselves, so a rule has one spelling.
+The reconcilers, their status logic and admission ask here rather than reading conditions themselves,
+so a rule has one spelling. Conditions are the API models (:class:`api.base.Condition`); a batch/v1
+Job is JSON as the caches keep it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
+
+from api.base import Condition
 from trainer.kube.client import JSON
+from trainer.kube.events import parse_time
 
 
 def job_finished(job: JSON) -> str | None:
@@ -15,3 +22,36 @@ def job_finished(job: JSON) -> str | None:
         if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
             return str(cond["type"])
     return None
+
+
+def started(jobs: Iterable[JSON]) -> bool:
+    """Whether any of a job's batch/v1 Jobs is not suspended (its pods may run or have run)."""
+    return any(not (j.get("spec") or {}).get("suspend") for j in jobs)
+
+
+def finished(conditions: Iterable[Condition], terminal: Iterable[str]) -> bool:
+    """Whether a condition of a ``terminal`` type (TrainJob: Complete, Failed; MPIJob: Succeeded,
+    Failed) is True."""
+    types = set(terminal)
+    return any(c.type in types and c.status == "True" for c in conditions)
+
+
+def finished_at(conditions: Iterable[Condition], terminal: Iterable[str]) -> str | None:
+    """The transition time of the first True condition of a ``terminal`` type, or None (also when
+    that condition carries no time)."""
+    types = set(terminal)
+    return next((c.last_transition_time for c in conditions if c.type in types and c.status == "True"), None)
+
+
+def seconds_left(seconds: float | None, since: str | None, now: datetime) -> float | None:
+    """Seconds until ``seconds`` have passed since the RFC 3339 time ``since`` (<= 0: passed), or None
+    when either is unset: what is left of a ``ttlSecondsAfterFinished`` or an ``activeDeadlineSeconds``."""
+    if seconds is None or not since:
+        return None
+    return seconds - (now - parse_time(since)).total_seconds()
+
+
+def managed_by(value: str | None, ours: str) -> bool:
+    """Whether a ``managedBy`` of ``value`` is this operator's: unset, empty or ``ours`` (upstream's
+    controller name, ``trainer.kubeflow.org/trainjob-controller`` or ``kubeflow.org/mpi-operator``)."""
+    return value in (None, "", ours)

@@ -30,10 +30,11 @@ from trainer.builders.mpijob import (
 )
 from trainer.controller import Context, Controller
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
+from trainer.job_facts import finished, finished_at, managed_by, seconds_left, started
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
-from trainer.kube.events import now_rfc3339, parse_time
-from trainer.mpijob.status import TERMINAL, desired_conditions, finished_at, replica_statuses
+from trainer.kube.events import now_rfc3339
+from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.reconciler.child_writer import Desired, Once
 from trainer.reconciler.reconcile import Blocked, Kind, declare
@@ -96,7 +97,7 @@ def invalid(obj: JSON, message: str) -> list[Condition]:
 
 def managed_by_us(obj: JSON) -> bool:
     policy = (obj.get("spec") or {}).get("runPolicy") or {}
-    return policy.get("managedBy") in (None, "", MANAGED_BY_MPI_OPERATOR)
+    return managed_by(policy.get("managedBy"), MANAGED_BY_MPI_OPERATOR)
 
 
 def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
@@ -111,10 +112,6 @@ def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJob
         str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in ctx.reader.owned(JOBS, str(job.metadata.uid))
     }
     ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec.run_policy else None
-    done = finished_at(current)
-    ttl_left = None
-    if ttl is not None and done is not None:
-        ttl_left = ttl - (datetime.now(UTC) - parse_time(done)).total_seconds()
     return MPIJobInfo(
         obj=obj,
         job=job,
@@ -123,9 +120,9 @@ def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJob
         queue=queue,
         # The operator's own limits only before anything was created: a started job is left be.
         invalid=[*validate(job), *([] if observed else mpijob_errors(job, options.max_nodes_per_job))],
-        finished=any(c.type in TERMINAL and c.status == "True" for c in current),
-        started=any(not (j.get("spec") or {}).get("suspend") for j in observed.values()),
-        ttl_left=ttl_left,
+        finished=finished(current, TERMINAL),
+        started=started(observed.values()),
+        ttl_left=seconds_left(ttl, finished_at(current, TERMINAL), datetime.now(UTC)),
     )
 
 
@@ -189,7 +186,7 @@ def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) ->
         "conditions": rendered or None,
         "replicaStatuses": replicas or None,
         "startTime": old.get("startTime") or (None if suspended or job is None else now),
-        "completionTime": old.get("completionTime") or (now if finished_at(merged) else None),
+        "completionTime": old.get("completionTime") or (now if finished_at(merged, TERMINAL) else None),
     }
 
 

@@ -134,11 +134,3 @@ def desired_conditions(
             )
         )
     return out
-
-
-def finished_at(conditions: list[Condition]) -> str | None:
-    """When the job finished (the transition time of its Succeeded/Failed condition), or None."""
-    for c in conditions:
-        if c.type in TERMINAL and c.status == "True":
-            return c.last_transition_time
-    return None

@@ -50,7 +50,7 @@ from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Context, Controller, Key, Reader, Watches
 from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
-from trainer.job_facts import job_finished
+from trainer.job_facts import finished, job_finished, managed_by
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
 from trainer.reconciler.child_writer import Desired, Once
@@ -111,7 +111,7 @@ def invalid(obj: JSON, message: str) -> list[Condition]:
 
 def managed_by_us(obj: JSON) -> bool:
     """Whether ``spec.managedBy`` is unset or this controller's (``trainer.kubeflow.org/trainjob-controller``)."""
-    return (obj.get("spec") or {}).get("managedBy") in (None, "", MANAGED_BY_TRAINER)
+    return managed_by((obj.get("spec") or {}).get("managedBy"), MANAGED_BY_TRAINER)
 
 
 def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
@@ -291,7 +291,7 @@ def _conditions(job: TrainJob) -> list[Condition]:
 
 
 def _finished(job: TrainJob) -> bool:
-    return any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in _conditions(job))
+    return finished(_conditions(job), (COND_COMPLETE, COND_FAILED))
 
 
 def _deleting(obj: JSON) -> bool:
