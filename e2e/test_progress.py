@@ -27,7 +27,7 @@ from e2e.cluster.cluster import reserved_ports
 from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.trainjobstatus import token_audience
+from trainer.statusserver.injection import token_audience
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

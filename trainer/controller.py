@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from trainer.kube.client import Kube
     from trainer.kube.events import EventRecorder
     from trainer.metrics import Metrics
-    from trainer.trainjobstatus import Injection
+    from trainer.statusserver.injection import Injection
 
 JSON = dict[str, Any]
 

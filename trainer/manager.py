@@ -49,7 +49,7 @@ from trainer.kube.queue import WorkQueue
 from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.status import job_finished
-from trainer.trainjobstatus import Injection
+from trainer.statusserver.injection import Injection
 
 log = structlog.get_logger("trainer.manager")
 

@@ -122,8 +122,8 @@ OPERATOR: list[Rule] = [
     Rule(MUTATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
     Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
     Rule(EVENTS, ("create", "patch"), "events, repeats as a series (kube/events.py)"),
-    Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver.py)"),
-    Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver.py)"),
+    Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
+    Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
 ]
 """The ClusterRole: what the operator needs whatever its gang scheduler."""
 

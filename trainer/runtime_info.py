@@ -33,7 +33,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
-from trainer import json_codec, trainjobstatus
+from trainer import json_codec
 from trainer.builders import labels as L
 from trainer.builders import trainjob_mpi
 from trainer.builders.jax import jax_env
@@ -48,6 +48,7 @@ from trainer.json_codec import copy_json
 from trainer.kube.events import parse_time
 from trainer.queues import QueueChoice, resolve_queue
 from trainer.status import jobs_status
+from trainer.statusserver import injection as trainjobstatus
 
 JSON = dict[str, Any]
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
