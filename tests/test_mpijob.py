@@ -17,7 +17,7 @@ from trainer.builders.mpijob import build_mpijob_children, validate
 from trainer.controllers.mpijob import MPIJobInfo, mpijob_gang_input
 from trainer.gang.base import GangInput, min_member
 from trainer.mpijob_status import desired_conditions, replica_statuses
-from trainer.queues import resolve_queue
+from trainer.queue_choice import resolve_queue
 
 JSON = dict[str, Any]
 

@@ -21,7 +21,7 @@ from trainer.controllers.mpijob import MPIJobReconciler
 from trainer.controllers.reconciler import Blocked
 from trainer.controllers.trainjob import TrainJobReconciler
 from trainer.kube.events import EventRecorder
-from trainer.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 from trainer.webhook import rules
 
 JSON = dict[str, Any]

@@ -46,7 +46,7 @@ from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
 from trainer.json_codec import copy_json
 from trainer.kube.events import parse_time
-from trainer.queues import QueueChoice, resolve_queue
+from trainer.queue_choice import QueueChoice, resolve_queue
 from trainer.status import jobs_status
 from trainer.statusserver import injection as trainjobstatus
 

@@ -64,7 +64,7 @@ from trainer.client.types import (
     related_events,
 )
 from trainer.kube.client import ApiError, Kube
-from trainer.queues import KUEUE_QUEUE_LABEL
+from trainer.queue_choice import KUEUE_QUEUE_LABEL
 from trainer.runtime_info import runtime_of_snapshot, snapshot_name
 
 JSON = dict[str, Any]

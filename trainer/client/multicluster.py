@@ -26,7 +26,7 @@ from api.base import Model
 from api.kinds import MPIJOBS, TRAINJOBS
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
-from trainer.queues import KUEUE_QUEUE_LABEL
+from trainer.queue_choice import KUEUE_QUEUE_LABEL
 
 JSON = dict[str, Any]
 

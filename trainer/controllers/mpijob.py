@@ -35,7 +35,7 @@ from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
 from trainer.kube.events import now_rfc3339, parse_time
 from trainer.mpijob_status import TERMINAL, desired_conditions, finished_at, replica_statuses
-from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime_validation import mpijob_errors
 
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol
 from api.base import Condition
 from api.kinds import Resource
 from trainer.builders.labels import REPLICATED_JOB_NAME, owner_reference
-from trainer.queues import NO_QUEUE, QueueChoice
+from trainer.queue_choice import NO_QUEUE, QueueChoice
 from trainer.resources import ResourceList, format_quantity, pod_requests
 
 JSON = dict[str, Any]

@@ -36,7 +36,7 @@ from trainer.gang.base import (
     runtime_policy_problem,
     scheduler_name_problems,
 )
-from trainer.queues import VOLCANO_QUEUE_ANNOTATION
+from trainer.queue_choice import VOLCANO_QUEUE_ANNOTATION
 
 SCHEDULER_NAME = "volcano"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

@@ -31,7 +31,7 @@ from trainer.builders.mpijob import validate as validate_mpijob_spec
 from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
 from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
-from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
 from trainer.runtime_validation import (
     DEFAULT_MAX_NODES_PER_JOB,
