@@ -39,8 +39,8 @@ import aiohttp
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES, TRAINJOBS, Resource
-from e2e.conftest import Operator
 from e2e.helpers import ROOT
+from e2e.operator_process import Operator
 from trainer.kube.client import ApiError, Kube
 
 JSON = dict[str, Any]

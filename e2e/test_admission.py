@@ -13,8 +13,8 @@ import pytest
 
 from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import Operator
 from e2e.helpers import Client, wait_for
+from e2e.operator_process import Operator
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob

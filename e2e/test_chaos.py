@@ -21,10 +21,10 @@ import pytest
 from api.kinds import JOBS, KUEUE_CLUSTER_QUEUES, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS, Resource
 from e2e import chaos
 from e2e.chaos import TORCH_RUNTIME, retrying, runtimes, workload
-from e2e.cluster import LocalCluster
+from e2e.cluster import ExternalCluster, LocalCluster
 from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.conftest import ExternalCluster, Operator
 from e2e.helpers import Client, condition
+from e2e.operator_process import Operator
 from e2e.test_trainjob import trainjob
 from trainer.kube.client import Kube
 

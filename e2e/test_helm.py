@@ -40,8 +40,8 @@ import pytest
 import yaml
 
 from e2e.cluster.binaries import ensure
-from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, log_events, size
+from e2e.operator_process import Operator
 
 pytestmark = pytest.mark.e2e
 JSON = dict[str, Any]

@@ -24,8 +24,8 @@ import pytest
 
 from api.kinds import CONFIGMAPS, TRAINJOBS, Resource
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, wait_for
+from e2e.operator_process import Operator
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from trainer.statusserver.injection import token_audience
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
-from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
+from e2e.operator_process import Operator
 from trainer.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
