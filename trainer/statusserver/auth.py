@@ -21,11 +21,11 @@ import base64
 import hashlib
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from api.kinds import PODS, TOKEN_REVIEWS
+from trainer.bounded import BoundedDict
 from trainer.builders.labels import JOBSET_NAME
 from trainer.kube.client import Kube
 from trainer.statusserver.injection import token_audience
@@ -92,7 +92,7 @@ class TokenAuthenticator:
     ) -> None:
         self.kube, self.ttl, self.refused_ttl, self.size = kube, ttl, refused_ttl, size
         self._clock, self._wall = clock, wall
-        self._cache: OrderedDict[tuple[str, str, str], tuple[float, Verdict]] = OrderedDict()
+        self._cache: BoundedDict[tuple[str, str, str], tuple[float, Verdict]] = BoundedDict(size)
         self._inflight: dict[tuple[str, str, str], asyncio.Future[tuple[Verdict, float]]] = {}
         self._reviews = asyncio.Semaphore(MAX_REVIEWS)
         self.reviews = 0
@@ -118,8 +118,6 @@ class TokenAuthenticator:
         verdict, ttl = await asyncio.shield(future)
         if ttl > 0:
             self._cache[key] = (self._clock() + ttl, verdict)
-            while len(self._cache) > self.size:
-                self._cache.popitem(last=False)
         return verdict
 
     async def _review(self, token: str, namespace: str, name: str) -> tuple[Verdict, float]:
