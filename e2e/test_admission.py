@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -18,11 +17,11 @@ from e2e.operator_process import Operator
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 from trainer.webhook.server import CONFIG_NAME
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 
 
 (PORT,) = reserved_ports(1)

@@ -42,9 +42,9 @@ import yaml
 from e2e.cluster.binaries import ensure
 from e2e.helpers import ROOT, Client, log_events, size
 from e2e.operator_process import Operator
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 CHART = ROOT / "charts" / "trainer"
 RELEASE = "e2e-helm"
 NAMESPACE = "trainer-helm-e2e"

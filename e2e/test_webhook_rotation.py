@@ -32,7 +32,6 @@ from trainer.webhook.server import CONFIG_NAME
 from trainer.webhook.tls import SECRET_NAME
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 
 
 (PORT,) = reserved_ports(1)

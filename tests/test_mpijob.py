@@ -16,10 +16,9 @@ from trainer.builders.mpi import Host, generate_ssh_keypair, hostfile, ssh_secre
 from trainer.builders.mpijob import build_mpijob_children, validate
 from trainer.controllers.mpijob import MPIJobInfo, mpijob_gang_input
 from trainer.gang.base import GangInput, min_member
+from trainer.json_codec import JSON
 from trainer.mpijob_status import desired_conditions, replica_statuses
 from trainer.queue_choice import resolve_queue
-
-JSON = dict[str, Any]
 
 
 def sample(**spec: Any) -> tuple[JSON, MPIJob]:

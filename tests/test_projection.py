@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, TRAINJOBS
 from tests.kube_double import RecordingKube
 from trainer.diff import needs_apply, with_hash
+from trainer.json_codec import JSON
 from trainer.kube.cache import Informer
 from trainer.kube.projection import projection
 
-JSON = dict[str, Any]
 MANAGED = [{"manager": "trainer", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}]
 
 

@@ -20,11 +20,11 @@ from trainer.controller import Context
 from trainer.controllers.mpijob import MPIJobReconciler
 from trainer.controllers.reconciler import Blocked
 from trainer.controllers.trainjob import TrainJobReconciler
+from trainer.json_codec import JSON
 from trainer.kube.events import EventRecorder
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 from trainer.webhook import rules
 
-JSON = dict[str, Any]
 names = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
 
 

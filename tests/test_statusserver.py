@@ -29,6 +29,7 @@ from tests.kube_double import RecordingKube
 from tests.test_reconcile import World
 from trainer import cli
 from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key
 from trainer.kube.client import ApiError
 from trainer.manager import Manager, Settings
@@ -40,7 +41,6 @@ from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
 from trainer.webhook.certs import generate
 
-JSON = dict[str, Any]
 NS = "team-a"
 
 

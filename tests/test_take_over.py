@@ -9,9 +9,8 @@ from typing import Any
 from api.kinds import JOBS, SERVICES, TRAINJOBS
 from tests.test_reconcile import World
 from trainer.controllers.take_over import taken_over, union
+from trainer.json_codec import JSON
 from trainer.kube.projection import UPDATE_MARK, owned_by_update, projection
-
-JSON = dict[str, Any]
 
 CREATED: JSON = {
     "manager": "trainer",

@@ -14,9 +14,8 @@ from tests.kube_double import RecordingKube
 from tests.test_reconcile import World, _complete
 from trainer.controller import Reader
 from trainer.controllers.own_writes import OwnWrites
+from trainer.json_codec import JSON
 from trainer.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
-
-JSON = dict[str, Any]
 
 
 def events(w: World, reason: str | None = None) -> list[JSON]:

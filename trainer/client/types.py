@@ -24,9 +24,9 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.builders.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
+from trainer.json_codec import JSON
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 
-JSON = dict[str, Any]
 J = TypeVar("J", bound=Model)
 
 CREATED = "Created"

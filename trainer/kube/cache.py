@@ -31,7 +31,8 @@ import aiohttp
 import structlog
 
 from api.kinds import Resource
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError, Kube
 
 log = structlog.get_logger("trainer.cache")
 

@@ -32,7 +32,8 @@ import structlog
 
 from api.kinds import EVENTS
 from trainer.bounded import BoundedDict
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError, Kube
 
 log = structlog.get_logger("trainer.events")
 COMPONENT = "trainer"

@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 from api.kinds import JOBS, SECRETS, Resource
 from trainer.builders.labels import FIELD_MANAGER
+from trainer.json_codec import JSON
 
-JSON = dict[str, Any]
 Projection = Callable[[JSON], JSON]
 
 

@@ -17,8 +17,9 @@ from api.kinds import CONFIGMAPS, TRAINJOBS
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from trainer.builders.labels import JOBSET_NAME, owner_reference
 from trainer.controller import Reader
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.kube.client import ApiError, Kube
 from trainer.statusserver.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")

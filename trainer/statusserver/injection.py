@@ -24,13 +24,11 @@ TrainJob, owned by it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from api.kinds import TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS
 from api.trainer_v1alpha1 import TrainJob
 from trainer.builders.merge import merge_named_replace, upsert_env
-
-JSON = dict[str, Any]
+from trainer.json_codec import JSON
 
 TOKEN_AUDIENCE_PREFIX = TRAINER_GROUP
 """Prefix of the audience of a TrainJob's tokens (upstream ``TokenAudiencePrefix``)."""

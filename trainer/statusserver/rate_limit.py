@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key
-from trainer.kube.client import JSON, ApiError
+from trainer.kube.client import ApiError
 
 log = structlog.get_logger("trainer.statusserver")
 

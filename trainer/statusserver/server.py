@@ -36,8 +36,9 @@ from aiohttp import web
 
 from api.kinds import TRAINJOBS
 from trainer.controller import Reader
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.kube.client import ApiError, Kube
 from trainer.statusserver.auth import TokenAuthenticator
 from trainer.statusserver.ca_publisher import CAPublisher
 from trainer.statusserver.injection import base_url, status_path
