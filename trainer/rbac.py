@@ -1,7 +1,7 @@
 """The operator's RBAC, in one table: every (resource, verbs) the operator's code uses, and why.
 
 ``python -m trainer.rbac`` renders it into the checked-in manifests (``--check`` exits 1 when one is
-stale, as ``tests/test_rbac.py`` does):
+stale, as ``tests/tooling/test_rbac.py`` does):
 
 * ``config/rbac/role.yaml``: the ClusterRole ``trainer-operator`` (what every gang scheduler needs);
 * ``config/rbac/leader_election_role.yaml``: the Role ``trainer-leader-election`` for the Lease, in
@@ -10,7 +10,7 @@ stale, as ``tests/test_rbac.py`` does):
   to the ClusterRole (``volcano``, ``scheduler-plugins``; ``kueue`` needs nothing: Kueue suspends
   and resumes the jobs itself, and the MPIJob label copy is a patch of mpijobs, already granted).
 
-No wildcard anywhere. ``tests/test_rbac.py`` recomputes the set from the code (the informers the
+No wildcard anywhere. ``tests/tooling/test_rbac.py`` recomputes the set from the code (the informers the
 Manager starts, every ``Kube`` call site and the objects the reconcilers apply) and requires it to
 equal this table, so a new call without its rule, or a rule no code uses, fails there.
 
