@@ -28,7 +28,7 @@ rbac: venv
 	$(MAKE) --no-print-directory chart
 
 # charts/trainer's CRDs and the RBAC files its templates read: verbatim copies of config/'s
-# (tests/test_helm_chart.py fails when one is stale).
+# (tests/tooling/test_helm_chart.py fails when one is stale).
 chart:
 	rm -rf charts/trainer/crds charts/trainer/files/config
 	mkdir -p charts/trainer/crds charts/trainer/files/config/rbac

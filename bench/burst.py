@@ -58,7 +58,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import yaml
@@ -69,9 +68,9 @@ from bench.cluster import Operator, PhaseTimeout, local_cluster, machine, pods_p
 from bench.raw_client import CHILD_KINDS, RawResult, owned_children, post_all, trainjob_owner
 from e2e.cluster import LocalCluster
 from e2e.helpers import ROOT, condition
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
 
-JSON = dict[str, Any]
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"
 READ_VERBS = frozenset({"GET", "LIST", "WATCH"})

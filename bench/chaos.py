@@ -20,8 +20,8 @@ import sys
 from bench.cluster import local_cluster, machine
 from e2e import chaos
 from e2e.cluster import LocalCluster
-from e2e.conftest import Operator
 from e2e.helpers import Client
+from e2e.operator_process import Operator
 from trainer.kube.client import Kube
 
 NAMESPACE = "chaos"

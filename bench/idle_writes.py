@@ -17,7 +17,6 @@ import asyncio
 import copy
 import sys
 import time
-from typing import Any
 
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,13 +25,13 @@ from api.kinds import MPIJOBS, TRAINJOBS
 from bench.cluster import Operator, local_cluster, machine
 from e2e.cluster import LocalCluster
 from e2e.helpers import ROOT, Client
+from trainer.json_codec import JSON
 
 SAMPLES = ROOT / "config" / "samples"
 RUN_FOR = {  # KWOK completes pods carrying these after ~delay
     "pod-complete.stage.kwok.x-k8s.io/delay": "3600s",
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "3601s",
 }
-JSON = dict[str, Any]
 
 
 def load(name: str) -> JSON:

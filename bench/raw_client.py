@@ -15,12 +15,12 @@ import copy
 import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINJOBS, Resource, resource_of
+from trainer.json_codec import JSON
 from trainer.kube.client import Kube
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 CHILD_KINDS: tuple[Resource, ...] = (JOBS, SERVICES, CONFIGMAPS, SECRETS)

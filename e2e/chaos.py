@@ -33,17 +33,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiohttp
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES, TRAINJOBS, Resource
-from e2e.conftest import Operator
 from e2e.helpers import ROOT
+from e2e.operator_process import Operator
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
 
-JSON = dict[str, Any]
 T = TypeVar("T")
 SAMPLES = ROOT / "config" / "samples"
 TORCH_RUNTIME = "torch-distributed"

@@ -9,34 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from e2e.cluster import LocalCluster
+from e2e.cluster import ExternalCluster, LocalCluster
 from e2e.helpers import ROOT, Client
+from e2e.operator_process import Operator
 from e2e.operator_sa import operator_kubeconfig
 
 pytestmark = pytest.mark.e2e
-
-
-class ExternalCluster:
-    """A cluster someone else runs (e.g. kind, see ``e2e/kind.sh``), named by its kubeconfig."""
-
-    def __init__(self, kubeconfig: Path, state_dir: Path) -> None:
-        self.kubeconfig, self.state_dir = kubeconfig, state_dir
-
-    def run_kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args], check=check, capture_output=True, text=True
-        )
-
-    def stop(self) -> None:
-        """Not ours to stop."""
 
 
 @pytest.fixture(scope="session")
@@ -60,60 +44,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster |
     finally:
         if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
             local.stop()
-
-
-class Operator:
-    """One operator process (``python -m trainer``), restartable, logging JSON to ``log_path``."""
-
-    def __init__(self, kubeconfig: Path, log_path: Path, args: list[str]) -> None:
-        self.kubeconfig, self.log_path, self.args = kubeconfig, log_path, args
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "trainer",
-                    "--kubeconfig",
-                    str(self.kubeconfig),
-                    "--log-format",
-                    "json",
-                    # Loopback and a free port each: two operators never collide (args may override).
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-probe-bind-address",
-                    "127.0.0.1:0",
-                    *self.args,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-            )
-
-    def kill(self) -> None:
-        """SIGKILL (``kill -9``: no cleanup, in-flight requests cut) and reap it; :meth:`start` runs a
-        new one. Does nothing when none runs."""
-        if self.proc is None:
-            return
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = None
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 15 s; fails the test if the operator crashed."""
-        if self.proc is None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        code, self.proc = self.proc.returncode, None
-        assert code in (0, -15), f"operator exited with {code}; see {self.log_path}"
 
 
 @pytest.fixture(scope="module", autouse=True)

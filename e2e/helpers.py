@@ -15,10 +15,10 @@ from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICES, TRAINJOBS, resou
 from api.trainer_v1alpha1 import TrainJob
 from e2e.cluster import LocalCluster
 from trainer.client.types import trainjob_status
+from trainer.json_codec import JSON
 from trainer.kube.client import Kube
 
 ROOT = Path(__file__).resolve().parent.parent
-JSON = dict[str, Any]
 T = TypeVar("T")
 
 

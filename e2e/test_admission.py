@@ -7,22 +7,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import Operator
 from e2e.helpers import Client, wait_for
+from e2e.operator_process import Operator
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 from trainer.webhook.server import CONFIG_NAME
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 
 
 (PORT,) = reserved_ports(1)

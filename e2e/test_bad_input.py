@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 import pytest
@@ -21,14 +20,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import JOBS
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import Operator
 from e2e.helpers import Client, condition, wait_for
+from e2e.operator_process import Operator
 from e2e.test_mpijob import mpijob, wait_cond
 from e2e.test_trainjob import rjob, runtime, trainjob
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 
 METRICS, PROBES = reserved_ports(2)
 LIMIT = 4

@@ -14,22 +14,21 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
-from typing import Any
 
 import pytest
 
 from api.kinds import JOBS, KUEUE_CLUSTER_QUEUES, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS, Resource
 from e2e import chaos
 from e2e.chaos import TORCH_RUNTIME, retrying, runtimes, workload
-from e2e.cluster import LocalCluster
+from e2e.cluster import ExternalCluster, LocalCluster
 from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.conftest import ExternalCluster, Operator
 from e2e.helpers import Client, condition
+from e2e.operator_process import Operator
 from e2e.test_trainjob import trainjob
+from trainer.json_codec import JSON
 from trainer.kube.client import Kube
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 TRAINJOBS_N = 60  # a third of them on the mpi runtime
 MPIJOBS_N = 4
 KILLS = 3

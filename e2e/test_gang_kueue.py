@@ -5,7 +5,6 @@ and writes the flavor's node selector into the TrainJob's overrides; the operato
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -13,10 +12,10 @@ from api.kinds import KUEUE_CLUSTER_QUEUES, KUEUE_WORKLOADS
 from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import rjob, runtime, trainjob
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "kueue"
-JSON = dict[str, Any]
 RUN_15S = {
     "pod-complete.stage.kwok.x-k8s.io/delay": "15s",
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "16s",

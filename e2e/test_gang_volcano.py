@@ -11,10 +11,10 @@ import pytest
 from api.kinds import CRDS, TRAINJOBS, VOLCANO_COMMANDS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "volcano"
-JSON = dict[str, Any]
 
 
 def sized(name: str, nodes: int, cpu: str, **extra: Any) -> JSON:

@@ -10,7 +10,7 @@ What this shows:
 - an operator holding nothing but a token of the chart's ServiceAccount (``kubectl create token``),
   electing itself leader on a Lease in the release namespace (the chart's Role), runs the sample
   TrainJob of ``config/samples`` to ``Complete`` with no request refused: the chart's RBAC is
-  enough for the operator, as ``tests/test_helm_chart.py`` shows it equal to ``config/``'s;
+  enough for the operator, as ``tests/tooling/test_helm_chart.py`` shows it equal to ``config/``'s;
 - ``helm uninstall`` removes every object the release created and leaves the CRDs (Helm's rule for
   a chart's ``crds/``).
 
@@ -22,9 +22,9 @@ What it does not show:
   which is the image's entrypoint (``e2e/test_operate.py`` runs it with the Deployment's arguments);
 - admission through the chart's webhook Service (the operator here serves no webhook);
 - Helm creating the CRDs: the session's cluster has those of ``config/crd/bases`` already, byte for
-  byte the chart's ``crds/`` (``tests/test_helm_chart.py``), and Helm skips CRDs that exist;
+  byte the chart's ``crds/`` (``tests/tooling/test_helm_chart.py``), and Helm skips CRDs that exist;
 - the gang schedulers other than ``none`` (their rules are compared with ``config/``'s in
-  ``tests/test_helm_chart.py``).
+  ``tests/tooling/test_helm_chart.py``).
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ import pytest
 import yaml
 
 from e2e.cluster.binaries import ensure
-from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, log_events, size
+from e2e.operator_process import Operator
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 CHART = ROOT / "charts" / "trainer"
 RELEASE = "e2e-helm"
 NAMESPACE = "trainer-helm-e2e"

@@ -50,9 +50,9 @@ from kubeflow.trainer.options import (
 from api.kinds import JOBS, TRAINJOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 SDK_MANAGER = "trainer.kubeflow.org/kubeflow-sdk"
 
 

@@ -16,9 +16,9 @@ import pytest
 from api.kinds import JOBS, PODS, SERVICES, TRAINING_RUNTIMES, TRAINJOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 SHORT = {  # pods complete after about 6 s
     "pod-complete.stage.kwok.x-k8s.io/delay": "6s",

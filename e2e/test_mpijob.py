@@ -13,9 +13,9 @@ import pytest
 
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from e2e.helpers import ROOT, Client, condition, wait_for
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 SAMPLE: JSON = __import__("yaml").safe_load((ROOT / "config" / "samples" / "mpijob.yaml").read_text())
 LONG = {"pod-complete.stage.kwok.x-k8s.io/delay": "600s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "601s"}
 

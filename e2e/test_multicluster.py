@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -34,10 +33,10 @@ from e2e.operator_sa import operator_kubeconfig
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.aio import observe
+from trainer.json_codec import JSON
 from trainer.kube.client import Kube
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}
 OPERATOR_STATUS_MANAGER = "trainer"
 """The field manager of the operator's status patches (its HTTP client's user agent)."""

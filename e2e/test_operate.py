@@ -29,16 +29,17 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVICES, TRAINJOBS
+from e2e.cluster import ExternalCluster
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import ExternalCluster, Operator
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
 from e2e.image import Dockerfile, build_locally
+from e2e.operator_process import Operator
 from e2e.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from e2e.test_mpijob import mpijob
+from trainer.json_codec import JSON
 from trainer.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, micro_time
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 # Under TRAINER_E2E_OPERATOR_SA the module's operator may only hold Leases in its own namespace.
 LEASE_NS = NAMESPACE if os.environ.get("TRAINER_E2E_OPERATOR_SA") else "default"
 LEASE = "e2e-operate"

@@ -24,13 +24,13 @@ import pytest
 
 from api.kinds import CONFIGMAPS, TRAINJOBS, Resource
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, wait_for
+from e2e.operator_process import Operator
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.trainjobstatus import token_audience
+from trainer.json_codec import JSON
+from trainer.statusserver.injection import token_audience
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 
 (PORT,) = reserved_ports(1)
 INTERVAL = 5

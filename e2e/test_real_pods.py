@@ -44,12 +44,12 @@ from e2e.helpers import Client, condition, wait_for
 from e2e.realnode import images
 from e2e.realnode.node import NODE_SELECTOR, RealNodes
 from e2e.test_trainjob import trainjob
+from trainer.json_codec import JSON
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(os.environ.get("TRAINER_E2E_REAL") != "1", reason="real pods: set TRAINER_E2E_REAL=1"),
 ]
-JSON = dict[str, Any]
 IMAGE = images.TRAINING_IMAGE
 
 # Every rank adds rank + 1: the sum over WORLD ranks is WORLD * (WORLD + 1) / 2.

@@ -58,9 +58,9 @@ from trainer.client import (
     trainjob_status,
 )
 from trainer.client.types import parse_time
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 SAMPLE = ROOT / "config" / "samples" / "trainjob.yaml"
 RUN_FOR = {  # KWOK completes pods carrying these after ~delay (jitter must exceed delay)
     "pod-complete.stage.kwok.x-k8s.io/delay": "600s",

@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
-from e2e.conftest import Operator
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
+from e2e.operator_process import Operator
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 RUN_FOR = {  # KWOK completes pods carrying these after ~delay (jitter must exceed delay)
     "pod-complete.stage.kwok.x-k8s.io/delay": "600s",
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "601s",

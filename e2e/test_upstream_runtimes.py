@@ -16,9 +16,9 @@ from api.kinds import CONFIGMAPS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, T
 from e2e.helpers import ROOT, Client, wait_for
 from e2e.test_admission import refused
 from e2e.test_trainjob import env, rjob, runtime, trainjob
+from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 UPSTREAM = ROOT / "config" / "samples" / "upstream"
 FILES = sorted(p.name for p in UPSTREAM.glob("*.yaml") if p.name != "kustomization.yaml")
 RANK = {

@@ -24,15 +24,14 @@ import pytest
 
 from api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
 from e2e.cluster.cluster import reserved_ports
-from e2e.conftest import Operator
 from e2e.helpers import Client, log_events, wait_for
+from e2e.operator_process import Operator
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.webhook.certs import fingerprint
 from trainer.webhook.server import CONFIG_NAME
 from trainer.webhook.tls import SECRET_NAME
 
 pytestmark = pytest.mark.e2e
-JSON = dict[str, Any]
 
 
 (PORT,) = reserved_ports(1)

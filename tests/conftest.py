@@ -10,7 +10,7 @@ import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.runtime_info import RuntimeInfo, runtime_info
-from trainer.trainjobstatus import Injection
+from trainer.statusserver.injection import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"
 

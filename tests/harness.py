@@ -13,11 +13,11 @@ from typing import Any
 from api.kinds import JOBS, MPIJOBS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
+from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
 from trainer.reconciler.reconcile import Reconciler
 from trainer.wiring import Settings, new_manager
 
-JSON = dict[str, Any]
 SAMPLES = {
     "torch": ("trainjob", TRAINJOBS, ["torch-distributed.yaml", "trainjob.yaml"]),
     "deepspeed-mpi": ("trainjob", TRAINJOBS, ["deepspeed-distributed.yaml", "trainjob-deepspeed.yaml"]),

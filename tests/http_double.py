@@ -16,13 +16,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import pytest
 import yaml
 from aiohttp import web
 
-JSON = dict[str, Any]
+from trainer.json_codec import JSON
+
 A = TypeVar("A")
 Handler = Callable[["HttpDouble[A]", web.Request], Awaitable[web.StreamResponse]]
 """Answers one request: called with the server (for its script and :meth:`HttpDouble.watch`) and the

@@ -18,10 +18,9 @@ from typing import Any
 
 from api.kinds import Resource, resource_of
 from trainer.controller import Reader
+from trainer.json_codec import JSON
 from trainer.kube.cache import Informer, Key, controller_of, key_of
 from trainer.kube.client import WriteGuard
-
-JSON = dict[str, Any]
 
 
 class TableStore:

@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_sample
+from trainer.json_codec import JSON
 from trainer.runtime_validation import RFC1035
 from trainer.webhook import rules
 from trainer.webhook.certs import Bundle, generate
 from trainer.webhook.server import review_response
 
-JSON = dict[str, Any]
 RUNTIME = load_sample("torch-distributed.yaml")
 RUNTIME["spec"]["template"]["spec"]["replicatedJobs"].append(
     {"name": "aux", "template": {"spec": {"template": {"spec": {"containers": [{"name": "aux", "image": "x"}]}}}}}

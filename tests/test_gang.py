@@ -17,10 +17,9 @@ from trainer.builders.jobs import build_children
 from trainer.controller import Reader
 from trainer.gang.base import GangInput, PodSet, decorate, gang_conditions
 from trainer.gang.coscheduling import POD_GROUP_LABEL
-from trainer.queues import resolve_queue
+from trainer.json_codec import JSON
+from trainer.queue_choice import resolve_queue
 from trainer.resources import parse_quantity, pod_requests
-
-JSON = dict[str, Any]
 
 
 def facts(pod_group: JSON | None = None, queues: list[JSON] | None = None) -> Reader:

@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiohttp import web
@@ -17,6 +16,7 @@ from structlog.testing import capture_logs
 from api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
 from tests.http_double import HttpDouble, status_response, without_proxies, write_kubeconfig
 from trainer.controller import Context, Controller, Reconcile
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key
 from trainer.kube.client import Kube
 from trainer.kube.leader import (
@@ -36,7 +36,6 @@ from trainer.kube.leader import (
 )
 from trainer.wiring import Settings, new_manager
 
-JSON = dict[str, Any]
 WALL = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 STAMP = "2025-01-02T03:04:05.678901Z"
 

@@ -6,14 +6,13 @@ ttlSecondsAfterFinished and the TrainJob's own activeDeadlineSeconds."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, SERVICES
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
 from trainer.failure_policy import decide
+from trainer.json_codec import JSON
 
-JSON = dict[str, Any]
 RESTART = "RestartJobSetFailurePolicyAction"
 
 

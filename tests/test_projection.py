@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 from api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from tests.kube_double import RecordingKube
+from trainer.json_codec import JSON
 from trainer.kube.cache import Informer
 from trainer.kube.projection import projection
 from trainer.reconciler.child_writer import needs_apply, with_hash
 from trainer.reconciler.reconcile import kept_job, kept_secret
 
-JSON = dict[str, Any]
 MANAGED = [{"manager": "trainer", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}]
 
 

@@ -17,14 +17,14 @@ from tests.kube_double import RecordingKube, reader
 from trainer import gang
 from trainer.client.types import queue_of
 from trainer.controller import Context
+from trainer.json_codec import JSON
 from trainer.kube.events import EventRecorder
 from trainer.mpijob import controller as mpijob
-from trainer.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 from trainer.reconciler.reconcile import Blocked
 from trainer.trainjob import controller as trainjob
 from trainer.webhook import rules
 
-JSON = dict[str, Any]
 names = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
 
 

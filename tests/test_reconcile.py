@@ -29,12 +29,12 @@ from tests.harness import SAMPLES, World, complete_condition
 from tests.kube_double import RecordingKube
 from trainer import gang
 from trainer.controller import Controller, Owns, UndeclaredRead
+from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
 from trainer.reconciler.reconcile import Reconciler
 from trainer.trainjob import controller as trainjob
 from trainer.wiring import Settings, new_manager
 
-JSON = dict[str, Any]
 CASES = [(s, g) for s in SAMPLES for g in sorted(gang.SCHEDULERS)]
 
 

@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trainer.gang.base import PodSet, gang_resources
+from trainer.json_codec import JSON
 from trainer.resources import format_quantity, parse_quantity, pod_requests
 
-JSON = dict[str, Any]
 Gi = 2**30
 Mi = 2**20
 

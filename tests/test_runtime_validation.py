@@ -16,9 +16,8 @@ from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import SAMPLES, info, load_sample
 from trainer.builders.jobs import build_children
+from trainer.json_codec import JSON
 from trainer.runtime_validation import mpijob_errors, runtime_errors, trainjob_errors
-
-JSON = dict[str, Any]
 
 
 def base() -> JSON:

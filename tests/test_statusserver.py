@@ -1,4 +1,4 @@
-"""The status server (trainer/statusserver.py) and its pod side (trainer/trainjobstatus.py).
+"""The status server (trainer/statusserver/) and its pod side (trainer/statusserver/injection.py).
 
 A real aiohttp TLS server on 127.0.0.1:0 answers real HTTPS posts; the apiserver is the recording
 double, taught to answer TokenReviews from a table of tokens as the apiserver's ServiceAccount token
@@ -27,24 +27,20 @@ from api.trainer_v1alpha1 import TrainerStatus, TrainJob
 from tests.conftest import info, load_sample
 from tests.harness import World
 from tests.kube_double import RecordingKube
-from trainer import cli, statusserver, trainjobstatus
+from trainer import cli
 from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key
 from trainer.kube.client import ApiError
-from trainer.statusserver import (
-    PayloadError,
-    StatusServer,
-    StatusServerSettings,
-    WriteLimiter,
-    bearer_token,
-    parse_update,
-    status_patch,
-)
-from trainer.trainjobstatus import token_audience
+from trainer.statusserver import injection
+from trainer.statusserver.auth import TokenAuthenticator, bearer_token
+from trainer.statusserver.injection import token_audience
+from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
+from trainer.statusserver.rate_limit import WriteLimiter
+from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
 from trainer.webhook.certs import generate
 from trainer.wiring import Settings, new_manager
 
-JSON = dict[str, Any]
 NS = "team-a"
 
 
@@ -138,7 +134,7 @@ class Served:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        url = self.base + trainjobstatus.status_path(NS, job)
+        url = self.base + injection.status_path(NS, job)
         async with self.session.post(url, data=data, headers=headers) as resp:
             return resp.status, await resp.json(content_type=None)
 
@@ -198,16 +194,15 @@ def stored_pod(s: Served, name: str) -> JSON:
 def test_names_match_upstream() -> None:
     assert token_audience("ns", "job") == "trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
     assert (
-        trainjobstatus.status_path("ns", "job")
-        == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
+        injection.status_path("ns", "job") == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/status"
     )
-    assert trainjobstatus.ca_config_map_name("job") == "job-tls-config"
-    assert (trainjobstatus.ENV_URL, trainjobstatus.ENV_CA_CERT, trainjobstatus.ENV_TOKEN) == (
+    assert injection.ca_config_map_name("job") == "job-tls-config"
+    assert (injection.ENV_URL, injection.ENV_CA_CERT, injection.ENV_TOKEN) == (
         "KUBEFLOW_TRAINER_SERVER_URL",
         "KUBEFLOW_TRAINER_SERVER_CA_CERT",
         "KUBEFLOW_TRAINER_SERVER_TOKEN",
     )
-    assert trainjobstatus.base_url("::1", 8082) == "https://[::1]:8082"
+    assert injection.base_url("::1", 8082) == "https://[::1]:8082"
     assert StatusServerSettings(port=8082, namespace="trainer-system").url == (
         "https://trainer-webhook-service.trainer-system.svc:8082"
     )
@@ -232,7 +227,7 @@ def test_the_payload_is_upstreams_with_its_bounds() -> None:
     }
     status = parse_update(json.dumps(body).encode(), now)
     assert status is not None
-    assert statusserver.stored(status) == {
+    assert stored(status) == {
         "progressPercentage": 45,
         "estimatedRemainingSeconds": 795649,
         "metrics": [{"name": "loss", "value": "0.2347"}],
@@ -296,7 +291,7 @@ def test_trainer_pods_get_the_env_and_the_token_volume_only_when_enabled(runtime
         v["name"] != "kubeflow-trainer-token" for v in plain["spec"]["volumes"]
     )
 
-    where = trainjobstatus.Injection("https://127.0.0.1:8443")
+    where = injection.Injection("https://127.0.0.1:8443")
     template = info(trainjob, runtime, injection=where).pod_set("node").template
     (node,) = template["spec"]["containers"]
     env = {e["name"]: e["value"] for e in node["env"] if "value" in e}
@@ -323,13 +318,13 @@ def test_trainer_pods_get_the_env_and_the_token_volume_only_when_enabled(runtime
 
 
 def test_a_user_variable_of_the_same_name_is_replaced() -> None:
-    where = trainjobstatus.Injection("https://h:1")
+    where = injection.Injection("https://h:1")
     job = TrainJob.model_validate(trainjob("a"))
     pod_spec: JSON = {
         "spec": {"containers": [{"name": "node", "env": [{"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": "x"}]}]}
     }
-    trainjobstatus.inject(job, pod_spec, where)
-    trainjobstatus.inject(job, pod_spec, where)
+    injection.inject(job, pod_spec, where)
+    injection.inject(job, pod_spec, where)
     env = pod_spec["spec"]["containers"][0]["env"]
     assert [e["name"] for e in env].count("KUBEFLOW_TRAINER_SERVER_URL") == 1
     assert len(pod_spec["spec"]["volumes"]) == 1 and len(pod_spec["spec"]["containers"][0]["volumeMounts"]) == 1
@@ -382,11 +377,11 @@ async def test_no_or_a_bad_token_is_401_and_another_jobs_pod_is_403(served: Serv
 
 async def test_other_paths_big_or_bad_bodies_and_missing_jobs(served: Served) -> None:
     token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
-    async with served.session.get(served.base + trainjobstatus.status_path(NS, "a")) as resp:
+    async with served.session.get(served.base + injection.status_path(NS, "a")) as resp:
         assert resp.status == 404
     async with served.session.post(served.base + "/healthz") as resp:
         assert resp.status == 404 and (await resp.json())["reason"] == "NotFound"
-    big = b'{"trainerStatus": {"metrics": [' + b" " * statusserver.MAX_BODY + b"]}}"
+    big = b'{"trainerStatus": {"metrics": [' + b" " * MAX_BODY + b"]}}"
     assert (await served.post("a", big, token))[0] == 413
     code, answer = await served.post("a", b"{nope", token)
     assert (code, answer["reason"]) == (422, "Invalid")
@@ -415,7 +410,7 @@ async def test_a_token_is_reviewed_once_for_a_burst(served: Served) -> None:
 async def test_an_expiring_token_is_not_trusted_beyond_its_expiry() -> None:
     kube = ApiKube()
     kube.put(pod("a", "p"))
-    auth = statusserver.TokenAuthenticator(kube)  # type: ignore[arg-type]
+    auth = TokenAuthenticator(kube)  # type: ignore[arg-type]
     token = kube.mint(kube.objects[(PODS, (NS, "p"))], token_audience(NS, "a"), exp=time.time() - 1)
     assert (await auth.authorize(f"Bearer {token}", NS, "a")).allowed
     assert (await auth.authorize(f"Bearer {token}", NS, "a")).allowed
@@ -508,7 +503,7 @@ async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob
     kube = ApiKube()
     manager = new_manager(kube, Settings(status_coalesce_seconds=0))
     settings = StatusServerSettings(port=0, bind_address="127.0.0.1", host="127.0.0.1", namespace="ops")
-    server = statusserver.setup(kube, settings, manager)  # type: ignore[arg-type]
+    server = setup(kube, settings, manager)  # type: ignore[arg-type]
     kube.connect(manager.informers)
     kube.put(load_sample("torch-distributed.yaml"))
     first = kube.put(trainjob("a"))
@@ -531,7 +526,7 @@ async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob
         await until(lambda: server.port)
         ctx = ssl.create_default_context(cadata=ca)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as session:
-            url = f"https://127.0.0.1:{server.port}{trainjobstatus.status_path(NS, 'a')}"
+            url = f"https://127.0.0.1:{server.port}{injection.status_path(NS, 'a')}"
             async with session.post(url, json={"trainerStatus": {}}) as resp:
                 assert resp.status == 401
 

@@ -8,11 +8,10 @@ from typing import Any
 
 from api.kinds import JOBS, SERVICES, TRAINJOBS
 from tests.harness import World
+from trainer.json_codec import JSON
 from trainer.kube.projection import UPDATE_MARK, owned_by_update, projection
 from trainer.reconciler.child_writer import taken_over, union
 from trainer.reconciler.reconcile import kept_job
-
-JSON = dict[str, Any]
 
 CREATED: JSON = {
     "manager": "trainer",

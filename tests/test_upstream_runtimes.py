@@ -14,11 +14,11 @@ from tests.conftest import SAMPLES, info
 from trainer.builders.jobs import build_children
 from trainer.builders.merge import find_named
 from trainer.builders.volume_claims import claims
+from trainer.json_codec import JSON
 from trainer.runtime_validation import runtime_errors, trainjob_errors
 
 UPSTREAM = sorted(p.name for p in (SAMPLES / "upstream").glob("*.yaml") if p.name != "kustomization.yaml")
 RANK = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
-JSON = dict[str, Any]
 
 
 def runtime(name: str) -> ClusterTrainingRuntime:

@@ -21,11 +21,11 @@ import pytest
 from aiohttp import web
 
 from api.kinds import SECRETS, Resource
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 from trainer.webhook.certs import Bundle, fingerprint, generate, issue
 from trainer.webhook.tls import SECRET_NAME, WebhookTLS, check_interval, renew, serving_names
 
-JSON = dict[str, Any]
 DAY = datetime.timedelta(days=1)
 NS = "ops"
 DNS, IPS = serving_names("trainer-webhook-service", NS, "127.0.0.1")

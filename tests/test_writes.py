@@ -13,10 +13,9 @@ from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
 from tests.harness import World, complete_condition
 from tests.kube_double import RecordingKube
 from trainer.controller import Reader
+from trainer.json_codec import JSON
 from trainer.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
 from trainer.reconciler.own_writes import OwnWrites
-
-JSON = dict[str, Any]
 
 
 def events(w: World, reason: str | None = None) -> list[JSON]:

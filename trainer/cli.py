@@ -43,10 +43,10 @@ from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from trainer.client.manifest import load_manifests, parse_manifest, read_yaml, wire_dict
 from trainer.client.multicluster import WorkloadInfo, for_multicluster
 from trainer.client.types import eta_text, parse_time, progress_text, trainer_status_of
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 
 T = TypeVar("T")
-JSON = dict[str, Any]
 
 EXIT_OK = 0
 EXIT_ERROR = 1

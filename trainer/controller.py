@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from api.kinds import Resource
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
 from trainer.kube.projection import Projection, strip_managed_fields
 from trainer.reconciler.own_writes import OwnWrites
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
     from trainer.kube.client import KubeClient
     from trainer.kube.events import EventRecorder
     from trainer.metrics import Metrics
-
-JSON = dict[str, Any]
 
 
 class Store(Protocol):

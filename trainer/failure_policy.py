@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from api.jobset_v1alpha2 import (
     FAIL_JOBSET,
@@ -25,8 +24,8 @@ from api.jobset_v1alpha2 import (
 )
 from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.builders.labels import REPLICATED_JOB_NAME
+from trainer.json_codec import JSON
 
-JSON = dict[str, Any]
 REASON_FAILED_JOBS = "FailedJobs"
 REASON_REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"

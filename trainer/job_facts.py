@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from api.base import Condition
-from trainer.kube.client import JSON
+from trainer.json_codec import JSON
 from trainer.kube.events import parse_time
 
 

@@ -19,6 +19,9 @@ import orjson
 
 T = TypeVar("T")
 
+JSON = dict[str, Any]
+"""A JSON object as :func:`loads` gives it (``str`` keys; the shape of every Kubernetes object here)."""
+
 
 def loads(text: str | bytes) -> Any:
     """The JSON value ``text`` holds. Raises ``ValueError`` (orjson's ``JSONDecodeError`` is one) when

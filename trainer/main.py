@@ -23,14 +23,15 @@ from typing import Any
 
 import structlog
 
-from trainer import gang, statusserver
+from trainer import gang
 from trainer.kube.cache import wait_synced
 from trainer.kube.client import Kube
 from trainer.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.metrics import Metrics
 from trainer.probes import metrics_app, probes_app, serve
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
-from trainer.statusserver import StatusServerSettings
+from trainer.statusserver import server as status_server
+from trainer.statusserver.server import StatusServerSettings
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
 from trainer.wiring import Settings, new_manager
 
@@ -320,7 +321,7 @@ async def run(args: argparse.Namespace) -> int:
 
         parts += [when_synced(), webhook.run(synced)]
     if status_settings is not None:
-        parts.append(statusserver.setup(kube, status_settings, manager).run())
+        parts.append(status_server.setup(kube, status_settings, manager).run())
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(manager.run())
     # The webhook serves on every replica, leading or not; gather() of nothing would end at once.

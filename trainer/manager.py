@@ -36,8 +36,9 @@ import structlog
 from api.kinds import Resource
 from trainer.controller import Context, Controller, MapFn, Owns, Reader, Reconcile, TerminalError, UndeclaredRead
 from trainer.gang.base import GangScheduler
+from trainer.json_codec import JSON
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
-from trainer.kube.client import JSON, ApiError, KubeClient
+from trainer.kube.client import ApiError, KubeClient
 from trainer.kube.events import EventRecorder
 from trainer.kube.leader import LeaderElector, LeadershipLost
 from trainer.kube.projection import Projection, projection

@@ -1,7 +1,7 @@
 """The operator's RBAC, in one table: every (resource, verbs) the operator's code uses, and why.
 
 ``python -m trainer.rbac`` renders it into the checked-in manifests (``--check`` exits 1 when one is
-stale, as ``tests/test_rbac.py`` does):
+stale, as ``tests/tooling/test_rbac.py`` does):
 
 * ``config/rbac/role.yaml``: the ClusterRole ``trainer-operator`` (what every gang scheduler needs);
 * ``config/rbac/leader_election_role.yaml``: the Role ``trainer-leader-election`` for the Lease, in
@@ -10,7 +10,7 @@ stale, as ``tests/test_rbac.py`` does):
   to the ClusterRole (``volcano``, ``scheduler-plugins``; ``kueue`` needs nothing: Kueue suspends
   and resumes the jobs itself, and the MPIJob label copy is a patch of mpijobs, already granted).
 
-No wildcard anywhere. ``tests/test_rbac.py`` recomputes the set from the code (the informers the
+No wildcard anywhere. ``tests/tooling/test_rbac.py`` recomputes the set from the code (the informers the
 Manager starts, every ``Kube`` call site and the objects the reconcilers apply) and requires it to
 equal this table, so a new call without its rule, or a rule no code uses, fails there.
 
@@ -122,8 +122,8 @@ OPERATOR: list[Rule] = [
     Rule(MUTATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
     Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
     Rule(EVENTS, ("create", "patch"), "events, repeats as a series (kube/events.py)"),
-    Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver.py)"),
-    Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver.py)"),
+    Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
+    Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
 ]
 """The ClusterRole: what the operator needs whatever its gang scheduler."""
 

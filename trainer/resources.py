@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_CEILING, ROUND_UP, Context, Decimal, localcontext
 from typing import Any
 
-JSON = dict[str, Any]
+from trainer.json_codec import JSON
+
 ResourceList = dict[str, Decimal]
 """Resource name -> amount in the resource's base unit (cores, bytes, count)."""
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import (
@@ -33,7 +32,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
-from trainer import json_codec, trainjobstatus
+from trainer import json_codec
 from trainer.builders import labels as L
 from trainer.builders import trainjob_mpi
 from trainer.builders.jax import jax_env
@@ -44,12 +43,12 @@ from trainer.builders.volume_claims import add_claim_volumes
 from trainer.builders.xgboost import xgboost_env
 from trainer.failure_policy import Decision, decide, failure
 from trainer.gang.base import GangInput, PodSet
-from trainer.json_codec import copy_json
+from trainer.json_codec import JSON, copy_json
 from trainer.kube.events import parse_time
-from trainer.queues import QueueChoice, resolve_queue
+from trainer.queue_choice import QueueChoice, resolve_queue
+from trainer.statusserver import injection as trainjobstatus
 from trainer.trainjob.status import jobs_status
 
-JSON = dict[str, Any]
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
 

@@ -19,8 +19,8 @@ from trainer.manager import Manager, ManagerOptions
 from trainer.metrics import Metrics
 from trainer.mpijob import controller as mpijob
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
+from trainer.statusserver.injection import Injection
 from trainer.trainjob import controller as trainjob
-from trainer.trainjobstatus import Injection
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,11 +63,11 @@ from trainer.client.types import (
     pod_selector,
     related_events,
 )
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
-from trainer.queues import KUEUE_QUEUE_LABEL
+from trainer.queue_choice import KUEUE_QUEUE_LABEL
 from trainer.runtime_info import runtime_of_snapshot, snapshot_name
 
-JSON = dict[str, Any]
 FIELD_MANAGER = "trainer-client"
 """Field manager of the client's server-side applies."""
 DEFAULT_WAIT_TIMEOUT = 600.0

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ValidationError
 from api.base import Model, ObjectMeta
 from api.trainer_v1alpha1 import API_VERSION, ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.errors import ManifestError
+from trainer.json_codec import JSON
 
-JSON = dict[str, Any]
 Manifest: TypeAlias = TrainJob | TrainingRuntime | ClusterTrainingRuntime
 """An object the client can create or apply."""
 Source: TypeAlias = Mapping[str, Any] | str | os.PathLike[str] | Model | Sequence[Mapping[str, Any] | Model]

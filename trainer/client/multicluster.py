@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
 
 from pydantic import Field
 
@@ -26,9 +25,8 @@ from api.base import Model
 from api.kinds import MPIJOBS, TRAINJOBS
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
-from trainer.queues import KUEUE_QUEUE_LABEL
-
-JSON = dict[str, Any]
+from trainer.json_codec import JSON
+from trainer.queue_choice import KUEUE_QUEUE_LABEL
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Label Kueue puts on a job's Workload: the job's uid."""

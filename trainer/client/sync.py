@@ -16,9 +16,9 @@ from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, AsyncT
 from trainer.client.manifest import Manifest, Source
 from trainer.client.multicluster import WorkloadInfo
 from trainer.client.types import COMPLETE, Event
+from trainer.json_codec import JSON
 
 T = TypeVar("T")
-JSON = dict[str, Any]
 
 
 class TrainerClient:

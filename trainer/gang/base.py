@@ -15,15 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from api.base import Condition
 from api.kinds import Resource
 from trainer.builders.labels import REPLICATED_JOB_NAME, owner_reference
-from trainer.queues import NO_QUEUE, QueueChoice
+from trainer.json_codec import JSON
+from trainer.queue_choice import NO_QUEUE, QueueChoice
 from trainer.resources import ResourceList, format_quantity, pod_requests
-
-JSON = dict[str, Any]
 
 # Condition types a gang plan may set on the job.
 COND_MISCONFIGURED = "Misconfigured"

@@ -24,7 +24,6 @@ from api.base import Condition
 from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
 from trainer.gang.base import (
     COND_WAITING_FOR_GANG,
-    JSON,
     Facts,
     GangInput,
     GangPlan,
@@ -36,7 +35,8 @@ from trainer.gang.base import (
     runtime_policy_problem,
     scheduler_name_problems,
 )
-from trainer.queues import VOLCANO_QUEUE_ANNOTATION
+from trainer.json_codec import JSON
+from trainer.queue_choice import VOLCANO_QUEUE_ANNOTATION
 
 SCHEDULER_NAME = "volcano"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

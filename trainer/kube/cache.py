@@ -31,7 +31,8 @@ import aiohttp
 import structlog
 
 from api.kinds import Resource
-from trainer.kube.client import JSON, ApiError, Kube, Lister
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError, Kube, Lister
 
 log = structlog.get_logger("trainer.cache")
 

@@ -28,8 +28,8 @@ from yarl import URL
 
 from api.kinds import Resource, resource_of
 from trainer import json_codec
+from trainer.json_codec import JSON as JSON
 
-JSON = dict[str, Any]
 RequestObserver = Callable[[str, str, str, str, str], None]
 """Told of every request once it is answered: ``(method, code, host, verb, resource)``, with ``code`` the
 HTTP status as text or ``"<error>"`` when no answer came, as client-go labels

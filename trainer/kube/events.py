@@ -31,7 +31,9 @@ from typing import Any
 import structlog
 
 from api.kinds import EVENTS
-from trainer.kube.client import JSON, ApiError, KubeClient
+from trainer.bounded import BoundedDict
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError, KubeClient
 
 log = structlog.get_logger("trainer.events")
 COMPONENT = "trainer"
@@ -86,7 +88,7 @@ class EventRecorder:
         self.instance = (instance or socket.gethostname())[:128]
         """``reportingInstance``: this replica (the pod's host name)."""
         self._clock = clock
-        self._recorded: dict[tuple[str, str, str, str, str], _Recorded] = {}
+        self._recorded: BoundedDict[tuple[str, str, str, str, str], _Recorded] = BoundedDict(MAX_CACHED)
 
     async def emit(self, obj: JSON, type_: str, reason: str, message: str, action: str | None = None) -> None:
         """Record an event of ``type_`` (``Normal``/``Warning``) with ``reason`` about ``obj``;
@@ -134,8 +136,6 @@ class EventRecorder:
             }
             await self.kube.create(EVENTS, namespace, event)
             self._recorded[ident] = _Recorded(namespace, name, 1, event["eventTime"], now, now)
-            if len(self._recorded) > MAX_CACHED:
-                self._recorded.pop(next(iter(self._recorded)))
         except ApiError as e:
             if e.not_found:
                 self._recorded.pop(ident, None)  # the Event expired: the next one starts anew

@@ -55,7 +55,8 @@ import aiohttp
 import structlog
 
 from api.kinds import LEASES
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError, Kube
 
 log = structlog.get_logger("trainer.leader")
 

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from trainer.kube.client import JSON
+from trainer.json_codec import JSON
 
 FIELD_MANAGER = "trainer"
 """The operator's field manager: every create and server-side apply of its writes names it."""

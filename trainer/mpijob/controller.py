@@ -31,11 +31,11 @@ from trainer.builders.mpijob import (
 from trainer.controller import Context, Controller
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
 from trainer.job_facts import finished, finished_at, managed_by, seconds_left, started
+from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
-from trainer.kube.client import JSON
 from trainer.kube.events import now_rfc3339
 from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
-from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.reconciler.child_writer import Desired, Once
 from trainer.reconciler.reconcile import Blocked, Kind, declare
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, mpijob_errors

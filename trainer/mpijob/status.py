@@ -9,8 +9,6 @@ conditions Created, Running, Restarting, Succeeded, Failed and Suspended with th
 
 from __future__ import annotations
 
-from typing import Any
-
 from api.base import Condition
 from api.kubeflow_v2beta1 import (
     COND_CREATED,
@@ -26,8 +24,8 @@ from api.kubeflow_v2beta1 import (
 )
 from trainer.builders.mpijob import JOB_NAME_LABEL, JOB_ROLE_LABEL, worker_replicas
 from trainer.job_facts import job_finished
+from trainer.json_codec import JSON
 
-JSON = dict[str, Any]
 TERMINAL = (COND_SUCCEEDED, COND_FAILED)
 
 

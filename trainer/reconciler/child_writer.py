@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from api.kinds import CONFIGMAPS, JOBS, SERVICES, Resource, resource_of
-from trainer.json_codec import dumps_sorted
+from trainer.json_codec import JSON, dumps_sorted
 from trainer.kube.cache import key_of
-from trainer.kube.client import JSON, ApiError
+from trainer.kube.client import ApiError
 from trainer.kube.projection import FIELD_MANAGER, managed_entry, owned_by_update
 
 if TYPE_CHECKING:

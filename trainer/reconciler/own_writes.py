@@ -22,14 +22,14 @@ manager does not reconcile the job again for it. Any other version (someone else
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from api.kinds import Resource
+from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
     from trainer.controller import Reader
 
-JSON = dict[str, Any]
 MAX_KEPT = 512
 """Answers kept at most (the oldest go first): enough for every reconcile in flight under a burst; the
 cache catches up within milliseconds, after which an entry is dropped at its next read."""

@@ -44,7 +44,8 @@ from trainer.controller import (
 )
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
 from trainer.job_facts import job_finished
-from trainer.kube.client import JSON, ApiError
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError
 from trainer.kube.projection import strip_managed_fields
 from trainer.reconciler.child_writer import REASON_CREATION_FAILED, ChildWriter, Desired
 from trainer.reconciler.status_writer import Event, StatusWriter

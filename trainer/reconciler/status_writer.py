@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from api.base import Condition
+from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
-from trainer.kube.client import JSON
 from trainer.kube.events import now_rfc3339
 from trainer.kube.projection import strip_managed_fields
 

@@ -51,8 +51,8 @@ from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Context, Controller, Key, Reader, Watches
 from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
 from trainer.job_facts import finished, job_finished, managed_by
+from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
-from trainer.kube.client import JSON
 from trainer.reconciler.child_writer import Desired, Once
 from trainer.reconciler.reconcile import Blocked, Kind, declare, first_error, kept_conditions
 from trainer.reconciler.status_writer import Event
@@ -66,8 +66,8 @@ from trainer.runtime_info import (
     snapshot_name,
 )
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, runtime_errors, trainjob_errors
+from trainer.statusserver.injection import Injection
 from trainer.trainjob.status import COND_RUNTIME_NOT_FOUND, desired_conditions, jobs_status, runtime_not_found
-from trainer.trainjobstatus import Injection
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
 """Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its

@@ -10,7 +10,7 @@ Failed) plus ``Running`` and ``RuntimeNotFound``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from api.base import Condition
 from api.jobset_v1alpha2 import ReplicatedJob
@@ -26,11 +26,11 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders.labels import REPLICATED_JOB_NAME
 from trainer.job_facts import job_finished
+from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
     from trainer.runtime_info import RuntimeInfo
 
-JSON = dict[str, Any]
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
 
 

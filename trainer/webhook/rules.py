@@ -31,7 +31,7 @@ from trainer.builders.mpijob import validate as validate_mpijob_spec
 from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
 from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
-from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
 from trainer.runtime_validation import (
     DEFAULT_MAX_NODES_PER_JOB,
@@ -296,7 +296,7 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
 
 
 def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
-    """The queue admission checks: :func:`trainer.queues.resolve_queue`, the reconcilers' rule, with
+    """The queue admission checks: :func:`trainer.queue_choice.resolve_queue`, the reconcilers' rule, with
     the TrainJob's runtime from the caches."""
     runtime = None
     if obj.get("kind") != "MPIJob":

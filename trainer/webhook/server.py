@@ -34,7 +34,8 @@ from api.kinds import (
     Resource,
 )
 from trainer.controller import Reader
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.json_codec import JSON
+from trainer.kube.client import ApiError, Kube
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.webhook import rules
 from trainer.webhook.certs import VALIDITY

@@ -36,8 +36,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from api.kinds import SECRETS
+from trainer.json_codec import JSON
 from trainer.kube.cache import Informer
-from trainer.kube.client import JSON, ApiError, Kube
+from trainer.kube.client import ApiError, Kube
 from trainer.webhook.certs import CA_VALIDITY, MAX_BACKDATE, VALIDITY, Bundle, due, fingerprint, generate, issue, new_ca
 
 log = structlog.get_logger("trainer.webhook.tls")

@@ -38,7 +38,7 @@ from trainer.kube.client import Kube
 from trainer.trainjob.controller import TTL_CHILDREN
 from trainer.wiring import Settings, new_manager
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
 """User-side tools: their RBAC is the user's."""
 VERBS = {
@@ -149,7 +149,9 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         into = leader if path == "trainer/kube/leader.py" else operator
         if res is None:
             origin = DYNAMIC.get((path, method))
-            assert origin, f"{path}: kube.{method}({arg}, ...) names no Resource constant; teach tests/test_rbac.py"
+            assert origin, (
+                f"{path}: kube.{method}({arg}, ...) names no Resource constant; teach tests/tooling/test_rbac.py"
+            )
             targets = found[origin]
         else:
             targets = {res}

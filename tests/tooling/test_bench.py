@@ -44,9 +44,9 @@ from bench.cluster import NODES, Operator, cpu_seconds, pods_per_node, status_mi
 from bench.raw_client import post_all, raw_copy, trainjob_owner
 from e2e.helpers import ROOT
 from tests.kube_double import RecordingKube
+from trainer.json_codec import JSON
 from trainer.metrics import Metrics
 
-JSON = dict[str, Any]
 OLD_UID = "11111111-1111-1111-1111-111111111111"
 JOB_UID = "22222222-2222-2222-2222-222222222222"
 NEW_UID = "33333333-3333-3333-3333-333333333333"

@@ -25,7 +25,7 @@ import yaml
 from e2e.cluster.binaries import ensure
 from trainer import rbac
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainer"
 CONFIG = ROOT / "config"
 NAMESPACE = "trainer-system"

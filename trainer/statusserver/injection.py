@@ -1,6 +1,5 @@
 """What the status server's clients need, as pure functions: the endpoint and token audience of a
-TrainJob, the environment, token volume and CA mount injected into its trainer pods, and the
-ConfigMap that carries the status server's CA to them.
+TrainJob, and the environment, token volume and CA mount injected into its trainer pods.
 
 Follows kubeflow/trainer ``pkg/runtime/framework/plugins/trainjobstatus/trainjobstatus.go`` (env
 names, mount path, volume and ConfigMap names, token lifetime) and ``pkg/statusserver/utils.go``
@@ -18,20 +17,18 @@ step's pod template:
 and the pod a projected volume ``kubeflow-trainer-token`` mounted read-only at
 ``/var/run/secrets/kubeflow/trainer``: a ServiceAccount token for audience
 :func:`token_audience` (valid an hour; the kubelet renews it) and ``ca.crt`` from the ConfigMap
-``<trainjob>-tls-config`` (:func:`ca_config_map`), one per TrainJob, owned by it.
+``<trainjob>-tls-config`` (:func:`~trainer.statusserver.ca_publisher.ca_config_map`), one per
+TrainJob, owned by it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from api.kinds import TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS
 from api.trainer_v1alpha1 import TrainJob
-from trainer.builders.labels import JOBSET_NAME, owner_reference
 from trainer.builders.merge import merge_named_replace, upsert_env
-
-JSON = dict[str, Any]
+from trainer.json_codec import JSON
 
 TOKEN_AUDIENCE_PREFIX = TRAINER_GROUP
 """Prefix of the audience of a TrainJob's tokens (upstream ``TokenAudiencePrefix``)."""
@@ -129,21 +126,3 @@ def inject(job: TrainJob, pod: JSON, where: Injection | None) -> None:
         upsert_env(container, env)
         container["volumeMounts"] = merge_named_replace(container.get("volumeMounts"), [mount])
     spec["volumes"] = merge_named_replace(spec.get("volumes"), [token_volume(namespace, name)])
-
-
-def ca_config_map(trainjob: JSON, ca: str) -> JSON:
-    """The ConfigMap ``<trainjob>-tls-config`` in the TrainJob's namespace with ``ca.crt`` = ``ca``
-    (PEM, one or more CAs), labelled ``jobset.sigs.k8s.io/jobset-name`` and owned by the TrainJob (a
-    JSON object with a uid), so that it goes with it. Raises ``ValueError`` without a uid."""
-    meta = trainjob["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": ca_config_map_name(meta["name"]),
-            "namespace": meta["namespace"],
-            "labels": {JOBSET_NAME: meta["name"]},
-            "ownerReferences": [owner_reference(trainjob)],
-        },
-        "data": {CA_KEY: ca},
-    }

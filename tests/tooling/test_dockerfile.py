@@ -13,7 +13,7 @@ from pathlib import Path
 
 from e2e.image import Dockerfile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = Dockerfile.parse(ROOT / "Dockerfile")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 

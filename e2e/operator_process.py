@@ -1,0 +1,63 @@
+"""The operator as its own process (``python -m trainer``), as the e2e tests and the benchmarks run it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from e2e.helpers import ROOT
+
+
+class Operator:
+    """One operator process (``python -m trainer``), restartable, logging JSON to ``log_path``."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, args: list[str]) -> None:
+        self.kubeconfig, self.log_path, self.args = kubeconfig, log_path, args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "trainer",
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    "--log-format",
+                    "json",
+                    # Loopback and a free port each: two operators never collide (args may override).
+                    "--metrics-bind-address",
+                    "127.0.0.1:0",
+                    "--health-probe-bind-address",
+                    "127.0.0.1:0",
+                    *self.args,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``: no cleanup, in-flight requests cut) and reap it; :meth:`start` runs a
+        new one. Does nothing when none runs."""
+        if self.proc is None:
+            return
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 15 s; fails the test if the operator crashed."""
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        code, self.proc = self.proc.returncode, None
+        assert code in (0, -15), f"operator exited with {code}; see {self.log_path}"

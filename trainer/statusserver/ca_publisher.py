@@ -1,0 +1,136 @@
+"""The status server's CA, carried to the trainer pods.
+
+Each TrainJob this operator runs gets the ConfigMap ``<trainjob>-tls-config`` (``ca.crt``: the PEM of
+the status server's CA), owned by the TrainJob, which its pods mount through the projected volume of
+:mod:`~trainer.statusserver.injection` (upstream
+``pkg/runtime/framework/plugins/trainjobstatus/trainjobstatus.go``); it is made for every TrainJob
+and updated when the CA changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from api.kinds import CONFIGMAPS, TRAINJOBS
+from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
+from trainer.builders.labels import JOBSET_NAME, owner_reference
+from trainer.controller import Reader
+from trainer.json_codec import JSON
+from trainer.kube.cache import Key, key_of
+from trainer.kube.client import ApiError, Kube
+from trainer.statusserver.injection import CA_KEY, ca_config_map_name
+
+log = structlog.get_logger("trainer.statusserver")
+
+
+def ca_config_map(trainjob: JSON, ca: str) -> JSON:
+    """The ConfigMap ``<trainjob>-tls-config`` in the TrainJob's namespace with ``ca.crt`` = ``ca``
+    (PEM, one or more CAs), labelled ``jobset.sigs.k8s.io/jobset-name`` and owned by the TrainJob (a
+    JSON object with a uid), so that it goes with it. Raises ``ValueError`` without a uid."""
+    meta = trainjob["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": ca_config_map_name(meta["name"]),
+            "namespace": meta["namespace"],
+            "labels": {JOBSET_NAME: meta["name"]},
+            "ownerReferences": [owner_reference(trainjob)],
+        },
+        "data": {CA_KEY: ca},
+    }
+
+
+async def publish_ca(kube: Kube, owner: JSON, config_map: JSON) -> None:
+    """Write ``config_map`` (as :func:`ca_config_map` makes it for TrainJob ``owner``) in the owner's
+    namespace: create it, or when it exists (409), merge-patch its labels, owner references and data
+    to these. Raises :class:`ApiError`."""
+    namespace, name = owner["metadata"]["namespace"], config_map["metadata"]["name"]
+    try:
+        await kube.create(CONFIGMAPS, namespace, config_map)
+    except ApiError as e:
+        if not e.conflict:
+            raise
+        patch = {"metadata": {k: config_map["metadata"][k] for k in ("labels", "ownerReferences")}}
+        await kube.merge_patch(CONFIGMAPS, namespace, name, patch | {"data": config_map["data"]})
+
+
+def _ours(obj: JSON) -> bool:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return not meta.get("deletionTimestamp") and spec.get("managedBy") in (None, "", MANAGED_BY_TRAINER)
+
+
+class CAPublisher:
+    """Keeps ConfigMap ``<trainjob>-tls-config`` (``ca.crt``) current for every TrainJob this operator
+    runs, from the TrainJob and ConfigMap caches of ``reader`` (the TrainJob controller's): fed by
+    :meth:`on_trainjob` (an informer handler) and :meth:`set_ca` (the certificate keeper's installer),
+    written by :meth:`run`. Failed writes are retried after ``retry_delay`` seconds."""
+
+    def __init__(self, kube: Kube, reader: Reader, retry_delay: float = 5.0) -> None:
+        self.kube, self.reader, self.retry_delay = kube, reader, retry_delay
+        self.ca: str | None = None
+        self._pending: set[Key] = set()
+        self._written: dict[Key, tuple[str, str]] = {}
+        self._wake = asyncio.Event()
+
+    def _due(self, obj: JSON) -> bool:
+        if self.ca is None or not _ours(obj):
+            return False
+        ns, name = key_of(obj)
+        if self._written.get((ns, name)) == (str(obj["metadata"].get("uid")), self.ca):
+            return False
+        cm = self.reader.get(CONFIGMAPS, ns, ca_config_map_name(name))
+        return cm is None or (cm.get("data") or {}).get(CA_KEY) != self.ca
+
+    def on_trainjob(self, old: JSON | None, new: JSON | None) -> None:
+        """Informer handler: queue a TrainJob whose ConfigMap is missing or stale."""
+        if new is None:
+            if old is not None:
+                self._written.pop(key_of(old), None)
+            return
+        if self._due(new):
+            self._pending.add(key_of(new))
+            self._wake.set()
+
+    async def set_ca(self, ca: str) -> None:
+        """Publish ``ca`` (PEM) to every TrainJob's ConfigMap from now on (the writes happen in
+        :meth:`run`)."""
+        self.ca = ca
+        self._pending |= {key_of(o) for o in self.reader.items(TRAINJOBS) if self._due(o)}
+        self._wake.set()
+
+    async def publish(self, key: Key) -> None:
+        """Create or update the ConfigMap of TrainJob ``key`` when due. Raises :class:`ApiError` (but
+        for a namespace or TrainJob that is gone)."""
+        obj = self.reader.get(TRAINJOBS, *key)
+        if obj is None or self.ca is None or not self._due(obj):
+            return
+        ca, body = self.ca, ca_config_map(obj, self.ca)
+        try:
+            await publish_ca(self.kube, obj, body)
+        except ApiError as e:
+            if e.namespace_terminating or e.not_found:
+                return
+            raise
+        self._written[key] = (str(obj["metadata"].get("uid")), ca)
+        log.info("status server CA published", configmap=f"{key[0]}/{body['metadata']['name']}")
+
+    async def run(self) -> None:
+        """Write what is queued until cancelled; failures are logged and retried."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            keys, self._pending = self._pending, set()
+            failed = set()
+            for key in sorted(keys):
+                try:
+                    await self.publish(key)
+                except Exception as e:
+                    log.warning("status server CA not published", trainjob=f"{key[0]}/{key[1]}", error=str(e))
+                    failed.add(key)
+            if failed:
+                await asyncio.sleep(self.retry_delay)
+                self._pending |= failed
+                self._wake.set()
