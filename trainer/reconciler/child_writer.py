@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from api.kinds import CONFIGMAPS, JOBS, SERVICES, Resource, resource_of
+from trainer.bounded import BoundedDict
 from trainer.json_codec import JSON, dumps_sorted
 from trainer.kube.cache import key_of
 from trainer.kube.client import ApiError
@@ -105,7 +106,7 @@ class ChildWriter:
     ) -> None:
         self.kube, self.reader, self.recorder, self.own_writes = kube, reader, recorder, own_writes
         self.settles, self.announce = settles, announce
-        self._refusals: dict[tuple[str, str, str], tuple[str, str]] = {}
+        self._refusals: BoundedDict[tuple[str, str, str], tuple[str, str]] = BoundedDict(MAX_REFUSALS)
         """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
 
     def latest(self, res: Resource, namespace: str | None, name: str) -> JSON | None:
@@ -180,8 +181,6 @@ class ChildWriter:
             if 400 <= e.status < 500 and e.status not in (409, 429):
                 message = f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
                 self._refusals[ident] = (digest, message)
-                if len(self._refusals) > MAX_REFUSALS:
-                    self._refusals.pop(next(iter(self._refusals)))
                 await self.recorder.emit(owner, "Warning", REASON_CREATION_FAILED, message)
                 return message, False
             raise

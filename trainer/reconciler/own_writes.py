@@ -21,10 +21,10 @@ manager does not reconcile the job again for it. Any other version (someone else
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from api.kinds import Resource
+from trainer.bounded import BoundedDict
 from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
@@ -58,10 +58,9 @@ class OwnWrites:
     """The apiserver's answers to this controller's writes, until its caches have them."""
 
     def __init__(self, limit: int = MAX_KEPT, settled_limit: int = MAX_SETTLED) -> None:
-        self._kept: OrderedDict[tuple[Resource, str, str], tuple[int, JSON]] = OrderedDict()
-        self._settled: OrderedDict[tuple[Resource, str, str], int] = OrderedDict()
+        self._kept: BoundedDict[tuple[Resource, str, str], tuple[int, JSON]] = BoundedDict(limit)
+        self._settled: BoundedDict[tuple[Resource, str, str], int] = BoundedDict(settled_limit)
         """Writes remembered as settled whose echo has not come yet: key -> resourceVersion."""
-        self._limit, self._settled_limit = limit, settled_limit
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -75,13 +74,9 @@ class OwnWrites:
         key = _key(res, stored)
         self._kept.pop(key, None)
         self._kept[key] = (rv, stored)
-        while len(self._kept) > self._limit:
-            self._kept.popitem(last=False)
         self._settled.pop(key, None)
         if settled:
             self._settled[key] = rv
-            while len(self._settled) > self._settled_limit:
-                self._settled.popitem(last=False)
 
     def settled_echo(self, res: Resource, obj: JSON) -> bool:
         """Whether ``obj`` (as a watch of ``res`` reports it) is the very version a write remembered as

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from api.base import Condition
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, Resource
+from trainer.bounded import BoundedDict
 from trainer.controller import (
     Context,
     Controller,
@@ -161,7 +162,7 @@ class Reconciler(Generic[J, I]):
             delay=ctx.status_coalesce_seconds,
             metrics=ctx.metrics,
         )
-        self._failures: dict[str, tuple[int | None, int]] = {}
+        self._failures: BoundedDict[str, tuple[int | None, int]] = BoundedDict(MAX_FAILING)
         """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""
 
     async def reconcile(self, key: Key) -> float | None:
@@ -246,8 +247,6 @@ class Reconciler(Generic[J, I]):
         seen, failures = self._failures.get(uid, (generation, 0))
         failures = (failures if seen == generation else 0) + 1
         self._failures[uid] = (generation, failures)
-        if len(self._failures) > MAX_FAILING:
-            self._failures.pop(next(iter(self._failures)))
         if failures < RECONCILE_ATTEMPTS:
             raise e
         if any(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from api.base import Condition
+from trainer.bounded import BoundedDict
 from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
 from trainer.kube.events import now_rfc3339
@@ -84,7 +85,7 @@ class StatusWriter:
     ) -> None:
         self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
         self.clock, self.delay, self.metrics = clock, delay, metrics
-        self._counted: dict[tuple[str, str, int], None] = {}
+        self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
         """Outcome events already counted: (job uid, event, restart)."""
 
     async def write(self, obj: JSON, info: Any, desired: list[Condition], events: Sequence[Event] = ()) -> float | None:
@@ -152,8 +153,6 @@ class StatusWriter:
             if not happened or once in self._counted:
                 continue
             self._counted[once] = None
-            if len(self._counted) > MAX_COUNTED:
-                self._counted.pop(next(iter(self._counted)))
             self.metrics.outcome(event, kind, ns, runtime, reason)
 
 
