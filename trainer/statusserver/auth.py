@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from api.kinds import PODS, TOKEN_REVIEWS
 from trainer.bounded import BoundedDict
 from trainer.builders.labels import JOBSET_NAME
-from trainer.kube.client import Kube
+from trainer.kube.client import KubeClient
 from trainer.statusserver.injection import token_audience
 
 CACHE_TTL = 60.0
@@ -82,7 +82,7 @@ class TokenAuthenticator:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeClient,
         *,
         ttl: float = CACHE_TTL,
         refused_ttl: float = REFUSED_TTL,

@@ -19,7 +19,8 @@ from trainer.builders.labels import JOBSET_NAME, owner_reference
 from trainer.controller import Reader
 from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
-from trainer.kube.client import ApiError, Kube
+from trainer.kube.client import ApiError
+from trainer.reconciler.child_writer import ChildWriter
 from trainer.statusserver.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")
@@ -43,20 +44,6 @@ def ca_config_map(trainjob: JSON, ca: str) -> JSON:
     }
 
 
-async def publish_ca(kube: Kube, owner: JSON, config_map: JSON) -> None:
-    """Write ``config_map`` (as :func:`ca_config_map` makes it for TrainJob ``owner``) in the owner's
-    namespace: create it, or when it exists (409), merge-patch its labels, owner references and data
-    to these. Raises :class:`ApiError`."""
-    namespace, name = owner["metadata"]["namespace"], config_map["metadata"]["name"]
-    try:
-        await kube.create(CONFIGMAPS, namespace, config_map)
-    except ApiError as e:
-        if not e.conflict:
-            raise
-        patch = {"metadata": {k: config_map["metadata"][k] for k in ("labels", "ownerReferences")}}
-        await kube.merge_patch(CONFIGMAPS, namespace, name, patch | {"data": config_map["data"]})
-
-
 def _ours(obj: JSON) -> bool:
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     return not meta.get("deletionTimestamp") and spec.get("managedBy") in (None, "", MANAGED_BY_TRAINER)
@@ -66,10 +53,12 @@ class CAPublisher:
     """Keeps ConfigMap ``<trainjob>-tls-config`` (``ca.crt``) current for every TrainJob this operator
     runs, from the TrainJob and ConfigMap caches of ``reader`` (the TrainJob controller's): fed by
     :meth:`on_trainjob` (an informer handler) and :meth:`set_ca` (the certificate keeper's installer),
-    written by :meth:`run`. Failed writes are retried after ``retry_delay`` seconds."""
+    written by :meth:`run` through ``writer``, the one writer of a TrainJob's children (created with
+    POST, server-side applied when it changes; a refusal is a Warning event on the TrainJob). Failed
+    writes are retried after ``retry_delay`` seconds."""
 
-    def __init__(self, kube: Kube, reader: Reader, retry_delay: float = 5.0) -> None:
-        self.kube, self.reader, self.retry_delay = kube, reader, retry_delay
+    def __init__(self, writer: ChildWriter, reader: Reader, retry_delay: float = 5.0) -> None:
+        self.writer, self.reader, self.retry_delay = writer, reader, retry_delay
         self.ca: str | None = None
         self._pending: set[Key] = set()
         self._written: dict[Key, tuple[str, str]] = {}
@@ -109,11 +98,14 @@ class CAPublisher:
             return
         ca, body = self.ca, ca_config_map(obj, self.ca)
         try:
-            await publish_ca(self.kube, obj, body)
+            refusal, _ = await self.writer.apply(obj, body, self.reader.get(CONFIGMAPS, *key_of(body)))
         except ApiError as e:
             if e.namespace_terminating or e.not_found:
                 return
             raise
+        if refusal is not None:  # told on the TrainJob; not sent again until the CA changes
+            log.warning("status server CA refused", configmap=f"{key[0]}/{body['metadata']['name']}", error=refusal)
+            return
         self._written[key] = (str(obj["metadata"].get("uid")), ca)
         log.info("status server CA published", configmap=f"{key[0]}/{body['metadata']['name']}")
 

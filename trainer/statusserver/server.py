@@ -35,10 +35,11 @@ import structlog
 from aiohttp import web
 
 from api.kinds import TRAINJOBS
-from trainer.controller import Reader
 from trainer.json_codec import JSON
 from trainer.kube.cache import Key
-from trainer.kube.client import ApiError, Kube
+from trainer.kube.client import ApiError, KubeClient
+from trainer.reconciler.child_writer import ChildWriter
+from trainer.reconciler.own_writes import OwnWrites
 from trainer.statusserver.auth import TokenAuthenticator
 from trainer.statusserver.ca_publisher import CAPublisher
 from trainer.statusserver.injection import base_url, status_path
@@ -123,11 +124,11 @@ class StatusServerSettings:
 class StatusServer:
     """Serves the status endpoint (see the module docstring)."""
 
-    def __init__(self, kube: Kube, settings: StatusServerSettings, reader: Reader | None = None) -> None:
+    def __init__(self, kube: KubeClient, settings: StatusServerSettings, publisher: CAPublisher | None = None) -> None:
         self.kube, self.settings = kube, settings
         self.auth = TokenAuthenticator(kube)
         self.limiter = WriteLimiter(self._write, settings.write_interval)
-        self.publisher = CAPublisher(kube, reader) if reader is not None else None
+        self.publisher = publisher
         self.tls: WebhookTLS | None = None
         """The certificate keeper while :meth:`run` serves."""
         self.port: int | None = None
@@ -228,14 +229,14 @@ class StatusServer:
             tls.close()
 
 
-def setup(kube: Kube, settings: StatusServerSettings, manager: Manager) -> StatusServer:
+def setup(kube: KubeClient, settings: StatusServerSettings, manager: Manager) -> StatusServer:
     """The status server for the operator run by ``manager`` (upstream ``SetupServer``), whose
     settings name the same URL (``Settings.status_server_url``, which injects it into trainer pods);
     feeds the CA publisher from the manager's TrainJob informer. Call before the manager runs."""
     reader = manager.readers["trainjob"]
-    server = StatusServer(kube, settings, reader)
-    assert server.publisher is not None
+    writer = ChildWriter(kube, reader, manager.events, OwnWrites(), settles=False, announce=False)
+    publisher = CAPublisher(writer, reader)
     for informer in manager.informers:
         if informer.res == TRAINJOBS:
-            informer.add_handler(server.publisher.on_trainjob)
-    return server
+            informer.add_handler(publisher.on_trainjob)
+    return StatusServer(kube, settings, publisher)

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import serialization
 from api.kinds import SECRETS
 from trainer.json_codec import JSON
 from trainer.kube.cache import Informer
-from trainer.kube.client import ApiError, Kube
+from trainer.kube.client import ApiError, KubeClient
 from trainer.webhook.certs import CA_VALIDITY, MAX_BACKDATE, VALIDITY, Bundle, due, fingerprint, generate, issue, new_ca
 
 log = structlog.get_logger("trainer.webhook.tls")
@@ -164,7 +164,7 @@ class WebhookTLS:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: KubeClient,
         namespace: str,
         dns_names: list[str],
         ips: list[str],
