@@ -92,15 +92,19 @@ class MPIJobOptions:
 
 
 def invalid(obj: JSON, message: str) -> list[Condition]:
+    """``Failed`` (``InvalidSpec``): the MPIJob's spec cannot be read or run."""
     return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]
 
 
 def managed_by_us(obj: JSON) -> bool:
+    """Whether ``runPolicy.managedBy`` is unset or mpi-operator's (``kubeflow.org/mpi-operator``)."""
     policy = (obj.get("spec") or {}).get("runPolicy") or {}
     return managed_by(policy.get("managedBy"), MANAGED_BY_MPI_OPERATOR)
 
 
 def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
+    """The MPIJob as this reconcile sees it (:class:`MPIJobInfo`); :class:`Blocked` with a label patch
+    while Kueue needs ``schedulingPolicy.queue`` carried to its queue label."""
     queue = resolve_queue(obj, ctx.gang.name)
     labels = job.metadata.labels or {}
     if ctx.gang.name == "kueue" and queue.name and queue.scheduler == "" and KUEUE_QUEUE_LABEL not in labels:
@@ -127,6 +131,9 @@ def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJob
 
 
 def desired(ctx: Context, info: MPIJobInfo, plan: GangPlan) -> Desired:
+    """The MPIJob's writes now: its SSH Secret (once), Service, hostfile ConfigMap and Jobs while it
+    runs; once finished, ``cleanPodPolicy`` on the worker Job and, after ``ttlSecondsAfterFinished``,
+    the MPIJob's own delete."""
     out = Desired(delete=list(plan.delete))
     job = info.job
     if info.finished:
@@ -152,6 +159,8 @@ def desired(ctx: Context, info: MPIJobInfo, plan: GangPlan) -> Desired:
 
 
 def conditions(info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
+    """The MPIJob's conditions (:func:`trainer.mpijob.status.desired_conditions`) and, while it runs,
+    the gang's; None once its TTL has passed (it is being deleted)."""
     if info.ttl_left is not None and info.ttl_left <= 0:
         return None  # deleted
     obs = info.observed
@@ -160,6 +169,8 @@ def conditions(info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
 
 
 def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) -> JSON:
+    """The MPIJob's status as mpi-operator spells it: conditions with ``lastUpdateTime``,
+    ``replicaStatuses``, ``startTime`` and ``completionTime``."""
     rendered = [
         JobCondition(
             type=c["type"],
@@ -191,6 +202,7 @@ def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) ->
 
 
 def requeue_after(info: MPIJobInfo) -> float | None:
+    """Seconds until ``ttlSecondsAfterFinished`` passes, or None."""
     return info.ttl_left if info.ttl_left is not None and info.ttl_left > 0 else None
 
 
