@@ -29,6 +29,7 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders import labels as L
 from trainer.builders.jobs import coordinator_endpoint
+from trainer.builders.overrides import override_targets
 from trainer.builders.torch import TORCHTUNE_ENTRYPOINT
 from trainer.builders.volume_claims import mounted
 from trainer.resources import parse_quantity
@@ -286,21 +287,10 @@ def override_target_errors(info: RuntimeInfo) -> list[str]:
     (upstream ignores the others, so the override would be lost without a word)."""
     have = [r.name for r in info.rjobs]
     runtime = info.job.spec.runtime_ref.name
-    spec = info.job.spec
-    targets: list[tuple[str, str]] = []
-    for i, o in enumerate(spec.pod_spec_overrides or []):
-        targets += [(f"spec.podSpecOverrides[{i}].targetJobs", t.name) for t in o.target_jobs]
-    for i, t in enumerate(spec.pod_template_overrides or []):
-        targets += [(f"spec.podTemplateOverrides[{i}].targetJobs", j.name) for j in t.target_jobs]
-    for i, p in enumerate(spec.runtime_patches or []):
-        template = p.training_runtime_spec.template if p.training_runtime_spec else None
-        patched = (template.spec.replicated_jobs if template and template.spec else None) or []
-        where = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs"
-        targets += [(where, r.name) for r in patched]
     return [
-        f"{where}: replicated job {target!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
-        for where, target in targets
-        if target not in have
+        f"{t.where}: replicated job {t.rjob!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
+        for t in override_targets(info.job)
+        if t.rjob not in have
     ]
 
 

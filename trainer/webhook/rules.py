@@ -28,6 +28,7 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders.mpi import RESERVED_ENV_PREFIXES
 from trainer.builders.mpijob import validate as validate_mpijob_spec
+from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
 from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
 from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
@@ -42,7 +43,7 @@ from trainer.runtime_validation import (
 )
 
 JSON = dict[str, Any]
-OVERRIDE_FIELDS = ("podSpecOverrides", "podTemplateOverrides", "runtimePatches")
+OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
 
 @dataclass
@@ -119,42 +120,6 @@ def _reserved(name: str, torch: bool, mpi: bool, xgboost: bool = False) -> bool:
     )
 
 
-def _override_targets(spec: JSON) -> list[tuple[str, int, list[str], list[JSON], list[JSON]]]:
-    """(field, index, target jobs, containers, init containers) of every override entry."""
-    out = []
-    for i, o in enumerate(spec.get("podSpecOverrides") or []):
-        out.append(
-            (
-                "podSpecOverrides",
-                i,
-                [t.get("name", "") for t in o.get("targetJobs") or []],
-                o.get("containers") or [],
-                o.get("initContainers") or [],
-            )
-        )
-    for i, o in enumerate(spec.get("podTemplateOverrides") or []):
-        s = o.get("spec") or {}
-        out.append(
-            (
-                "podTemplateOverrides",
-                i,
-                [t.get("name", "") for t in o.get("targetJobs") or []],
-                s.get("containers") or [],
-                s.get("initContainers") or [],
-            )
-        )
-    for i, p in enumerate(spec.get("runtimePatches") or []):
-        rjobs = (((p.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}).get(
-            "replicatedJobs"
-        ) or []
-        for r in rjobs:
-            pod = (((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            out.append(
-                ("runtimePatches", i, [r.get("name", "")], pod.get("containers") or [], pod.get("initContainers") or [])
-            )
-    return out
-
-
 def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdict:
     """Admission of a TrainJob create (``old`` None) or update."""
     v = Verdict(errors=check_name(obj) if old is None else [])
@@ -163,7 +128,6 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
     except ValidationError as e:
         v.errors += _pydantic_errors(e)
         return v
-    spec = obj.get("spec") or {}
     ref = job.spec.runtime_ref
     kind = ref.kind or ClusterTrainingRuntime.KIND
     runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
@@ -180,7 +144,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             runtime = None
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
-            v.errors += _check_against_runtime(job, spec, runtime)
+            v.errors += _check_against_runtime(job, runtime)
             v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, "TrainJob")
@@ -201,38 +165,38 @@ def check_queue_change(obj: JSON, old: JSON, kind: str, facts: AdmissionFacts) -
     ]
 
 
-def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+def _check_against_runtime(job: TrainJob, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
     errors = []
     rjobs = _rjob_containers(runtime)
     policy = runtime.spec.ml_policy
     torch, mpi, xgb = bool(policy and policy.torch), bool(policy and policy.mpi), bool(policy and policy.xgboost)
-    for field_name, i, targets, containers, inits in _override_targets(spec):
-        where = f"spec.{field_name}[{i}]"
-        for target in targets:
-            if target not in rjobs:
-                continue  # said by trainjob_errors (override_target_errors), with or without the webhook
-            names, init_names, step = rjobs[target]
-            for kind_name, given, have in (("containers", containers, names), ("initContainers", inits, init_names)):
-                for c in given:
-                    cname = c.get("name", "")
-                    if cname not in have:
-                        errors.append(
-                            f"{where}.{kind_name}: container {cname!r} is not in replicated job {target!r} "
-                            f"(it has {', '.join(sorted(have)) or 'none'})"
-                        )
-                    protected = cname in (NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER) and (
-                        step in ("trainer", STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER)
+
+    for t in override_targets(job):
+        where = f"spec.{t.field}[{t.index}]"
+        if t.rjob not in rjobs:
+            continue  # said by trainjob_errors (override_target_errors), with or without the webhook
+        names, init_names, step = rjobs[t.rjob]
+        for kind_name, have in (("containers", names), ("initContainers", init_names)):
+            for c in t.containers(kind_name):
+                cname = c.get("name", "")
+                if cname not in have:
+                    errors.append(
+                        f"{where}.{kind_name}: container {cname!r} is not in replicated job {t.rjob!r} "
+                        f"(it has {', '.join(sorted(have)) or 'none'})"
                     )
-                    if c.get("env") and protected and field_name != "runtimePatches":
+                protected = cname in (NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER) and (
+                    step in ("trainer", STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER)
+                )
+                if c.get("env") and protected and t.field != RUNTIME_PATCHES:
+                    errors.append(
+                        f"{where}.{kind_name}[{cname}].env: the environment of container {cname!r} is set "
+                        "through spec.trainer.env or spec.initializer, not through overrides"
+                    )
+                for e in c.get("env") or []:
+                    if _reserved(str(e.get("name", "")), torch, mpi, xgb):
                         errors.append(
-                            f"{where}.{kind_name}[{cname}].env: the environment of container {cname!r} is set "
-                            "through spec.trainer.env or spec.initializer, not through overrides"
+                            f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
                         )
-                    for e in c.get("env") or []:
-                        if _reserved(str(e.get("name", "")), torch, mpi, xgb):
-                            errors.append(
-                                f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
-                            )
     for e in (job.spec.trainer.env if job.spec.trainer else None) or []:
         if _reserved(e.name, torch, mpi, xgb):
             errors.append(
