@@ -13,7 +13,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from tests.conftest import info
-from trainer.runtime_info import RuntimeInfo
+from trainer.runtime import RuntimeInfo
 from trainer.status import desired_conditions, jobs_status, merge_conditions, transitions
 
 

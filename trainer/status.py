@@ -27,7 +27,7 @@ from api.trainer_v1alpha1 import (
 from trainer.builders.labels import REPLICATED_JOB_NAME
 
 if TYPE_CHECKING:
-    from trainer.runtime_info import RuntimeInfo
+    from trainer.runtime.info import RuntimeInfo
 
 JSON = dict[str, Any]
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"

@@ -65,7 +65,7 @@ from trainer.client.types import (
 )
 from trainer.kube.client import ApiError, Kube
 from trainer.queues import KUEUE_QUEUE_LABEL
-from trainer.runtime_info import runtime_of_snapshot, snapshot_name
+from trainer.runtime.snapshot import runtime_of_snapshot, snapshot_name
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "trainer-client"

@@ -6,7 +6,7 @@ each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned obj
 the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 :class:`~trainer.controllers.reconciler.Reconciler`'s; this module supplies the runtime info
-(:func:`trainer.runtime_info.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
+(:func:`trainer.runtime.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
 the MPI SSH Secret made once) and the conditions (:mod:`trainer.status`). Children carry a
 controller owner reference, so deleting the TrainJob lets the garbage collector remove them.
 """
@@ -42,16 +42,15 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
-from trainer.builders import trainjob_mpi, volume_claims
+from trainer.builders import volume_claims
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
-from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Controller, Key, Reader, Watches
 from trainer.controllers.reconciler import Blocked, Desired, Once, Reconciler, declare, first_error
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, decorate, gang_conditions
 from trainer.kube.cache import key_of
 from trainer.kube.client import JSON
-from trainer.runtime_info import (
+from trainer.runtime import (
     SNAPSHOT_SUFFIX,
     RuntimeInfo,
     runtime_info,
@@ -160,11 +159,8 @@ class TrainJobReconciler(Reconciler[TrainJob, RuntimeInfo]):
         restarting = info.decision is not None and not info.decision.fail
         children = build_children(info, info.suspended or plan.hold)
         out.apply += plan.apply
-        mpi = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
-        if mpi is not None:
-            name, labels = trainjob_mpi.secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
-            make = partial(new_ssh_secret, info.obj, name, labels)
-            out.once.append(Once(SECRETS, str(info.job.metadata.namespace), name, make))
+        for child in info.policy.created_once(info):
+            out.once.append(Once(child.resource, ns, child.name, child.make))
         for claim in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):
             meta = claim["metadata"]
             out.once.append(Once(PERSISTENT_VOLUME_CLAIMS, meta["namespace"], meta["name"], partial(dict, claim)))

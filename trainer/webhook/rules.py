@@ -2,7 +2,8 @@
 
 What the apiserver cannot check by itself (the CRD schemas already enforce types, enums, bounds
 and immutability with CEL). Every refusal names the field and the fix. Follows kubeflow/trainer
-``pkg/webhooks`` and ``pkg/runtime/framework/plugins/{jobset,torch,mpi}`` validations (v2.0-v2.3)
+``pkg/webhooks`` and ``pkg/runtime/framework/plugins/jobset`` validations (v2.0-v2.3; the ML policies'
+own, e.g. their reserved environment, are theirs: :mod:`trainer.runtime.policies`)
 and mpi-operator ``pkg/apis/kubeflow/validation``; the Volcano queue rules are those Volcano's
 vcjob admission applies (``pkg/webhooks/admission/jobs/validate/admit_job.go``), which its own
 PodGroup webhook lacks.
@@ -26,14 +27,13 @@ from api.trainer_v1alpha1 import (
     TrainJob,
     runtime_from_dict,
 )
-from trainer.builders.mpi import RESERVED_ENV_PREFIXES
 from trainer.builders.mpijob import validate as validate_mpijob_spec
 from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
-from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
-from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
 from trainer.gang.volcano import queue_problems
 from trainer.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
+from trainer.runtime import runtime_info, runtime_ref
+from trainer.runtime.policies import active
+from trainer.runtime.shape import replicated_jobs, step_of
 from trainer.runtime_validation import (
     DEFAULT_MAX_NODES_PER_JOB,
     RFC1035,
@@ -112,14 +112,6 @@ def _rjob_containers(runtime: TrainingRuntime | ClusterTrainingRuntime) -> dict[
     return out
 
 
-def _reserved(name: str, torch: bool, mpi: bool, xgboost: bool = False) -> bool:
-    return (
-        (torch and name in TORCH_RESERVED_ENV)
-        or (mpi and name.startswith(RESERVED_ENV_PREFIXES))
-        or (xgboost and name in XGBOOST_RESERVED_ENV)
-    )
-
-
 def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdict:
     """Admission of a TrainJob create (``old`` None) or update."""
     v = Verdict(errors=check_name(obj) if old is None else [])
@@ -166,10 +158,14 @@ def check_queue_change(obj: JSON, old: JSON, kind: str, facts: AdmissionFacts) -
 
 
 def _check_against_runtime(job: TrainJob, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+    """Overrides of containers the runtime lacks, of the environment of the step containers, and of
+    environment the runtime's ML policies reserve (:meth:`trainer.runtime.policies.base.Policy.reserves`)."""
     errors = []
     rjobs = _rjob_containers(runtime)
-    policy = runtime.spec.ml_policy
-    torch, mpi, xgb = bool(policy and policy.torch), bool(policy and policy.mpi), bool(policy and policy.xgboost)
+    policies = active(runtime.spec)
+
+    def reserved(name: str) -> bool:
+        return any(p.reserves(name) for p in policies)
 
     for t in override_targets(job):
         where = f"spec.{t.field}[{t.index}]"
@@ -193,12 +189,12 @@ def _check_against_runtime(job: TrainJob, runtime: TrainingRuntime | ClusterTrai
                         "through spec.trainer.env or spec.initializer, not through overrides"
                     )
                 for e in c.get("env") or []:
-                    if _reserved(str(e.get("name", "")), torch, mpi, xgb):
+                    if reserved(str(e.get("name", ""))):
                         errors.append(
                             f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
                         )
     for e in (job.spec.trainer.env if job.spec.trainer else None) or []:
-        if _reserved(e.name, torch, mpi, xgb):
+        if reserved(e.name):
             errors.append(
                 f"spec.trainer.env: {e.name!r} is set by the operator from the runtime's mlPolicy and reserved"
             )
