@@ -18,12 +18,13 @@ if TYPE_CHECKING:
 
 
 def step_of(rjob: ReplicatedJob) -> str:
-    """The ancestor step of a replicated job (its ``trainjob-ancestor-step`` label), or ""."""
+    """The ancestor step of a replicated job (its ``trainer.kubeflow.org/trainjob-ancestor-step`` label, as
+    kubeflow/trainer ``pkg/constants``), or ""."""
     return str(((rjob.template.get("metadata") or {}).get("labels") or {}).get(ANCESTOR_LABEL, ""))
 
 
 def replicated_jobs(runtime: TrainingRuntimeSpec) -> list[ReplicatedJob]:
-    """The runtime's replicated jobs, in order."""
+    """The runtime's replicated jobs (``template.spec.replicatedJobs``), in order; ``[]`` when none."""
     return list((runtime.template.spec.replicated_jobs if runtime.template.spec else None) or [])
 
 
@@ -40,7 +41,8 @@ def names(items: object) -> set[str]:
 
 def trainer_rjob(rjobs: list[ReplicatedJob]) -> ReplicatedJob | None:
     """The replicated job the trainer settings apply to: the one labelled ``trainer``, else the one
-    named ``node``, else None."""
+    named ``node``, else None (kubeflow/trainer ``pkg/runtime/framework/plugins/jobset``: the ancestor
+    step, with v2.0's ``node`` name)."""
     return next((r for r in rjobs if step_of(r) == STEP_TRAINER), None) or next(
         (r for r in rjobs if r.name == NODE_CONTAINER), None
     )
@@ -48,7 +50,8 @@ def trainer_rjob(rjobs: list[ReplicatedJob]) -> ReplicatedJob | None:
 
 def num_nodes(job: TrainJob, runtime: TrainingRuntimeSpec) -> int | None:
     """Training nodes: ``trainer.numNodes``, else the runtime's ``mlPolicy.numNodes`` (default 1),
-    else None (no ML policy: keep the template's parallelism)."""
+    else None (no ML policy: keep the template's parallelism), as kubeflow/trainer
+    ``pkg/runtime/core/trainingruntime.go`` merges them."""
     if job.spec.trainer and job.spec.trainer.num_nodes is not None:
         return job.spec.trainer.num_nodes
     if runtime.ml_policy is not None:
@@ -57,7 +60,9 @@ def num_nodes(job: TrainJob, runtime: TrainingRuntimeSpec) -> int | None:
 
 
 def subdomain_of(job: TrainJob, runtime: TrainingRuntimeSpec) -> str | None:
-    """The Pods' subdomain (= headless Service name), or None when DNS hostnames are disabled."""
+    """The Pods' subdomain (= headless Service name): ``network.subdomain``, else the TrainJob's name;
+    None when ``enableDNSHostnames`` is false (kubernetes-sigs/jobset ``Network``: the subdomain defaults
+    to the JobSet's name)."""
     network = runtime.template.spec.network if runtime.template.spec else None
     if network is not None and network.enable_dns_hostnames is False:
         return None
