@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from trainer.runtime_info import RuntimeInfo, runtime_info
+from trainer.runtime import RuntimeInfo, runtime_info
 from trainer.statusserver.injection import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"

@@ -14,7 +14,7 @@ from api.trainer_v1alpha1 import (
 )
 from tests.conftest import info
 from trainer.reconciler.status_writer import merge_conditions, transitions
-from trainer.runtime_info import RuntimeInfo
+from trainer.runtime import RuntimeInfo
 from trainer.trainjob.status import desired_conditions, jobs_status
 
 

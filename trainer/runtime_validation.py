@@ -4,8 +4,9 @@ Used by admission (:mod:`trainer.webhook.rules`) and by the TrainJob reconciler,
 without the webhook gets the same refusals as conditions. Follows kubernetes-sigs/jobset
 ``pkg/webhooks/jobset_webhook.go`` (v0.12: names, dependsOn, success and failure policy targets,
 coordinator, volumeClaimPolicies, subdomain) and kubeflow/trainer ``pkg/webhooks/trainingruntime_webhook.go``
-and ``pkg/runtime/framework/plugins`` (v2.3: replicas of the ancestor steps, their containers, envInjection
-targets, reserved environment). Every message names the field and says what to do.
+and ``pkg/runtime/framework/plugins`` (v2.3: replicas of the ancestor steps, their containers); the rules of
+each ML policy (envInjection targets, reserved environment, ...) are its own, in
+:mod:`trainer.runtime.policies`, and run from here. Every message names the field and says what to do.
 
 Beyond upstream, for input that would otherwise end in silence or in a retry loop: a replicated job with
 ``replicas: 0`` (JobSet's schema allows it, ``Minimum=0``; its Jobs would be none and the job would complete
@@ -29,10 +30,13 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders import labels as L
 from trainer.builders.jobs import coordinator_endpoint
-from trainer.builders.torch import TORCHTUNE_ENTRYPOINT
+from trainer.builders.overrides import override_targets
 from trainer.builders.volume_claims import mounted
 from trainer.resources import parse_quantity
-from trainer.runtime_info import RuntimeInfo, step_of
+from trainer.runtime import shape
+from trainer.runtime.info import RuntimeInfo
+from trainer.runtime.policies import active
+from trainer.runtime.shape import step_of
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -59,15 +63,6 @@ DEFAULT_MAX_NODES_PER_JOB = 1000
 """``--max-nodes-per-job`` unless set: the most pods one replicated job of a TrainJob (numNodes for the
 trainer) or the workers of an MPIJob may have; 0 is no limit."""
 MAX_NODES_FLAG = "--max-nodes-per-job"
-
-
-def _pod_spec(rjob: ReplicatedJob) -> dict[str, object]:
-    spec = ((rjob.template.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return spec if isinstance(spec, dict) else {}
-
-
-def _names(items: object) -> set[str]:
-    return {str(i.get("name", "")) for i in items if isinstance(i, dict)} if isinstance(items, list) else set()
 
 
 def _dns1035(value: str, where: str, what: str) -> list[str]:
@@ -127,7 +122,7 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
         seen.append(r.name)
         errors += _dns1035(r.name, f"{where}.name", "replicated job name")
         errors += _dns1035(r.group_name, f"{where}.groupName", "group name")
-        errors += _container_quantities(_pod_spec(r), f"{where}.template.spec.template.spec")
+        errors += _container_quantities(shape.pod_spec(r), f"{where}.template.spec.template.spec")
         step = step_of(r)
         if r.replicas < 1:
             errors.append(
@@ -139,7 +134,7 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
                 f"{where}.replicas: always must be 1 for the {step} step (got {r.replicas}); its pods are "
                 "numNodes pods of one Job: set mlPolicy.numNodes or the TrainJob's spec.trainer.numNodes instead"
             )
-        if step in STEP_CONTAINERS and STEP_CONTAINERS[step] not in _names(_pod_spec(r).get("containers")):
+        if step in STEP_CONTAINERS and STEP_CONTAINERS[step] not in shape.names(shape.pod_spec(r).get("containers")):
             errors.append(
                 f"{where}.template.spec.template.spec.containers: must contain the required container for the "
                 f"ancestor: {step} (a container named {STEP_CONTAINERS[step]!r})"
@@ -218,7 +213,7 @@ def _coordinator(spec: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
 def _volume_claims(spec: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
     errors: list[str] = []
     seen: set[str] = set()
-    pods = [(i, _pod_spec(r)) for i, r in enumerate(rjobs)]
+    pods = [(i, shape.pod_spec(r)) for i, r in enumerate(rjobs)]
     mounts = set().union(*(mounted({"spec": p}) for _, p in pods)) if pods else set()
     for i, policy in enumerate(spec.volume_claim_policies or []):
         for j, template in enumerate(policy.templates or []):
@@ -230,7 +225,7 @@ def _volume_claims(spec: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
             if len(name) > 253 or not RFC1123_SUBDOMAIN.match(name):
                 errors.append(f"{where}.metadata.name: {name!r} must be a lower-case RFC 1123 subdomain")
             for k, pod in pods:
-                if name in _names(pod.get("volumes")):
+                if name in shape.names(pod.get("volumes")):
                     errors.append(
                         f"{RJOBS}[{k}].template.spec.template.spec.volumes: volume name conflicts with "
                         f"VolumeClaimPolicy template name: {name}"
@@ -264,18 +259,8 @@ def runtime_errors(spec: TrainingRuntimeSpec) -> list[str]:
     subdomain = template.network.subdomain if template.network else None
     if subdomain:
         errors += _dns1035(subdomain, "spec.template.spec.network.subdomain", "subdomain")
-    torch = spec.ml_policy.torch if spec.ml_policy else None
-    injection = torch.env_injection if torch else None
-    pods = {r.name: _pod_spec(r) for r in rjobs}
-    for target in (injection.targets if injection else None) or []:
-        pod = pods.get(target.job_name, {})
-        have = _names(pod.get("containers")) | _names(pod.get("initContainers"))
-        for name in target.container_names:
-            if name not in have:
-                errors.append(
-                    f"spec.mlPolicy.torch.envInjection.targets: envInjection target podSet {target.job_name!r} "
-                    f"container {name!r} not found in runtime template"
-                )
+    for ml_policy in active(spec):
+        errors += ml_policy.runtime_errors(spec)
     return errors
 
 
@@ -286,21 +271,10 @@ def override_target_errors(info: RuntimeInfo) -> list[str]:
     (upstream ignores the others, so the override would be lost without a word)."""
     have = [r.name for r in info.rjobs]
     runtime = info.job.spec.runtime_ref.name
-    spec = info.job.spec
-    targets: list[tuple[str, str]] = []
-    for i, o in enumerate(spec.pod_spec_overrides or []):
-        targets += [(f"spec.podSpecOverrides[{i}].targetJobs", t.name) for t in o.target_jobs]
-    for i, t in enumerate(spec.pod_template_overrides or []):
-        targets += [(f"spec.podTemplateOverrides[{i}].targetJobs", j.name) for j in t.target_jobs]
-    for i, p in enumerate(spec.runtime_patches or []):
-        template = p.training_runtime_spec.template if p.training_runtime_spec else None
-        patched = (template.spec.replicated_jobs if template and template.spec else None) or []
-        where = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs"
-        targets += [(where, r.name) for r in patched]
     return [
-        f"{where}: replicated job {target!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
-        for where, target in targets
-        if target not in have
+        f"{t.where}: replicated job {t.rjob!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
+        for t in override_targets(info.job)
+        if t.rjob not in have
     ]
 
 
@@ -374,16 +348,8 @@ def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JO
                     f"metadata.name: VolumeClaimPolicies template name is too long: claim {claim!r} would exceed "
                     "63 characters; use a shorter TrainJob name"
                 )
-    trainer = info.job.spec.trainer
-    ml = info.runtime.ml_policy
-    if trainer is not None and ml is not None:
-        if ml.mpi is not None and isinstance(trainer.num_proc_per_node, str):
-            errors.append("spec.trainer.numProcPerNode: must have an int value for MPI TrainJob")
-        if ml.torch is not None and trainer.command == TORCHTUNE_ENTRYPOINT:
-            errors.append(
-                "spec.trainer.command: the torchtune entrypoint [tune, run] (recipe and config derived from the "
-                "runtime's name) is not supported; give the whole command"
-            )
+    for ml_policy in active(info.runtime):
+        errors += ml_policy.trainjob_errors(info)
     return errors
 
 

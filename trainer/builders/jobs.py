@@ -1,6 +1,6 @@
 """Expand a TrainJob and its runtime into the desired children: ``batch/v1`` Jobs and a headless Service.
 
-Pure: ``(RuntimeInfo, suspend) -> Children`` (:mod:`trainer.runtime_info`). Follows JobSet's
+Pure: ``(RuntimeInfo, suspend) -> Children`` (:mod:`trainer.runtime`). Follows JobSet's
 ``constructJobsFromTemplate`` (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``):
 each replicated job ``r`` with ``replicas: n`` becomes Jobs ``<trainjob>-<r>-<0..n-1>``, Indexed,
 labelled with the JobSet keys, their Pods under the subdomain of a headless Service named after the
@@ -19,12 +19,11 @@ from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.builders import labels as L
 from trainer.builders.merge import JSON
-from trainer.builders.trainjob_mpi import hostfile_config_map
 from trainer.gang.base import PodSet
 from trainer.json_codec import copy_json
 
 if TYPE_CHECKING:
-    from trainer.runtime_info import RuntimeInfo
+    from trainer.runtime.info import RuntimeInfo
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class Children:
     service: JSON | None
     """The headless Service, or None when DNS hostnames are disabled."""
     config_maps: list[JSON]
-    """ConfigMaps the pods mount (the MPI hostfile)."""
+    """ConfigMaps the pods mount (the ML policy's, e.g. the MPI hostfile)."""
     jobs: list[JSON]
     """The Jobs to apply, in runtime order."""
     waiting: dict[str, str] = field(default_factory=dict)
@@ -222,5 +221,4 @@ def build_children(info: RuntimeInfo, suspend: bool) -> Children:
     network = info.template.network
     publish = network.publish_not_ready_addresses if network is not None else None
     service = headless_service(info.job, info.subdomain, publish is not False) if info.subdomain is not None else None
-    hostfile = hostfile_config_map(info)
-    return Children(service=service, config_maps=[hostfile] if hostfile else [], jobs=jobs, waiting=waiting)
+    return Children(service=service, config_maps=info.policy.config_maps(info), jobs=jobs, waiting=waiting)

@@ -1,5 +1,5 @@
-"""MPI machinery shared by MPIJob and TrainJobs with an ``mpi`` ML policy: hostfile, SSH keys,
-launcher environment.
+"""MPI machinery shared by MPIJob (:mod:`trainer.builders.mpijob`) and TrainJobs with an ``mpi`` ML
+policy (:mod:`trainer.runtime.policies.mpi`): hostfile, SSH keys, launcher environment.
 
 Follows kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go`` (hostfile formats per
 implementation, ``discover_hosts.sh``, the launcher environment) and kubeflow/trainer
@@ -68,9 +68,6 @@ def launcher_env(implementation: str, slots: int) -> list[JSON]:
         {"name": "HYDRA_HOST_FILE", "value": path},
         {"name": "HYDRA_LAUNCH_EXTRA_ARGS", "value": RSH_ARGS},
     ]
-
-
-RESERVED_ENV_PREFIXES = ("OMPI_MCA_", "I_MPI_HYDRA_", "HYDRA_")
 
 
 def config_map(owner: JSON, name: str, implementation: str, hosts: list[Host]) -> JSON:

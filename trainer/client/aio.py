@@ -66,7 +66,7 @@ from trainer.client.types import (
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
 from trainer.queue_choice import KUEUE_QUEUE_LABEL
-from trainer.runtime_info import runtime_of_snapshot, snapshot_name
+from trainer.runtime.snapshot import runtime_of_snapshot, snapshot_name
 
 FIELD_MANAGER = "trainer-client"
 """Field manager of the client's server-side applies."""

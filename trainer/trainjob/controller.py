@@ -6,10 +6,11 @@ each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned obj
 the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 :meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the runtime info
-(:func:`trainer.runtime_info.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
-the MPI SSH Secret made once) and the conditions (:mod:`trainer.trainjob.status`). Children carry a
-controller owner reference, so deleting the TrainJob lets the garbage collector remove them. Mirrors
-kubeflow/trainer ``pkg/controller/trainjob_controller.go``.
+(:func:`trainer.runtime.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
+what the ML policy makes once, such as the MPI SSH Secret) and the conditions
+(:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
+TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
+``pkg/controller/trainjob_controller.go``.
 """
 
 from __future__ import annotations
@@ -44,10 +45,9 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
-from trainer.builders import trainjob_mpi, volume_claims
+from trainer.builders import volume_claims
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
-from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Context, Controller, Key, Reader, Watches
 from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
 from trainer.job_facts import finished, job_finished, managed_by
@@ -56,7 +56,7 @@ from trainer.kube.cache import key_of
 from trainer.reconciler.child_writer import Desired, Once
 from trainer.reconciler.reconcile import Blocked, Kind, declare, first_error, kept_conditions
 from trainer.reconciler.status_writer import Event
-from trainer.runtime_info import (
+from trainer.runtime import (
     SNAPSHOT_SUFFIX,
     RuntimeInfo,
     runtime_info,
@@ -174,11 +174,8 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
     restarting = info.decision is not None and not info.decision.fail
     children = build_children(info, info.suspended or plan.hold)
     out.apply += plan.apply
-    mpi = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
-    if mpi is not None:
-        name, labels = trainjob_mpi.secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
-        make = partial(new_ssh_secret, info.obj, name, labels)
-        out.once.append(Once(SECRETS, str(info.job.metadata.namespace), name, make))
+    for child in info.policy.created_once(info):
+        out.once.append(Once(child.resource, ns, child.name, child.make))
     for claim in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):
         meta = claim["metadata"]
         out.once.append(Once(PERSISTENT_VOLUME_CLAIMS, meta["namespace"], meta["name"], partial(dict, claim)))

@@ -29,7 +29,7 @@ from trainer.job_facts import job_finished
 from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
-    from trainer.runtime_info import RuntimeInfo
+    from trainer.runtime.info import RuntimeInfo
 
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
 

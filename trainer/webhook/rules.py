@@ -2,7 +2,8 @@
 
 What the apiserver cannot check by itself (the CRD schemas already enforce types, enums, bounds
 and immutability with CEL). Every refusal names the field and the fix. Follows kubeflow/trainer
-``pkg/webhooks`` and ``pkg/runtime/framework/plugins/{jobset,torch,mpi}`` validations (v2.0-v2.3)
+``pkg/webhooks`` and ``pkg/runtime/framework/plugins/jobset`` validations (v2.0-v2.3; the ML policies'
+own, e.g. their reserved environment, are theirs: :mod:`trainer.runtime.policies`)
 and mpi-operator ``pkg/apis/kubeflow/validation``; the Volcano queue rules are those Volcano's
 vcjob admission applies (``pkg/webhooks/admission/jobs/validate/admit_job.go``), which its own
 PodGroup webhook lacks.
@@ -26,13 +27,13 @@ from api.trainer_v1alpha1 import (
     TrainJob,
     runtime_from_dict,
 )
-from trainer.builders.mpi import RESERVED_ENV_PREFIXES
 from trainer.builders.mpijob import validate as validate_mpijob_spec
-from trainer.builders.torch import RESERVED_ENV as TORCH_RESERVED_ENV
-from trainer.builders.xgboost import RESERVED_ENV as XGBOOST_RESERVED_ENV
+from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
 from trainer.gang.volcano import queue_problems
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.runtime_info import replicated_jobs, runtime_info, runtime_ref, step_of
+from trainer.runtime import runtime_info, runtime_ref
+from trainer.runtime.policies import active
+from trainer.runtime.shape import replicated_jobs, step_of
 from trainer.runtime_validation import (
     DEFAULT_MAX_NODES_PER_JOB,
     RFC1035,
@@ -42,7 +43,7 @@ from trainer.runtime_validation import (
 )
 
 JSON = dict[str, Any]
-OVERRIDE_FIELDS = ("podSpecOverrides", "podTemplateOverrides", "runtimePatches")
+OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
 
 @dataclass
@@ -111,50 +112,6 @@ def _rjob_containers(runtime: TrainingRuntime | ClusterTrainingRuntime) -> dict[
     return out
 
 
-def _reserved(name: str, torch: bool, mpi: bool, xgboost: bool = False) -> bool:
-    return (
-        (torch and name in TORCH_RESERVED_ENV)
-        or (mpi and name.startswith(RESERVED_ENV_PREFIXES))
-        or (xgboost and name in XGBOOST_RESERVED_ENV)
-    )
-
-
-def _override_targets(spec: JSON) -> list[tuple[str, int, list[str], list[JSON], list[JSON]]]:
-    """(field, index, target jobs, containers, init containers) of every override entry."""
-    out = []
-    for i, o in enumerate(spec.get("podSpecOverrides") or []):
-        out.append(
-            (
-                "podSpecOverrides",
-                i,
-                [t.get("name", "") for t in o.get("targetJobs") or []],
-                o.get("containers") or [],
-                o.get("initContainers") or [],
-            )
-        )
-    for i, o in enumerate(spec.get("podTemplateOverrides") or []):
-        s = o.get("spec") or {}
-        out.append(
-            (
-                "podTemplateOverrides",
-                i,
-                [t.get("name", "") for t in o.get("targetJobs") or []],
-                s.get("containers") or [],
-                s.get("initContainers") or [],
-            )
-        )
-    for i, p in enumerate(spec.get("runtimePatches") or []):
-        rjobs = (((p.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}).get(
-            "replicatedJobs"
-        ) or []
-        for r in rjobs:
-            pod = (((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            out.append(
-                ("runtimePatches", i, [r.get("name", "")], pod.get("containers") or [], pod.get("initContainers") or [])
-            )
-    return out
-
-
 def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdict:
     """Admission of a TrainJob create (``old`` None) or update."""
     v = Verdict(errors=check_name(obj) if old is None else [])
@@ -163,7 +120,6 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
     except ValidationError as e:
         v.errors += _pydantic_errors(e)
         return v
-    spec = obj.get("spec") or {}
     ref = job.spec.runtime_ref
     kind = ref.kind or ClusterTrainingRuntime.KIND
     runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
@@ -180,7 +136,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             runtime = None
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
-            v.errors += _check_against_runtime(job, spec, runtime)
+            v.errors += _check_against_runtime(job, runtime)
             v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, "TrainJob")
@@ -201,40 +157,44 @@ def check_queue_change(obj: JSON, old: JSON, kind: str, facts: AdmissionFacts) -
     ]
 
 
-def _check_against_runtime(job: TrainJob, spec: JSON, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+def _check_against_runtime(job: TrainJob, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
+    """Overrides of containers the runtime lacks, of the environment of the step containers, and of
+    environment the runtime's ML policies reserve (:meth:`trainer.runtime.policies.base.Policy.reserves`)."""
     errors = []
     rjobs = _rjob_containers(runtime)
-    policy = runtime.spec.ml_policy
-    torch, mpi, xgb = bool(policy and policy.torch), bool(policy and policy.mpi), bool(policy and policy.xgboost)
-    for field_name, i, targets, containers, inits in _override_targets(spec):
-        where = f"spec.{field_name}[{i}]"
-        for target in targets:
-            if target not in rjobs:
-                continue  # said by trainjob_errors (override_target_errors), with or without the webhook
-            names, init_names, step = rjobs[target]
-            for kind_name, given, have in (("containers", containers, names), ("initContainers", inits, init_names)):
-                for c in given:
-                    cname = c.get("name", "")
-                    if cname not in have:
-                        errors.append(
-                            f"{where}.{kind_name}: container {cname!r} is not in replicated job {target!r} "
-                            f"(it has {', '.join(sorted(have)) or 'none'})"
-                        )
-                    protected = cname in (NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER) and (
-                        step in ("trainer", STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER)
+    policies = active(runtime.spec)
+
+    def reserved(name: str) -> bool:
+        return any(p.reserves(name) for p in policies)
+
+    for t in override_targets(job):
+        where = f"spec.{t.field}[{t.index}]"
+        if t.rjob not in rjobs:
+            continue  # said by trainjob_errors (override_target_errors), with or without the webhook
+        names, init_names, step = rjobs[t.rjob]
+        for kind_name, have in (("containers", names), ("initContainers", init_names)):
+            for c in t.containers(kind_name):
+                cname = c.get("name", "")
+                if cname not in have:
+                    errors.append(
+                        f"{where}.{kind_name}: container {cname!r} is not in replicated job {t.rjob!r} "
+                        f"(it has {', '.join(sorted(have)) or 'none'})"
                     )
-                    if c.get("env") and protected and field_name != "runtimePatches":
+                protected = cname in (NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER) and (
+                    step in ("trainer", STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER)
+                )
+                if c.get("env") and protected and t.field != RUNTIME_PATCHES:
+                    errors.append(
+                        f"{where}.{kind_name}[{cname}].env: the environment of container {cname!r} is set "
+                        "through spec.trainer.env or spec.initializer, not through overrides"
+                    )
+                for e in c.get("env") or []:
+                    if reserved(str(e.get("name", ""))):
                         errors.append(
-                            f"{where}.{kind_name}[{cname}].env: the environment of container {cname!r} is set "
-                            "through spec.trainer.env or spec.initializer, not through overrides"
+                            f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
                         )
-                    for e in c.get("env") or []:
-                        if _reserved(str(e.get("name", "")), torch, mpi, xgb):
-                            errors.append(
-                                f"{where}.{kind_name}[{cname}].env: {e.get('name')!r} is reserved: the operator sets it"
-                            )
     for e in (job.spec.trainer.env if job.spec.trainer else None) or []:
-        if _reserved(e.name, torch, mpi, xgb):
+        if reserved(e.name):
             errors.append(
                 f"spec.trainer.env: {e.name!r} is set by the operator from the runtime's mlPolicy and reserved"
             )

@@ -1,26 +1,31 @@
 """The ``mpi`` ML policy of a TrainJob runtime (DeepSpeed-style: a ``launcher`` replicated job labelled
 as the trainer step, plus a ``node`` replicated job of workers).
 
-Follows kubeflow/trainer ``pkg/runtime/framework/plugins/mpi/mpi.go`` (v2.0) on top of the machinery
-MPIJob uses (:mod:`trainer.builders.mpi`): Secret ``<trainjob>-mpi-ssh-auth`` mounted at
+Mirrors kubeflow/trainer ``pkg/runtime/framework/plugins/mpi/mpi.go`` (v2.0) on top of the machinery
+MPIJob uses (:mod:`trainer.builders.mpi`): Secret ``<trainjob>-mpi-ssh-auth`` (made once) mounted at
 ``sshAuthMountPath`` in the launcher and the nodes, ConfigMap ``<trainjob>-mpi-hostfile`` (key
-``hostfile``) mounted at /etc/mpi in the launcher, with the implementation's launcher environment.
-The ``node`` replicated job runs ``numNodes`` pods, one fewer when ``runLauncherAsNode`` (the
-launcher is then the first host).
+``hostfile``) mounted at /etc/mpi in the launcher, with the implementation's launcher environment
+(whose names are reserved). The ``node`` replicated job runs ``numNodes`` pods, one fewer when
+``runLauncherAsNode`` (the launcher is then the first host). Its validation: ``numProcPerNode`` must
+be an integer.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-from api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
+from api.jobset_v1alpha2 import ReplicatedJob
+from api.kinds import SECRETS
+from api.trainer_v1alpha1 import MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.merge import JSON
-from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
+from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
 from trainer.resources import gpus_per_node
+from trainer.runtime.policies.base import Created, Expansion, Policy
 
 if TYPE_CHECKING:
-    from trainer.runtime_info import RuntimeInfo
+    from trainer.runtime.info import RuntimeInfo
 
 NODE_RJOB = "node"
 
@@ -83,11 +88,53 @@ def apply_mpi(
         mount_config(pod, hostfile_name(job), implementation, slots(job, policy, resources), "node")
 
 
-def hostfile_config_map(info: RuntimeInfo) -> JSON | None:
-    """The hostfile ConfigMap, or None when the runtime has no mpi policy."""
-    policy = info.runtime.ml_policy.mpi if info.runtime.ml_policy else None
-    if policy is None:
-        return None
+def hostfile_config_map(info: RuntimeInfo, policy: MPIMLPolicySource) -> JSON:
+    """The hostfile ConfigMap of the TrainJob, labelled with its JobSet name."""
     cm = config_map(info.obj, hostfile_name(info.job), policy.mpi_implementation or "OpenMPI", hosts(info, policy))
     cm["metadata"]["labels"] = {JOBSET_NAME: str(info.job.metadata.name)}
     return cm
+
+
+class MPIPolicy(Policy):
+    """``mlPolicy.mpi``."""
+
+    field = "mpi"
+    reserved_env_prefixes = ("OMPI_MCA_", "I_MPI_HYDRA_", "HYDRA_")
+    """The launcher environment of every implementation (:func:`trainer.builders.mpi.launcher_env`)."""
+
+    def source(self, runtime: TrainingRuntimeSpec) -> MPIMLPolicySource | None:
+        return runtime.ml_policy.mpi if runtime.ml_policy is not None else None
+
+    def pods_per_job(self, x: Expansion, rjob: ReplicatedJob) -> int | None:
+        """:func:`node_pods` for the ``node`` replicated job; the launcher keeps its template's."""
+        source = self.source(x.runtime)
+        if x.num_nodes is None or source is None or rjob.name != NODE_RJOB:
+            return None
+        return node_pods(source, x.num_nodes)
+
+    def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
+        """:func:`apply_mpi`, the launcher being the trainer's replicated job (``EnforceMLPolicy``)."""
+        source = self.source(x.runtime)
+        if source is not None:
+            apply_mpi(x.job, source, rjob.name, is_trainer, pod, x.resources)
+
+    def config_maps(self, info: RuntimeInfo) -> list[JSON]:
+        """The hostfile ConfigMap (:func:`hostfile_config_map`; ``Build``'s ConfigMap)."""
+        source = self.source(info.runtime)
+        return [] if source is None else [hostfile_config_map(info, source)]
+
+    def created_once(self, info: RuntimeInfo) -> list[Created]:
+        """The SSH Secret, with a fresh key pair (:func:`trainer.builders.mpi.new_ssh_secret`): a new key
+        under running pods would break every ssh."""
+        name, labels = secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
+        return [Created(SECRETS, name, partial(new_ssh_secret, info.obj, name, labels))]
+
+    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+        """``spec.trainer.numProcPerNode`` must be an integer (slots per host; ``Validate``)."""
+        trainer = info.job.spec.trainer
+        if trainer is not None and isinstance(trainer.num_proc_per_node, str):
+            return ["spec.trainer.numProcPerNode: must have an int value for MPI TrainJob"]
+        return []
+
+
+MPI = MPIPolicy()

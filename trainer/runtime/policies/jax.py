@@ -2,15 +2,14 @@
 
 Mirrors kubeflow/trainer ``pkg/runtime/framework/plugins/jax/jax.go`` (v2.3): JAX_NUM_PROCESSES (the
 number of nodes), JAX_PROCESS_ID (the pod's Job completion index) and JAX_COORDINATOR_ADDRESS
-(``<rank-0 pod>:29500``).
+(``<rank-0 pod>:29500``). Admission does not reserve these names.
 """
 
 from __future__ import annotations
 
+from api.trainer_v1alpha1 import JAXMLPolicySource, TrainingRuntimeSpec
 from trainer.builders.merge import JSON
-from trainer.builders.torch import MASTER_PORT, RANK_FROM_INDEX
-
-RESERVED_ENV = ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS")
+from trainer.runtime.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 
 
 def jax_env(master: str, num_nodes: int) -> list[JSON]:
@@ -20,3 +19,19 @@ def jax_env(master: str, num_nodes: int) -> list[JSON]:
         {"name": "JAX_PROCESS_ID", "valueFrom": RANK_FROM_INDEX},
         {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{master}:{MASTER_PORT}"},
     ]
+
+
+class Jax(Policy):
+    """``mlPolicy.jax``."""
+
+    field = "jax"
+
+    def source(self, runtime: TrainingRuntimeSpec) -> JAXMLPolicySource | None:
+        return runtime.ml_policy.jax if runtime.ml_policy is not None else None
+
+    def env(self, x: Expansion) -> list[JSON]:
+        """:func:`jax_env` (``EnforceMLPolicy``)."""
+        return jax_env(x.master, x.num_nodes or 1)
+
+
+JAX = Jax()
