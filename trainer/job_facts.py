@@ -12,8 +12,20 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from api.base import Condition
+from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, MANAGED_BY_TRAINER
+from trainer.builders.labels import RESTART_ATTEMPT
 from trainer.json_codec import JSON
 from trainer.kube.events import parse_time
+
+TRAINJOB_TERMINAL = (COND_COMPLETE, COND_FAILED)
+"""The condition types that end a TrainJob (an MPIJob's are ``trainer.mpijob.status.TERMINAL``)."""
+
+
+def attempt_of(job: JSON) -> int:
+    """The restart attempt a batch/v1 Job belongs to (label ``jobset.sigs.k8s.io/restart-attempt``; 0
+    when unset), as JobSet reads it."""
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(RESTART_ATTEMPT) or "0"
+    return int(value) if str(value).isdigit() else 0
 
 
 def job_finished(job: JSON) -> str | None:
@@ -49,6 +61,12 @@ def seconds_left(seconds: float | None, since: str | None, now: datetime) -> flo
     if seconds is None or not since:
         return None
     return seconds - (now - parse_time(since)).total_seconds()
+
+
+def trainjob_managed_by_us(obj: JSON) -> bool:
+    """Whether a TrainJob's ``spec.managedBy`` is unset or this controller's
+    (``trainer.kubeflow.org/trainjob-controller``), read before its spec is parsed."""
+    return managed_by((obj.get("spec") or {}).get("managedBy"), MANAGED_BY_TRAINER)
 
 
 def managed_by(value: str | None, ours: str) -> bool:

@@ -12,19 +12,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.trainer_v1alpha1 import (
-    COND_COMPLETE,
-    COND_FAILED,
     COND_SUSPENDED,
     NODE_CONTAINER,
     TrainingRuntimeSpec,
     TrainJob,
 )
-from trainer.builders import labels as L
 from trainer.builders.merge import JSON
 from trainer.builders.overrides import job_metadata, template_metadata
 from trainer.failure_policy import decide, failure
 from trainer.gang.base import PodSet
-from trainer.kube.events import parse_time
+from trainer.job_facts import TRAINJOB_TERMINAL, attempt_of, finished_at, seconds_left, started
+from trainer.job_facts import finished as is_finished
 from trainer.queue_choice import resolve_queue
 from trainer.runtime.info import RuntimeInfo
 from trainer.runtime.pod_template import pod_template
@@ -42,38 +40,23 @@ from trainer.statusserver.injection import Injection
 from trainer.trainjob.status import jobs_status
 
 
-def attempt_of(job: JSON) -> int:
-    """The restart attempt a Job belongs to (label ``jobset.sigs.k8s.io/restart-attempt``; 0 when unset)."""
-    value = ((job.get("metadata") or {}).get("labels") or {}).get(L.RESTART_ATTEMPT) or "0"
-    return int(value) if str(value).isdigit() else 0
-
-
 def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None:
     """As upstream ``reconcileDeadline`` (kubeflow/trainer ``pkg/controller/trainjob_controller.go``):
     one budget for the whole TrainJob from its creation or its last resume."""
     seconds = job.spec.active_deadline_seconds
     if not seconds or finished or job.spec.suspend or not job.metadata.creation_timestamp:
         return None
-    start = parse_time(str(job.metadata.creation_timestamp))
+    start = str(job.metadata.creation_timestamp)
     for c in (job.status.conditions if job.status else None) or []:
         if c.type == COND_SUSPENDED and c.status == "False" and c.last_transition_time:
-            start = parse_time(c.last_transition_time)
-    return seconds - (now - start).total_seconds()
+            start = c.last_transition_time
+    return seconds_left(seconds, start, now)
 
 
 def _ttl_left(job: TrainJob, runtime: TrainingRuntimeSpec, now: datetime) -> float | None:
     ttl = runtime.template.spec.ttl_seconds_after_finished if runtime.template.spec else None
-    done = next(
-        (
-            c.last_transition_time
-            for c in (job.status.conditions if job.status else None) or []
-            if c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" and c.last_transition_time
-        ),
-        None,
-    )
-    if ttl is None or done is None:
-        return None
-    return ttl - (now - parse_time(done)).total_seconds()
+    conditions = (job.status.conditions if job.status else None) or []
+    return seconds_left(ttl, finished_at(conditions, TRAINJOB_TERMINAL), now)
 
 
 def runtime_info(
@@ -112,7 +95,7 @@ def runtime_info(
         template = pod_template(x, policy, r, is_trainer, env, injection)
         pod_sets.append(PodSet(name=r.name, jobs=r.replicas, pods_per_job=pods, template=template))
     conditions = (job.status.conditions if job.status else None) or []
-    finished = any(c.type in (COND_COMPLETE, COND_FAILED) and c.status == "True" for c in conditions)
+    finished = is_finished(conditions, TRAINJOB_TERMINAL)
     restarts = (job.status.restarts if job.status else None) or 0
     counted = (job.status.restarts_count_towards_max if job.status else None) or 0
     current = [j for j in observed if attempt_of(j) >= restarts]
@@ -139,7 +122,7 @@ def runtime_info(
         previous=[j for j in observed if attempt_of(j) < restarts],
         statuses=jobs_status(rjobs, current),
         finished=finished,
-        started=any(not (j.get("spec") or {}).get("suspend") for j in observed),
+        started=started(observed),
         restarts=restarts,
         counted_restarts=counted,
         decision=None if finished else decide(failure_policy, failed, counted),

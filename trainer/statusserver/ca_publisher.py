@@ -14,9 +14,9 @@ import asyncio
 import structlog
 
 from api.kinds import CONFIGMAPS, TRAINJOBS
-from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from trainer.builders.labels import JOBSET_NAME, owner_reference
 from trainer.controller import Reader
+from trainer.job_facts import trainjob_managed_by_us
 from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
 from trainer.kube.client import ApiError
@@ -45,8 +45,7 @@ def ca_config_map(trainjob: JSON, ca: str) -> JSON:
 
 
 def _ours(obj: JSON) -> bool:
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    return not meta.get("deletionTimestamp") and spec.get("managedBy") in (None, "", MANAGED_BY_TRAINER)
+    return not (obj.get("metadata") or {}).get("deletionTimestamp") and trainjob_managed_by_us(obj)
 
 
 class CAPublisher:

@@ -37,7 +37,6 @@ from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
     COND_SUSPENDED,
-    MANAGED_BY_TRAINER,
     REASON_RESOURCES_CREATION_FAILED,
     REASON_RESUMED,
     TrainingRuntime,
@@ -50,7 +49,7 @@ from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
 from trainer.controller import Context, Controller, Key, Reader, Watches
 from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
-from trainer.job_facts import finished, job_finished, managed_by
+from trainer.job_facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
 from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
 from trainer.reconciler.child_writer import Desired, Once
@@ -111,7 +110,7 @@ def invalid(obj: JSON, message: str) -> list[Condition]:
 
 def managed_by_us(obj: JSON) -> bool:
     """Whether ``spec.managedBy`` is unset or this controller's (``trainer.kubeflow.org/trainjob-controller``)."""
-    return managed_by((obj.get("spec") or {}).get("managedBy"), MANAGED_BY_TRAINER)
+    return trainjob_managed_by_us(obj)
 
 
 def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
@@ -288,7 +287,7 @@ def _conditions(job: TrainJob) -> list[Condition]:
 
 
 def _finished(job: TrainJob) -> bool:
-    return finished(_conditions(job), (COND_COMPLETE, COND_FAILED))
+    return finished(_conditions(job), TRAINJOB_TERMINAL)
 
 
 def _deleting(obj: JSON) -> bool:
