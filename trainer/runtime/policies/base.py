@@ -76,8 +76,10 @@ class Policy:
         return getattr(runtime.ml_policy, self.field, None)
 
     def selects(self, runtime: TrainingRuntimeSpec) -> bool:
-        """Whether the runtime's ``mlPolicy`` sets this policy's field."""
-        return self.source(runtime) is not None
+        """Whether the runtime's ``mlPolicy`` sets this policy's field (read here, by the field's name,
+        so choosing a policy runs no code of the others)."""
+        policy = runtime.ml_policy
+        return bool(self.field) and policy is not None and getattr(policy, self.field, None) is not None
 
     def env(self, x: Expansion) -> list[JSON]:
         """The environment (``corev1.EnvVar`` dicts) of the trainer's ``node`` container; when not empty,
