@@ -13,9 +13,9 @@ from api.base import Condition
 from api.kubeflow_v2beta1 import MPIJob
 from tests.conftest import info, load_sample
 from trainer.builders.mpi import Host, generate_ssh_keypair, hostfile, ssh_secret
-from trainer.builders.mpijob import build_mpijob_children, validate
 from trainer.gang.base import GangInput, min_member
 from trainer.json_codec import JSON
+from trainer.mpijob.children import build_mpijob_children, validate
 from trainer.mpijob.controller import MPIJobInfo, mpijob_gang_input
 from trainer.mpijob.status import desired_conditions, replica_statuses
 from trainer.queue_choice import resolve_queue

@@ -354,7 +354,7 @@ def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JO
 
 
 def mpijob_errors(job: MPIJob, max_nodes: int = DEFAULT_MAX_NODES_PER_JOB) -> list[str]:
-    """What is wrong with an MPIJob beyond :func:`trainer.builders.mpijob.validate`: more workers than
+    """What is wrong with an MPIJob beyond :func:`trainer.mpijob.children.validate`: more workers than
     ``max_nodes`` (``--max-nodes-per-job``; 0: no limit), and quantities in its replica templates'
     containers that the apiserver cannot read."""
     errors = []

@@ -1,4 +1,4 @@
-"""MPI machinery shared by MPIJob (:mod:`trainer.builders.mpijob`) and TrainJobs with an ``mpi`` ML
+"""MPI machinery shared by MPIJob (:mod:`trainer.mpijob.children`) and TrainJobs with an ``mpi`` ML
 policy (:mod:`trainer.runtime.policies.mpi`): hostfile, SSH keys, launcher environment.
 
 Follows kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go`` (hostfile formats per

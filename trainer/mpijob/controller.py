@@ -3,7 +3,7 @@
 Declared once (:func:`controller`): MPIJobs; the Jobs, Services, ConfigMaps and Secrets they own,
 each carrying ``training.kubeflow.org/job-name``; the gang scheduler's owned and watched objects.
 The reconcile is :meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the
-children (:mod:`trainer.builders.mpijob`; the SSH Secret made once) and ``runPolicy``: when the job
+children (:mod:`trainer.mpijob.children`; the SSH Secret made once) and ``runPolicy``: when the job
 finishes, ``cleanPodPolicy`` (All: the worker Job and all its pods go; Running: the worker Job is
 suspended, which stops its running pods and keeps finished ones; None: nothing), the PodGroup is
 released, and after ``ttlSecondsAfterFinished`` the MPIJob itself is deleted. Follows
@@ -20,7 +20,13 @@ from api.base import Condition
 from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import COND_FAILED, COND_SUCCEEDED, MANAGED_BY_MPI_OPERATOR, JobCondition, MPIJob
 from trainer.builders.mpi import new_ssh_secret
-from trainer.builders.mpijob import (
+from trainer.controller import Context, Controller
+from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
+from trainer.job_facts import finished, finished_at, managed_by, seconds_left, started
+from trainer.json_codec import JSON
+from trainer.kube.cache import key_of
+from trainer.kube.events import now_rfc3339
+from trainer.mpijob.children import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     build_mpijob_children,
@@ -28,12 +34,6 @@ from trainer.builders.mpijob import (
     validate,
     worker_replicas,
 )
-from trainer.controller import Context, Controller
-from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
-from trainer.job_facts import finished, finished_at, managed_by, seconds_left, started
-from trainer.json_codec import JSON
-from trainer.kube.cache import key_of
-from trainer.kube.events import now_rfc3339
 from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.reconciler.child_writer import Desired, Once

@@ -19,7 +19,6 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders.merge import JSON
 from trainer.builders.overrides import job_metadata, template_metadata
-from trainer.failure_policy import decide, failure
 from trainer.gang.base import PodSet
 from trainer.job_facts import TRAINJOB_TERMINAL, attempt_of, finished_at, seconds_left, started
 from trainer.job_facts import finished as is_finished
@@ -37,6 +36,7 @@ from trainer.runtime.shape import (
     trainer_rjob,
 )
 from trainer.statusserver.injection import Injection
+from trainer.trainjob.failure_policy import decide, failure
 from trainer.trainjob.status import jobs_status
 
 

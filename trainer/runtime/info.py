@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainingRuntimeSpec, TrainJob
 from trainer.builders.merge import JSON
-from trainer.failure_policy import Decision
 from trainer.gang.base import GangInput, PodSet
 from trainer.queue_choice import QueueChoice
 from trainer.runtime.policies.base import Policy
+from trainer.trainjob.failure_policy import Decision
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ from api.trainer_v1alpha1 import (
     TrainJob,
     runtime_from_dict,
 )
-from trainer.builders.mpijob import validate as validate_mpijob_spec
 from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
 from trainer.gang.volcano import queue_problems
+from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime import runtime_info, runtime_ref
 from trainer.runtime.policies import active
