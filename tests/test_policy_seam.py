@@ -14,7 +14,8 @@ from api.kinds import CONFIGMAPS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntimeSpec, TrainJob
 from tests.conftest import info, load_sample
 from trainer.builders.jobs import build_children
-from trainer.builders.merge import JSON, find_named
+from trainer.builders.merge import find_named
+from trainer.json_codec import JSON
 from trainer.runtime import RuntimeInfo
 from trainer.runtime import policies as registry
 from trainer.runtime.policies import Created, Expansion, Policy

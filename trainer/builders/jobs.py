@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.builders import labels as L
-from trainer.builders.merge import JSON
 from trainer.gang.base import PodSet
-from trainer.json_codec import copy_json
+from trainer.json_codec import JSON, copy_json
 
 if TYPE_CHECKING:
     from trainer.runtime.info import RuntimeInfo

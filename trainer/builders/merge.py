@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.json_codec import copy_json
-
-JSON = dict[str, Any]
+from trainer.json_codec import JSON, copy_json
 
 
 def merge_named(base: list[Any] | None, patch: list[Any] | None) -> list[Any]:

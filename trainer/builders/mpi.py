@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from trainer.builders.labels import owner_reference
-from trainer.builders.merge import JSON, upsert_env
+from trainer.builders.merge import upsert_env
+from trainer.json_codec import JSON
 
 CONFIG_MOUNT = "/etc/mpi"
 HOSTFILE = "hostfile"

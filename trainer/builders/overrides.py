@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
-from trainer.builders.merge import JSON, deep_merge, find_named, merge_named_replace
+from trainer.builders.merge import deep_merge, find_named, merge_named_replace
+from trainer.json_codec import JSON
 
 POD_SPEC_OVERRIDES = "podSpecOverrides"
 POD_TEMPLATE_OVERRIDES = "podTemplateOverrides"

@@ -16,7 +16,8 @@ from api.trainer_v1alpha1 import (
     ModelInitializer,
     TrainJob,
 )
-from trainer.builders.merge import JSON, find_named, upsert_env
+from trainer.builders.merge import find_named, upsert_env
+from trainer.json_codec import JSON
 from trainer.resources import merge_resources
 
 

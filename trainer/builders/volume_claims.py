@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from api.jobset_v1alpha2 import VolumeClaimPolicy
 from trainer.builders import labels as L
-from trainer.builders.merge import JSON
-from trainer.json_codec import copy_json
+from trainer.json_codec import JSON, copy_json
 
 
 def claim_name(template: JSON, trainjob: str) -> str:

@@ -28,7 +28,7 @@ from yarl import URL
 
 from api.kinds import Resource, resource_of
 from trainer import json_codec
-from trainer.json_codec import JSON as JSON
+from trainer.json_codec import JSON
 
 RequestObserver = Callable[[str, str, str, str, str], None]
 """Told of every request once it is answered: ``(method, code, host, verb, resource)``, with ``code`` the

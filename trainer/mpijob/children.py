@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
 from trainer.builders.labels import owner_reference
-from trainer.builders.merge import JSON, upsert_env
+from trainer.builders.merge import upsert_env
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
-from trainer.json_codec import copy_json
+from trainer.json_codec import JSON, copy_json
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"

@@ -17,11 +17,11 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
-from trainer.builders.merge import JSON
 from trainer.builders.overrides import job_metadata, template_metadata
 from trainer.gang.base import PodSet
 from trainer.job_facts import TRAINJOB_TERMINAL, attempt_of, finished_at, seconds_left, started
 from trainer.job_facts import finished as is_finished
+from trainer.json_codec import JSON
 from trainer.queue_choice import resolve_queue
 from trainer.runtime.info import RuntimeInfo
 from trainer.runtime.pod_template import pod_template

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainingRuntimeSpec, TrainJob
-from trainer.builders.merge import JSON
 from trainer.gang.base import GangInput, PodSet
+from trainer.json_codec import JSON
 from trainer.queue_choice import QueueChoice
 from trainer.runtime.policies.base import Policy
 from trainer.trainjob.failure_policy import Decision

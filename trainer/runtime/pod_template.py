@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER
-from trainer.builders.merge import JSON
 from trainer.builders.overrides import apply_pod_patch, patches_for
 from trainer.builders.steps import apply_initializer, apply_trainer
 from trainer.builders.volume_claims import add_claim_volumes
-from trainer.json_codec import copy_json
+from trainer.json_codec import JSON, copy_json
 from trainer.runtime.policies.base import Expansion, Policy, add_rendezvous
 from trainer.runtime.shape import step_of
 from trainer.statusserver.injection import Injection, inject

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import ANCESTOR_LABEL, NODE_CONTAINER, STEP_TRAINER, TrainingRuntimeSpec, TrainJob
-from trainer.builders.merge import JSON
+from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
     from trainer.runtime.policies.base import Expansion, Policy

@@ -12,7 +12,7 @@ import json
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer import json_codec
 from trainer.builders import labels as L
-from trainer.builders.merge import JSON
+from trainer.json_codec import JSON
 
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,6 +28,7 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
 from trainer.gang.volcano import queue_problems
+from trainer.json_codec import JSON
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime import runtime_info, runtime_ref
@@ -42,7 +42,6 @@ from trainer.runtime_validation import (
     trainjob_errors,
 )
 
-JSON = dict[str, Any]
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
 

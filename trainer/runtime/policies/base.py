@@ -19,7 +19,8 @@ from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import Resource
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.builders.labels import COMPLETION_INDEX_ANNOTATION
-from trainer.builders.merge import JSON, find_named, upsert_env
+from trainer.builders.merge import find_named, upsert_env
+from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
     from trainer.runtime.info import RuntimeInfo

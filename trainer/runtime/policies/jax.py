@@ -8,7 +8,7 @@ number of nodes), JAX_PROCESS_ID (the pod's Job completion index) and JAX_COORDI
 from __future__ import annotations
 
 from api.trainer_v1alpha1 import JAXMLPolicySource, TrainingRuntimeSpec
-from trainer.builders.merge import JSON
+from trainer.json_codec import JSON
 from trainer.runtime.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 
 

@@ -19,8 +19,8 @@ from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import SECRETS
 from api.trainer_v1alpha1 import MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.builders.labels import JOBSET_NAME
-from trainer.builders.merge import JSON
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
+from trainer.json_codec import JSON
 from trainer.resources import gpus_per_node
 from trainer.runtime.policies.base import Created, Expansion, Policy
 

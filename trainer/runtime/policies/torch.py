@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
-from trainer.builders.merge import JSON, find_named, upsert_env
+from trainer.builders.merge import find_named, upsert_env
+from trainer.json_codec import JSON
 from trainer.resources import cpus_per_node, gpus_per_node
 from trainer.runtime.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 from trainer.runtime.shape import names, pod_spec, replicated_jobs

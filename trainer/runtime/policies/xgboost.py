@@ -9,7 +9,7 @@ are reserved.
 from __future__ import annotations
 
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, XGBoostMLPolicySource
-from trainer.builders.merge import JSON
+from trainer.json_codec import JSON
 from trainer.resources import gpus_per_node
 from trainer.runtime.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 
