@@ -42,3 +42,16 @@ def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def owned_config_map(
+    owner: dict[str, Any], name: str, data: dict[str, str], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The ConfigMap ``name`` in ``owner``'s namespace holding ``data``, with ``labels`` (none when
+    None) and a controller owner reference to ``owner`` (JSON with metadata name, namespace and uid), so
+    it goes with it. Raises ``ValueError`` (:func:`owner_reference`) when ``owner`` has no uid."""
+    meta: dict[str, Any] = {"name": name, "namespace": owner["metadata"]["namespace"]}
+    if labels is not None:
+        meta["labels"] = labels
+    meta["ownerReferences"] = [owner_reference(owner)]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from trainer.builders.labels import owner_reference
+from trainer.builders.labels import owned_config_map, owner_reference
 from trainer.builders.merge import upsert_env
 from trainer.json_codec import JSON
 
@@ -73,13 +73,8 @@ def launcher_env(implementation: str, slots: int) -> list[JSON]:
 
 def config_map(owner: JSON, name: str, implementation: str, hosts: list[Host]) -> JSON:
     """The ConfigMap holding ``hostfile`` and ``discover_hosts.sh``."""
-    meta = owner["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": meta["namespace"], "ownerReferences": [owner_reference(owner)]},
-        "data": {HOSTFILE: hostfile(implementation, hosts), DISCOVER_HOSTS: discover_hosts(hosts)},
-    }
+    data = {HOSTFILE: hostfile(implementation, hosts), DISCOVER_HOSTS: discover_hosts(hosts)}
+    return owned_config_map(owner, name, data)
 
 
 def generate_ssh_keypair() -> tuple[str, str]:

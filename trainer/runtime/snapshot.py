@@ -35,17 +35,8 @@ def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
         "metadata": {"name": (runtime_obj.get("metadata") or {}).get("name")},
         "spec": runtime_obj.get("spec"),
     }
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": snapshot_name(meta["name"]),
-            "namespace": meta["namespace"],
-            "labels": {L.JOBSET_NAME: meta["name"]},
-            "ownerReferences": [L.owner_reference(obj)],
-        },
-        "data": {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)},
-    }
+    data = {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)}
+    return L.owned_config_map(obj, snapshot_name(meta["name"]), data, {L.JOBSET_NAME: meta["name"]})
 
 
 def runtime_of_snapshot(config_map: JSON) -> JSON | None:

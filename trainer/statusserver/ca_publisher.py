@@ -14,7 +14,7 @@ import asyncio
 import structlog
 
 from api.kinds import CONFIGMAPS, TRAINJOBS
-from trainer.builders.labels import JOBSET_NAME, owner_reference
+from trainer.builders.labels import JOBSET_NAME, owned_config_map
 from trainer.controller import Reader
 from trainer.job_facts import trainjob_managed_by_us
 from trainer.json_codec import JSON
@@ -30,18 +30,8 @@ def ca_config_map(trainjob: JSON, ca: str) -> JSON:
     """The ConfigMap ``<trainjob>-tls-config`` in the TrainJob's namespace with ``ca.crt`` = ``ca``
     (PEM, one or more CAs), labelled ``jobset.sigs.k8s.io/jobset-name`` and owned by the TrainJob (a
     JSON object with a uid), so that it goes with it. Raises ``ValueError`` without a uid."""
-    meta = trainjob["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": ca_config_map_name(meta["name"]),
-            "namespace": meta["namespace"],
-            "labels": {JOBSET_NAME: meta["name"]},
-            "ownerReferences": [owner_reference(trainjob)],
-        },
-        "data": {CA_KEY: ca},
-    }
+    name = trainjob["metadata"]["name"]
+    return owned_config_map(trainjob, ca_config_map_name(name), {CA_KEY: ca}, {JOBSET_NAME: name})
 
 
 def _ours(obj: JSON) -> bool:
