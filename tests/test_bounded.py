@@ -32,6 +32,8 @@ def test_update_and_setdefault_keep_the_bound() -> None:
     d.update({i: i for i in range(10)})
     assert list(d.items()) == [(7, 7), (8, 8), (9, 9)]
     assert d.setdefault(10, 0) == 0 and list(d) == [8, 9, 10]
+    d |= {11: 11, 12: 12}
+    assert list(d) == [10, 11, 12]
     d.clear()
     assert len(d) == 0
 

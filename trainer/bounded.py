@@ -3,47 +3,45 @@ verdicts, events and failures, bounded so that a long run does not grow them wit
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from typing import TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-class BoundedDict(MutableMapping[K, V]):
+class BoundedDict(dict[K, V]):
     """A dict of at most ``limit`` entries, in insertion order: storing a new key beyond the limit
     drops the oldest entry (the first inserted). Storing again under a key keeps its place, as in a
-    dict; to make an entry the newest, delete it first. Raises ``ValueError`` for a ``limit`` below 1."""
+    dict; to make an entry the newest, delete it first. Reads are a plain dict's (no Python code runs
+    for ``get``, ``in`` or ``[]``); every way of storing (``[]=``, ``update``, ``setdefault``) keeps the
+    bound. Raises ``ValueError`` for a ``limit`` below 1."""
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
             raise ValueError(f"the limit must be at least 1, not {limit}")
+        super().__init__()
         self.limit = limit
-        self._data: dict[K, V] = {}
-
-    def __getitem__(self, key: K) -> V:
-        return self._data[key]
 
     def __setitem__(self, key: K, value: V) -> None:
-        data = self._data
-        data[key] = value
-        while len(data) > self.limit:
-            del data[next(iter(data))]
+        super().__setitem__(key, value)
+        while len(self) > self.limit:
+            del self[next(iter(self))]
 
-    def __delitem__(self, key: K) -> None:
-        del self._data[key]
+    def setdefault(self, key: K, default: V = None) -> V:  # type: ignore[assignment]
+        if key not in self:
+            self[key] = default
+        return self[key]
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
+    def update(self, other: Mapping[K, V] | Iterable[tuple[K, V]] = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+        for key, value in other.items() if isinstance(other, Mapping) else other:
+            self[key] = value
+        for key, value in kwargs.items():
+            self[key] = value  # type: ignore[index]
 
-    def __iter__(self) -> Iterator[K]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
+    def __ior__(self, other: Any) -> BoundedDict[K, V]:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.limit}, {self._data!r})"
-
-    def clear(self) -> None:
-        self._data.clear()
+        return f"{type(self).__name__}({self.limit}, {dict(self)!r})"
