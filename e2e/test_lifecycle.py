@@ -89,6 +89,22 @@ async def test_a_fail_rule_fails_at_once(client: Client, ns: str) -> None:
     assert not (tj["status"].get("restarts") or 0)
 
 
+async def test_a_pattern_that_backtracking_takes_hours_on_holds_nothing(client: Client, ns: str) -> None:
+    """``^(.|.)*Z$`` against "Job was active longer than specified deadline" runs for hours on a
+    backtracking engine; on RE2 it is linear: the rule does not match, the default applies, and another
+    TrainJob is served meanwhile."""
+    rule = {"name": "redos", "action": "FailJobSet", "onJobFailureMessagePatterns": ["^(.|.)*Z$"]}
+    await client.apply(with_policy(runtime("rt", deadline_node(2)), {"maxRestarts": 0, "rules": [rule]}), ns)
+    await client.apply(runtime("quick", rjob("node", "trainer", SHORT)), ns)
+    await client.apply(trainjob("redos", "rt"), ns)
+    tj = await client.wait_condition(ns, "redos", "Failed", timeout=60)
+    failed = condition(tj, "Failed")
+    assert failed is not None and failed["reason"] == "ReachedMaxRestarts", "no rule matched: RestartJobSet, max 0"
+    assert "DeadlineExceeded" in failed["message"]
+    await client.apply(trainjob("after", "quick"), ns)
+    await client.wait_condition(ns, "after", "Complete", timeout=60)
+
+
 async def test_a_job_that_fails_once_then_succeeds_completes_with_one_restart(client: Client, ns: str) -> None:
     """A rule RestartJobSetAndIgnoreMaxRestarts restarts without consuming maxRestarts (0 here)."""
     rule = {

@@ -37,6 +37,7 @@ from trainer.runtime import shape
 from trainer.runtime.info import RuntimeInfo
 from trainer.runtime.policies import active
 from trainer.runtime.shape import step_of
+from trainer.trainjob.failure_policy import pattern_error
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -178,10 +179,12 @@ def _policies(spec: JobSetSpec, names: list[str]) -> list[str]:
                     f"(use one of {', '.join(JOB_FAILURE_REASONS)})"
                 )
         for pattern in rule.on_job_failure_message_patterns or []:
-            try:
-                re.compile(pattern)
-            except re.error as e:
-                errors.append(f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a regular expression: {e}")
+            error = pattern_error(pattern)
+            if error is not None:
+                errors.append(
+                    f"{where}.onJobFailureMessagePatterns: {pattern!r} is not a regular expression of RE2 "
+                    f"(Go's regexp syntax, which JobSet uses): {error}"
+                )
     rule_names = [r.name for r in rules]
     for dup in sorted({n for n in rule_names if rule_names.count(n) > 1}):
         errors.append(f"spec.template.spec.failurePolicy.rules: name {dup!r} is used twice")

@@ -8,12 +8,20 @@ counted restarts were made, else fails it with ``ReachedMaxRestarts``;
 ``RestartJobSetAndIgnoreMaxRestarts`` restarts without counting; ``FailJobSet`` fails at once with
 ``FailJobSetFailurePolicyAction``. Reasons and messages are JobSet's (``pkg/constants``), with the
 failed Job and its own reason appended.
+
+``onJobFailureMessagePatterns`` run on RE2 (google-re2), the linear-time engine and the syntax of Go's
+``regexp`` that JobSet matches them with: no pattern a tenant writes can hold the operator (a
+backtracking engine takes hours on ``^(.|.)*Z$``). The message matched is capped at
+:data:`MAX_MESSAGE` characters. A pattern RE2 refuses (admission refuses it first, naming the field)
+matches nothing.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+import re2
 
 from api.jobset_v1alpha2 import (
     FAIL_JOBSET,
@@ -26,6 +34,10 @@ from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.builders.labels import REPLICATED_JOB_NAME
 from trainer.json_codec import JSON
 
+MAX_MESSAGE = 32768
+"""Characters of a Job's failure message that the patterns see (a condition message is at most 32 KiB)."""
+MAX_PATTERNS = 1024
+"""Compiled patterns kept (the least recently used go first)."""
 REASON_FAILED_JOBS = "FailedJobs"
 REASON_REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
@@ -67,9 +79,9 @@ def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
     cond = failure(job) or {}
     if rule.on_job_failure_reasons and cond.get("reason") not in rule.on_job_failure_reasons:
         return False
-    message = str(cond.get("message") or "")
+    message = str(cond.get("message") or "")[:MAX_MESSAGE]
     if rule.on_job_failure_message_patterns and not any(
-        re.search(p, message) for p in rule.on_job_failure_message_patterns
+        matches(p, message) for p in rule.on_job_failure_message_patterns
     ):
         return False
     rjob = ((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME)
@@ -111,3 +123,31 @@ def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: i
     if counted_restarts >= policy.max_restarts:
         return Decision(True, REASON_REACHED_MAX_RESTARTS, _message(REASON_REACHED_MAX_RESTARTS, job))
     return Decision(False, REASON_RESTART_ACTION, _message(REASON_RESTART_ACTION, job), counted=True)
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Why RE2 (Go's ``regexp`` syntax) refuses ``pattern``, or None when it compiles."""
+    try:
+        _compiled(pattern)
+    except re2.error as e:
+        reason = e.args[0] if e.args else e
+        return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
+    return None
+
+
+def matches(pattern: str, message: str) -> bool:
+    """Whether ``pattern`` matches anywhere in ``message``, as Go's ``regexp.MatchString``: in time
+    linear in the message, whatever the pattern. A pattern RE2 refuses matches nothing."""
+    try:
+        compiled = _compiled(pattern)
+    except re2.error:
+        return False
+    return compiled.search(message) is not None
+
+
+@lru_cache(maxsize=MAX_PATTERNS)
+def _compiled(pattern: str) -> re2._Regexp[str]:
+    """``pattern`` compiled by RE2 (its parse errors not logged by the library). Raises ``re2.error``."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
