@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -141,3 +143,25 @@ def log_events(path: Path, offset: int = 0) -> list[JSON]:
 
 def size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
+
+
+def nested(levels: int) -> JSON:
+    """``{"x": {"x": ... {}}}``: ``levels`` objects, each inside the one before (built without recursion)."""
+    root: JSON = {}
+    node = root
+    for _ in range(levels - 1):
+        node["x"] = {}
+        node = node["x"]
+    return root
+
+
+@contextlib.contextmanager
+def deep_json() -> Iterator[None]:
+    """Let this process encode JSON nested about a thousand levels (a tenant's object, as kubectl
+    sends it): orjson stops at 255, and the standard library at the interpreter's recursion limit."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)

@@ -12,7 +12,7 @@ import pytest
 
 from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
 from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, wait_for
+from e2e.helpers import Client, deep_json, nested, wait_for
 from e2e.operator_process import Operator
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
@@ -102,6 +102,15 @@ async def test_trainjob_rules_refuse_with_the_field_and_admit_the_valid_twin(cli
         assert needle in message, message
         stored = await client.apply(good, ns)
         assert stored["metadata"]["name"] == good["metadata"]["name"]
+
+
+async def test_a_trainjob_nested_a_thousand_levels_deep_is_refused_naming_the_path(client: Client, ns: str) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    override = [{"targetJobs": [{"name": "node"}], "metadata": nested(1000)}]
+    with deep_json():
+        message = await refused(client, trainjob("deep", "rt", podTemplateOverrides=override), ns)
+    assert "spec.podTemplateOverrides[0].metadata.x.x" in message and "more than 64" in message, message[:500]
+    assert await client.trainjob(ns, "deep") is None
 
 
 async def test_volcano_queue_rules_refuse_missing_closed_and_parent_queues(client: Client, ns: str) -> None:

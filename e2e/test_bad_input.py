@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import JOBS
 from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, condition, wait_for
+from e2e.helpers import Client, condition, deep_json, nested, wait_for
 from e2e.operator_process import Operator
 from e2e.test_mpijob import mpijob, wait_cond
 from e2e.test_trainjob import rjob, runtime, trainjob
@@ -157,3 +157,19 @@ async def test_quantities_the_apiserver_cannot_read_are_refused_or_conditioned(c
     await client.apply(trainjob("hidden", "opaque"), ns)
     cond = await ends_in(client, ns, "hidden", "Failed")
     assert "containers[0].resources.limits[cpu]: 'lots' is not a quantity" in cond["message"], cond["message"]
+
+
+async def test_a_trainjob_nested_a_thousand_levels_deep_stops_no_one_else(
+    client: Client, ns: str, operator: Operator
+) -> None:
+    """Without the webhook the apiserver stores it; the operator's caches take it, the process stays up and
+    ready, and the next TrainJob gets its Jobs."""
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    override = [{"targetJobs": [{"name": "node"}], "metadata": nested(1000)}]
+    with deep_json():
+        await client.apply(trainjob("deep", "rt", podTemplateOverrides=override), ns)
+    await client.apply(trainjob("next", "rt"), ns)
+    await wait_for(lambda: client.jobs(ns, "next"), "the next TrainJob's Jobs", timeout=10)
+    assert operator.proc is not None and operator.proc.poll() is None, "the operator kept running"
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{PROBES}/readyz") as r:
+        assert r.status == 200, await r.text()

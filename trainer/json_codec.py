@@ -55,3 +55,24 @@ def copy_json(value: T) -> T:
         return cast(T, orjson.loads(orjson.dumps(value)))
     except TypeError:
         return copy.deepcopy(value)
+
+
+def deepest(value: Any) -> tuple[int, str]:
+    """``(depth, path)`` of the most deeply nested object or array in the JSON value ``value``: the
+    depth counts nested objects and arrays (``{}`` is 1, ``{"a": []}`` 2, a scalar 0); the path is
+    dotted (``spec.podTemplateOverrides[0].metadata``; "" for ``value`` itself). Walks with a stack of
+    its own, so any depth is measured without recursion."""
+    best: tuple[int, str] = (0, "")
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, dict):
+            items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in node.items())
+        elif isinstance(node, list):
+            items = ((f"{path}[{i}]", v) for i, v in enumerate(node))
+        else:
+            continue
+        if depth > best[0]:
+            best = (depth, path)
+        stack += [(v, depth + 1, p) for p, v in items if isinstance(v, (dict, list))]
+    return best

@@ -138,6 +138,8 @@ class Informer:
         is not installed): the cache is empty, rightly."""
         self.failures = 0
         """Failed list or watch attempts since the last successful list."""
+        self.rejected = 0
+        """Objects whose projection raised (each kept as it came, so the cache goes on)."""
         self._served = False
         self._failing_since: float | None = None
         self._not_found_since: float | None = None
@@ -190,7 +192,13 @@ class Informer:
         key = key_of(obj)
         old = self._store.get(key)
         if self._transform is not None:
-            obj = self._transform(obj, old)
+            try:
+                obj = self._transform(obj, old)
+            except Exception as e:  # one tenant's object never stops the cache: kept as it came
+                self.rejected += 1
+                log.error(
+                    "cannot project a cached object; kept whole", resource=self.name, key="/".join(key), error=repr(e)
+                )
         self._store[key] = obj
         self._index(key, obj, old)
         self._notify(old, obj)

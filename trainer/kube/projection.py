@@ -43,20 +43,48 @@ class Transform(Protocol):
 def interned(value: Any, like: Any = None) -> Any:
     """``value`` rebuilt with every dict key and every string interned (lists and dicts are new; numbers,
     booleans and None are kept). Where ``value`` holds what ``like`` (an earlier result of this function)
-    holds at the same place, equal, that part of ``like`` is taken as it is."""
-    if like is not None and type(value) is type(like) and value == like:
+    holds at the same place, equal, that part of ``like`` is taken as it is. Walks with a stack of its
+    own, not recursion: an object nested however deep (a tenant's preserve-unknown-fields) is rebuilt,
+    never a ``RecursionError``."""
+    stack: list[tuple[Any, Any, Any]] = []
+    root = _rebuilt(value, like, stack)
+    while stack:
+        src, old, dst = stack.pop()
+        if isinstance(src, dict):
+            was = old if isinstance(old, dict) else None
+            for k, v in src.items():
+                dst[sys.intern(k)] = _rebuilt(v, was.get(k) if was is not None else None, stack)
+        else:
+            items = old if isinstance(old, list) and len(old) == len(src) else None
+            for i, v in enumerate(src):
+                dst[i] = _rebuilt(v, items[i] if items is not None else None, stack)
+    return root
+
+
+def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]]) -> Any:
+    """``like`` when it equals ``value``; an interned string or a kept scalar; else a new, empty container
+    that :func:`interned` fills from ``stack``."""
+    if like is not None and type(value) is type(like) and _equal(value, like):
         return like
     if isinstance(value, dict):
-        if isinstance(like, dict):
-            return {sys.intern(k): interned(v, like.get(k)) for k, v in value.items()}
-        return {sys.intern(k): interned(v) for k, v in value.items()}
+        new: dict[str, Any] = {}
+        stack.append((value, like, new))
+        return new
     if isinstance(value, list):
-        if isinstance(like, list) and len(like) == len(value):
-            return [interned(v, w) for v, w in zip(value, like, strict=True)]
-        return [interned(v) for v in value]
+        items: list[Any] = [None] * len(value)
+        stack.append((value, like, items))
+        return items
     if isinstance(value, str):
         return sys.intern(value)
     return value
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` (in C), or False when they nest too deep for the interpreter to compare."""
+    try:
+        return bool(a == b)
+    except RecursionError:
+        return False
 
 
 def managed_entry(entries: list[JSON], manager: str, operation: str) -> JSON | None:

@@ -26,6 +26,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
     runtime_from_dict,
 )
+from trainer import json_codec
 from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
 from trainer.gang.volcano import queue_problems
 from trainer.json_codec import JSON
@@ -43,6 +44,10 @@ from trainer.runtime_validation import (
 )
 
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
+
+
+MAX_DEPTH = 64
+"""Objects and arrays one admitted object may nest (a Pod spec with affinity nests about 20)."""
 
 
 @dataclass
@@ -80,6 +85,17 @@ def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
         loc = ".".join(str(x) for x in err["loc"])
         out.append(f"{prefix}{loc}: {err['msg']}")
     return out
+
+
+def nesting_errors(obj: JSON) -> list[str]:
+    """Why ``obj`` nests deeper than :data:`MAX_DEPTH` objects and arrays (naming the path of its deepest
+    point), or nothing. Upstream has no such bound; a preserve-unknown-fields field lets a tenant nest
+    without end, which every reader of the object then pays for."""
+    depth, path = json_codec.deepest(obj)
+    if depth <= MAX_DEPTH:
+        return []
+    shown = path if len(path) <= 200 else path[:200] + "..."
+    return [f"{shown or 'the object'}: nested {depth} objects and arrays deep, more than {MAX_DEPTH}: flatten it"]
 
 
 def check_name(obj: JSON, max_len: int = 63) -> list[str]:

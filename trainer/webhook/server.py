@@ -33,6 +33,7 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
+from trainer import json_codec
 from trainer.controller import Reader
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
@@ -97,7 +98,7 @@ class WebhookServer:
         """One AdmissionReview. Never raises: an internal error refuses with its message."""
         path = request.path
         try:
-            review = await request.json()
+            review = json_codec.loads(await request.read())  # orjson reads 1,024 levels, at any stack depth
             req = review["request"]
         except (ValueError, KeyError, TypeError):
             return web.json_response({"error": "not an AdmissionReview"}, status=400)
@@ -121,6 +122,10 @@ class WebhookServer:
             kind = "MPIJob" if path == "/mutate-mpijob" else "TrainJob"
             patch = rules.default_patch(obj, kind, self.facts.gang) if op == "CREATE" else []
             return review_response(uid, rules.Verdict(), patch)
+        too_deep = rules.nesting_errors(obj)
+        if too_deep:
+            log.info("admission refused", path=path, name=(obj.get("metadata") or {}).get("name"), errors=too_deep)
+            return review_response(uid, rules.Verdict(errors=too_deep))
         facts = await self._facts_for(obj, path)
         if path == "/validate-trainjob":
             verdict = rules.validate_trainjob(obj, old, facts)
