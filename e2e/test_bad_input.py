@@ -97,6 +97,34 @@ async def test_a_child_the_apiserver_refuses_ends_misconfigured_with_its_message
     assert "metadata.labels" in cond["message"] and "63" in cond["message"], cond["message"]
 
 
+async def test_a_quota_that_refuses_the_jobs_then_is_raised_lets_the_job_start(client: Client, ns: str) -> None:
+    """A 403 (exceeded quota) is retried with backoff, not remembered forever: once the quota is raised
+    the TrainJob's Jobs are created without an operator restart, and the condition goes."""
+    quotas = f"/api/v1/namespaces/{ns}/resourcequotas"
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "jobs"}}
+    await client.kube.request("POST", quotas, body={**quota, "spec": {"hard": {"count/jobs.batch": "0"}}})
+
+    async def counted() -> bool:  # quota admission needs the quota controller's first count
+        got = await client.kube.request("GET", f"{quotas}/jobs")
+        return "count/jobs.batch" in ((got.get("status") or {}).get("hard") or {})
+
+    await wait_for(counted, "the quota's status", timeout=30)
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await client.apply(trainjob("quota", "rt"), ns)
+    tj = await client.wait_condition(ns, "quota", "Misconfigured", timeout=20)
+    cond = condition(tj, "Misconfigured")
+    assert cond is not None and "exceeded quota" in cond["message"], cond
+    raised = {"spec": {"hard": {"count/jobs.batch": "10"}}}
+    await client.kube.request("PATCH", f"{quotas}/jobs", body=raised, content_type="application/merge-patch+json")
+    await wait_for(lambda: client.jobs(ns, "quota"), "the Jobs once the quota was raised", timeout=40)
+
+    async def said_no_more() -> JSON | None:
+        tj = await client.trainjob(ns, "quota")
+        return tj if tj is not None and condition(tj, "Misconfigured") is None else None
+
+    await wait_for(said_no_more, "the Misconfigured condition to go", timeout=20)
+
+
 async def test_depends_on_naming_no_earlier_replicated_job_fails_the_job(client: Client, ns: str) -> None:
     node = rjob("node", "trainer", dependsOn=[{"name": "missing", "status": "Complete"}])
     await client.apply(runtime("rt", rjob("init"), node), ns)

@@ -31,6 +31,7 @@ from trainer import gang
 from trainer.controller import Controller, Owns, UndeclaredRead
 from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
+from trainer.reconciler.child_writer import RETRY_FIRST
 from trainer.reconciler.reconcile import Reconciler
 from trainer.trainjob import controller as trainjob
 from trainer.wiring import Settings, new_manager
@@ -247,6 +248,33 @@ async def test_a_child_the_apiserver_refuses_ends_in_a_condition_and_is_not_sent
     job_writes = [x for x in w.kube.writes if x.verb in ("apply", "create") and x.kind == "Job"]
     assert len(job_writes) == 1, "the refused Job is not sent again while nothing changed"
     assert await w.reconcile() == 0
+
+
+async def test_a_refused_child_is_sent_again_after_a_backoff_and_the_condition_goes_when_it_passes() -> None:
+    w = World("torch", "none")
+    now = [1000.0]
+    w.reconciler().children.clock = lambda: now[0]
+    w.kube.refuse["Job"] = (403, 'jobs.batch "x" is forbidden: exceeded quota: jobs, requested: count/jobs.batch=1')
+    requeue = await w.settle()
+    assert requeue is not None and 0 < requeue <= RETRY_FIRST, "looked at again when the backoff ends"
+
+    def sends() -> int:
+        return sum(1 for x in w.kube.writes if x.verb in ("apply", "create") and x.kind == "Job")
+
+    assert sends() == 1 and await w.reconcile() == 0, "not sent again before the backoff ends"
+    now[0] += RETRY_FIRST
+    await w.reconcile()
+    assert sends() == 2, "sent again once the backoff ended"
+    now[0] += RETRY_FIRST  # the second wait is twice the first
+    assert await w.reconcile() == 0 and sends() == 2
+    events = [x for x in w.kube.writes if x.kind == "Event" and "exceeded quota" in str(x.body)]
+    assert len(events) == 1, "the refusal is told once, not at every retry"
+
+    del w.kube.refuse["Job"]  # the quota was raised
+    now[0] += RETRY_FIRST
+    await w.settle()
+    assert w.jobs(), "the Job exists without a restart of the operator"
+    assert w.condition("Misconfigured") is None, w.obj["status"]["conditions"]
 
 
 async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop(

@@ -8,9 +8,12 @@ mpi-operator create theirs (a create costs the apiserver less than an apply), bu
 and the gang scheduler's objects, which others change later; an existing one is server-side applied
 (field manager ``trainer``), after the create's ownership of its fields is taken over (:func:`take_over`)
 so that the apply prunes what is no longer desired. A child the apiserver refuses (4xx but conflict and
-throttling) becomes one Warning event ``TrainJobResourcesCreationFailed`` on the owner and is not sent
-again until what is desired of it changes. A suspended Job whose Pod template cannot change in place is
-mended (its ``startTime`` cleared, or it is recreated while it has no Pods).
+throttling) becomes one Warning event ``TrainJobResourcesCreationFailed`` on the owner and is sent again
+after a backoff (:data:`RETRY_FIRST` seconds, doubling up to :data:`RETRY_MAX`; at once when what is
+desired of it changes): a refusal can pass (an exceeded quota, a webhook's verdict), so it is never
+remembered forever; :meth:`ChildWriter.write` says when to look again. A suspended Job whose Pod
+template cannot change in place is mended (its ``startTime`` cleared, or it is recreated while it has
+no Pods).
 
 Whether a child needs a write: a desired object carries the hash of itself in an annotation
 (:data:`HASH_ANNOTATION`), so a change of what the operator wants (including a removed field, which a
@@ -35,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import hashlib
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -58,6 +62,10 @@ log = structlog.get_logger("trainer.children")
 REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
 MAX_REFUSALS = 10000
 """Refused children remembered at most (the oldest go first)."""
+RETRY_FIRST = 5.0
+"""Seconds before a refused child is first sent again."""
+RETRY_MAX = 300.0
+"""The longest wait, in seconds, between two sends of a child that is refused again and again."""
 T = TypeVar("T")
 
 
@@ -69,6 +77,26 @@ class Once:
     namespace: str
     name: str
     make: Callable[[], JSON]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A child the apiserver refused: what was sent (its desired hash), what it said, when to send it
+    again (monotonic seconds) and how many sends in a row it refused."""
+
+    digest: str
+    message: str
+    retry_at: float
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :meth:`ChildWriter.write` did: the children refused (``<Kind> <name>: <message>``) and the
+    seconds until the first of them is sent again (None: none refused)."""
+
+    refused: list[str]
+    retry_in: float | None
 
 
 @dataclass
@@ -103,20 +131,21 @@ class ChildWriter:
         *,
         settles: bool,
         announce: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube, self.reader, self.recorder, self.own_writes = kube, reader, recorder, own_writes
-        self.settles, self.announce = settles, announce
-        self._refusals: BoundedDict[tuple[str, str, str], tuple[str, str]] = BoundedDict(MAX_REFUSALS)
-        """Children the apiserver refused: (kind, namespace, name) -> (desired hash, message)."""
+        self.settles, self.announce, self.clock = settles, announce, clock
+        self._refusals: BoundedDict[tuple[str, str, str], Refusal] = BoundedDict(MAX_REFUSALS)
+        """Children the apiserver refused, by (kind, namespace, name)."""
 
     def latest(self, res: Resource, namespace: str | None, name: str) -> JSON | None:
         """The cached object, or this controller's last write of it while the cache is behind."""
         return self.own_writes.latest(self.reader, res, namespace, name)
 
-    async def write(self, owner: JSON, desired: Desired) -> list[str]:
+    async def write(self, owner: JSON, desired: Desired) -> Written:
         """Carry out ``desired`` against the caches: only what is missing or differs is written.
-        Returns the apiserver's refusals of children (``<Kind> <name>: <message>``); raises
-        :class:`~trainer.kube.client.ApiError` for any other failure (retried by the caller)."""
+        Returns the apiserver's refusals of children and when to send them again (:class:`Written`);
+        raises :class:`~trainer.kube.client.ApiError` for any other failure (retried by the caller)."""
         for res, ns, name in desired.delete:
             if await self.kube.delete(res, ns, name):
                 log.info("deleted", kind=res.kind, name=name)
@@ -132,6 +161,7 @@ class ChildWriter:
         ]
         todo += [(obj, self.latest(resource_of(obj), *key_of(obj)), False) for obj in desired.apply]
         refused: list[str] = []
+        waits: list[float] = []
         created: list[str] = []
         updated: list[str] = []
         # Everything a Job may need (its ConfigMaps, Service, SSH Secret, PodGroup) first, then the Jobs;
@@ -143,6 +173,7 @@ class ChildWriter:
             for (obj, existing, _), (refusal, wrote) in zip(stage, results, strict=True):
                 if refusal:
                     refused.append(refusal)
+                    waits.append(self._refusals[(obj["kind"], *key_of(obj))].retry_at - self.clock())
                 elif wrote:
                     (created if existing is None else updated).append(f"{obj['kind']} {obj['metadata']['name']}")
         if created or updated:  # one line per reconcile, not one per object
@@ -150,7 +181,7 @@ class ChildWriter:
         if created and self.announce:
             # One event per batch of creations, as a person reads it (not one per object).
             await self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
-        return refused
+        return Written(refused, max(min(waits), 0.0) if waits else None)
 
     async def apply(
         self, owner: JSON, desired: JSON, existing: JSON | None, once: bool = False
@@ -166,8 +197,10 @@ class ChildWriter:
         ident = (desired["kind"], *key_of(desired))
         digest = desired["metadata"]["annotations"][HASH_ANNOTATION]
         seen = self._refusals.get(ident)
-        if seen is not None and seen[0] == digest:
-            return seen[1], False
+        if seen is not None and seen.digest != digest:
+            seen = None  # what is desired changed: sent at once, counted afresh
+        if seen is not None and self.clock() < seen.retry_at:
+            return seen.message, False
         taking = existing is not None and not once and owned_by_update(existing)
         if taking and await take_over(self.kube, res, desired, FIELD_MANAGER):
             log.info("took over for apply", kind=desired["kind"], name=desired["metadata"]["name"])
@@ -180,8 +213,11 @@ class ChildWriter:
                 return None, True
             if 400 <= e.status < 500 and e.status not in (409, 429):
                 message = f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
-                self._refusals[ident] = (digest, message)
-                await self.recorder.emit(owner, "Warning", REASON_CREATION_FAILED, message)
+                attempts = seen.attempts + 1 if seen is not None else 1
+                wait = min(RETRY_FIRST * 2 ** (attempts - 1), RETRY_MAX)
+                self._refusals[ident] = Refusal(digest, message, self.clock() + wait, attempts)
+                if seen is None or seen.message != message:  # told once, not at every retry
+                    await self.recorder.emit(owner, "Warning", REASON_CREATION_FAILED, message)
                 return message, False
             raise
         self._refusals.pop(ident, None)

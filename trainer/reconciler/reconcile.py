@@ -206,17 +206,16 @@ class Reconciler(Generic[J, I]):
                 later = None
             else:
                 # Write the children, then read those writes back into the info.
-                refused = await self.children.write(obj, desired)
+                written = await self.children.write(obj, desired)
                 info = kind.written(ctx, info, desired)
                 # Write the status: the conditions (a refusal folded into Misconfigured), the kind's events.
                 conditions = kind.conditions(info, plan)
-                later = kind.requeue_after(info)
+                later = soonest(kind.requeue_after(info), written.retry_in)
                 if conditions is not None:
-                    if refused:
-                        conditions = _with_problem(conditions, problem(REASON_CREATION_FAILED, "; ".join(refused)))
-                    deferred = await self.status.write(obj, info, conditions, kind.events(info))
-                    if deferred is not None:
-                        later = deferred if later is None else min(later, deferred)
+                    if written.refused:
+                        refused = problem(REASON_CREATION_FAILED, "; ".join(written.refused))
+                        conditions = _with_problem(conditions, refused)
+                    later = soonest(later, await self.status.write(obj, info, conditions, kind.events(info)))
         except RETRIED:
             raise
         except Exception as e:
@@ -318,6 +317,12 @@ def kept_secret(obj: JSON) -> JSON:
 def just_finished(old: JSON | None, new: JSON) -> bool:
     """Whether a Job's change is its finishing (``Complete`` or ``Failed`` turned True)."""
     return bool(job_finished(new)) and not (old and job_finished(old))
+
+
+def soonest(*waits: float | None) -> float | None:
+    """The shortest of the waits (seconds) that are set, or None when none is."""
+    known = [w for w in waits if w is not None]
+    return min(known) if known else None
 
 
 def first_error(e: ValidationError) -> str:

@@ -92,7 +92,7 @@ class CAPublisher:
             if e.namespace_terminating or e.not_found:
                 return
             raise
-        if refusal is not None:  # told on the TrainJob; not sent again until the CA changes
+        if refusal is not None:  # told on the TrainJob; sent again after a backoff
             log.warning("status server CA refused", configmap=f"{key[0]}/{body['metadata']['name']}", error=refusal)
             return
         self._written[key] = (str(obj["metadata"].get("uid")), ca)
