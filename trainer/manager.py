@@ -83,7 +83,7 @@ class Manager:
     ) -> None:
         self.kube, self.settings, self.elector = kube, settings, elector
         self.metrics = metrics if metrics is not None else Metrics()
-        self.gang, self.controllers = gang, controllers
+        self.controllers = controllers
         self.writer = kube.fenced(elector.check_write) if elector is not None else kube
         """What the controllers and their Events write through: ``kube``, fenced by the elector if any."""
         events = self.events = EventRecorder(self.writer)

@@ -172,8 +172,8 @@ class ChildWriter:
             results = await together([self.apply(owner, obj, existing, once) for obj, existing, once in stage])
             for (obj, existing, _), (refusal, wrote) in zip(stage, results, strict=True):
                 if refusal:
-                    refused.append(refusal)
-                    waits.append(self._refusals[(obj["kind"], *key_of(obj))].retry_at - self.clock())
+                    refused.append(refusal.message)
+                    waits.append(refusal.retry_at - self.clock())
                 elif wrote:
                     (created if existing is None else updated).append(f"{obj['kind']} {obj['metadata']['name']}")
         if created or updated:  # one line per reconcile, not one per object
@@ -185,10 +185,10 @@ class ChildWriter:
 
     async def apply(
         self, owner: JSON, desired: JSON, existing: JSON | None, once: bool = False
-    ) -> tuple[str | None, bool]:
+    ) -> tuple[Refusal | None, bool]:
         """Write ``desired`` unless ``existing`` already matches it (see the module docstring). With
         ``once`` a 409 says it exists already, which counts as not written. Returns ``(refusal,
-        written)``: the refusal (``<Kind> <name>: <message>``) or None, and whether the object was
+        written)``: the :class:`Refusal` (its message ``<Kind> <name>: <message>``) or None, and whether the object was
         written. Other errors raise :class:`~trainer.kube.client.ApiError`."""
         desired = with_hash(desired)
         res = resource_of(desired)
@@ -200,7 +200,7 @@ class ChildWriter:
         if seen is not None and seen.digest != digest:
             seen = None  # what is desired changed: sent at once, counted afresh
         if seen is not None and self.clock() < seen.retry_at:
-            return seen.message, False
+            return seen, False
         taking = existing is not None and not once and owned_by_update(existing)
         if taking and await take_over(self.kube, res, desired, FIELD_MANAGER):
             log.info("took over for apply", kind=desired["kind"], name=desired["metadata"]["name"])
@@ -215,10 +215,10 @@ class ChildWriter:
                 message = f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
                 attempts = seen.attempts + 1 if seen is not None else 1
                 wait = min(RETRY_FIRST * 2 ** (attempts - 1), RETRY_MAX)
-                self._refusals[ident] = Refusal(digest, message, self.clock() + wait, attempts)
+                refusal = self._refusals[ident] = Refusal(digest, message, self.clock() + wait, attempts)
                 if seen is None or seen.message != message:  # told once, not at every retry
                     await self.recorder.emit(owner, "Warning", REASON_CREATION_FAILED, message)
-                return message, False
+                return refusal, False
             raise
         self._refusals.pop(ident, None)
         # Kept until the cache has it (a moment): the fields the cache keeps, not interned.

@@ -197,7 +197,7 @@ class Reconciler(Generic[J, I]):
                 # Input the schema let through that the pure core cannot expand (the webhook, when it
                 # runs, refuses it first): said on the job, not retried until it changes.
                 message = f"cannot expand the {kind.resource.kind}: {e!r}; fix its spec or its runtime"
-                await self._terminal(obj, [*_kept(obj), problem("InvalidSpec", message)], message, e)
+                await self._terminal(obj, [*kept_conditions(obj), problem("InvalidSpec", message)], message, e)
                 return None
             if isinstance(info, Blocked):
                 await self.children.write(obj, info.desired)
@@ -215,7 +215,7 @@ class Reconciler(Generic[J, I]):
                     if written.refused:
                         refused = problem(REASON_CREATION_FAILED, "; ".join(written.refused))
                         conditions = _with_problem(conditions, refused)
-                    later = soonest(later, await self.status.write(obj, info, conditions, kind.events(info)))
+                    later = soonest(later, await self.status.write(obj, info, conditions))
         except RETRIED:
             raise
         except Exception as e:
@@ -260,7 +260,7 @@ class Reconciler(Generic[J, I]):
         )
         log.error("reconcile failed; said on the job, not retrying", error=repr(e), exc_info=e)
         try:
-            await self.status.write(obj, None, [*_kept(obj), problem(REASON_RECONCILE_ERROR, message)])
+            await self.status.write(obj, None, [*kept_conditions(obj), problem(REASON_RECONCILE_ERROR, message)])
         except ApiError:
             raise
         except Exception as again:
@@ -338,9 +338,6 @@ def kept_conditions(obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condit
         for c in (obj.get("status") or {}).get("conditions") or []
         if c.get("type") != dropped
     ]
-
-
-_kept = kept_conditions
 
 
 def _carries(obj: JSON, cond: Condition) -> bool:

@@ -19,7 +19,7 @@ changes batched by ``syncJobBatchPeriod`` (1 s).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -88,8 +88,9 @@ class StatusWriter:
         self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
         """Outcome events already counted: (job uid, event, restart)."""
 
-    async def write(self, obj: JSON, info: Any, desired: list[Condition], events: Sequence[Event] = ()) -> float | None:
-        """Merge ``desired`` into ``obj``'s conditions, record ``events`` and an event per transition, then
+    async def write(self, obj: JSON, info: Any, desired: list[Condition]) -> float | None:
+        """Merge ``desired`` into ``obj``'s conditions, record the kind's events for ``info`` (a restart)
+        and an event per transition, then
         patch the status once, only if it changed (``info`` None: the job could not be expanded; the
         kind's status then holds its conditions only). Returns the seconds to look again after when a
         progress-only change was deferred, else None. Raises :class:`~trainer.kube.client.ApiError`."""
@@ -113,7 +114,7 @@ class StatusWriter:
                 return self.delay - waited
         self.clock.stop(key)
         # Events first: whoever sees the new condition finds its event too.
-        for type_, reason, message in events:
+        for type_, reason, message in self.kind.events(info):
             await self.recorder.emit(obj, type_, reason, message)
         for cond in transitions(current, merged):
             warning = cond.type in self.kind.warning_conditions and cond.status == "True"

@@ -93,7 +93,9 @@ class CAPublisher:
                 return
             raise
         if refusal is not None:  # told on the TrainJob; sent again after a backoff
-            log.warning("status server CA refused", configmap=f"{key[0]}/{body['metadata']['name']}", error=refusal)
+            log.warning(
+                "status server CA refused", configmap=f"{key[0]}/{body['metadata']['name']}", error=refusal.message
+            )
             return
         self._written[key] = (str(obj["metadata"].get("uid")), ca)
         log.info("status server CA published", configmap=f"{key[0]}/{body['metadata']['name']}")
