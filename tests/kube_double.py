@@ -236,9 +236,16 @@ class RecordingKube:
         self.writes.append(Write("update", res.kind, key_of(obj), obj))
         return self._store(res, copy.deepcopy(obj))
 
-    async def delete(self, res: Resource, namespace: str | None, name: str, propagation: str = "Background") -> bool:
+    async def delete(
+        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background", uid: str | None = None
+    ) -> bool:
+        """Delete; with ``uid``, only the object of that uid (else False, as the apiserver's 409 of the
+        precondition reads to the operator)."""
         key = (namespace or "" if res.namespaced else "", name)
         self.writes.append(Write("delete", res.kind, key))
+        stored = self.objects.get((res, key))
+        if stored is not None and uid and (stored.get("metadata") or {}).get("uid") != uid:
+            return False
         if self.objects.pop((res, key), None) is None:
             return False
         self._feed(res, None, deleted=True, key=key)

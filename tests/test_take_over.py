@@ -110,11 +110,18 @@ async def test_a_take_over_that_lost_a_race_is_retried() -> None:
     assert [e["operation"] for e in job["metadata"]["managedFields"]] == ["Apply"]
 
 
-async def test_a_new_child_that_exists_already_is_applied() -> None:
+async def test_a_new_child_of_the_job_that_exists_already_is_applied() -> None:
     w = World("torch", "none")
     ns = w.key[0]
-    theirs = {"apiVersion": "v1", "kind": "Service", "metadata": {"namespace": ns, "name": w.key[1]}, "spec": {}}
-    w.kube.objects[(SERVICES, (ns, w.key[1]))] = theirs  # in the apiserver, not yet in the cache
+    uid = w.kube.objects[(TRAINJOBS, w.key)]["metadata"]["uid"]
+    ref = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": w.key[1], "uid": uid}
+    ours = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"namespace": ns, "name": w.key[1], "ownerReferences": [{**ref, "controller": True}]},
+        "spec": {},
+    }
+    w.kube.objects[(SERVICES, (ns, w.key[1]))] = ours  # in the apiserver, not yet in the cache
     await w.reconcile()
     assert [x.verb for x in w.kube.writes if x.kind == SERVICES.kind] == ["create", "apply"]
     assert w.kube.objects[(SERVICES, (ns, w.key[1]))]["spec"]["clusterIP"] == "None"

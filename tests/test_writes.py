@@ -269,11 +269,13 @@ def event_count(kube: RecordingKube) -> int:
 async def test_a_created_once_child_the_cache_has_not_seen_yet_is_left_as_it_is() -> None:
     w = World("mpijob", "none")
     ns, name = w.key[0], w.key[1] + "-ssh"
-    theirs = {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": ns, "name": name}, "data": {}}
-    w.kube.objects[(SECRETS, (ns, name))] = theirs  # in the apiserver, not yet in the cache (a restart)
+    ref = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": w.key[1], "controller": True}
+    meta = {"namespace": ns, "name": name, "ownerReferences": [{**ref, "uid": w.obj["metadata"]["uid"]}]}
+    ours = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": {}}
+    w.kube.objects[(SECRETS, (ns, name))] = ours  # in the apiserver, not yet in the cache (a restart)
     await w.reconcile()
     assert w.kube.count("create", SECRETS.kind) == 1, "created once: the apiserver says it exists (409)"
-    assert w.kube.count("apply", SECRETS.kind) == 0 and w.kube.objects[(SECRETS, (ns, name))] is theirs
+    assert w.kube.count("apply", SECRETS.kind) == 0 and w.kube.objects[(SECRETS, (ns, name))] is ours
     assert [k for r, k in w.kube.objects if r == SECRETS] == [(ns, name)], "no other Secret"
     assert w.jobs(), "and the reconcile goes on"
 

@@ -97,8 +97,8 @@ OPERATOR: list[Rule] = [
     Rule(
         JOBS,
         (*WATCH, *APPLY, "get", "delete"),
-        "informers; create, apply (get: taking over a create's fields, controllers/take_over.py); finished jobs, "
-        "restarts, TTL, cleanPodPolicy",
+        "informers; create, apply (get: whose is an object named like a child, on a create's 409, and taking "
+        "over a create's fields, reconciler/child_writer.py); finished jobs, restarts, TTL, cleanPodPolicy",
     ),
     Rule(JOBS, ("patch",), "clearing startTime of a suspended Job (controllers/reconciler.py)", "status"),
     Rule(
@@ -111,11 +111,15 @@ OPERATOR: list[Rule] = [
         (*WATCH, *APPLY, "get", "delete"),
         "informers; hostfiles, runtime snapshots (get: as for jobs); ttlSecondsAfterFinished",
     ),
-    Rule(SECRETS, (*WATCH, *APPLY, "delete"), "informers (children only, by label); SSH keys; ttlSecondsAfterFinished"),
+    Rule(
+        SECRETS,
+        (*WATCH, *APPLY, "get", "delete"),
+        "informers (children only, by label); SSH keys (get: as for jobs); ttlSecondsAfterFinished",
+    ),
     Rule(
         PERSISTENT_VOLUME_CLAIMS,
-        (*WATCH, *APPLY, "delete"),
-        "informer (children only, by label); volumeClaimPolicies; ttlSecondsAfterFinished",
+        (*WATCH, *APPLY, "get", "delete"),
+        "informer (children only, by label); volumeClaimPolicies (get: as for jobs); ttlSecondsAfterFinished",
     ),
     Rule(SECRETS, ("get", "update"), "the webhook's certificate Secret: read, rotate (webhook/tls.py)"),
     Rule(VALIDATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
@@ -136,11 +140,19 @@ GANG: dict[str, list[Rule]] = {
     "none": [],
     "kueue": [],
     "volcano": [
-        Rule(VOLCANO_PODGROUPS, (*WATCH, *APPLY, "delete"), "informer; one PodGroup per job; deleted when done"),
+        Rule(
+            VOLCANO_PODGROUPS,
+            (*WATCH, *APPLY, "get", "delete"),
+            "informer; one PodGroup per job (get: as for jobs); deleted when done",
+        ),
         Rule(VOLCANO_QUEUES, WATCH, "informer: queue checks (gang/volcano.py)"),
     ],
     "scheduler-plugins": [
-        Rule(COSCHEDULING_PODGROUPS, (*WATCH, *APPLY, "delete"), "informer; one PodGroup per job; deleted when done"),
+        Rule(
+            COSCHEDULING_PODGROUPS,
+            (*WATCH, *APPLY, "get", "delete"),
+            "informer; one PodGroup per job (get: as for jobs); deleted when done",
+        ),
     ],
 }
 """What each ``--gang-scheduler-name`` adds to the ClusterRole."""

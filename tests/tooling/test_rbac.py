@@ -20,12 +20,10 @@ import yaml
 from kubernetes_asyncio import client
 
 from api.kinds import (
-    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
     MPIJOBS,
     MUTATING_WEBHOOKS,
-    SERVICES,
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     Resource,
@@ -63,8 +61,9 @@ DYNAMIC = {
     ("trainer/reconciler/child_writer.py", "create"): "children",
     ("trainer/reconciler/child_writer.py", "delete"): "deletes",
     ("trainer/reconciler/child_writer.py", "merge_patch"): "patches",
-    ("trainer/reconciler/child_writer.py", "get"): "posted children",
-    ("trainer/reconciler/child_writer.py", "json_patch"): "posted children",
+    ("trainer/reconciler/child_writer.py", "get"): "children",
+    ("trainer/reconciler/child_writer.py", "get_or_none"): "children",
+    ("trainer/reconciler/child_writer.py", "json_patch"): "children",
     ("trainer/reconciler/status_writer.py", "patch_status"): "primaries",
     ("trainer/webhook/server.py", "apply"): "webhook configurations",
 }
@@ -139,8 +138,6 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, *TTL_CHILDREN},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
-        # The kinds a new child is created with POST of, whose create's fields an apply takes over.
-        "posted children": {JOBS, SERVICES, CONFIGMAPS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},
     }
     operator: set[Grant] = set()

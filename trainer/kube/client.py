@@ -262,7 +262,7 @@ class KubeClient(Lister, Protocol):
     async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: builtins.list[JSON]) -> JSON: ...
 
     async def delete(
-        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background"
+        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background", uid: str | None = None
     ) -> bool: ...
 
     def fenced(self, guard: WriteGuard) -> KubeClient: ...
@@ -589,14 +589,18 @@ class Kube:
         raises :class:`ApiError` 409 when the stored object changed since that version."""
         return await self.request("PUT", res.path(namespace, obj["metadata"]["name"]), body=obj)
 
-    async def delete(self, res: Resource, namespace: str | None, name: str, propagation: str = "Background") -> bool:
-        """Delete one object; False when it was already gone."""
+    async def delete(
+        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background", uid: str | None = None
+    ) -> bool:
+        """Delete one object; False when it was already gone, or (with ``uid``, a precondition) when the
+        object of that name now is another one (a 409 of the precondition)."""
+        body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            await self.request(
-                "DELETE", res.path(namespace, name), body={"kind": "DeleteOptions", "propagationPolicy": propagation}
-            )
+            await self.request("DELETE", res.path(namespace, name), body=body)
         except ApiError as e:
-            if e.not_found:
+            if e.not_found or (uid and e.conflict):
                 return False
             raise
         return True

@@ -4,10 +4,23 @@ object a job owns goes through :class:`ChildWriter`.
 What one reconcile wants is a :class:`Desired`: deletions, merge patches, objects created only when
 absent (:class:`Once`: the runtime snapshot, an SSH key pair, a PVC) and objects applied where they
 differ from the cache (:func:`needs_apply`). A new child is created with POST, as JobSet and
-mpi-operator create theirs (a create costs the apiserver less than an apply), but for a suspended Job
-and the gang scheduler's objects, which others change later; an existing one is server-side applied
-(field manager ``trainer``), after the create's ownership of its fields is taken over (:func:`take_over`)
-so that the apply prunes what is no longer desired. A child the apiserver refuses (4xx but conflict and
+mpi-operator create theirs (a create costs the apiserver less than an apply, and never takes over an
+object that exists); an existing one is server-side applied (field manager ``trainer``), after the
+create's ownership of its fields is taken over (:func:`take_over`) so that the apply prunes what is no
+longer desired.
+
+Ownership: the writer applies, patches and deletes only objects controlled by the job (a controller
+owner reference with the job's uid, :func:`claim`), whether it finds them in its cache or learns of
+them from a create's 409 (then it reads the object). An object of that name that the job does not
+control is left as it is: it is a refusal with reason :data:`REASON_RESOURCE_EXISTS`, told once as a
+Warning event on the job in mpi-operator's words (``Resource "<name>" of Kind "<Kind>" already exists
+and is not managed by <Kind>``, kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``), and
+while a child other than a Job is such a conflict no Job is written, so no Pod starts with a Secret or
+a hostfile someone else wrote. A child of an earlier job of the same kind and name (deleted and created
+again, its children not yet collected) is waited for (:data:`REASON_PREVIOUS`), not taken. Deletes carry
+the uid of the object read as a precondition, so what replaced it meanwhile is never deleted.
+
+A child the apiserver refuses (4xx but conflict and
 throttling) becomes one Warning event ``TrainJobResourcesCreationFailed`` on the owner and is sent again
 after a backoff (:data:`RETRY_FIRST` seconds, doubling up to :data:`RETRY_MAX`; at once when what is
 desired of it changes): a refusal can pass (an exceeded quota, a webhook's verdict), so it is never
@@ -45,10 +58,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from api.kinds import CONFIGMAPS, JOBS, SERVICES, Resource, resource_of
+from api.kinds import JOBS, Resource, resource_of
 from trainer.bounded import BoundedDict
 from trainer.json_codec import JSON, dumps_sorted
-from trainer.kube.cache import key_of
+from trainer.kube.cache import controller_of, key_of
 from trainer.kube.client import ApiError
 from trainer.kube.projection import FIELD_MANAGER, managed_entry, owned_by_update
 
@@ -60,12 +73,19 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("trainer.children")
 REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
+REASON_RESOURCE_EXISTS = "ErrResourceExists"
+"""A child's name is taken by an object the job does not control (mpi-operator's event reason)."""
+REASON_PREVIOUS = "WaitingForPreviousChildren"
+"""A child's name is still taken by the child of an earlier job of the same kind and name."""
+OURS, PREVIOUS, FOREIGN = "ours", "previous", "foreign"
 MAX_REFUSALS = 10000
 """Refused children remembered at most (the oldest go first)."""
 RETRY_FIRST = 5.0
 """Seconds before a refused child is first sent again."""
 RETRY_MAX = 300.0
 """The longest wait, in seconds, between two sends of a child that is refused again and again."""
+RETRY_PREVIOUS = 1.0
+"""Seconds before a child held by an earlier job of the same name is looked for again (doubling)."""
 T = TypeVar("T")
 
 
@@ -81,22 +101,42 @@ class Once:
 
 @dataclass(frozen=True)
 class Refusal:
-    """A child the apiserver refused: what was sent (its desired hash), what it said, when to send it
-    again (monotonic seconds) and how many sends in a row it refused."""
+    """A child not written: what was sent (its desired hash), why (``reason``:
+    :data:`REASON_CREATION_FAILED` when the apiserver refused it, :data:`REASON_RESOURCE_EXISTS` or
+    :data:`REASON_PREVIOUS` when its name is taken), the message (``<Kind> <name>: ...``), when to try
+    again (monotonic seconds) and how many tries in a row failed."""
 
     digest: str
     message: str
     retry_at: float
     attempts: int
+    reason: str = REASON_CREATION_FAILED
+
+    @property
+    def conflict(self) -> bool:
+        """Whether the child's name is taken by an object the job does not control."""
+        return self.reason != REASON_CREATION_FAILED
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A child's name held by an object the job does not control: its :func:`claim` and the object."""
+
+    claim: str
+    obj: JSON
 
 
 @dataclass(frozen=True)
 class Written:
-    """What :meth:`ChildWriter.write` did: the children refused (``<Kind> <name>: <message>``) and the
-    seconds until the first of them is sent again (None: none refused)."""
+    """What :meth:`ChildWriter.write` did: the children not written (:class:`Refusal`) and the seconds
+    until the first of them is tried again (None: none)."""
 
-    refused: list[str]
+    refusals: list[Refusal]
     retry_in: float | None
+
+    def messages(self, reason: str) -> list[str]:
+        """The messages of the refusals with ``reason``."""
+        return [r.message for r in self.refusals if r.reason == reason]
 
 
 @dataclass
@@ -147,33 +187,37 @@ class ChildWriter:
         Returns the apiserver's refusals of children and when to send them again (:class:`Written`);
         raises :class:`~trainer.kube.client.ApiError` for any other failure (retried by the caller)."""
         for res, ns, name in desired.delete:
-            if await self.kube.delete(res, ns, name):
-                log.info("deleted", kind=res.kind, name=name)
+            await self.delete(owner, res, ns, name)
         for res, ns, name in desired.delete_foreground:
-            if await self.kube.delete(res, ns, name, propagation="Foreground"):
-                log.info("deleted", kind=res.kind, name=name, propagation="Foreground")
+            await self.delete(owner, res, ns, name, propagation="Foreground")
         for res, ns, name, patch in desired.patch:
-            await self.kube.merge_patch(res, ns, name, patch)
-        todo: list[tuple[JSON, JSON | None, bool]] = [
-            (once.make(), None, True)
-            for once in desired.once
-            if self.latest(once.resource, once.namespace, once.name) is None
-        ]
+            if self._controls(owner, res, ns, name):
+                await self.kube.merge_patch(res, ns, name, patch)
+        todo: list[tuple[JSON, JSON | None, bool]] = []
+        refusals: list[Refusal] = []
+        for once in desired.once:
+            existing = self.latest(once.resource, once.namespace, once.name)
+            ident = (once.resource.kind, once.namespace, once.name)
+            if existing is not None:
+                if (taken := claim(existing, owner)) != OURS:
+                    refusals.append(await self._refuse(owner, ident, "", taken_message(existing, owner, taken), taken))
+            elif (seen := self._refusals.get(ident)) is not None and self.clock() < seen.retry_at:
+                refusals.append(seen)  # not made again (an SSH key) before it is due
+            else:
+                todo.append((once.make(), None, True))
         todo += [(obj, self.latest(resource_of(obj), *key_of(obj)), False) for obj in desired.apply]
-        refused: list[str] = []
-        waits: list[float] = []
         created: list[str] = []
         updated: list[str] = []
         # Everything a Job may need (its ConfigMaps, Service, SSH Secret, PodGroup) first, then the Jobs;
-        # the writes of each stage are sent together.
+        # the writes of each stage are sent together. While one of the first is someone else's, no Job
+        # is written: its Pods would use that object.
         for stage in ([t for t in todo if t[0]["kind"] != JOBS.kind], [t for t in todo if t[0]["kind"] == JOBS.kind]):
-            if not stage:
+            if not stage or (stage[0][0]["kind"] == JOBS.kind and any(r.conflict for r in refusals)):
                 continue
             results = await together([self.apply(owner, obj, existing, once) for obj, existing, once in stage])
             for (obj, existing, _), (refusal, wrote) in zip(stage, results, strict=True):
                 if refusal:
-                    refused.append(refusal.message)
-                    waits.append(refusal.retry_at - self.clock())
+                    refusals.append(refusal)
                 elif wrote:
                     (created if existing is None else updated).append(f"{obj['kind']} {obj['metadata']['name']}")
         if created or updated:  # one line per reconcile, not one per object
@@ -181,7 +225,35 @@ class ChildWriter:
         if created and self.announce:
             # One event per batch of creations, as a person reads it (not one per object).
             await self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
-        return Written(refused, max(min(waits), 0.0) if waits else None)
+        waits = [r.retry_at - self.clock() for r in refusals]
+        return Written(refusals, max(min(waits), 0.0) if waits else None)
+
+    def _controls(self, owner: JSON, res: Resource, namespace: str | None, name: str) -> JSON | None:
+        """The cached object ``res`` ``namespace/name`` when ``owner`` controls it or it is ``owner``
+        itself; None otherwise (absent, or someone else's)."""
+        target = self.latest(res, namespace, name)
+        if target is None:
+            return None
+        meta, own = target.get("metadata") or {}, owner.get("metadata") or {}
+        itself = target.get("kind", res.kind) == owner.get("kind") and meta.get("uid") == own.get("uid")
+        return target if itself or claim(target, owner) == OURS else None
+
+    async def delete(
+        self, owner: JSON, res: Resource, namespace: str | None, name: str, propagation: str = "Background"
+    ) -> bool:
+        """Delete ``res`` ``namespace/name`` when ``owner`` controls it (or it is ``owner``), with its uid
+        as a precondition; an object of that name that is someone else's is left (logged). Returns
+        whether it deleted. Raises :class:`~trainer.kube.client.ApiError` when the apiserver refuses."""
+        target = self._controls(owner, res, namespace, name)
+        if target is None:
+            if self.latest(res, namespace, name) is not None:
+                log.warning("not deleting an object the job does not control", kind=res.kind, name=name)
+            return False
+        uid = str((target.get("metadata") or {}).get("uid") or "") or None
+        if not await self.kube.delete(res, namespace, name, propagation=propagation, uid=uid):
+            return False
+        log.info("deleted", kind=res.kind, name=name, propagation=propagation)
+        return True
 
     async def apply(
         self, owner: JSON, desired: JSON, existing: JSON | None, once: bool = False
@@ -192,10 +264,13 @@ class ChildWriter:
         written. Other errors raise :class:`~trainer.kube.client.ApiError`."""
         desired = with_hash(desired)
         res = resource_of(desired)
+        ident = (desired["kind"], *key_of(desired))
+        # What is created once is made anew each time (an SSH key): its content is not what was refused.
+        digest = "" if once else desired["metadata"]["annotations"][HASH_ANNOTATION]
+        if existing is not None and (taken := claim(existing, owner)) != OURS:
+            return await self._refuse(owner, ident, digest, taken_message(existing, owner, taken), taken), False
         if not needs_apply(desired, existing, self.reader.kept(res)):
             return None, False
-        ident = (desired["kind"], *key_of(desired))
-        digest = desired["metadata"]["annotations"][HASH_ANNOTATION]
         seen = self._refusals.get(ident)
         if seen is not None and seen.digest != digest:
             seen = None  # what is desired changed: sent at once, counted afresh
@@ -205,38 +280,69 @@ class ChildWriter:
         if taking and await take_over(self.kube, res, desired, FIELD_MANAGER):
             log.info("took over for apply", kind=desired["kind"], name=desired["metadata"]["name"])
         try:
-            stored = await self._send(res, desired, existing, once)
+            if existing is not None:
+                stored = await self.kube.apply(desired, FIELD_MANAGER)
+            else:
+                created = await self._create(owner, res, desired, once)
+                if isinstance(created, Taken):  # the name is someone else's
+                    message = taken_message(created.obj, owner, created.claim)
+                    return await self._refuse(owner, ident, digest, message, created.claim), False
+                if created is None:
+                    return None, False
+                stored = created
         except ApiError as e:
-            if e.namespace_terminating or (once and e.conflict):
+            if e.namespace_terminating:
                 return None, False
             if e.invalid and desired["kind"] == JOBS.kind and await self._mend_suspended_job(owner, desired, existing):
                 return None, True
             if 400 <= e.status < 500 and e.status not in (409, 429):
                 message = f"{desired['kind']} {desired['metadata']['name']}: {e.message}"
-                attempts = seen.attempts + 1 if seen is not None else 1
-                wait = min(RETRY_FIRST * 2 ** (attempts - 1), RETRY_MAX)
-                refusal = self._refusals[ident] = Refusal(digest, message, self.clock() + wait, attempts)
-                if seen is None or seen.message != message:  # told once, not at every retry
-                    await self.recorder.emit(owner, "Warning", REASON_CREATION_FAILED, message)
-                return refusal, False
+                return await self._refuse(owner, ident, digest, message, REASON_CREATION_FAILED), False
             raise
         self._refusals.pop(ident, None)
         # Kept until the cache has it (a moment): the fields the cache keeps, not interned.
         self.own_writes.remember(res, self.reader.kept(res)(stored), settled=self.settles)
         return None, True
 
-    async def _send(self, res: Resource, desired: JSON, existing: JSON | None, once: bool) -> JSON:
-        """Create (``once``, or a new child :func:`created_by_post`) or server-side apply ``desired``;
-        returns the stored object. A new child of the latter kinds that exists already (a cache behind)
-        is applied; a created-once one's 409 is raised."""
-        if not once and (existing is not None or not created_by_post(desired)):
-            return await self.kube.apply(desired, FIELD_MANAGER)
+    async def _create(self, owner: JSON, res: Resource, desired: JSON, once: bool) -> JSON | Taken | None:
+        """POST ``desired``; returns the stored object. When its name is taken (409), the stored object
+        is read: one the job controls is server-side applied (``once``: left, None returned), anyone
+        else's is returned as :class:`Taken`. Raises :class:`~trainer.kube.client.ApiError`."""
         try:
             return await self.kube.create(res, desired["metadata"].get("namespace"), desired, FIELD_MANAGER)
         except ApiError as e:
-            if once or not e.conflict:
+            if not e.conflict:
                 raise
+        stored = await self.kube.get_or_none(res, desired["metadata"].get("namespace"), desired["metadata"]["name"])
+        if stored is None:
+            raise ApiError(409, {"reason": "Conflict", "message": "created and deleted meanwhile; tried again"})
+        taken = claim(stored, owner)
+        if taken != OURS:
+            return Taken(taken, stored)
+        if once:
+            return None
+        if owned_by_update(stored):
+            await take_over(self.kube, res, desired, FIELD_MANAGER)
         return await self.kube.apply(desired, FIELD_MANAGER)
+
+    async def _refuse(self, owner: JSON, ident: tuple[str, str, str], digest: str, message: str, why: str) -> Refusal:
+        """Remember a child not written (``why``: :data:`REASON_CREATION_FAILED`, or a :func:`claim`
+        that is not :data:`OURS`), to be tried again after a backoff; told once as a Warning event on
+        ``owner`` (not for :data:`PREVIOUS`: the wait is short and expected)."""
+        reason = {FOREIGN: REASON_RESOURCE_EXISTS, PREVIOUS: REASON_PREVIOUS}.get(why, why)
+        seen = self._refusals.get(ident)
+        if seen is not None and seen.retry_at > self.clock() and seen.message == message:
+            return seen  # found in the cache again before the retry is due: nothing new
+        attempts = seen.attempts + 1 if seen is not None and seen.digest == digest else 1
+        first = RETRY_PREVIOUS if reason == REASON_PREVIOUS else RETRY_FIRST
+        wait = min(first * 2 ** (attempts - 1), RETRY_MAX)
+        refusal = self._refusals[ident] = Refusal(digest, message, self.clock() + wait, attempts, reason)
+        if seen is None or seen.message != message:  # told once, not at every retry
+            if reason == REASON_PREVIOUS:
+                log.info("waiting for a child of an earlier job to be deleted", child=message)
+            else:
+                await self.recorder.emit(owner, "Warning", reason, _event_message(message, reason, owner, ident))
+        return refusal
 
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
         """Kubernetes lets a suspended Job's Pod template change only in its scheduling directives, and
@@ -256,7 +362,7 @@ class ChildWriter:
         if int((existing.get("status") or {}).get("active") or 0) > 0:
             return False
         log.info("recreating suspended job", name=desired["metadata"]["name"])
-        await self.kube.delete(JOBS, *key_of(desired))
+        await self.kube.delete(JOBS, *key_of(desired), uid=(existing.get("metadata") or {}).get("uid"))
         await self.recorder.emit(
             owner,
             "Normal",
@@ -266,14 +372,35 @@ class ChildWriter:
         return True
 
 
-def created_by_post(desired: JSON) -> bool:
-    """Whether a new child ``desired`` is created with POST (a Job but a suspended one, a Service, a
-    ConfigMap); else it is created by server-side apply: a suspended Job is changed on resume (by the
-    operator, by Kueue), and the gang scheduler's objects are the scheduler's to change too."""
-    kind = desired.get("kind")
-    if kind == JOBS.kind:
-        return not (desired.get("spec") or {}).get("suspend")
-    return kind in (SERVICES.kind, CONFIGMAPS.kind)
+def claim(obj: JSON, owner: JSON) -> str:
+    """Whose ``obj`` is, for the job ``owner``: :data:`OURS` (its controller owner reference has the
+    owner's uid), :data:`PREVIOUS` (it names an earlier object of the owner's kind and name: a job
+    deleted and created again whose children are not yet collected) or :data:`FOREIGN`."""
+    ref = controller_of(obj) or {}
+    meta = owner.get("metadata") or {}
+    if ref.get("uid") and ref.get("uid") == meta.get("uid"):
+        return OURS
+    if ref.get("kind") == owner.get("kind") and ref.get("name") == meta.get("name"):
+        return PREVIOUS
+    return FOREIGN
+
+
+def taken_message(obj: JSON, owner: JSON, taken: str) -> str:
+    """``<Kind> <name>: ...`` saying whose ``obj`` is (``taken``: its :func:`claim` for ``owner``) and
+    the way out."""
+    kind, name = obj.get("kind") or "object", (obj.get("metadata") or {}).get("name")
+    what = f"{owner.get('kind')} {(owner.get('metadata') or {}).get('name')}"
+    if taken == PREVIOUS:
+        return f"{kind} {name}: still held by an earlier {what} (being deleted); waiting for it to go"
+    return f"{kind} {name}: already exists and is not controlled by {what}; delete or rename it, then the job goes on"
+
+
+def _event_message(message: str, reason: str, owner: JSON, ident: tuple[str, str, str]) -> str:
+    """The Warning event's text: mpi-operator's for a taken name, else ``message``."""
+    if reason != REASON_RESOURCE_EXISTS:
+        return message
+    kind, _, name = ident
+    return f'Resource "{name}" of Kind "{kind}" already exists and is not managed by {owner.get("kind")}'
 
 
 async def together(calls: list[Coroutine[Any, Any, T]]) -> list[T]:

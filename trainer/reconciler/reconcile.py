@@ -11,7 +11,9 @@ status is patched only when it changed, so a second reconcile of a settled objec
 
 A spec the operator cannot parse gets condition ``Failed`` once and raises
 :class:`~trainer.controller.TerminalError` (not retried). A child the apiserver refuses (422, 403)
-becomes a Warning event ``TrainJobResourcesCreationFailed`` on the job instead of a retry loop. Any
+becomes a Warning event ``TrainJobResourcesCreationFailed`` on the job and condition ``Misconfigured``,
+and is sent again with backoff; a child whose name someone else's object holds, ``ErrResourceExists``
+(see :mod:`~trainer.reconciler.child_writer`). Any
 other exception of ours on a job's input is retried a few times (:data:`RECONCILE_ATTEMPTS`), then said
 on the job as ``Misconfigured``/``ReconcileError`` and not retried; each of these is written once, so
 the error counters stop growing. Mirrors the flow of kubeflow/trainer
@@ -48,7 +50,7 @@ from trainer.job_facts import job_finished
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 from trainer.kube.projection import strip_managed_fields
-from trainer.reconciler.child_writer import REASON_CREATION_FAILED, ChildWriter, Desired
+from trainer.reconciler.child_writer import REASON_CREATION_FAILED, REASON_RESOURCE_EXISTS, ChildWriter, Desired
 from trainer.reconciler.status_writer import Event, StatusWriter
 
 log = structlog.get_logger("trainer.reconciler")
@@ -212,9 +214,9 @@ class Reconciler(Generic[J, I]):
                 conditions = kind.conditions(info, plan)
                 later = soonest(kind.requeue_after(info), written.retry_in)
                 if conditions is not None:
-                    if written.refused:
-                        refused = problem(REASON_CREATION_FAILED, "; ".join(written.refused))
-                        conditions = _with_problem(conditions, refused)
+                    for reason in (REASON_RESOURCE_EXISTS, REASON_CREATION_FAILED):
+                        if messages := written.messages(reason):
+                            conditions = _with_problem(conditions, problem(reason, "; ".join(messages)))
                     later = soonest(later, await self.status.write(obj, info, conditions))
         except RETRIED:
             raise

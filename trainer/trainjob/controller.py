@@ -48,11 +48,19 @@ from trainer.builders import volume_claims
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
 from trainer.controller import Context, Controller, Key, Reader, Watches
-from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
+from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
 from trainer.job_facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
 from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
-from trainer.reconciler.child_writer import Desired, Once
+from trainer.reconciler.child_writer import (
+    FOREIGN,
+    PREVIOUS,
+    REASON_RESOURCE_EXISTS,
+    Desired,
+    Once,
+    claim,
+    taken_message,
+)
 from trainer.reconciler.reconcile import Blocked, Kind, declare, first_error, kept_conditions
 from trainer.reconciler.status_writer import Event
 from trainer.runtime import (
@@ -119,9 +127,11 @@ def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> Ru
     the TrainJob breaks a rule the webhook enforces (said here when the webhook does not run)."""
     reader = ctx.reader
     ns = str(job.metadata.namespace)
-    snapshot = reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
-    runtime_obj = runtime_of_snapshot(snapshot) if snapshot is not None else runtime_of(obj, reader)
     kind, name = runtime_ref(obj)
+    snapshot = reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
+    if snapshot is not None and (problem_of_snapshot := _snapshot_problem(obj, snapshot)) is not None:
+        return problem_of_snapshot
+    runtime_obj = runtime_of_snapshot(snapshot) if snapshot is not None else runtime_of(obj, reader)
     if runtime_obj is None:
         if _finished(job):
             return Blocked(None)  # finished without a snapshot (made before them): the outcome stays
@@ -141,6 +151,26 @@ def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> Ru
     if problems:
         return Blocked(invalid(obj, "; ".join(problems)))
     return out
+
+
+def _snapshot_problem(obj: JSON, snapshot: JSON) -> Blocked | None:
+    """None when the TrainJob ``obj`` may expand from ``snapshot`` (the ConfigMap named like its runtime
+    snapshot): the TrainJob controls it and it freezes the runtime of its ``runtimeRef``. Else the job
+    waits (an earlier TrainJob's snapshot, not yet collected) or is told so: someone else's ConfigMap
+    (``ErrResourceExists``), or one that freezes another runtime (``Failed``), as kubeflow/trainer
+    refuses a snapshot it does not own. Nothing is built from it either way."""
+    taken = claim(snapshot, obj)
+    if taken == PREVIOUS:
+        return Blocked(None)  # its deletion brings the next reconcile
+    if taken == FOREIGN:
+        message = taken_message(snapshot, obj, taken)
+        return Blocked([*kept_conditions(obj), problem(REASON_RESOURCE_EXISTS, message)])
+    frozen = runtime_of_snapshot(snapshot) or {}
+    kind, name = runtime_ref(obj)
+    if (frozen.get("kind"), (frozen.get("metadata") or {}).get("name")) != (kind, name):
+        message = f"ConfigMap {snapshot['metadata']['name']} does not freeze the runtimeRef {kind} {name!r}; delete it"
+        return Blocked(invalid(obj, message))
+    return None
 
 
 def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
@@ -175,9 +205,9 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
     out.apply += plan.apply
     for child in info.policy.created_once(info):
         out.once.append(Once(child.resource, ns, child.name, child.make))
-    for claim in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):
-        meta = claim["metadata"]
-        out.once.append(Once(PERSISTENT_VOLUME_CLAIMS, meta["namespace"], meta["name"], partial(dict, claim)))
+    for pvc in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):
+        meta = pvc["metadata"]
+        out.once.append(Once(PERSISTENT_VOLUME_CLAIMS, meta["namespace"], meta["name"], partial(dict, pvc)))
     out.apply += children.config_maps
     if children.service is not None:
         out.apply.append(children.service)
