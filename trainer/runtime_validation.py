@@ -64,6 +64,9 @@ DEFAULT_MAX_NODES_PER_JOB = 1000
 """``--max-nodes-per-job`` unless set: the most pods one replicated job of a TrainJob (numNodes for the
 trainer) or the workers of an MPIJob may have; 0 is no limit."""
 MAX_NODES_FLAG = "--max-nodes-per-job"
+MAX_RJOB_NAME = 20
+"""The longest replicated job name a runtime may have (kubeflow/trainer v2.4, #4394): with the TrainJob's
+name and the indexes it makes Job and Pod names and the hostnames of the hostfile."""
 
 
 def _dns1035(value: str, where: str, what: str) -> list[str]:
@@ -122,6 +125,11 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
         where = f"{RJOBS}[{i}]"
         seen.append(r.name)
         errors += _dns1035(r.name, f"{where}.name", "replicated job name")
+        if len(r.name) > MAX_RJOB_NAME:
+            errors.append(
+                f"{where}.name: must be no more than {MAX_RJOB_NAME} characters (got {len(r.name)}, {r.name!r}): "
+                "it is part of every Job, Pod and hostname of the job; use a shorter name"
+            )
         errors += _dns1035(r.group_name, f"{where}.groupName", "group name")
         errors += _container_quantities(shape.pod_spec(r), f"{where}.template.spec.template.spec")
         step = step_of(r)

@@ -50,7 +50,12 @@ def discover_hosts(hosts: list[Host]) -> str:
 
 
 def launcher_env(implementation: str, slots: int) -> list[JSON]:
-    """Environment of the launcher container for the implementation."""
+    """Environment of the launcher container for the implementation. Open MPI gets both its 4.x
+    (ORTE, ``OMPI_MCA_orte_*``) and its 5.x (PRRTE, ``PRTE_MCA_*``) names, each release ignoring the
+    other's, so one runtime is right on both (kubeflow/trainer #4029; without them Open MPI 5 reads no
+    hostfile and runs every rank on the launcher). ``prte_keep_fqdn_hostnames`` is false: the hostfile's
+    short ``<pod>.<service>`` names never match what PRRTE resolves for itself, and with it true a
+    launcher that runs as a node would ssh to itself."""
     path = f"{CONFIG_MOUNT}/{HOSTFILE}"
     if implementation == "OpenMPI":
         return [
@@ -58,6 +63,10 @@ def launcher_env(implementation: str, slots: int) -> list[JSON]:
             {"name": "OMPI_MCA_orte_default_hostfile", "value": path},
             {"name": "OMPI_MCA_plm_rsh_args", "value": RSH_ARGS},
             {"name": "OMPI_MCA_orte_set_default_slots", "value": str(slots)},
+            {"name": "PRTE_MCA_prte_keep_fqdn_hostnames", "value": "false"},
+            {"name": "PRTE_MCA_prte_default_hostfile", "value": path},
+            {"name": "PRTE_MCA_plm_ssh_args", "value": RSH_ARGS},
+            {"name": "PRTE_MCA_prte_set_default_slots", "value": str(slots)},
         ]
     if implementation == "Intel":
         return [

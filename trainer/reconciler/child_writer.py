@@ -269,7 +269,7 @@ class ChildWriter:
         digest = "" if once else desired["metadata"]["annotations"][HASH_ANNOTATION]
         if existing is not None and (taken := claim(existing, owner)) != OURS:
             return await self._refuse(owner, ident, digest, taken_message(existing, owner, taken), taken), False
-        if not needs_apply(desired, existing, self.reader.kept(res)):
+        if not needs_apply(desired, existing, self.reader.kept(res)) or _runs_on(desired, existing):
             return None, False
         seen = self._refusals.get(ident)
         if seen is not None and seen.digest != digest:
@@ -347,10 +347,18 @@ class ChildWriter:
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
         """Kubernetes lets a suspended Job's Pod template change only in its scheduling directives, and
         only before the Job first started: clear its startTime and apply again; if that is not enough,
-        delete it to be recreated by the next reconcile (it has no Pods, so nothing is lost). True when
-        mended; raises what a retried apply raises unless it is a refusal."""
-        if existing is None or not (existing.get("spec") or {}).get("suspend") or not desired["spec"]["suspend"]:
+        delete it to be recreated by the next reconcile (it has no Pods, so nothing is lost), whether it
+        stays suspended or is resumed (a Job made by an earlier release of the operator, whose template
+        differs). A running Job to be suspended whose template cannot change is suspended alone (merge
+        patch), to be mended so by the next reconcile. True when mended; raises what a retried apply
+        raises unless it is a refusal."""
+        if existing is None:
             return False
+        if not (existing.get("spec") or {}).get("suspend"):
+            if not desired["spec"].get("suspend"):
+                return False
+            await self.kube.merge_patch(JOBS, *key_of(desired), {"spec": {"suspend": True}})
+            return True
         if (existing.get("status") or {}).get("startTime"):
             await self.kube.patch_status(JOBS, *key_of(desired), {"startTime": None})
             try:
@@ -370,6 +378,15 @@ class ChildWriter:
             f"Recreating suspended Job {desired['metadata']['name']} to apply the changed Pod template",
         )
         return True
+
+
+def _runs_on(desired: JSON, existing: JSON | None) -> bool:
+    """Whether ``existing`` is a Job that runs (not suspended) and ``desired`` lets it run on: such a Job
+    is never written, as JobSet writes no Job it started (its Pod template is immutable, and a template
+    changed by a newer release of the operator must not fail a running job)."""
+    if existing is None or desired.get("kind") != JOBS.kind:
+        return False
+    return not (existing.get("spec") or {}).get("suspend") and not (desired.get("spec") or {}).get("suspend")
 
 
 def claim(obj: JSON, owner: JSON) -> str:

@@ -97,8 +97,9 @@ def finished_condition(info: RuntimeInfo) -> Condition | None:
     else:
         done = all(by_name[n].succeeded >= want for n, want in replicas.items())
     if done:
+        # JobSet's words, which Trainer copies onto the TrainJob (its e2e asserts them).
         return Condition(
-            type=COND_COMPLETE, status="True", reason="AllJobsCompleted", message="TrainJob completed successfully"
+            type=COND_COMPLETE, status="True", reason="AllJobsCompleted", message="jobset completed successfully"
         )
     return None
 

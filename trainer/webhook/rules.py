@@ -327,10 +327,45 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
     return v
 
 
-def default_patch(obj: JSON, kind: str, gang: str) -> list[JSON]:
-    """JSON patch (RFC 6902) of defaults: a job with a Kueue queue label, under
-    ``--gang-scheduler-name=kueue``, starts suspended so that Kueue admits it (as Kueue's own webhook
-    does). The other upstream defaults are in the CRD schemas."""
+def default_patch(obj: JSON, kind: str, gang: str, old: JSON | None = None, now: str = "") -> list[JSON]:
+    """JSON patch (RFC 6902) of defaults for a create (``old`` None) or an update of ``obj``: a job with a
+    Kueue queue label, under ``--gang-scheduler-name=kueue``, starts suspended so that Kueue admits it
+    (as Kueue's own webhook does; on create only); a TrainJob's ``runtimePatches`` get their ``time``
+    (:func:`runtime_patch_times`, ``now`` RFC 3339). The other upstream defaults are in the CRD schemas."""
+    ops = runtime_patch_times(obj, old, now) if kind == "TrainJob" else []
+    return ops + (_suspend_for_kueue(obj, kind, gang) if old is None else [])
+
+
+def runtime_patch_times(obj: JSON, old: JSON | None, now: str) -> list[JSON]:
+    """JSON patch ops that stamp ``spec.runtimePatches[].time`` as kubeflow/trainer's defaulting webhook
+    does (``pkg/webhooks/trainjob_webhook.go``, v2.2+): on create, an entry without a time gets ``now``;
+    on update, an entry whose manager's entry of ``old`` is the same but for its time keeps that time,
+    one that changed gets ``now``, a new one without a time gets ``now``."""
+    patches = (obj.get("spec") or {}).get("runtimePatches")
+    if not isinstance(patches, list):
+        return []
+    before = {
+        p.get("manager"): p for p in ((old or {}).get("spec") or {}).get("runtimePatches") or [] if isinstance(p, dict)
+    }
+    ops: list[JSON] = []
+    for i, patch in enumerate(patches):
+        if not isinstance(patch, dict):
+            continue
+        was = before.get(patch.get("manager")) if old is not None else None
+        if was is not None:
+            same = {k: v for k, v in was.items() if k != "time"} == {k: v for k, v in patch.items() if k != "time"}
+            time = was.get("time") if same else now
+        else:
+            time = patch.get("time") or now
+        if time is not None and time != patch.get("time"):
+            ops.append(
+                {"op": "replace" if "time" in patch else "add", "path": f"/spec/runtimePatches/{i}/time", "value": time}
+            )
+    return ops
+
+
+def _suspend_for_kueue(obj: JSON, kind: str, gang: str) -> list[JSON]:
+    """A job with a Kueue queue label starts suspended under ``--gang-scheduler-name=kueue``."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if gang != "kueue" or KUEUE_QUEUE_LABEL not in labels:
         return []

@@ -19,6 +19,7 @@ import base64
 import dataclasses
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import structlog
 from aiohttp import web
@@ -120,7 +121,8 @@ class WebhookServer:
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req["namespace"]}}
         if path in MUTATE:
             kind = "MPIJob" if path == "/mutate-mpijob" else "TrainJob"
-            patch = rules.default_patch(obj, kind, self.facts.gang) if op == "CREATE" else []
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            patch = rules.default_patch(obj, kind, self.facts.gang, old, now)
             return review_response(uid, rules.Verdict(), patch)
         too_deep = rules.nesting_errors(obj)
         if too_deep:

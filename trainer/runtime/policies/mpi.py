@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import SECRETS
-from api.trainer_v1alpha1 import MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
+from api.trainer_v1alpha1 import NODE_CONTAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.builders.labels import JOBSET_NAME
+from trainer.builders.merge import find_named
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
 from trainer.json_codec import JSON
 from trainer.resources import gpus_per_node
@@ -99,7 +100,7 @@ class MPIPolicy(Policy):
     """``mlPolicy.mpi``."""
 
     field = "mpi"
-    reserved_env_prefixes = ("OMPI_MCA_", "I_MPI_HYDRA_", "HYDRA_")
+    reserved_env_prefixes = ("OMPI_MCA_", "PRTE_MCA_", "I_MPI_HYDRA_", "HYDRA_")
     """The launcher environment of every implementation (:func:`trainer.builders.mpi.launcher_env`)."""
 
     def source(self, runtime: TrainingRuntimeSpec) -> MPIMLPolicySource | None:
@@ -113,10 +114,17 @@ class MPIPolicy(Policy):
         return node_pods(source, x.num_nodes)
 
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
-        """:func:`apply_mpi`, the launcher being the trainer's replicated job (``EnforceMLPolicy``)."""
+        """:func:`apply_mpi`, the launcher being the trainer's replicated job (``EnforceMLPolicy``); the
+        TrainJob's ``trainer.image`` also runs the ``node`` workers, whose processes the launcher's
+        mpirun starts (kubeflow/trainer v2.4, #4301)."""
         source = self.source(x.runtime)
-        if source is not None:
-            apply_mpi(x.job, source, rjob.name, is_trainer, pod, x.resources)
+        if source is None:
+            return
+        apply_mpi(x.job, source, rjob.name, is_trainer, pod, x.resources)
+        image = x.job.spec.trainer.image if x.job.spec.trainer else None
+        node = find_named(pod.get("spec", {}).get("containers"), NODE_CONTAINER)
+        if image and not is_trainer and rjob.name == NODE_RJOB and node is not None:
+            node["image"] = image
 
     def config_maps(self, info: RuntimeInfo) -> list[JSON]:
         """The hostfile ConfigMap (:func:`hostfile_config_map`; ``Build``'s ConfigMap)."""
