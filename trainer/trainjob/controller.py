@@ -48,7 +48,7 @@ from trainer.builders import volume_claims
 from trainer.builders.jobs import build_children
 from trainer.builders.labels import JOBSET_NAME
 from trainer.controller import Context, Controller, Key, Reader, Watches
-from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions
+from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
 from trainer.job_facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
 from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
@@ -64,7 +64,14 @@ from trainer.runtime import (
     snapshot_config_map,
     snapshot_name,
 )
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, runtime_errors, trainjob_errors
+from trainer.runtime_validation import (
+    DEFAULT_MAX_NODES_PER_JOB,
+    REASON_NODE_LIMIT,
+    node_limit_errors,
+    running_pods,
+    runtime_errors,
+    trainjob_errors,
+)
 from trainer.statusserver.injection import Injection
 from trainer.trainjob.status import COND_RUNTIME_NOT_FOUND, desired_conditions, jobs_status, runtime_not_found
 
@@ -140,6 +147,11 @@ def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> Ru
     problems = [] if settled else trainjob_errors(out, options.max_nodes_per_job)
     if problems:
         return Blocked(invalid(obj, "; ".join(problems)))
+    # The node limit holds for a started job too (the webhook may not run): what it runs stays, it
+    # grows by nothing while its spec asks for more than the limit allows.
+    grown = [] if _finished(job) else node_limit_errors(out, options.max_nodes_per_job, running_pods(observed))
+    if grown:
+        return Blocked([*kept_conditions(obj), problem(REASON_NODE_LIMIT, "; ".join(grown))])
     return out
 
 
