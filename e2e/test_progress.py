@@ -4,8 +4,9 @@ environment, the projected token volume and the CA ConfigMap; a pod's own token 
 TokenRequest API for the pod's ServiceAccount, bound to the pod, with the TrainJob's audience, as the
 kubelet mints it for the projected volume: KWOK pods run no containers) posts progress, which shows in
 ``status.trainerStatus``, ``kubectl get trainjobs`` and ``trainer get``; a token bound to another
-TrainJob's pod, or none, is refused; 1,000 posts in 10 s make at most one status write per interval,
-counted on a watch of the TrainJob (every change of ``trainerStatus`` is one write)."""
+TrainJob's pod, to a pod that only carries the TrainJob's label, or none, is refused; 1,000 posts in
+10 s make at most one status write per interval, counted on a watch of the TrainJob (every change of
+``trainerStatus`` is one write)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import CONFIGMAPS, TRAINJOBS, Resource
+from api.kinds import CONFIGMAPS, PODS, TRAINJOBS, Resource
 from e2e.cluster.cluster import reserved_ports
 from e2e.helpers import ROOT, Client, wait_for
 from e2e.operator_process import Operator
@@ -197,6 +198,17 @@ async def test_a_token_of_another_jobs_pod_or_none_is_refused(client: Client, ns
         assert (code, answer["reason"]) == (401, "Unauthorized"), answer
         code, _ = await post(session, url, body, "not-a-token")
         assert code == 401
+        # A pod anyone may create with a's label, outside a's controller chain (Pod -> Job -> TrainJob).
+        forged = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "forged", "labels": {"jobset.sigs.k8s.io/jobset-name": "a"}},
+            "spec": {"serviceAccountName": "default", "containers": [{"name": "node", "image": "busybox"}]},
+        }
+        forged = await client.kube.create(PODS, ns, forged)
+        code, answer = await post(session, url, body, await pod_token(client, forged, token_audience(ns, "a")))
+        assert (code, answer["reason"]) == (403, "Forbidden"), answer
+        assert "its controller is nothing, not a Job" in answer["message"], answer
         # a's own pod is let in.
         code, answer = await post(session, url, body, await pod_token(client, pods["a"], token_audience(ns, "a")))
         assert code == 200, answer

@@ -365,6 +365,57 @@ async def test_num_nodes_above_the_limit_fails_the_job_naming_field_limit_and_fl
     assert "spec.trainer.numNodes: 2 nodes is more than this operator's limit of 1 (--max-nodes-per-job)" in message
 
 
+async def test_a_started_job_raised_above_the_limit_without_the_webhook_grows_by_nothing() -> None:
+    """The limit holds for a TrainJob that already has Jobs (the webhook, which refuses such an update,
+    may not run): a Misconfigured condition naming the field and the limit, the Jobs as they were, and
+    the job goes on once its spec is back under the limit."""
+    w = World("torch", "none", max_nodes_per_job=2)  # the sample asks for 2 nodes: admitted
+    await w.settle()
+    (job,) = w.jobs()
+    assert job["spec"]["parallelism"] == 2 and w.condition("Misconfigured") is None
+    before = copy.deepcopy(w.jobs())
+    writes = w.kube.count("apply", "Job") + w.kube.count("create", "Job")
+
+    raised = copy.deepcopy(w.tj)
+    raised["spec"]["trainer"]["numNodes"] = 50
+    w.kube.put(raised)
+    await w.settle()
+    cond = w.condition("Misconfigured")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", "NodeLimitExceeded")
+    assert (
+        "spec.trainer.numNodes: 50 nodes is more than this operator's limit of 2 (--max-nodes-per-job)"
+        in (cond["message"])
+    )
+    assert w.jobs() == before and w.kube.count("apply", "Job") + w.kube.count("create", "Job") == writes
+    assert w.condition("Failed") is None, "what runs is not failed"
+
+    back = copy.deepcopy(w.tj)
+    back["spec"]["trainer"]["numNodes"] = 2
+    w.kube.put(back)
+    await w.settle()
+    assert w.condition("Misconfigured") is None
+    assert [j["spec"]["parallelism"] for j in w.jobs()] == [2]
+
+
+async def test_a_job_started_under_a_larger_limit_keeps_going() -> None:
+    """A TrainJob whose Jobs already run as many pods as it asks for is left be by a smaller limit
+    (the operator restarted with a lower --max-nodes-per-job)."""
+    w = World("torch", "none", max_nodes_per_job=0)
+    await w.settle()
+    assert [j["spec"]["parallelism"] for j in w.jobs()] == [2]
+    later = World(objects=[copy.deepcopy(o) for o in w.kube.objects.values()], max_nodes_per_job=1)
+    await later.settle()
+    assert later.condition("Misconfigured") is None and later.condition("Failed") is None
+    assert [j["spec"]["parallelism"] for j in later.jobs()] == [2]
+    more = copy.deepcopy(later.tj)
+    more["spec"]["trainer"]["numNodes"] = 3
+    later.kube.put(more)
+    await later.settle()
+    cond = later.condition("Misconfigured")
+    assert cond is not None and "3 nodes is more than this operator's limit of 1" in cond["message"]
+    assert [j["spec"]["parallelism"] for j in later.jobs()] == [2]
+
+
 async def test_no_limit_when_the_flag_is_zero() -> None:
     w = World("torch", "none", max_nodes_per_job=0)
     await w.settle()

@@ -3,7 +3,8 @@
 A real aiohttp TLS server on 127.0.0.1:0 answers real HTTPS posts; the apiserver is the recording
 double, taught to answer TokenReviews from a table of tokens as the apiserver's ServiceAccount token
 authenticator would (audiences, ``system:serviceaccount:<ns>:<sa>``, the pod name and uid in the user's
-extra). Rate limiting is checked by counting status writes, with lower bounds on time only.
+extra); trainer pods are controlled by a Job controlled by their TrainJob, as the Job controller and the
+operator make them. Rate limiting is checked by counting status writes, with lower bounds on time only.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, TOKEN_REVIEWS, TRAINJOBS,
 from api.trainer_v1alpha1 import TrainerStatus, TrainJob
 from tests.conftest import info, load_sample
 from tests.harness import World
-from tests.kube_double import RecordingKube
+from tests.kube_double import RecordingKube, reader
 from trainer import cli
+from trainer.builders.labels import owner_reference
 from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
 from trainer.json_codec import JSON
 from trainer.kube.cache import Key
@@ -61,6 +63,10 @@ class ApiKube(RecordingKube):
 
     tokens: dict[str, JSON] = field(default_factory=dict)
     reviews: list[JSON] = field(default_factory=list)
+    answered_audiences: dict[str, list[str]] = field(default_factory=dict)
+    """Tokens whose review answers these ``status.audiences`` instead of the ones asked for."""
+    gate: asyncio.Event | None = None
+    """While set to an unset event, TokenReviews wait for it (reviews held in flight)."""
 
     def mint(self, pod: JSON, audience: str, *, bound: bool = True, exp: float | None = None) -> str:
         """A token of ``pod``'s ServiceAccount for ``audience`` (bound to the pod unless told not)."""
@@ -83,10 +89,14 @@ class ApiKube(RecordingKube):
     async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
         if res == TOKEN_REVIEWS:
             self.reviews.append(obj)
-            known, wanted = self.tokens.get(obj["spec"]["token"]), obj["spec"]["audiences"]
+            if self.gate is not None:
+                await self.gate.wait()
+            token = obj["spec"]["token"]
+            known, wanted = self.tokens.get(token), obj["spec"]["audiences"]
             if known is None or not set(known["audiences"]) & set(wanted):
                 return {**obj, "status": {"authenticated": False, "error": "invalid bearer token"}}
-            status = {"authenticated": True, "user": known["user"], "audiences": wanted}
+            audiences = self.answered_audiences.get(token, wanted)
+            status = {"authenticated": True, "user": known["user"], "audiences": audiences}
             return {**obj, "status": status}
         return await super().create(res, namespace, obj, manager)  # 409 on creating what exists
 
@@ -111,13 +121,26 @@ def trainjob(name: str) -> JSON:
     return obj
 
 
-def pod(job: str, name: str) -> JSON:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": job}},
-        "spec": {"containers": [{"name": "node", "image": "busybox"}]},
-    }
+def pod(job: str, name: str, owner: JSON | None = None) -> JSON:
+    """A pod labelled as TrainJob ``job``'s, controlled by ``owner`` (none: a bare pod)."""
+    meta: JSON = {"name": name, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": job}}
+    if owner is not None:
+        meta["ownerReferences"] = [owner_reference(owner)]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "node"}]}}
+
+
+def batch_job(name: str, owner: JSON | None) -> JSON:
+    """A Job ``name`` controlled by ``owner`` (none: a Job of the user's)."""
+    meta: JSON = {"name": name, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": name}}
+    if owner is not None:
+        meta["ownerReferences"] = [owner_reference(owner)]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {}}
+
+
+def owned_pod(kube: ApiKube, job: str, name: str) -> JSON:
+    """Pod ``name`` of TrainJob ``job`` (stored), through its Job ``<job>-node-0``, as they are made."""
+    controller = kube.put(batch_job(f"{job}-node-0", kube.objects[(TRAINJOBS, (NS, job))]))
+    return kube.put(pod(job, name, controller))
 
 
 # --------------------------------------------------------------------------- a served server
@@ -179,7 +202,7 @@ async def served() -> AsyncIterator[Served]:
     kube = ApiKube()
     for name in ("a", "b"):
         kube.put(trainjob(name))
-        kube.put(pod(name, f"{name}-node-0-0"))
+        owned_pod(kube, name, f"{name}-node-0-0")
     async for s in serve(kube):
         yield s
 
@@ -375,6 +398,104 @@ async def test_no_or_a_bad_token_is_401_and_another_jobs_pod_is_403(served: Serv
     assert served.writes("a") == [] and served.writes("b") == []
 
 
+async def test_a_review_that_does_not_confirm_the_audience_is_401(served: Served) -> None:
+    body = {"trainerStatus": {"progressPercentage": 1}}
+    for answered in ([], ["https://kubernetes.default.svc"]):
+        token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
+        served.kube.answered_audiences[token] = answered
+        code, answer = await served.post("a", body, token)
+        assert (code, answer["reason"]) == (401, "Unauthorized"), answer
+        assert f"the TokenReview confirmed the audiences {answered}" in answer["message"]
+        assert token_audience(NS, "a") in answer["message"]
+    assert served.writes("a") == []
+
+
+async def test_a_pod_is_the_jobs_by_its_controller_chain_not_its_label(served: Served) -> None:
+    """Only Pod -> Job -> TrainJob (controller references, uids) lets a pod in: a pod labelled as a's
+    but bare, or controlled by a Job of the user's, or by a Job of an earlier TrainJob a, is refused."""
+    kube, body = served.kube, {"trainerStatus": {"progressPercentage": 7}}
+
+    async def refused(pod_obj: JSON, why: str) -> None:
+        code, answer = await served.post("a", body, kube.mint(kube.put(pod_obj), token_audience(NS, "a")))
+        assert (code, answer["reason"]) == (403, "Forbidden"), answer
+        assert answer["message"].startswith(f"pod {NS}/{pod_obj['metadata']['name']} does not belong to TrainJob")
+        assert why in answer["message"], answer
+
+    await refused(pod("a", "forged-bare"), "its controller is nothing, not a Job")
+    user_job = kube.put(batch_job("mine", None))
+    await refused(pod("a", "forged-job", user_job), "its Job mine is controlled by nothing")
+    replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs", "uid": "rs-uid"}}
+    await refused(pod("a", "forged-rs", replica_set), "its controller is ReplicaSet rs, not a Job")
+    other = kube.put(batch_job("other", kube.objects[(TRAINJOBS, (NS, "b"))]))
+    await refused(pod("a", "forged-other", other), "its Job other is controlled by TrainJob b")
+    # A Job of a's name and a stale uid (the ownerReference names a Job deleted since).
+    stale_ref = {**kube.objects[(JOBS, (NS, "a-node-0"))], "metadata": {"name": "a-node-0", "uid": "gone"}}
+    await refused(pod("a", "stale-job", stale_ref), "its controller Job a-node-0 does not exist")
+    # Jobs left by an earlier TrainJob a (deleted and made again: another uid).
+    earlier = {**trainjob("a"), "metadata": {"name": "a", "namespace": NS, "uid": "earlier"}}
+    old_job = kube.put(batch_job("old", earlier))
+    await refused(pod("a", "old-pod", old_job), "controlled by an earlier TrainJob of that name (uid earlier)")
+    assert served.writes("a") == []
+
+    # The chain the operator and the Job controller make is let in, whatever the pod's labels.
+    real = owned_pod(kube, "a", "a-node-0-1")
+    real["metadata"]["labels"] = {}
+    kube.put(real)
+    code, answer = await served.post("a", body, kube.mint(real, token_audience(NS, "a")))
+    assert code == 200, answer
+
+
+async def test_the_chain_is_read_from_the_caches_when_there_are_some() -> None:
+    kube = ApiKube()
+    tj_obj = kube.put(trainjob("a"))
+    job_obj = kube.put(batch_job("a-node-0", tj_obj))
+    token = kube.mint(kube.put(pod("a", "p", job_obj)), token_audience(NS, "a"))
+    caches = reader({JOBS: [copy.deepcopy(job_obj)], TRAINJOBS: [copy.deepcopy(tj_obj)]})
+    for res in (JOBS, TRAINJOBS):  # only the caches have them now
+        del kube.objects[(res, (NS, "a" if res == TRAINJOBS else "a-node-0"))]
+    assert (await TokenAuthenticator(kube, caches).authorize(f"Bearer {token}", NS, "a")).allowed
+    verdict = await TokenAuthenticator(kube).authorize(f"Bearer {token}", NS, "a")
+    assert (verdict.code, verdict.message) == (
+        403,
+        f"pod {NS}/p does not belong to TrainJob {NS}/a: its controller Job a-node-0 does not exist",
+    )
+
+
+async def test_reviews_are_bounded_and_a_new_token_past_the_bound_is_429() -> None:
+    kube = ApiKube(gate=asyncio.Event())
+    kube.put(trainjob("a"))
+    pods = [owned_pod(kube, "a", f"a-node-0-{i}") for i in range(4)]
+    tokens = [kube.mint(p, token_audience(NS, "a")) for p in pods]
+    auth = TokenAuthenticator(kube, max_reviews=1, max_waiting=1)
+    first = asyncio.ensure_future(auth.authorize(f"Bearer {tokens[0]}", NS, "a"))
+    second = asyncio.ensure_future(auth.authorize(f"Bearer {tokens[1]}", NS, "a"))
+    again = asyncio.ensure_future(auth.authorize(f"Bearer {tokens[0]}", NS, "a"))  # joins the first review
+    await asyncio.sleep(0.05)
+    assert len(kube.reviews) == 1, "one review runs, the other waits"
+    full = await auth.authorize(f"Bearer {tokens[2]}", NS, "a")
+    assert (full.code, full.retry_after) == (429, 1) and "2 token reviews are running or waiting" in full.message
+    assert not (first.done() or second.done() or again.done())
+    assert kube.gate is not None
+    kube.gate.set()
+    assert all(v.allowed for v in await asyncio.gather(first, second, again))
+    assert len(kube.reviews) == 2 and auth.turned_away == 1
+    assert (await auth.authorize(f"Bearer {tokens[2]}", NS, "a")).allowed, "refused for now, not remembered"
+
+
+async def test_the_server_answers_429_with_retry_after(served: Served) -> None:
+    served.kube.gate = asyncio.Event()
+    served.server.auth = TokenAuthenticator(served.kube, max_reviews=1, max_waiting=0)
+    a, b = (served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a")) for _ in range(2))
+    held = asyncio.ensure_future(served.post("a", {"trainerStatus": {}}, a))
+    await until(lambda: served.kube.reviews)
+    url = served.base + injection.status_path(NS, "a")
+    async with served.session.post(url, json={"trainerStatus": {}}, headers={"Authorization": f"Bearer {b}"}) as r:
+        answer = await r.json()
+        assert (r.status, r.headers.get("Retry-After"), answer["reason"]) == (429, "1", "TooManyRequests")
+    served.kube.gate.set()
+    assert (await held)[0] == 200
+
+
 async def test_other_paths_big_or_bad_bodies_and_missing_jobs(served: Served) -> None:
     token = served.kube.mint(stored_pod(served, "a-node-0-0"), token_audience(NS, "a"))
     async with served.session.get(served.base + injection.status_path(NS, "a")) as resp:
@@ -389,7 +510,9 @@ async def test_other_paths_big_or_bad_bodies_and_missing_jobs(served: Served) ->
     assert await served.post("a", {}, token) == (200, {})
     assert served.writes("a") == []
 
-    gone = served.kube.mint(served.kube.put(pod("c", "c-node-0-0")), token_audience(NS, "c"))
+    served.kube.put(trainjob("c"))
+    gone = served.kube.mint(owned_pod(served.kube, "c", "c-node-0-0"), token_audience(NS, "c"))
+    del served.kube.objects[(TRAINJOBS, (NS, "c"))]
     code, answer = await served.post("c", {"trainerStatus": {"progressPercentage": 1}}, gone)
     assert (code, answer["message"]) == (404, "Train job not found")
 
@@ -409,7 +532,8 @@ async def test_a_token_is_reviewed_once_for_a_burst(served: Served) -> None:
 
 async def test_an_expiring_token_is_not_trusted_beyond_its_expiry() -> None:
     kube = ApiKube()
-    kube.put(pod("a", "p"))
+    kube.put(trainjob("a"))
+    owned_pod(kube, "a", "p")
     auth = TokenAuthenticator(kube)
     token = kube.mint(kube.objects[(PODS, (NS, "p"))], token_audience(NS, "a"), exp=time.time() - 1)
     assert (await auth.authorize(f"Bearer {token}", NS, "a")).allowed
@@ -423,7 +547,7 @@ async def test_an_expiring_token_is_not_trusted_beyond_its_expiry() -> None:
 async def test_a_chatty_job_gets_at_most_one_write_per_interval_and_the_last_post_wins() -> None:
     kube = ApiKube()
     kube.put(trainjob("a"))
-    kube.put(pod("a", "a-node-0-0"))
+    owned_pod(kube, "a", "a-node-0-0")
     interval = 0.25
     async for s in serve(kube, interval):
         token = kube.mint(stored_pod(s, "a-node-0-0"), token_audience(NS, "a"))
@@ -504,6 +628,7 @@ async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob
     manager = new_manager(kube, Settings(status_coalesce_seconds=0))
     settings = StatusServerSettings(port=0, bind_address="127.0.0.1", host="127.0.0.1", namespace="ops")
     server = setup(kube, settings, manager)
+    assert server.auth.reader is manager.readers["trainjob"], "pods' Jobs and TrainJobs come from the caches"
     kube.connect(manager.informers)
     kube.put(load_sample("torch-distributed.yaml"))
     first = kube.put(trainjob("a"))

@@ -128,6 +128,17 @@ OPERATOR: list[Rule] = [
     Rule(EVENTS, ("create", "patch"), "events, repeats as a series (kube/events.py)"),
     Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
     Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
+    Rule(
+        JOBS,
+        ("get",),
+        "the status server reads the Job controlling a token's pod when its cache lacks it (statusserver/auth.py)",
+    ),
+    Rule(
+        TRAINJOBS,
+        ("get",),
+        "the status server reads the TrainJob a token's pod chain must reach when its cache lacks it, e.g. before "
+        "the caches synced (statusserver/auth.py)",
+    ),
 ]
 """The ClusterRole: what the operator needs whatever its gang scheduler."""
 

@@ -32,6 +32,7 @@ from trainer.builders import labels as L
 from trainer.builders.jobs import coordinator_endpoint
 from trainer.builders.overrides import override_targets
 from trainer.builders.volume_claims import mounted
+from trainer.json_codec import JSON
 from trainer.resources import parse_quantity
 from trainer.runtime import shape
 from trainer.runtime.info import RuntimeInfo
@@ -67,6 +68,9 @@ MAX_NODES_FLAG = "--max-nodes-per-job"
 MAX_RJOB_NAME = 20
 """The longest replicated job name a runtime may have (kubeflow/trainer v2.4, #4394): with the TrainJob's
 name and the indexes it makes Job and Pod names and the hostnames of the hostfile."""
+REASON_NODE_LIMIT = "NodeLimitExceeded"
+"""Reason of the ``Misconfigured`` condition of a started TrainJob whose spec asks for more pods than
+:data:`MAX_NODES_FLAG` allows (a new one fails instead, as admission refuses it)."""
 
 
 def _dns1035(value: str, where: str, what: str) -> list[str]:
@@ -289,15 +293,32 @@ def override_target_errors(info: RuntimeInfo) -> list[str]:
     ]
 
 
-def node_limit_errors(info: RuntimeInfo, max_nodes: int) -> list[str]:
+def running_pods(jobs: list[JSON]) -> dict[str, int]:
+    """Pods the Jobs ``jobs`` (a TrainJob's, as cached) are sized for, by replicated job (their label
+    ``jobset.sigs.k8s.io/replicatedjob-name``): the sum of their ``spec.parallelism`` (default 1)."""
+    out: dict[str, int] = {}
+    for job in jobs:
+        rjob = str(((job.get("metadata") or {}).get("labels") or {}).get(L.REPLICATED_JOB_NAME) or "")
+        parallelism = (job.get("spec") or {}).get("parallelism")
+        out[rjob] = out.get(rjob, 0) + (parallelism if isinstance(parallelism, int) else 1)
+    return out
+
+
+def node_limit_errors(info: RuntimeInfo, max_nodes: int, running: dict[str, int] | None = None) -> list[str]:
     """A TrainJob larger than ``--max-nodes-per-job`` (``max_nodes``; 0: no limit): its ``numNodes``
     (the TrainJob's ``spec.trainer.numNodes``, else the runtime's ``spec.mlPolicy.numNodes``), or the
-    pods (replicas x pods per Job) of any other replicated job, above the limit."""
+    pods (replicas x pods per Job) of any other replicated job, above the limit. ``running``: the pods
+    its Jobs already have, by replicated job (:func:`running_pods`; None: it has none); a replicated
+    job that asks for no more than those is left be (a job started under a larger limit keeps going),
+    one that asks for more is refused, whether or not the webhook saw the change."""
     if max_nodes <= 0:
         return []
+    have = running or {}
+    grows = [pod_set.count > have.get(rjob.name, 0) for rjob, pod_set in zip(info.rjobs, info.pod_sets, strict=True)]
+    sized = [grew for rjob, grew in zip(info.rjobs, grows, strict=True) if rjob.name in info.policy_sized]
     errors = []
     fix = f"use at most {max_nodes}, or start the operator with a larger {MAX_NODES_FLAG} (0: no limit)"
-    if info.num_nodes is not None and info.num_nodes > max_nodes:
+    if info.num_nodes is not None and info.num_nodes > max_nodes and (any(sized) or (not sized and running is None)):
         trainer = info.job.spec.trainer
         where = (
             "spec.trainer.numNodes"
@@ -309,7 +330,7 @@ def node_limit_errors(info: RuntimeInfo, max_nodes: int) -> list[str]:
             f"({MAX_NODES_FLAG}); {fix}"
         )
     for i, (rjob, pod_set) in enumerate(zip(info.rjobs, info.pod_sets, strict=True)):
-        if rjob.name in info.policy_sized or pod_set.count <= max_nodes:
+        if rjob.name in info.policy_sized or pod_set.count <= max_nodes or not grows[i]:
             continue
         errors.append(
             f"{RJOBS}[{i}] of runtime {info.job.spec.runtime_ref.name!r}: replicated job {rjob.name!r} has "

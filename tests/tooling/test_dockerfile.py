@@ -78,3 +78,16 @@ def test_the_build_context_holds_what_is_copied() -> None:
         for src in sources:
             assert (ROOT / src).exists(), src
             assert src.rstrip("/").removeprefix("./") in allowed, f"{src} is excluded by .dockerignore"
+
+
+def test_the_locked_versions_satisfy_the_lower_bounds() -> None:
+    """Each runtime dependency's pin in the lock lies within its range in ``pyproject.toml`` (whose lower
+    bounds are past the published advisories)."""
+    from packaging.requirements import Requirement
+
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = {m.group(1).lower(): m.group(2) for m in re.finditer(r"^([A-Za-z0-9_.-]+)==([^ \\\n]+)", lock, re.M)}
+    for text in PYPROJECT["project"]["dependencies"]:
+        requirement = Requirement(text)
+        pinned = pins[_name(text)]
+        assert requirement.specifier.contains(pinned, prereleases=True), f"{pinned} is outside {text} (run `make lock`)"

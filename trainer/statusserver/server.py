@@ -11,6 +11,7 @@ with ``Authorization: Bearer <token>`` (:mod:`~trainer.statusserver.auth`) and a
 
 * 200 with the update as stored (``{"trainerStatus": {...}}``; ``{}`` for a body without one);
 * 401 or 403 when the token may not update this TrainJob (see :mod:`~trainer.statusserver.auth`);
+* 429 with ``Retry-After`` when its token would need a review while too many are running or waiting;
 * 404 for another path or a TrainJob that does not exist; 413 for a body over 64 KiB; 422 for a body
   that is not such JSON; 500 when the apiserver could not be asked.
 
@@ -81,13 +82,17 @@ REASONS = {
     404: "NotFound",
     413: "RequestEntityTooLarge",
     422: "Invalid",
+    429: "TooManyRequests",
     500: "InternalError",
 }
 
 
-def failure(code: int, message: str) -> web.Response:
-    """The HTTP answer ``code`` with its :func:`status_body` (401s carry ``WWW-Authenticate: Bearer``)."""
-    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+def failure(code: int, message: str, retry_after: int | None = None) -> web.Response:
+    """The HTTP answer ``code`` with its :func:`status_body` (401s carry ``WWW-Authenticate: Bearer``;
+    ``retry_after`` seconds, when given, ``Retry-After``)."""
+    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     return web.json_response(status_body(code, REASONS.get(code, "Unknown"), message), status=code, headers=headers)
 
 
@@ -127,6 +132,7 @@ class StatusServer:
     def __init__(self, kube: KubeClient, settings: StatusServerSettings, publisher: CAPublisher | None = None) -> None:
         self.kube, self.settings = kube, settings
         self.auth = TokenAuthenticator(kube)
+        """Decides who may post; :func:`setup` gives it the TrainJob controller's caches."""
         self.limiter = WriteLimiter(self._write, settings.write_interval)
         self.publisher = publisher
         self.tls: WebhookTLS | None = None
@@ -149,7 +155,7 @@ class StatusServer:
             return failure(500, "Internal error")
         if not verdict.allowed:
             log.debug("status post refused", trainjob=f"{ns}/{name}", code=verdict.code, why=verdict.message)
-            return failure(verdict.code, verdict.message)
+            return failure(verdict.code, verdict.message, verdict.retry_after)
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -239,4 +245,6 @@ def setup(kube: KubeClient, settings: StatusServerSettings, manager: Manager) ->
     for informer in manager.informers:
         if informer.res == TRAINJOBS:
             informer.add_handler(publisher.on_trainjob)
-    return StatusServer(kube, settings, publisher)
+    server = StatusServer(kube, settings, publisher)
+    server.auth.reader = reader  # the pods' Jobs and TrainJobs are read from the caches
+    return server

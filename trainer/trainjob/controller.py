@@ -72,7 +72,14 @@ from trainer.runtime import (
     snapshot_config_map,
     snapshot_name,
 )
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, runtime_errors, trainjob_errors
+from trainer.runtime_validation import (
+    DEFAULT_MAX_NODES_PER_JOB,
+    REASON_NODE_LIMIT,
+    node_limit_errors,
+    running_pods,
+    runtime_errors,
+    trainjob_errors,
+)
 from trainer.statusserver.injection import Injection
 from trainer.trainjob.status import COND_RUNTIME_NOT_FOUND, desired_conditions, jobs_status, runtime_not_found
 
@@ -150,6 +157,11 @@ def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> Ru
     problems = [] if settled else trainjob_errors(out, options.max_nodes_per_job)
     if problems:
         return Blocked(invalid(obj, "; ".join(problems)))
+    # The node limit holds for a started job too (the webhook may not run): what it runs stays, it
+    # grows by nothing while its spec asks for more than the limit allows.
+    grown = [] if _finished(job) else node_limit_errors(out, options.max_nodes_per_job, running_pods(observed))
+    if grown:
+        return Blocked([*kept_conditions(obj), problem(REASON_NODE_LIMIT, "; ".join(grown))])
     return out
 
 

@@ -53,6 +53,27 @@ DEFAULTED = (TRAINJOBS, MPIJOBS)
 VALIDATE = {f"/validate-{r.kind.lower()}": r for r in VALIDATED}
 MUTATE = {f"/mutate-{r.kind.lower()}": r for r in DEFAULTED}
 
+MAX_REVIEW_BYTES = 8 << 20
+"""Largest AdmissionReview body read, in bytes (8 MiB; aiohttp's default is 1 MiB). The apiserver takes
+request bodies of up to 3 MiB (``MaxRequestBodyBytes``, kubernetes ``staging/src/k8s.io/apiserver/
+pkg/server/config.go``) and etcd stores objects of up to 1.5 MiB (``--max-request-bytes``); an UPDATE
+review carries the object and ``oldObject``, each up to 3 MiB as JSON, plus the request's envelope
+(user info, options): 8 MiB holds the largest review the apiserver can send, with room for the JSON
+escaping of its re-encoding. A larger body is answered 413."""
+READ_TIMEOUT = 10.0
+"""Seconds a review's body may take to arrive once its headers are in (the apiserver gives up on a
+webhook after its ``timeoutSeconds``, 10); a slower client is answered 408 and its connection closed."""
+HANDLE_TIMEOUT = 9.0
+"""Seconds one review may take to decide (its look-ups included), under the apiserver's 10 s; past it
+the review is refused with a message."""
+IDLE_TIMEOUT = 30.0
+"""Seconds a connection may stay without a complete request head, first or next (aiohttp's
+``keepalive_timeout``, which also bounds a client that opens a connection and sends its headers slowly
+or not at all); then it is closed."""
+LINGER_TIMEOUT = 1.0
+"""Seconds the rest of a body left unread (a 408 or 413) is drained before the connection is closed
+(aiohttp's ``lingering_time``, 10 by default)."""
+
 
 @dataclass(frozen=True)
 class WebhookSettings:
@@ -70,6 +91,23 @@ class WebhookSettings:
     """Seconds a serving certificate is valid (renewed in its last third; the CA lives ten years)."""
     reuse_port: bool = False
     """Bind the port with SO_REUSEPORT, so that several replicas on one host share it."""
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a decoded value's type: ``object``, ``array``, ``string``, ``number``,
+    ``boolean`` or ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return names.get(type(value), type(value).__name__)
+
+
+def bad_request(code: int, message: str) -> web.Response:
+    """An HTTP failure ``code`` whose JSON body says why: ``{"error": message}``; the connection is
+    closed after it."""
+    return web.json_response({"error": message}, status=code, headers={"Connection": "close"})
 
 
 def review_response(uid: str, verdict: rules.Verdict, patch: list[JSON] | None = None) -> JSON:
@@ -96,19 +134,38 @@ class WebhookServer:
     # ---------------------------------------------------------------- admission
 
     async def handle(self, request: web.Request) -> web.Response:
-        """One AdmissionReview. Never raises: an internal error refuses with its message."""
+        """One AdmissionReview. Never raises. Answers 400 for a body that is not a JSON object with an
+        object ``request``, 413 past :data:`MAX_REVIEW_BYTES`, 408 when the body takes longer than
+        :data:`READ_TIMEOUT`; otherwise 200 with the review's answer (an internal error, or a decision
+        longer than :data:`HANDLE_TIMEOUT`, refuses with its message)."""
         path = request.path
         try:
-            review = json_codec.loads(await request.read())  # orjson reads 1,024 levels, at any stack depth
-            req = review["request"]
-        except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": "not an AdmissionReview"}, status=400)
+            async with asyncio.timeout(READ_TIMEOUT):
+                raw = await request.read()
+        except TimeoutError:
+            return bad_request(408, f"the AdmissionReview did not arrive within {READ_TIMEOUT:g} s")
+        except web.HTTPRequestEntityTooLarge:
+            return bad_request(413, f"the AdmissionReview is larger than {MAX_REVIEW_BYTES} bytes")
         try:
-            body = await self.review(path, req)
+            review = json_codec.loads(raw)  # orjson reads 1,024 levels, at any stack depth
+        except ValueError as e:
+            return bad_request(400, f"not an AdmissionReview: the body is not JSON ({e})")
+        if not isinstance(review, dict):
+            return bad_request(400, f"not an AdmissionReview: the body is a JSON {json_type(review)}, not an object")
+        req = review.get("request")
+        if not isinstance(req, dict):
+            return bad_request(400, f"not an AdmissionReview: request is {json_type(req)}, not an object")
+        try:
+            async with asyncio.timeout(HANDLE_TIMEOUT):
+                body = await self.review(path, req)
+        except TimeoutError:
+            log.warning("admission timed out", path=path, seconds=HANDLE_TIMEOUT)
+            why = f"the trainer webhook did not decide within {HANDLE_TIMEOUT:g} s; retry"
+            body = review_response(str(req.get("uid", "")), rules.Verdict(errors=[why]))
         except Exception as e:
             log.exception("admission failed", path=path)
             body = review_response(
-                req.get("uid", ""), rules.Verdict(errors=[f"internal error in the trainer webhook: {e!r}"])
+                str(req.get("uid", "")), rules.Verdict(errors=[f"internal error in the trainer webhook: {e!r}"])
             )
         return web.json_response(body)
 
@@ -117,6 +174,13 @@ class WebhookServer:
         uid, op = str(req.get("uid", "")), req.get("operation")
         obj: JSON = req.get("object") or {}
         old: JSON | None = req.get("oldObject") if op == "UPDATE" else None
+        if not isinstance(obj, dict) or not isinstance(old, dict | None):
+            errors = [
+                f"request.{k}: a JSON {json_type(v)}, not an object"
+                for k, v in (("object", obj), ("oldObject", old))
+                if v is not None and not isinstance(v, dict)
+            ]
+            return review_response(uid, rules.Verdict(errors=errors))
         if obj and req.get("namespace") and not (obj.get("metadata") or {}).get("namespace"):
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req["namespace"]}}
         if path in MUTATE:
@@ -213,11 +277,18 @@ class WebhookServer:
     # ---------------------------------------------------------------- serving
 
     def app(self) -> web.Application:
-        """The aiohttp application (one route per webhook path)."""
-        app = web.Application()
+        """The aiohttp application (one route per webhook path), reading bodies of up to
+        :data:`MAX_REVIEW_BYTES`."""
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         for path in (*VALIDATE, *MUTATE):
             app.router.add_post(path, self.handle)
         return app
+
+    def runner(self) -> web.AppRunner:
+        """The runner of :meth:`app`: no access log, connections without a request head for
+        :data:`IDLE_TIMEOUT` closed, an unread body drained for :data:`LINGER_TIMEOUT` at most. The
+        caller sets it up and cleans it up."""
+        return web.AppRunner(self.app(), access_log=None, keepalive_timeout=IDLE_TIMEOUT, lingering_time=LINGER_TIMEOUT)
 
     async def run(self, ready: asyncio.Event | None = None) -> None:
         """Serve until cancelled: certificates, then the listener, then the configurations (only once
@@ -232,7 +303,7 @@ class WebhookServer:
             await tls.start()
             if ready is not None:
                 await ready.wait()  # caches synced: answers would be wrong before
-            runner = web.AppRunner(self.app(), access_log=None)
+            runner = self.runner()
             await runner.setup()
             try:
                 if tls.trust_changed:
