@@ -160,6 +160,28 @@ async def test_runtime_rules(client: Client, ns: str) -> None:
     await client.apply(runtime("rt", rjob("node", "trainer")), ns)
     long_name = trainjob("t" * 50, "rt", trainer={"numNodes": 4})
     assert "pod names generated for this TrainJob will exceed 63 characters" in await refused(client, long_name, ns)
+    wordy = runtime("wordy", rjob("a-very-long-node-name", "trainer"))
+    assert "replicatedJobs[0].name: must be no more than 20 characters" in await refused(client, wordy, ns)
+
+
+async def test_runtime_patch_times_are_stamped_and_kept_for_unchanged_patches(client: Client, ns: str) -> None:
+    """As upstream's e2e "should update Time only for the changed patch on update"."""
+
+    def patch(manager: str, value: str) -> JSON:
+        labels = {"trainingRuntimeSpec": {"template": {"metadata": {"labels": {"example.com/x": value}}}}}
+        return {"manager": manager, **labels}
+
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    first = [patch("example.com/a", "1"), patch("example.com/b", "1")]
+    created = await client.kube.create(TRAINJOBS, ns, trainjob("patched", "rt", suspend=True, runtimePatches=first))
+    times = [p.get("time") for p in created["spec"]["runtimePatches"]]
+    assert all(times), created["spec"]["runtimePatches"]
+    await asyncio.sleep(1.1)  # a later second: a new stamp differs
+    update = {"spec": {"runtimePatches": [{**created["spec"]["runtimePatches"][0]}, patch("example.com/b", "2")]}}
+    updated = await client.kube.merge_patch(TRAINJOBS, ns, "patched", update)
+    a, b = updated["spec"]["runtimePatches"]
+    assert a["time"] == times[0], "the unchanged patch keeps its time"
+    assert b["time"] > times[1], "the changed one is stamped anew"
 
 
 async def test_gates_change_only_while_suspended_and_reach_pods_after_resume(client: Client, ns: str) -> None:
