@@ -22,18 +22,21 @@ crds: venv
 	$(PY) -m api.crd
 	$(MAKE) --no-print-directory chart
 
-# The ClusterRole, the leader-election Role and the overlays' RBAC patches, from trainer/rbac.py.
+# The ClusterRole, the two Roles and the overlays' RBAC patches, from trainer/rbac.py, and the webhook
+# configurations, from trainer/webhook/server.py.
 rbac: venv
 	$(PY) -m trainer.rbac
 	$(MAKE) --no-print-directory chart
 
-# charts/trainer's CRDs and the RBAC files its templates read: verbatim copies of config/'s
-# (tests/tooling/test_helm_chart.py fails when one is stale).
+# charts/trainer's CRDs and the generated files its templates read (RBAC, webhook configurations):
+# verbatim copies of config/'s (tests/tooling/test_helm_chart.py fails when one is stale).
 chart:
 	rm -rf charts/trainer/crds charts/trainer/files/config
-	mkdir -p charts/trainer/crds charts/trainer/files/config/rbac
+	mkdir -p charts/trainer/crds charts/trainer/files/config/rbac charts/trainer/files/config/webhook
 	cp config/crd/bases/*.yaml charts/trainer/crds/
-	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml charts/trainer/files/config/rbac/
+	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/webhook_certificates_role.yaml \
+	  charts/trainer/files/config/rbac/
+	cp config/webhook/manifests.yaml charts/trainer/files/config/webhook/
 	for f in config/overlays/*/role_patch.yaml; do \
 	  mkdir -p charts/trainer/files/$$(dirname $$f) && cp $$f charts/trainer/files/$$f; done
 

@@ -13,12 +13,23 @@ from typing import Any, TypeVar
 
 import yaml
 
-from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICES, TRAINJOBS, resource_of
+from api.kinds import (
+    EVENTS,
+    JOBS,
+    MUTATING_WEBHOOKS,
+    NAMESPACES,
+    PODS,
+    SERVICES,
+    TRAINJOBS,
+    VALIDATING_WEBHOOKS,
+    resource_of,
+)
 from api.trainer_v1alpha1 import TrainJob
 from e2e.cluster import LocalCluster
 from trainer.client.types import trainjob_status
 from trainer.json_codec import JSON
 from trainer.kube.client import Kube
+from trainer.webhook.server import CONFIG_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -165,3 +176,13 @@ def deep_json() -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(limit)
+
+
+async def webhook_ca_patched(kube: Kube) -> bool:
+    """Whether both webhook configurations exist and every webhook of theirs carries a caBundle (the
+    operator patched them)."""
+    for res in (VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS):
+        config = await kube.get_or_none(res, None, CONFIG_NAME)
+        if config is None or not all(h.get("clientConfig", {}).get("caBundle") for h in config.get("webhooks") or []):
+            return False
+    return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,11 +10,31 @@ from pathlib import Path
 from e2e.helpers import ROOT
 
 
-class Operator:
-    """One operator process (``python -m trainer``), restartable, logging JSON to ``log_path``."""
+def flag(args: list[str], name: str) -> str | None:
+    """The value of ``--name`` in ``args`` (``--name value`` or ``--name=value``; the last one wins),
+    None when absent."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == f"--{name}" and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(f"--{name}="):
+            found = arg.split("=", 1)[1]
+    return found
 
-    def __init__(self, kubeconfig: Path, log_path: Path, args: list[str]) -> None:
-        self.kubeconfig, self.log_path, self.args = kubeconfig, log_path, args
+
+def webhook_url(args: list[str]) -> str | None:
+    """``https://<--webhook-host>:<--webhook-port>``, the base URL the webhook configurations must call
+    for an operator run out of the cluster with ``args``; None without both flags (or port 0)."""
+    host, port = flag(args, "webhook-host"), flag(args, "webhook-port")
+    return f"https://{host}:{port}" if host and port and port != "0" else None
+
+
+class Operator:
+    """One operator process (``python -m trainer``), restartable, logging JSON to ``log_path``; ``env``
+    is added to the environment (e.g. ``TRAINER_<FLAG>`` defaults, which its flags override)."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.kubeconfig, self.log_path, self.args, self.env = kubeconfig, log_path, args, env or {}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -38,6 +59,7 @@ class Operator:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
+                env={**os.environ, **self.env},
             )
 
     def kill(self) -> None:

@@ -6,20 +6,18 @@ change only while suspended; deletes work while the operator is down. The operat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
-from api.kinds import MPIJOBS, MUTATING_WEBHOOKS, PODS, TRAINJOBS, VALIDATING_WEBHOOKS
+from api.kinds import MPIJOBS, PODS, TRAINJOBS
 from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, deep_json, nested, wait_for
+from e2e.helpers import Client, deep_json, nested, wait_for, webhook_ca_patched
 from e2e.operator_process import Operator
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
-from trainer.webhook.server import CONFIG_NAME
 
 pytestmark = pytest.mark.e2e
 
@@ -30,20 +28,11 @@ OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-async def webhook_installed(client: Client, operator: Operator) -> AsyncIterator[None]:
-    """Wait for the operator's webhook configurations; remove them after the module, since with
-    failurePolicy Fail they would refuse every create once this module's operator is gone."""
-
-    async def installed() -> bool:
-        return await client.kube.get_or_none(VALIDATING_WEBHOOKS, None, CONFIG_NAME) is not None
-
-    await wait_for(installed, "webhook configurations installed")
+async def webhook_installed(client: Client, operator: Operator) -> None:
+    """Wait for the operator to patch the caBundle of the webhook configurations the ``operator``
+    fixture applied (calling this module's port; it deletes them after the module)."""
+    await wait_for(lambda: webhook_ca_patched(client.kube), "webhook configurations patched")
     await asyncio.sleep(1)
-    try:
-        yield
-    finally:
-        await client.kube.delete(VALIDATING_WEBHOOKS, None, CONFIG_NAME)
-        await client.kube.delete(MUTATING_WEBHOOKS, None, CONFIG_NAME)
 
 
 async def refused(client: Client, obj: JSON, ns: str | None = None) -> str:

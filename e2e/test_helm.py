@@ -1,18 +1,26 @@
 """The Helm chart (``charts/trainer``) on the local cluster: ``helm install``, the sample TrainJob to
-Complete under the chart's ServiceAccount and RBAC, ``helm uninstall``.
+Complete under the chart's ServiceAccount and RBAC, through the chart's webhook configurations,
+``helm uninstall``.
 
 What this shows:
 
-- every object the chart renders, its CRDs included, passes a server-side dry run of the apiserver;
+- every object the chart renders, its CRDs and webhook configurations included, passes a server-side
+  dry run of the apiserver, and so does ``kubectl kustomize config/default`` (the same objects,
+  ``tests/tooling/test_helm_chart.py``), whose ``kubectl delete -k`` therefore deletes its webhook
+  configurations too;
 - ``helm install`` (release ``e2e-helm`` in its own namespace, Deployment at 0 replicas) creates the
-  ServiceAccount, ClusterRole and ClusterRoleBinding, the leader-election Role and RoleBinding, both
-  Services and the Deployment, and the release is ``deployed``;
+  ServiceAccount, ClusterRole and ClusterRoleBinding, the leader-election and certificate Roles and
+  RoleBindings, both Services, the Deployment and the Validating/MutatingWebhookConfigurations
+  ``trainer-webhook`` (no caBundle), and the release is ``deployed``;
 - an operator holding nothing but a token of the chart's ServiceAccount (``kubectl create token``),
-  electing itself leader on a Lease in the release namespace (the chart's Role), runs the sample
-  TrainJob of ``config/samples`` to ``Complete`` with no request refused: the chart's RBAC is
-  enough for the operator, as ``tests/tooling/test_helm_chart.py`` shows it equal to ``config/``'s;
-- ``helm uninstall`` removes every object the release created and leaves the CRDs (Helm's rule for
-  a chart's ``crds/``).
+  electing itself leader on a Lease in the release namespace (the chart's Role), keeping its
+  certificate Secret there (the chart's other Role) and patching only the caBundle of the chart's
+  webhook configurations (the ClusterRole's ``resourceNames``), admits the sample TrainJob of
+  ``config/samples`` through them, refuses an invalid one with the webhook's message, and runs the
+  sample to ``Complete`` with no request refused;
+- ``helm uninstall`` removes every object the release created, the webhook configurations included
+  (a TrainJob is then admitted with no webhook serving), and leaves the CRDs (Helm's rule for a
+  chart's ``crds/``).
 
 What it does not show:
 
@@ -20,11 +28,15 @@ What it does not show:
   no image registry, so the Deployment is installed with 0 replicas and the operator runs out of
   cluster (this module's ``operator`` fixture steps aside meanwhile), as ``python -m trainer``,
   which is the image's entrypoint (``e2e/test_operate.py`` runs it with the Deployment's arguments);
-- admission through the chart's webhook Service (the operator here serves no webhook);
+- the apiserver reaching the webhook through the chart's Service: the local apiserver has no network
+  path to Services, so the test, as admin, points the installed configurations' clientConfig at the
+  operator's port on 127.0.0.1 (the operator's caBundle patch is the same either way);
 - Helm creating the CRDs: the session's cluster has those of ``config/crd/bases`` already, byte for
   byte the chart's ``crds/`` (``tests/tooling/test_helm_chart.py``), and Helm skips CRDs that exist;
 - the gang schedulers other than ``none`` (their rules are compared with ``config/``'s in
-  ``tests/tooling/test_helm_chart.py``).
+  ``tests/tooling/test_helm_chart.py``);
+- ``kubectl apply``/``delete -k config/default`` for real: it would replace the session's CRDs and the
+  identity the suite's operators run as; the dry run and the render comparison stand in for it.
 """
 
 from __future__ import annotations
@@ -39,10 +51,16 @@ from typing import Any
 import pytest
 import yaml
 
+from api.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from e2e.cluster.binaries import ensure
-from e2e.helpers import ROOT, Client, log_events, size
+from e2e.cluster.cluster import reserved_ports
+from e2e.helpers import ROOT, Client, log_events, size, wait_for, webhook_ca_patched
 from e2e.operator_process import Operator
+from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from e2e.test_trainjob import trainjob
 from trainer.json_codec import JSON
+from trainer.kube.client import ApiError
+from trainer.webhook.server import CONFIG_NAME
 
 pytestmark = pytest.mark.e2e
 CHART = ROOT / "charts" / "trainer"
@@ -52,16 +70,25 @@ PREFIX = f"{RELEASE}-trainer"  # the chart's names: release name + chart name
 SERVICE_ACCOUNT = f"{PREFIX}-operator"
 VALUES = ["replicas=0"]
 """The Deployment cannot run its image here (see the module docstring)."""
+WEBHOOK_CONFIGURATIONS = {
+    ("ValidatingWebhookConfiguration", CONFIG_NAME, ""),
+    ("MutatingWebhookConfiguration", CONFIG_NAME, ""),
+}
 OBJECTS = {
     ("ServiceAccount", SERVICE_ACCOUNT, NAMESPACE),
     ("ClusterRole", f"{PREFIX}-operator", ""),
     ("ClusterRoleBinding", f"{PREFIX}-operator", ""),
     ("Role", f"{PREFIX}-leader-election", NAMESPACE),
     ("RoleBinding", f"{PREFIX}-leader-election", NAMESPACE),
+    ("Role", f"{PREFIX}-webhook-certificates", NAMESPACE),
+    ("RoleBinding", f"{PREFIX}-webhook-certificates", NAMESPACE),
     ("Service", f"{PREFIX}-operator-metrics", NAMESPACE),
     ("Service", f"{PREFIX}-webhook-service", NAMESPACE),
     ("Deployment", f"{PREFIX}-operator", NAMESPACE),
+    *WEBHOOK_CONFIGURATIONS,
 }
+(PORT,) = reserved_ports(1)
+"""The chart operator's webhook port on 127.0.0.1."""
 CRDS = {
     "trainjobs.trainer.kubeflow.org",
     "trainingruntimes.trainer.kubeflow.org",
@@ -162,11 +189,36 @@ def test_the_rendered_chart_passes_a_server_side_dry_run(cluster: Any, helm: Hel
     )
     assert result.returncode == 0, result.stderr
     for kind, name, _ in sorted(OBJECTS):
-        group = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-        prefix = f"{kind.lower()}.rbac.authorization.k8s.io" if kind in group else kind.lower()
-        if kind == "Deployment":
-            prefix = "deployment.apps"
-        assert f"{prefix}/{name} serverside-applied (server dry run)" in result.stdout, (kind, result.stdout)
+        assert f"{qualified(kind)}/{name} serverside-applied (server dry run)" in result.stdout, (kind, result.stdout)
+
+
+def qualified(kind: str) -> str:
+    """How kubectl names ``kind`` in its output (``role.rbac.authorization.k8s.io``...)."""
+    groups = {"Deployment": "apps", "ValidatingWebhookConfiguration": "admissionregistration.k8s.io"}
+    groups["MutatingWebhookConfiguration"] = groups["ValidatingWebhookConfiguration"]
+    groups |= dict.fromkeys(("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"), "rbac.authorization.k8s.io")
+    return f"{kind.lower()}.{groups[kind]}" if kind in groups else kind.lower()
+
+
+def test_the_kustomize_build_with_its_webhook_configurations_passes_a_server_side_dry_run(cluster: Any) -> None:
+    """``kubectl apply -k config/default`` would create the webhook configurations, so ``kubectl delete
+    -k`` deletes them (a dry run: applying it for real would replace what the session shares)."""
+    # What goes in the namespace needs it to exist, even in a dry run (TRAINER_E2E_OPERATOR_SA made it).
+    cluster.run_kubectl("create", "namespace", OPERATOR_NAMESPACE, check=False)
+    result = cluster.run_kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--dry-run=server",
+        "-k",
+        str(ROOT / "config" / "default"),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for kind, name, _ in sorted(WEBHOOK_CONFIGURATIONS):
+        assert f"{qualified(kind)}/{name} serverside-applied (server dry run)" in result.stdout, result.stdout
+    for kind, name in (("Role", "trainer-webhook-certificates"), ("RoleBinding", "trainer-webhook-certificates")):
+        assert f"{qualified(kind)}/{name} serverside-applied (server dry run)" in result.stdout, result.stdout
 
 
 def test_helm_install_creates_the_release(cluster: Any, helm: Helm) -> None:
@@ -185,8 +237,28 @@ def test_helm_install_creates_the_release(cluster: Any, helm: Helm) -> None:
     assert args[:2] == ["--gang-scheduler-name=none", "--leader-elect"]
 
 
+async def point_the_webhooks_at_127_0_0_1(client: Client) -> None:
+    """As admin, replace the clientConfig of every installed webhook (the release's Service, which the
+    local apiserver cannot reach) by ``https://127.0.0.1:<PORT><path>``, keeping the path."""
+    for res in (VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS):
+        config = await client.kube.get(res, None, CONFIG_NAME)
+        ops: list[JSON] = []
+        for i, hook in enumerate(config["webhooks"]):
+            path = hook["clientConfig"]["service"]["path"]
+            assert hook["clientConfig"]["service"]["name"] == f"{PREFIX}-webhook-service"
+            assert "caBundle" not in hook["clientConfig"], "the chart sets no caBundle"
+            ops.append(
+                {
+                    "op": "replace",
+                    "path": f"/webhooks/{i}/clientConfig",
+                    "value": {"url": f"https://127.0.0.1:{PORT}{path}"},
+                }
+            )
+        await client.kube.json_patch(res, None, CONFIG_NAME, ops)
+
+
 async def test_the_sample_trainjob_completes_under_the_charts_rbac(
-    client: Client, cluster: Any, samples: None, ns: str, operator: Operator, tmp_path: Path
+    client: Client, cluster: Any, ns: str, operator: Operator, tmp_path: Path
 ) -> None:
     assert exists(cluster, "ServiceAccount", SERVICE_ACCOUNT, NAMESPACE), "the release is not installed"
     kubeconfig = token_kubeconfig(cluster, tmp_path / "chart-sa.kubeconfig")
@@ -195,6 +267,14 @@ async def test_the_sample_trainjob_completes_under_the_charts_rbac(
         ("create", "namespaces", "no"),  # the token is the chart's ServiceAccount's, not admin's
         ("watch", "trainjobs.trainer.kubeflow.org", "yes"),
         ("create", "jobs.batch", "yes"),
+        # Least privilege: the webhook configurations by name, only read and patched; no Secret by name
+        # cluster-wide, the certificate Secrets in the release namespace.
+        ("create", "validatingwebhookconfigurations.admissionregistration.k8s.io", "no"),
+        ("patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io", "no"),
+        ("patch", f"mutatingwebhookconfigurations.admissionregistration.k8s.io/{CONFIG_NAME}", "yes"),
+        ("get", f"validatingwebhookconfigurations.admissionregistration.k8s.io/{CONFIG_NAME}", "yes"),
+        ("get", "secrets/someone-elses", "no"),
+        ("update", "secrets/trainer-webhook-certs", "no"),
     ]:
         can = subprocess.run(
             [kubectl, f"--kubeconfig={kubeconfig}", "auth", "can-i", verb, resource, "--all-namespaces"],
@@ -202,17 +282,42 @@ async def test_the_sample_trainjob_completes_under_the_charts_rbac(
             text=True,
         )
         assert can.stdout.strip() == expected, (verb, resource, can.stdout, can.stderr)
+    for verb, resource in (("update", "secrets/trainer-webhook-certs"), ("create", "secrets")):
+        can = subprocess.run(
+            [kubectl, f"--kubeconfig={kubeconfig}", "auth", "can-i", verb, resource, "-n", NAMESPACE],
+            capture_output=True,
+            text=True,
+        )
+        assert can.stdout.strip() == "yes", (verb, resource, can.stdout, can.stderr)
 
+    await point_the_webhooks_at_127_0_0_1(client)
     operator.stop()  # the module's operator steps aside: one reconciler at a time
     chart_operator = Operator(
         kubeconfig,
         cluster.state_dir / "logs" / "operator-helm-chart-sa.log",
-        ["--gang-scheduler-name=none", "--leader-elect", f"--leader-election-namespace={NAMESPACE}"],
+        [
+            "--gang-scheduler-name=none",
+            "--leader-elect",
+            f"--leader-election-namespace={NAMESPACE}",
+            # What the Deployment passes (its namespace, its Service), and the host the webhooks now call.
+            f"--webhook-port={PORT}",
+            "--webhook-host=127.0.0.1",
+            f"--webhook-namespace={NAMESPACE}",
+            f"--webhook-service={PREFIX}-webhook-service",
+        ],
     )
     offset = size(chart_operator.log_path)
     chart_operator.start()
     try:
+        await wait_for(lambda: webhook_ca_patched(client.kube), "the chart's webhook configurations patched")
+        await client.apply_file(ROOT / "config" / "samples" / "torch-distributed.yaml")  # admitted by the webhook
         obj = yaml.safe_load((ROOT / "config" / "samples" / "trainjob.yaml").read_text())
+        bad = {**obj, "metadata": {"name": "no-such-runtime"}, "spec": {**obj["spec"], "runtimeRef": {"name": "none"}}}
+        with pytest.raises(ApiError) as denied:
+            await client.apply(bad, ns)
+        assert 'admission webhook "validate.trainjobs.trainer.kubeflow.org" denied' in denied.value.message, (
+            denied.value
+        )
         await client.apply(obj, ns)
         done = await client.wait_condition(ns, obj["metadata"]["name"], "Complete", timeout=120)
         assert [j["name"] for j in done["status"]["jobsStatus"]] == ["node"]
@@ -237,10 +342,13 @@ async def test_the_sample_trainjob_completes_under_the_charts_rbac(
         operator.start()
 
 
-def test_helm_uninstall_removes_the_release(cluster: Any, helm: Helm) -> None:
+async def test_helm_uninstall_removes_the_release(client: Client, cluster: Any, helm: Helm, ns: str) -> None:
+    assert all(exists(cluster, *obj) for obj in WEBHOOK_CONFIGURATIONS), "installed with the release"
     helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
     assert RELEASE not in helm("list", "--namespace", NAMESPACE, "-q").stdout.split()
     left = [obj for obj in sorted(OBJECTS) if exists(cluster, *obj)]
     assert not left, left
     for name in CRDS:
         assert exists(cluster, "CustomResourceDefinition", name, ""), name
+    # No failurePolicy: Fail webhook is left calling nothing: with no webhook served, a write is admitted.
+    await client.apply(trainjob("after-uninstall", "torch-distributed", "ClusterTrainingRuntime", suspend=True), ns)

@@ -14,18 +14,19 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import os
 import ssl
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS
+from api.kinds import SECRETS, VALIDATING_WEBHOOKS
 from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, log_events, wait_for
+from e2e.helpers import Client, log_events, wait_for, webhook_ca_patched
 from e2e.operator_process import Operator
+from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.webhook.certs import fingerprint
 from trainer.webhook.server import CONFIG_NAME
@@ -39,7 +40,8 @@ VALIDITY = 30
 """Seconds of a serving certificate: renewed 20-25 s after it is made."""
 CREATE_FOR = 60.0
 CREATE_EVERY = 0.3
-SECRET_NS = "default"
+SECRET_NS = OPERATOR_NAMESPACE if os.environ.get("TRAINER_E2E_OPERATOR_SA") else "default"
+"""The operator's namespace (``--webhook-namespace``, as the ``operator`` fixture sets it)."""
 OPERATOR_ARGS = [
     "--leader-elect",
     "--leader-election-id=e2e-webhook-rotation",
@@ -57,23 +59,10 @@ def size(path: Path) -> int:
 
 
 @pytest.fixture(scope="module", autouse=True)
-async def webhook_installed(client: Client, operator: Operator) -> AsyncIterator[None]:
-    """Wait for the webhook configurations; afterwards stop this module's operator (so that nothing
-    installs them again) and remove them, since with failurePolicy Fail they would refuse every create
-    once no replica serves."""
-
-    async def installed() -> bool:
-        return await client.kube.get_or_none(VALIDATING_WEBHOOKS, None, CONFIG_NAME) is not None
-
-    await wait_for(installed, "webhook configurations installed")
-    try:
-        yield
-    finally:
-        try:
-            operator.stop()
-        finally:
-            await client.kube.delete(VALIDATING_WEBHOOKS, None, CONFIG_NAME)
-            await client.kube.delete(MUTATING_WEBHOOKS, None, CONFIG_NAME)
+async def webhook_installed(client: Client, operator: Operator) -> None:
+    """Wait for the operator to patch the caBundle of the webhook configurations the ``operator``
+    fixture applied (it deletes them once this module's operator stopped)."""
+    await wait_for(lambda: webhook_ca_patched(client.kube), "webhook configurations patched")
 
 
 async def installed_ca(client: Client) -> str:
@@ -109,6 +98,7 @@ async def test_two_replicas_rotate_the_serving_certificate_while_every_create_is
         operator.kubeconfig,
         cluster.state_dir / "logs" / "operator-webhook-rotation-b.log",
         ["--gang-scheduler-name", "none", *OPERATOR_ARGS],
+        operator.env,
     )
     a_offset, b_offset = size(operator.log_path), size(b.log_path)
     b.start()

@@ -184,3 +184,28 @@ async def test_probes_and_metrics_answer_on_loopback() -> None:
         await probes[0].cleanup()
         await metrics[0].cleanup()
     assert await serve(metrics_app(m), "0", "metrics") is None
+
+
+async def test_readyz_names_every_failed_check() -> None:
+    webhook: str | None = "ValidatingWebhookConfiguration trainer-webhook not found"
+    probes = await serve(
+        probes_app(lambda: "not synced: pods", {"webhook-configurations": lambda: webhook}), "127.0.0.1:0", "probes"
+    )
+    assert probes
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{probes[1]}/readyz") as r:
+                assert (r.status, await r.text()) == (
+                    500,
+                    "[-]informers-synced failed: not synced: pods\n"
+                    "[-]webhook-configurations failed: ValidatingWebhookConfiguration trainer-webhook not found\n"
+                    "healthz check failed\n",
+                )
+            webhook = None
+            async with http.get(f"http://127.0.0.1:{probes[1]}/readyz") as r:
+                assert (r.status, await r.text()) == (
+                    500,
+                    "[-]informers-synced failed: not synced: pods\nhealthz check failed\n",
+                )
+    finally:
+        await probes[0].cleanup()

@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import structlog
@@ -118,12 +118,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--webhook-port",
         type=int,
         default=int(_env("webhook-port", "0") or 0),
-        help="port of the admission webhook (TLS); 0 (default) disables it",
+        help="port of the admission webhook (TLS); 0 (default) disables it. The webhook configurations "
+        "(trainer-webhook) come with the operator's manifests; it patches their caBundle and is not ready "
+        "while one is missing",
     )
     p.add_argument(
         "--webhook-host",
         default=_env("webhook-host"),
-        help="host the apiserver calls the webhook at (URL mode, e.g. 127.0.0.1); default: through --webhook-service",
+        help="host the apiserver calls the webhook at, put in its serving certificate (e.g. 127.0.0.1 for an "
+        "operator run out of the cluster); the webhook configurations must then call https://HOST:PORT: apply "
+        "`python -m trainer.webhook.server --url https://HOST:PORT` (the operator never creates them, it only "
+        "patches their caBundle); default: only through --webhook-service",
     )
     p.add_argument(
         "--webhook-service",
@@ -133,7 +138,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--webhook-namespace",
         default=_env("webhook-namespace", "default"),
-        help="namespace of the webhook Service and of its certificate Secret (default default)",
+        help="namespace of the webhook Service and of its certificate Secrets, the operator's own: its Role "
+        "grants those Secrets there (default default)",
     )
     _seconds(
         p,
@@ -282,10 +288,11 @@ async def run(args: argparse.Namespace) -> int:
         status_server_url=status_settings.url if status_settings is not None else None,
     )
     manager = new_manager(kube, settings, metrics, elector)
+    checks: dict[str, Callable[[], str | None]] = {}
     servers = []
     for app, address, what in (
         (metrics_app(metrics), args.metrics_bind_address, "metrics"),
-        (probes_app(manager.not_ready), args.health_probe_bind_address, "health probes"),
+        (probes_app(manager.not_ready, checks), args.health_probe_bind_address, "health probes"),
     ):
         served = await serve(app, address, what)
         if served is not None:
@@ -313,6 +320,7 @@ async def run(args: argparse.Namespace) -> int:
             ),
             cache_facts(manager.readers, args.gang_scheduler_name, args.max_nodes_per_job),
         )
+        checks["webhook-configurations"] = webhook.not_ready  # /readyz fails while they lack its CA
         synced = asyncio.Event()
 
         async def when_synced() -> None:

@@ -6,8 +6,10 @@
   the process serves at all (liveness), ``GET /readyz`` 200 while every cache has listed and is
   being watched, else 500 with the check that failed and why, as controller-runtime's ``healthz``
   handler words it (``sigs.k8s.io/controller-runtime`` ``pkg/healthz/healthz.go``), e.g.
-  ``[-]informers-synced failed: not watching: trainjobs.trainer.kubeflow.org``. A standby replica
-  waiting for the leader Lease is ready: it would take over with warm caches.
+  ``[-]informers-synced failed: not watching: trainjobs.trainer.kubeflow.org``; with the webhook also
+  ``webhook-configurations`` (its configurations carry the served CA, see
+  :meth:`trainer.webhook.server.WebhookServer.not_ready`). A standby replica waiting for the leader
+  Lease is ready: it would take over with warm caches.
 
 A bind address is ``host:port``; ``:port`` listens on every interface, port ``0`` on a free port
 (the one chosen is logged and returned), and the address ``0`` alone disables the server, as in
@@ -16,7 +18,7 @@ controller-runtime.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import structlog
 from aiohttp import web
@@ -55,19 +57,26 @@ READY_CHECK = "informers-synced"
 """The name of the readiness check, as controller-runtime's manager names its cache check."""
 
 
-def probes_app(not_ready: Callable[[], str | None]) -> web.Application:
-    """``GET /healthz`` (always 200) and ``GET /readyz``: 200 ``ok`` when ``not_ready()`` is None,
-    else 500 with ``[-]informers-synced failed: <what not_ready() said>`` and ``healthz check failed``
-    on two lines, as controller-runtime answers a failed check."""
+def probes_app(
+    not_ready: Callable[[], str | None], more: Mapping[str, Callable[[], str | None]] | None = None
+) -> web.Application:
+    """``GET /healthz`` (always 200) and ``GET /readyz``: 200 ``ok`` when ``not_ready()`` and every
+    check of ``more`` (by name, e.g. ``webhook-configurations``; read at each request, so the caller may
+    add checks later) answer None, else 500 with one line
+    ``[-]<name> failed: <reason>`` per failed check (``informers-synced`` for ``not_ready``) and
+    ``healthz check failed``, as controller-runtime answers failed checks."""
+    more = more if more is not None else {}
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(request: web.Request) -> web.Response:
-        reason = not_ready()
-        if reason is None:
+        checks = [(READY_CHECK, not_ready), *more.items()]  # read now: checks may be added after the start
+        failed = [(name, reason) for name, check in checks if (reason := check()) is not None]
+        if not failed:
             return web.Response(text="ok")
-        return web.Response(status=500, text=f"[-]{READY_CHECK} failed: {reason}\nhealthz check failed\n")
+        lines = "".join(f"[-]{name} failed: {reason}\n" for name, reason in failed)
+        return web.Response(status=500, text=f"{lines}healthz check failed\n")
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

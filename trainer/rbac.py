@@ -1,4 +1,5 @@
-"""The operator's RBAC, in one table: every (resource, verbs) the operator's code uses, and why.
+"""The operator's RBAC, in one table: every (resource, verbs, resourceNames) the operator's code uses,
+where (cluster-wide or in its own namespace), and why.
 
 ``python -m trainer.rbac`` renders it into the checked-in manifests (``--check`` exits 1 when one is
 stale, as ``tests/tooling/test_rbac.py`` does):
@@ -6,15 +7,25 @@ stale, as ``tests/tooling/test_rbac.py`` does):
 * ``config/rbac/role.yaml``: the ClusterRole ``trainer-operator`` (what every gang scheduler needs);
 * ``config/rbac/leader_election_role.yaml``: the Role ``trainer-leader-election`` for the Lease, in
   the operator's own namespace only (as kubebuilder scaffolds it);
+* ``config/rbac/webhook_certificates_role.yaml``: the Role ``trainer-webhook-certificates`` for the
+  webhook's and the status server's certificate Secrets, in the operator's own namespace only;
 * ``config/overlays/<scheduler>/role_patch.yaml``: JSON patches adding what one gang scheduler needs
   to the ClusterRole (``volcano``, ``scheduler-plugins``; ``kueue`` needs nothing: Kueue suspends
-  and resumes the jobs itself, and the MPIJob label copy is a patch of mpijobs, already granted).
+  and resumes the jobs itself, and the MPIJob label copy is a patch of mpijobs, already granted);
+* ``config/webhook/manifests.yaml``: the webhook configurations of
+  :func:`trainer.webhook.server.configurations`, installed with the operator (the ClusterRole lets
+  it patch only those, by name);
+* the RBAC table of ``README.md`` (:func:`table`, between its markers).
 
-No wildcard anywhere. ``tests/tooling/test_rbac.py`` recomputes the set from the code (the informers the
-Manager starts, every ``Kube`` call site and the objects the reconcilers apply) and requires it to
-equal this table, so a new call without its rule, or a rule no code uses, fails there.
+No wildcard anywhere; ``resourceNames`` wherever the verb allows them (``create`` carries its name in
+the body, not the URL, so RBAC cannot restrict it by name; ``list``/``watch`` can be, for requests
+with the ``metadata.name`` field selector). ``tests/tooling/test_rbac.py`` recomputes the set from the
+code (the informers the Manager and the certificate keepers start, every ``Kube`` call site, its
+namespace and name, and the objects the reconcilers apply) and requires it to equal this table, so a
+new call without its rule, or a rule no code uses, fails there.
 
-Rules are rendered like controller-gen's: one rule per (apiGroup, verbs), resources sorted.
+Rules are rendered like controller-gen's: one rule per (apiGroup, verbs, resourceNames), resources
+sorted.
 """
 
 from __future__ import annotations
@@ -49,11 +60,17 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
+from trainer.statusserver.server import SECRET_NAME as STATUS_SERVER_SECRET
+from trainer.webhook import server as webhook
+from trainer.webhook.tls import SECRET_NAME as WEBHOOK_SECRET
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 CLUSTER_ROLE = "trainer-operator"
 LEADER_ELECTION_ROLE = "trainer-leader-election"
+CERTIFICATES_ROLE = "trainer-webhook-certificates"
 
+Grant = tuple[str, str, str, str]
+"""``(apiGroup, resource, verb, resourceName)``; resourceName ``""``: any object."""
 WATCH = ("list", "watch")
 APPLY = ("create", "patch")
 """Server-side apply is a PATCH; when the object does not exist yet the apiserver also checks the
@@ -62,21 +79,23 @@ APPLY = ("create", "patch")
 
 @dataclass(frozen=True)
 class Rule:
-    """``verbs`` on ``resource`` (its ``subresource`` when set), and the code that needs them."""
+    """``verbs`` on ``resource`` (its ``subresource`` when set), only on the objects ``names`` when
+    given, and the code that needs them."""
 
     resource: Resource
     verbs: tuple[str, ...]
     why: str
     subresource: str | None = None
+    names: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         """``plural`` or ``plural/subresource``, as RBAC names it."""
         return self.resource.plural + (f"/{self.subresource}" if self.subresource else "")
 
-    def grants(self) -> set[tuple[str, str, str]]:
-        """``(apiGroup, resource, verb)`` triples."""
-        return {(self.resource.group, self.name, verb) for verb in self.verbs}
+    def grants(self) -> set[Grant]:
+        """``(apiGroup, resource, verb, resourceName)``, resourceName ``""`` for any object."""
+        return {(self.resource.group, self.name, verb, name) for verb in self.verbs for name in self.names or ("",)}
 
 
 OPERATOR: list[Rule] = [
@@ -114,16 +133,28 @@ OPERATOR: list[Rule] = [
     Rule(
         SECRETS,
         (*WATCH, *APPLY, "get", "delete"),
-        "informers (children only, by label); SSH keys (get: as for jobs); ttlSecondsAfterFinished",
+        "the MPI SSH key Secrets the jobs own, in the jobs' namespaces: the informer of owned Secrets lists "
+        "and watches by label, which RBAC cannot narrow (so list/watch grant reading every Secret), create "
+        "cannot be narrowed by name, apply is a patch; get: whose is a Secret named like a child, on a "
+        "create's 409 (reconciler/child_writer.py); deleted with ttlSecondsAfterFinished",
     ),
     Rule(
         PERSISTENT_VOLUME_CLAIMS,
         (*WATCH, *APPLY, "get", "delete"),
         "informer (children only, by label); volumeClaimPolicies (get: as for jobs); ttlSecondsAfterFinished",
     ),
-    Rule(SECRETS, ("get", "update"), "the webhook's certificate Secret: read, rotate (webhook/tls.py)"),
-    Rule(VALIDATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
-    Rule(MUTATING_WEBHOOKS, APPLY, "the operator applies its own webhook configurations (webhook/server.py)"),
+    Rule(
+        VALIDATING_WEBHOOKS,
+        ("get", "patch"),
+        "read, then patch only the caBundle of the configuration installed with the operator (webhook/server.py)",
+        names=(webhook.CONFIG_NAME,),
+    ),
+    Rule(
+        MUTATING_WEBHOOKS,
+        ("get", "patch"),
+        "read, then patch only the caBundle of the configuration installed with the operator (webhook/server.py)",
+        names=(webhook.CONFIG_NAME,),
+    ),
     Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
     Rule(EVENTS, ("create", "patch"), "events, repeats as a series (kube/events.py)"),
     Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
@@ -147,6 +178,23 @@ LEADER_ELECTION: list[Rule] = [
 ]
 """The Role in the operator's namespace, for ``--leader-elect``."""
 
+CERTIFICATES: list[Rule] = [
+    Rule(
+        SECRETS,
+        ("get", "update", *WATCH),
+        "the webhook's and the status server's certificate Secrets: read, watch (by name), rotate (webhook/tls.py)",
+        names=(WEBHOOK_SECRET, STATUS_SERVER_SECRET),
+    ),
+    Rule(
+        SECRETS,
+        ("create",),
+        "the first replica writes the certificate Secrets; RBAC cannot restrict create by name (the name is in "
+        "the body, not the URL), so this is any Secret, in the operator's namespace only (webhook/tls.py)",
+    ),
+]
+"""The Role in the operator's namespace (``--webhook-namespace``), for ``--webhook-port`` and
+``--status-server-port``."""
+
 GANG: dict[str, list[Rule]] = {
     "none": [],
     "kueue": [],
@@ -169,43 +217,56 @@ GANG: dict[str, list[Rule]] = {
 """What each ``--gang-scheduler-name`` adds to the ClusterRole."""
 
 
-def grants(rules: list[Rule]) -> set[tuple[str, str, str]]:
-    """Every ``(apiGroup, resource, verb)`` the rules grant."""
+def grants(rules: list[Rule]) -> set[Grant]:
+    """Every ``(apiGroup, resource, verb, resourceName)`` the rules grant."""
     return set().union(*(r.grants() for r in rules)) if rules else set()
 
 
 def policy_rules(rules: list[Rule]) -> list[dict[str, Any]]:
-    """RBAC ``PolicyRule``s: one per (apiGroup, verbs), resources and verbs sorted."""
-    by_resource: dict[tuple[str, str], set[str]] = {}
-    for group, resource, verb in grants(rules):
-        by_resource.setdefault((group, resource), set()).add(verb)
-    by_verbs: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for (group, resource), verbs in by_resource.items():
-        by_verbs.setdefault((group, tuple(sorted(verbs))), []).append(resource)
-    return [
-        {"apiGroups": [group], "resources": sorted(resources), "verbs": list(verbs)}
-        for (group, verbs), resources in sorted(by_verbs.items())
-    ]
+    """RBAC ``PolicyRule``s: one per (apiGroup, verbs, resourceNames), resources, verbs and names sorted;
+    ``resourceNames`` only on rules restricted to named objects."""
+    by_resource: dict[tuple[str, str, str], set[str]] = {}
+    for group, resource, verb, name in grants(rules):
+        by_resource.setdefault((group, resource, verb), set()).add(name)
+    by_grant: dict[tuple[str, str, tuple[str, ...]], set[str]] = {}
+    for (group, resource, verb), named in by_resource.items():
+        # A verb granted on any object needs no names beside it.
+        by_grant.setdefault((group, resource, () if "" in named else tuple(sorted(named))), set()).add(verb)
+    by_verbs: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for (group, resource, names), granted in by_grant.items():
+        by_verbs.setdefault((group, tuple(sorted(granted)), names), []).append(resource)
+    out = []
+    for (group, verbs, names), resources in sorted(by_verbs.items()):
+        rule: dict[str, Any] = {"apiGroups": [group], "resources": sorted(resources)}
+        if names:
+            rule["resourceNames"] = list(names)
+        rule["verbs"] = list(verbs)
+        out.append(rule)
+    return out
+
+
+def _role(kind: str, name: str, rules: list[Rule]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "rules": policy_rules(rules),
+    }
 
 
 def cluster_role() -> dict[str, Any]:
     """The ClusterRole ``trainer-operator``."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": CLUSTER_ROLE},
-        "rules": policy_rules(OPERATOR),
-    }
+    return _role("ClusterRole", CLUSTER_ROLE, OPERATOR)
 
 
 def leader_election_role() -> dict[str, Any]:
     """The Role ``trainer-leader-election`` (its namespace comes from kustomize)."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": LEADER_ELECTION_ROLE},
-        "rules": policy_rules(LEADER_ELECTION),
-    }
+    return _role("Role", LEADER_ELECTION_ROLE, LEADER_ELECTION)
+
+
+def certificates_role() -> dict[str, Any]:
+    """The Role ``trainer-webhook-certificates`` (its namespace comes from kustomize)."""
+    return _role("Role", CERTIFICATES_ROLE, CERTIFICATES)
 
 
 def gang_patch(scheduler: str) -> list[dict[str, Any]]:
@@ -221,6 +282,9 @@ def files() -> dict[Path, str]:
     out = {
         CONFIG / "rbac" / "role.yaml": HEADER + yaml.safe_dump(cluster_role(), sort_keys=False),
         CONFIG / "rbac" / "leader_election_role.yaml": HEADER + yaml.safe_dump(leader_election_role(), sort_keys=False),
+        CONFIG / "rbac" / "webhook_certificates_role.yaml": HEADER
+        + yaml.safe_dump(certificates_role(), sort_keys=False),
+        CONFIG / "webhook" / "manifests.yaml": webhook.render(),
     }
     for scheduler, rules in GANG.items():
         if rules:
@@ -230,13 +294,44 @@ def files() -> dict[Path, str]:
     return out
 
 
+README = CONFIG.parent / "README.md"
+TABLE_START = "<!-- rbac table: generated by `python -m trainer.rbac` from trainer/rbac.py -->\n"
+TABLE_END = "<!-- end of rbac table -->\n"
+
+
+def table() -> str:
+    """The README's RBAC table (Markdown): one row per rule of the ClusterRole, the gang schedulers'
+    additions and the two Roles, with where it applies (cluster-wide, or the operator's namespace),
+    its ``resourceNames`` and why."""
+    rows = ["| Resource | Verbs | Where | Why |", "|---|---|---|---|"]
+    sections: list[tuple[str, list[Rule]]] = [
+        ("cluster-wide", OPERATOR),
+        *((f"cluster-wide, `{g}` only", rules) for g, rules in GANG.items()),
+        ("operator's namespace", LEADER_ELECTION + CERTIFICATES),
+    ]
+    for where, rules in sections:
+        for rule in rules:
+            res = rule.resource.plural + (f".{rule.resource.group}" if rule.resource.group else "")
+            res += f"/{rule.subresource}" if rule.subresource else ""
+            named = f", only {', '.join(f'`{n}`' for n in rule.names)}" if rule.names else ""
+            rows.append(f"| `{res}` | {', '.join(rule.verbs)} | {where}{named} | {rule.why} |")
+    return TABLE_START + "\n".join(rows) + "\n" + TABLE_END
+
+
+def with_table(readme: str) -> str:
+    """``readme`` with the text between :data:`TABLE_START` and :data:`TABLE_END` replaced by
+    :func:`table`. Raises ``ValueError`` when the markers are missing."""
+    start, end = readme.index(TABLE_START), readme.index(TABLE_END) + len(TABLE_END)
+    return readme[:start] + table() + readme[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the files (``--check``: only report stale ones, exit 1 if any)."""
     p = argparse.ArgumentParser(prog="python -m trainer.rbac", description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 if a checked-in file differs")
     args = p.parse_args(argv)
     stale = []
-    for path, text in files().items():
+    for path, text in {**files(), README: with_table(README.read_text())}.items():
         if path.exists() and path.read_text() == text:
             continue
         stale.append(path)

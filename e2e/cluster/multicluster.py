@@ -47,6 +47,9 @@ from e2e.cluster.binaries import ensure_binaries
 from e2e.cluster.cluster import LocalCluster, _port_is_free, free_ports
 from e2e.cluster.pki import Pki, ensure_client_cert, ensure_pki
 from e2e.cluster.process import Component
+from e2e.operator_sa import NAMESPACE as SA_NAMESPACE
+from trainer.webhook.server import CONFIG_NAME
+from trainer.webhook.server import configurations as webhook_configurations
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CRDS = ROOT / "config" / "crd" / "bases"
@@ -65,8 +68,8 @@ MULTIKUEUE_CONFIG = "multikueue"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 MULTIKUEUE_USER = ("multikueue", "system:masters")
 """The identity the manager's Kueue has on each worker: (common name, organization)."""
-WEBHOOK_CONFIG = "trainer-webhook"
-"""The operator's webhook configurations' name (``trainer/webhook/server.py``)."""
+WEBHOOK_CONFIG = CONFIG_NAME
+"""The operator's webhook configurations' name."""
 FIELD_MANAGER = "trainer-e2e-multicluster"
 
 
@@ -328,10 +331,15 @@ class MultiCluster:
                 health_ports[name] = int(json.loads(path.read_text())["health"])
                 continue
             webhook, health = self._operator_ports(c)
+            # The webhook configurations come with the operator, here calling its port on 127.0.0.1; it
+            # patches their caBundle (and is ready once it has).
+            self.apply(name, webhook_configurations(f"https://127.0.0.1:{webhook}"), "webhook")
             kubeconfig = self.operator_kubeconfig(c) if self.operator_kubeconfig else c.kubeconfig
             args = ["-m", "trainer", "--kubeconfig", str(kubeconfig), "--gang-scheduler-name", "kueue"]
             args += ["--webhook-port", str(webhook), "--webhook-host", "127.0.0.1", "--log-format", "json"]
             args += ["--metrics-bind-address", "0", "--health-probe-bind-address", f"127.0.0.1:{health}"]
+            if self.operator_kubeconfig:  # its certificate Secrets where its Role is
+                args += ["--webhook-namespace", SA_NAMESPACE]
             pid = operator.start(args, cwd=ROOT)
             self.log(f"{name}: started the operator (pid {pid})")
             health_ports[name] = health
@@ -377,7 +385,8 @@ class MultiCluster:
 
 
 def _operator_ready(cluster: LocalCluster, health_port: int) -> bool:
-    """Whether the operator answers ``/readyz`` on ``health_port`` and its webhook is configured."""
+    """Whether the operator answers ``/readyz`` on ``health_port`` (so its webhook configurations carry
+    its CA) and they exist."""
     return _ready(health_port) and cluster.api().get(VALIDATING_WEBHOOKS.path(name=WEBHOOK_CONFIG))[0] == 200
 
 

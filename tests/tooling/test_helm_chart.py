@@ -6,7 +6,8 @@ For every gang scheduler, ``helm template`` of the chart (release ``trainer`` in
 object equal once the labels are set aside (Helm's labels, and ``app.kubernetes.io/instance`` in the
 selectors). The chart's CRDs and the rule files it reads are verbatim copies of ``config/``'s
 (``make chart`` refreshes them). Then the values: the gang scheduler, replicas, webhook, metrics,
-resources and image change what they should and nothing else; ``helm lint --strict`` passes.
+resources and image change what they should and nothing else; ``helm lint --strict`` passes. The
+webhook configurations are the code's (:func:`trainer.webhook.server.configurations`), without caBundle.
 
 helm and kubectl are the ones ``e2e/build.sh`` builds (versions in ``e2e/versions.env``).
 """
@@ -24,6 +25,7 @@ import yaml
 
 from e2e.cluster.binaries import ensure
 from trainer import rbac
+from trainer.webhook import server as webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainer"
@@ -224,6 +226,8 @@ def test_webhook_off_and_on_another_port() -> None:
     assert [a for a in default["args"] if not a.startswith(("--webhook-", "--status-server-"))] == c["args"]
     assert not {"webhook", "status"} & {p["name"] for p in c["ports"]}, "the status server goes with the Service"
     assert ("Service", "trainer-webhook-service", NAMESPACE) not in by_key(off)
+    assert not {doc["kind"] for doc in off} & {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+    assert ("Role", "trainer-webhook-certificates", NAMESPACE) not in by_key(off)
 
     moved = container(helm_template("webhook.port=9444"))
     assert "--webhook-port=9444" in moved["args"]
@@ -249,7 +253,8 @@ def test_metrics_off_and_on_another_port() -> None:
 def test_leader_election_off_drops_the_flag_and_the_lease_role() -> None:
     objects = helm_template("leaderElection.enabled=false")
     assert "--leader-elect" not in container(objects)["args"]
-    assert not {doc["kind"] for doc in objects} & {"Role", "RoleBinding"}
+    roles = {(doc["kind"], doc["metadata"]["name"]) for doc in objects if doc["kind"] in ("Role", "RoleBinding")}
+    assert roles == {("Role", "trainer-webhook-certificates"), ("RoleBinding", "trainer-webhook-certificates")}
 
 
 def test_names_follow_the_release() -> None:
@@ -261,11 +266,22 @@ def test_names_follow_the_release() -> None:
         ("ClusterRoleBinding", "team-a-trainer-operator"),
         ("Role", "team-a-trainer-leader-election"),
         ("RoleBinding", "team-a-trainer-leader-election"),
+        ("Role", "team-a-trainer-webhook-certificates"),
+        ("RoleBinding", "team-a-trainer-webhook-certificates"),
         ("Service", "team-a-trainer-operator-metrics"),
         ("Service", "team-a-trainer-webhook-service"),
         ("Deployment", "team-a-trainer-operator"),
+        # One per cluster whatever the release, like the CRDs they guard (the ClusterRole names them).
+        ("ValidatingWebhookConfiguration", webhook.CONFIG_NAME),
+        ("MutatingWebhookConfiguration", webhook.CONFIG_NAME),
     }
     assert "--webhook-service=team-a-trainer-webhook-service" in container(objects)["args"]
+    for config in (doc for doc in objects if doc["kind"].endswith("WebhookConfiguration")):
+        services = {
+            (h["clientConfig"]["service"]["namespace"], h["clientConfig"]["service"]["name"])
+            for h in config["webhooks"]
+        }
+        assert services == {(NAMESPACE, "team-a-trainer-webhook-service")}
     binding = one(objects, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "team-a-trainer-operator"
     subject = {"kind": "ServiceAccount", "name": "team-a-trainer-operator", "namespace": NAMESPACE}
@@ -280,3 +296,16 @@ def test_values_outside_the_schema_are_refused() -> None:
         )
         assert proc.returncode != 0, bad
         assert "schema" in proc.stderr, (bad, proc.stderr)
+
+
+def test_the_webhook_configurations_are_the_codes_without_ca_bundle() -> None:
+    """The chart's (and config/'s, equal by the tests above) configurations are
+    :func:`trainer.webhook.server.configurations`, calling the release's Service: the operator only
+    patches their caBundle, which neither sets (so an upgrade or a re-apply keeps the patched one)."""
+    objects = chart("none")
+    for expected in webhook.configurations(namespace=NAMESPACE, service="trainer-webhook-service"):
+        ours = by_key(objects)[(expected["kind"], webhook.CONFIG_NAME, "")]
+        assert {k: v for k, v in ours.items() if k != "metadata"} == {
+            k: v for k, v in expected.items() if k != "metadata"
+        }
+        assert all("caBundle" not in h["clientConfig"] for h in ours["webhooks"])

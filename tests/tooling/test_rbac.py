@@ -6,12 +6,20 @@ Manager starts (for each gang scheduler); every ``kube.<verb>(RESOURCE, ...)`` c
 source (an AST scan); server-side apply (``create`` + ``patch``) on every resource whose informer maps
 events to an owner (the children the reconcilers write); ``delete`` on what the gang plans delete;
 ``update`` on the owners' ``finalizers`` because the children's owner references block deletion.
+
+Where and on what: the call sites of the Lease (``kube/leader.py``) and of the certificate Secrets
+(``webhook/tls.py``, with the watch its keepers open by ``metadata.name``) go to the Roles of the
+operator's namespace, the rest to the ClusterRole; a call whose name argument is a module constant (or
+whose objects are named in :data:`NAMED`) is granted on those names only, except ``create``, which
+RBAC cannot restrict by name.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +41,10 @@ from trainer import gang, rbac
 from trainer.builders.labels import owner_reference
 from trainer.gang.base import GangInput, PodSet
 from trainer.kube.client import Kube
+from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.controller import TTL_CHILDREN
+from trainer.webhook import server as webhook
+from trainer.webhook.tls import WebhookTLS
 from trainer.wiring import Settings, new_manager
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,10 +76,25 @@ DYNAMIC = {
     ("trainer/reconciler/child_writer.py", "get_or_none"): "children",
     ("trainer/reconciler/child_writer.py", "json_patch"): "children",
     ("trainer/reconciler/status_writer.py", "patch_status"): "primaries",
-    ("trainer/webhook/server.py", "apply"): "webhook configurations",
+    ("trainer/webhook/server.py", "get_or_none"): "webhook configurations",
+    ("trainer/webhook/server.py", "json_patch"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
-Grant = tuple[str, str, str]
+Grant = rbac.Grant
+OWN_NAMESPACE = {"trainer/kube/leader.py": "leader", "trainer/webhook/tls.py": "certificates"}
+"""Modules whose calls all go to the operator's own namespace, and the Role that grants them."""
+
+
+def certificate_secrets() -> set[str]:
+    """The Secrets the certificate keepers (:class:`WebhookTLS`) are made for: the webhook's (the
+    default ``secret_name``) and the status server's (:class:`StatusServerSettings`)."""
+    default = inspect.signature(WebhookTLS).parameters["secret_name"].default
+    status = next(f.default for f in dataclasses.fields(StatusServerSettings) if f.name == "secret_name")
+    return {default, str(status)}
+
+
+NAMED = {"trainer/webhook/tls.py": certificate_secrets()}
+"""Modules whose calls name their object with a variable, and the objects they can be."""
 
 
 def _is_kube(node: ast.expr) -> bool:
@@ -77,9 +103,14 @@ def _is_kube(node: ast.expr) -> bool:
     )
 
 
-def call_sites() -> list[tuple[str, str, Resource | None, str]]:
+NAME_ARG = {"get", "get_or_none", "patch_status", "merge_patch", "json_patch", "delete"}
+"""Methods whose third argument is the object's name."""
+
+
+def call_sites() -> list[tuple[str, str, Resource | None, str, str | None]]:
     """Every ``kube.<method>(first, ...)`` in the operator's modules: (file, method, resource when the
-    first argument names a module-level Resource, else None, the first argument's source)."""
+    first argument names a module-level Resource, else None, the first argument's source, the object's
+    name when the name argument is a module-level string constant, else None)."""
     out = []
     for path in sorted((ROOT / "trainer").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
@@ -98,15 +129,19 @@ def call_sites() -> list[tuple[str, str, Resource | None, str]]:
             first = node.args[0] if node.args else None
             value = getattr(module, first.id, None) if isinstance(first, ast.Name) else None
             res = value if isinstance(value, Resource) else None
-            out.append((rel, node.func.attr, res, ast.unparse(first) if first is not None else ""))
+            name_arg = node.args[2] if node.func.attr in NAME_ARG and len(node.args) > 2 else None
+            name = getattr(module, name_arg.id, None) if isinstance(name_arg, ast.Name) else None
+            source = ast.unparse(first) if first is not None else ""
+            out.append((rel, node.func.attr, res, source, name if isinstance(name, str) else None))
     return out
 
 
 def test_the_scan_sees_the_known_call_sites() -> None:
-    sites = {(f, m, r.plural if r else None) for f, m, r, _ in call_sites()}
-    assert ("trainer/kube/events.py", "create", "events") in sites
-    assert ("trainer/reconciler/child_writer.py", "patch_status", "jobs") in sites
-    assert ("trainer/kube/leader.py", "update", "leases") in sites
+    sites = {(f, m, r.plural if r else None, n) for f, m, r, _, n in call_sites()}
+    assert ("trainer/kube/events.py", "create", "events", None) in sites
+    assert ("trainer/reconciler/child_writer.py", "patch_status", "jobs", None) in sites
+    assert ("trainer/kube/leader.py", "update", "leases", None) in sites
+    assert ("trainer/webhook/server.py", "json_patch", None, "trainer-webhook") in sites
 
 
 def gang_deletes(scheduler: str) -> set[Resource]:
@@ -118,11 +153,14 @@ def gang_deletes(scheduler: str) -> set[Resource]:
     return {res for res, _, _ in gang.get(scheduler).plan(job, reader(existing)).delete}
 
 
-async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
-    """(what the operator uses with ``--gang-scheduler-name=scheduler``, what leader election uses)."""
+async def used(scheduler: str) -> dict[str, set[Grant]]:
+    """What the code uses with ``--gang-scheduler-name=scheduler``, by where it is granted:
+    ``cluster`` (the ClusterRole), ``leader`` and ``certificates`` (the Roles of the operator's
+    namespace)."""
     kube = Kube(client.ApiClient())
     try:
         manager = new_manager(kube, Settings(gang_scheduler_name=scheduler))
+        keepers = [WebhookTLS(kube, "ns", ["x"], ["127.0.0.1"], secret_name=n) for n in sorted(certificate_secrets())]
     finally:
         await kube.close()
     informers = {i.res for i in manager.informers}
@@ -140,10 +178,10 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},
     }
-    operator: set[Grant] = set()
-    leader: set[Grant] = set()
-    for path, method, res, arg in call_sites():
-        into = leader if path == "trainer/kube/leader.py" else operator
+    out: dict[str, set[Grant]] = {"cluster": set(), "leader": set(), "certificates": set()}
+    for path, method, res, arg, name in call_sites():
+        into = out[OWN_NAMESPACE.get(path, "cluster")]
+        names = {name} if name else NAMED.get(path, {""})
         if res is None:
             origin = DYNAMIC.get((path, method))
             assert origin, (
@@ -153,19 +191,59 @@ async def used(scheduler: str) -> tuple[set[Grant], set[Grant]]:
         else:
             targets = {res}
         sub = "status" if method == "patch_status" else None
-        into |= {(r.group, r.plural + (f"/{sub}" if sub else ""), verb) for r in targets for verb in VERBS[method]}
+        for verb in VERBS[method]:
+            on = {""} if verb == "create" else names  # RBAC cannot restrict create by name
+            into |= {(r.group, r.plural + (f"/{sub}" if sub else ""), verb, n) for r in targets for n in on}
+    for keeper in keepers:  # the certificate Secret's watch, by metadata.name
+        field, _, secret = (keeper.informer.field_selector or "").partition("=")
+        assert field == "metadata.name" and secret, keeper.informer.field_selector
+        out["certificates"] |= {
+            (keeper.informer.res.group, keeper.informer.res.plural, v, secret) for v in ("list", "watch")
+        }
     if owner_reference({"apiVersion": "v1", "kind": "X", "metadata": {"name": "x", "uid": "u"}})["blockOwnerDeletion"]:
-        operator |= {(r.group, f"{r.plural}/finalizers", "update") for r in owners}
-    return operator, leader
+        out["cluster"] |= {(r.group, f"{r.plural}/finalizers", "update", "") for r in owners}
+    return out
 
 
 @pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
 async def test_the_table_is_exactly_what_the_code_uses(scheduler: str) -> None:
-    operator, leader = await used(scheduler)
-    table = rbac.grants(rbac.OPERATOR + rbac.GANG[scheduler])
-    assert sorted(operator - table) == [], "used by the code but not granted: add it to trainer/rbac.py"
-    assert sorted(table - operator) == [], "granted but unused: remove it from trainer/rbac.py"
-    assert leader == rbac.grants(rbac.LEADER_ELECTION)
+    uses = await used(scheduler)
+    for where, rules in (
+        ("cluster", rbac.OPERATOR + rbac.GANG[scheduler]),
+        ("leader", rbac.LEADER_ELECTION),
+        ("certificates", rbac.CERTIFICATES),
+    ):
+        table = rbac.grants(rules)
+        assert sorted(uses[where] - table) == [], (
+            f"{where}: used by the code but not granted: add it to trainer/rbac.py"
+        )
+        assert sorted(table - uses[where]) == [], f"{where}: granted but unused: remove it from trainer/rbac.py"
+
+
+def test_webhook_configurations_are_only_read_and_patched_by_name() -> None:
+    rules = [r for r in rbac.cluster_role()["rules"] if r["apiGroups"] == ["admissionregistration.k8s.io"]]
+    assert rules == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            "resourceNames": [webhook.CONFIG_NAME],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    assert {c["metadata"]["name"] for c in webhook.configurations()} == {webhook.CONFIG_NAME}
+
+
+def test_certificate_secrets_only_in_the_operators_namespace() -> None:
+    cluster = rbac.grants(rbac.OPERATOR)
+    # get (whose is a Secret named like a child, on a create's 409) reads no more than the informer's
+    # list/watch already do; update is the certificates' only, in the operator's namespace.
+    assert not {g for g in cluster if g[1] == "secrets" and g[2] == "update"}, "no cluster-wide update"
+    role = rbac.grants(rbac.CERTIFICATES)
+    assert {g[3] for g in role if g[2] != "create"} == certificate_secrets()
+    assert {g for g in role if g[2] == "create"} == {("", "secrets", "create", "")}
+    for rule in rbac.OPERATOR + rbac.CERTIFICATES:  # every cluster-wide Secret verb and the unnamed create say why
+        if rule.resource.plural == "secrets" and not rule.names:
+            assert "cannot" in rule.why, rule
 
 
 def test_every_gang_scheduler_has_its_rules() -> None:
@@ -176,6 +254,13 @@ def test_every_gang_scheduler_has_its_rules() -> None:
 def test_checked_in_rbac_is_current(path: Path) -> None:
     assert path.exists(), f"{path} missing: run `python -m trainer.rbac`"
     assert path.read_text() == rbac.files()[path], f"{path} is stale: run `python -m trainer.rbac`"
+
+
+def test_the_readme_table_is_current() -> None:
+    readme = rbac.README.read_text()
+    assert rbac.table() in readme, "README.md's RBAC table is stale: run `python -m trainer.rbac`"
+    for rule in rbac.OPERATOR + [r for rules in rbac.GANG.values() for r in rules]:
+        assert rule.why.strip(), f"cluster-wide {rule.name} {rule.verbs} says not why"
 
 
 def _roles_and_patches() -> list[tuple[Path, Any]]:
@@ -214,6 +299,7 @@ def test_the_manifests_bind_the_roles_to_the_service_account() -> None:
     for kind, name, role_kind, role in (
         ("ClusterRoleBinding", "trainer-operator", "ClusterRole", rbac.CLUSTER_ROLE),
         ("RoleBinding", "trainer-leader-election", "Role", rbac.LEADER_ELECTION_ROLE),
+        ("RoleBinding", "trainer-webhook-certificates", "Role", rbac.CERTIFICATES_ROLE),
     ):
         binding = docs[(kind, name)]
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}

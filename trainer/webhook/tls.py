@@ -12,7 +12,8 @@ Every replica serves the certificate of one Secret (:data:`SECRET_NAME`, keys ``
 
 The replica that finds the Secret due writes the renewed one with optimistic concurrency (update at the
 resourceVersion it read); when another replica was first (409) it takes theirs. Every replica, on every
-change of the Secret, first installs the webhook configurations when ``ca.crt`` changed, then loads the
+change of the Secret, first puts ``ca.crt`` into the webhook configurations' caBundle when it changed (the
+configurations themselves are installed with the operator), then loads the
 certificate into the very :class:`ssl.SSLContext` its listener uses: the next handshakes present the new
 certificate, connections already open keep theirs, nothing restarts. So no replica presents a
 certificate signed by a CA the installed caBundle lacks.
@@ -50,7 +51,8 @@ RETRY_DELAY = 5.0
 """Seconds before a failed check is tried again at most."""
 
 Installer = Callable[[str], Awaitable[None]]
-"""Applies the webhook configurations with the given caBundle (PEM); raises when it could not."""
+"""Puts the given caBundle (PEM) where clients read it (the webhook configurations' caBundle); raises
+when it could not."""
 
 
 def serving_names(service: str, namespace: str, host: str | None = None) -> tuple[list[str], list[str]]:

@@ -20,6 +20,10 @@ chart's name, else "<release>-<chart>". Release "trainer" gives config/'s names.
 {{- include "trainer.fullname" . }}-leader-election
 {{- end -}}
 
+{{- define "trainer.webhookCertificatesName" -}}
+{{- include "trainer.fullname" . }}-webhook-certificates
+{{- end -}}
+
 {{- define "trainer.metricsServiceName" -}}
 {{- include "trainer.fullname" . }}-operator-metrics
 {{- end -}}
