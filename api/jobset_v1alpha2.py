@@ -18,6 +18,11 @@ from api.base import KubeObject, Model, atomic_list, cel, list_map, refused
 FAIL_JOBSET = "FailJobSet"
 RESTART_JOBSET = "RestartJobSet"
 RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
+RESTART_JOB = "RestartJob"
+RESTART_JOB_IGNORE_MAX = "RestartJobAndIgnoreMaxRestarts"
+IN_PLACE_RESTART = "InPlaceRestart"
+IN_PLACE_RESTART_MESSAGE = "InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled"
+"""JobSet's webhook refusal of ``restartStrategy: InPlaceRestart`` (its feature gate is off by default)."""
 DEFAULT_GROUP = "default"
 
 
@@ -71,9 +76,16 @@ class FailurePolicyRule(Model):
 
     name: str
     """The rule's name, for messages."""
-    action: Literal["FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"]
-    """What to do: fail the TrainJob, restart it (counting towards maxRestarts), or restart it without
-    counting. JobSet's per-Job ``RestartJob`` and ``RestartJobAndIgnoreMaxRestarts`` are refused."""
+    action: Literal[
+        "FailJobSet",
+        "RestartJobSet",
+        "RestartJobSetAndIgnoreMaxRestarts",
+        "RestartJob",
+        "RestartJobAndIgnoreMaxRestarts",
+    ]
+    """What to do: fail the TrainJob; restart every Job (``RestartJobSet``, counting towards maxRestarts,
+    or ``RestartJobSetAndIgnoreMaxRestarts``, not counting); or recreate only the failed Job while the
+    others run on (``RestartJob``, counting, or ``RestartJobAndIgnoreMaxRestarts``, not counting)."""
     on_job_failure_reasons: list[str] | None = atomic_list()
     """Job failure reasons (e.g. ``BackoffLimitExceeded``, ``DeadlineExceeded``,
     ``PodFailurePolicy``) the rule applies to; empty: any."""
@@ -87,10 +99,14 @@ class FailurePolicy(Model):
     """How Job failures are handled (JobSet ``FailurePolicy``)."""
 
     max_restarts: int = Field(default=0, ge=0)
-    """Restarts of the whole group (every Job recreated) before the TrainJob fails."""
-    restart_strategy: Literal["Recreate", "BlockingRecreate"] = "Recreate"
-    """Both recreate every Job only once every Job of the previous attempt and its Pods are gone
-    (no two attempts run at once). JobSet's ``InPlaceRestart`` is refused."""
+    """Counted restarts (of the whole group by ``RestartJobSet``, of one Job by ``RestartJob``) before
+    the TrainJob fails."""
+    restart_strategy: Literal["Recreate", "BlockingRecreate", "InPlaceRestart"] = cel(
+        (f"self != '{IN_PLACE_RESTART}'", IN_PLACE_RESTART_MESSAGE), default="Recreate"
+    )
+    """Both ``Recreate`` and ``BlockingRecreate`` recreate every Job only once every Job of the previous
+    attempt and its Pods are gone (no two attempts run at once). ``InPlaceRestart`` is refused, with
+    JobSet's message when its feature gate is off."""
     rules: list[FailurePolicyRule] | None = atomic_list()
     """Evaluated in order for the earliest failed Job; none matching: ``RestartJobSet``."""
 

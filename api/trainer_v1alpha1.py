@@ -583,6 +583,24 @@ class TrainerStatus(Model):
     """When the runtime status was observed (RFC 3339)."""
 
 
+class ReplicatedJobRestarts(Model):
+    """The per-Job restart counts of one replicated job: the two lists of JobSet's
+    ``ReplicatedJobStatus`` (kubernetes-sigs/jobset ``api/jobset/v1alpha2/jobset_types.go``, v0.12)
+    that ``jobsStatus`` (upstream TrainJob's copy of the rest) has no place for."""
+
+    name: str
+    """Name of the replicated job."""
+    job_restarts: list[int] | None = Field(
+        default=None, max_length=1024, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """``jobRestarts[i]``: how many times the Job of index ``i`` was recreated alone (``RestartJob`` or
+    ``RestartJobAndIgnoreMaxRestarts``); its Job and Pods carry it as ``jobset.sigs.k8s.io/job-restart-attempt``."""
+    job_restarts_count_towards_max: list[int] | None = Field(
+        default=None, max_length=1024, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """``jobRestartsCountTowardsMax[i]``: those of the restarts of index ``i`` made by ``RestartJob``."""
+
+
 class TrainJobStatus(Model):
     """Observed state of a TrainJob."""
 
@@ -594,7 +612,12 @@ class TrainJobStatus(Model):
     """Restarts of the whole group by the runtime's failurePolicy (JobSet's ``status.restarts``; not in
     upstream TrainJob)."""
     restarts_count_towards_max: int | None = Field(default=None, ge=0)
-    """Restarts counted against ``maxRestarts`` (JobSet's ``status.restartsCountTowardsMax``)."""
+    """Restarts of the whole group counted against ``maxRestarts`` (JobSet's
+    ``status.restartsCountTowardsMax``)."""
+    replicated_jobs_status: list[ReplicatedJobRestarts] | None = list_map("name")
+    """Per-Job restarts by ``RestartJob`` and ``RestartJobAndIgnoreMaxRestarts``, per replicated job
+    (JobSet's ``status.replicatedJobsStatus[].jobRestarts`` and ``.jobRestartsCountTowardsMax``; not in
+    upstream TrainJob); only replicated jobs with such a restart are listed."""
     trainer_status: TrainerStatus | None = None
     """The latest runtime status of the trainer step (progress, remaining time, metrics), as the
     trainer's pods post it to the operator's status server; empty until one does."""

@@ -1,8 +1,8 @@
 """The TrainJob lifecycle as JobSet defines it, on the real cluster: failurePolicy restarts (every Job
-recreated, the old attempt's pods gone first), rules, the runtime snapshot, ttlSecondsAfterFinished and
-one activeDeadlineSeconds for the whole TrainJob. Jobs fail for real: through a Job-level
-``activeDeadlineSeconds`` the Job controller enforces, or a pod failure the test drives (a Failed pod
-status, as a kubelet reports it, with ``backoffLimit: 0``)."""
+recreated, the old attempt's pods gone first; or, by RestartJob, the failed Job alone), rules, the
+runtime snapshot, ttlSecondsAfterFinished and one activeDeadlineSeconds for the whole TrainJob. Jobs
+fail for real: through a Job-level ``activeDeadlineSeconds`` the Job controller enforces, or a pod
+failure the test drives (a Failed pod status, as a kubelet reports it, with ``backoffLimit: 0``)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from trainer.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+JOB_ATTEMPT = "jobset.sigs.k8s.io/job-restart-attempt"
 SHORT = {  # pods complete after about 6 s
     "pod-complete.stage.kwok.x-k8s.io/delay": "6s",
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "7s",
@@ -47,6 +48,23 @@ async def attempts_seen(client: Client, ns: str, name: str, seen: list[set[str]]
         pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
         seen.append({p["metadata"]["labels"].get(ATTEMPT, "") for p in pods})
         await asyncio.sleep(0.2)
+
+
+async def fail_pod(client: Client, ns: str, pod: JSON) -> None:
+    """Its container exits 1, as a kubelet would report it (with ``backoffLimit: 0`` its Job fails)."""
+    container = pod["spec"]["containers"][0]["name"]
+    terminated = {"exitCode": 1, "reason": "Error", "startedAt": pod["status"].get("startTime"), "finishedAt": None}
+    terminated["finishedAt"] = terminated["startedAt"]
+    status = {
+        "name": container,
+        "image": "busybox",
+        "imageID": "",
+        "ready": False,
+        "restartCount": 0,
+        "state": {"terminated": terminated},
+    }
+    failed = {"phase": "Failed", "containerStatuses": [status]}
+    await client.kube.patch_status(PODS, ns, pod["metadata"]["name"], failed)
 
 
 async def test_max_restarts_recreates_every_job_then_fails(client: Client, ns: str) -> None:
@@ -123,31 +141,51 @@ async def test_a_job_that_fails_once_then_succeeds_completes_with_one_restart(cl
 
     pod = await wait_for(running_pod, "a running pod of attempt 0", timeout=60)
     assert pod["metadata"]["labels"][ATTEMPT] == "0"
-    container = pod["spec"]["containers"][0]["name"]
-    terminated = {"exitCode": 1, "reason": "Error", "startedAt": pod["status"].get("startTime"), "finishedAt": None}
-    terminated["finishedAt"] = terminated["startedAt"]
-    await client.kube.patch_status(  # the container exits 1, as a kubelet would report it
-        PODS,
-        ns,
-        pod["metadata"]["name"],
-        {
-            "phase": "Failed",
-            "containerStatuses": [
-                {
-                    "name": container,
-                    "image": "busybox",
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {"terminated": terminated},
-                }
-            ],
-        },
-    )
+    await fail_pod(client, ns, pod)
     tj = await client.wait_condition(ns, "once", "Complete", timeout=90)
     assert tj["status"]["restarts"] == 1 and not tj["status"].get("restartsCountTowardsMax")
     (job,) = await client.jobs(ns, "once")
     assert job["metadata"]["labels"][ATTEMPT] == "1"
+
+
+async def test_restart_job_recreates_only_the_failed_job_then_the_trainjob_completes(client: Client, ns: str) -> None:
+    """JobSet v0.12's RestartJob: the worker's Job fails, only it is deleted and created again (the
+    trainer's Job runs on, same uid), counted in status.replicatedJobsStatus; then all complete."""
+    rule = {"name": "worker_only", "action": "RestartJob", "targetReplicatedJobs": ["worker"]}
+    twenty = {"pod-complete.stage.kwok.x-k8s.io/delay": "20s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "21s"}
+    worker = rjob("worker", None, SHORT)
+    worker["template"]["spec"]["backoffLimit"] = 0
+    rt = runtime("rt", rjob("node", "trainer", twenty), worker)
+    await client.apply(with_policy(rt, {"maxRestarts": 1, "rules": [rule]}), ns)
+    await client.apply(trainjob("alone", "rt"), ns)
+
+    async def running_worker() -> JSON | None:
+        selector = "jobset.sigs.k8s.io/jobset-name=alone,jobset.sigs.k8s.io/replicatedjob-name=worker"
+        pods = await client.pods(ns, selector)
+        return next((p for p in pods if (p.get("status") or {}).get("phase") == "Running"), None)
+
+    pod = await wait_for(running_worker, "a running worker pod", timeout=60)
+    assert pod["metadata"]["labels"][JOB_ATTEMPT] == "0"
+    before = {j["metadata"]["name"]: j["metadata"]["uid"] for j in await client.jobs(ns, "alone")}
+    await fail_pod(client, ns, pod)
+
+    async def recreated() -> JSON | None:
+        jobs = await client.jobs(ns, "alone")
+        return next((j for j in jobs if j["metadata"]["labels"].get(JOB_ATTEMPT) == "1"), None)
+
+    job = await wait_for(recreated, "the worker's Job created again", timeout=60)
+    assert job["metadata"]["name"] == "alone-worker-0" and job["metadata"]["uid"] != before["alone-worker-0"]
+    after = {j["metadata"]["name"]: j["metadata"]["uid"] for j in await client.jobs(ns, "alone")}
+    assert after["alone-node-0"] == before["alone-node-0"], "the trainer's Job runs on"
+    tj = await client.wait_condition(ns, "alone", "Complete", timeout=90)
+    assert tj["status"]["replicatedJobsStatus"] == [
+        {"name": "worker", "jobRestarts": [1], "jobRestartsCountTowardsMax": [1]}
+    ]
+    assert not tj["status"].get("restarts"), "no restart of the whole group"
+    final = {j["metadata"]["name"]: j["metadata"]["uid"] for j in await client.jobs(ns, "alone")}
+    assert final["alone-node-0"] == before["alone-node-0"]
+    events = await client.events(ns, "alone")
+    assert [e["type"] for e in events if e["reason"] == "RestartJobFailurePolicyAction"] == ["Warning"]
 
 
 async def test_the_runtime_is_frozen_when_edited_or_deleted(client: Client, ns: str) -> None:

@@ -78,7 +78,7 @@ EXTRA: dict[str, set[str]] = {
     # Trainer v2.0-v2.1: numProcPerNode (auto/cpu/gpu/int, resolved); elasticPolicy (refused by the CRD).
     "TorchMLPolicySource": {"numProcPerNode", "elasticPolicy"},
     # JobSet's restart counters, which a TrainJob has no other place for.
-    "TrainJobStatus": {"restarts", "restartsCountTowardsMax"},
+    "TrainJobStatus": {"restarts", "restartsCountTowardsMax", "replicatedJobsStatus"},
 }
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from api.base import Condition
 from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, MANAGED_BY_TRAINER
-from trainer.builders.labels import RESTART_ATTEMPT
+from trainer.builders.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 from trainer.json_codec import JSON
 from trainer.kube.events import parse_time
 
@@ -24,7 +24,17 @@ TRAINJOB_TERMINAL = (COND_COMPLETE, COND_FAILED)
 def attempt_of(job: JSON) -> int:
     """The restart attempt a batch/v1 Job belongs to (label ``jobset.sigs.k8s.io/restart-attempt``; 0
     when unset), as JobSet reads it."""
-    value = ((job.get("metadata") or {}).get("labels") or {}).get(RESTART_ATTEMPT) or "0"
+    return _count_label(job, RESTART_ATTEMPT)
+
+
+def job_attempt_of(job: JSON) -> int:
+    """How many times a batch/v1 Job's index was recreated alone before it (label
+    ``jobset.sigs.k8s.io/job-restart-attempt``; 0 when unset)."""
+    return _count_label(job, JOB_RESTART_ATTEMPT)
+
+
+def _count_label(job: JSON, key: str) -> int:
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(key) or "0"
     return int(value) if str(value).isdigit() else 0
 
 

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import re
 
-from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
+from api.jobset_v1alpha2 import (
+    IN_PLACE_RESTART,
+    IN_PLACE_RESTART_MESSAGE,
+    RESTART_JOB,
+    RESTART_JOB_IGNORE_MAX,
+    JobSetSpec,
+    ReplicatedJob,
+)
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
@@ -61,6 +68,9 @@ STEP_CONTAINERS = {
 POD_SUFFIX = len("-abcde")
 """The random suffix the Job controller appends to a pod name."""
 RJOBS = "spec.template.spec.replicatedJobs"
+MAX_REPLICAS_RESTARTED_ALONE = 1024
+"""The most Jobs of a replicated job under a ``RestartJob`` rule (JobSet's ``maxReplicasPerReplicatedJob``:
+``jobRestarts`` holds at most 1024 entries)."""
 DEFAULT_MAX_NODES_PER_JOB = 1000
 """``--max-nodes-per-job`` unless set: the most pods one replicated job of a TrainJob (numNodes for the
 trainer) or the workers of an MPIJob may have; 0 is no limit."""
@@ -174,6 +184,14 @@ def _policies(spec: JobSetSpec, names: list[str]) -> list[str]:
             )
     failure = spec.failure_policy
     rules = (failure.rules if failure else None) or []
+    if failure is not None and failure.restart_strategy == IN_PLACE_RESTART:
+        errors.append(f"spec.template.spec.failurePolicy.restartStrategy: {IN_PLACE_RESTART_MESSAGE}")
+    alone = any(r.action in (RESTART_JOB, RESTART_JOB_IGNORE_MAX) for r in rules)
+    if alone and any(r.replicas > MAX_REPLICAS_RESTARTED_ALONE for r in spec.replicated_jobs or []):
+        errors.append(
+            f"{RJOBS}: JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts "
+            f"action and a replicated job with replicas > {MAX_REPLICAS_RESTARTED_ALONE}"
+        )
     for i, rule in enumerate(rules):
         where = f"spec.template.spec.failurePolicy.rules[{i}]"
         if not 1 <= len(rule.name) <= 128 or not RULE_NAME.match(rule.name):

@@ -157,6 +157,8 @@ def build_job(
         L.GROUP_REPLICAS: str(at.group_replicas),
         L.JOB_GROUP_INDEX: str(at.group_offset + index),
     }
+    if info.restarts_alone:
+        jobset_labels[L.JOB_RESTART_ATTEMPT] = str(info.job_restart_attempt(rjob.name, index))
     coordinator = coordinator_endpoint(info)
     if coordinator is not None:
         jobset_labels[L.COORDINATOR] = coordinator

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, FailurePolicy
 from api.trainer_v1alpha1 import (
     COND_SUSPENDED,
     NODE_CONTAINER,
     TrainingRuntimeSpec,
     TrainJob,
 )
+from trainer.builders.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from trainer.builders.overrides import job_metadata, template_metadata
 from trainer.gang.base import PodSet
-from trainer.job_facts import TRAINJOB_TERMINAL, attempt_of, finished_at, seconds_left, started
+from trainer.job_facts import TRAINJOB_TERMINAL, attempt_of, finished_at, job_attempt_of, seconds_left, started
 from trainer.job_facts import finished as is_finished
 from trainer.json_codec import JSON
 from trainer.queue_choice import resolve_queue
@@ -51,6 +53,19 @@ def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None
         if c.type == COND_SUSPENDED and c.status == "False" and c.last_transition_time:
             start = c.last_transition_time
     return seconds_left(seconds, start, now)
+
+
+def _target(job_restarts: dict[str, list[int]], job: JSON) -> int:
+    """``jobRestarts`` of a Job's index: the job restart attempt it must carry to be current."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    counts = job_restarts.get(str(labels.get(REPLICATED_JOB_NAME) or ""), [])
+    index = str(labels.get(JOB_INDEX) or "")
+    return counts[int(index)] if index.isdigit() and int(index) < len(counts) else 0
+
+
+def _restarts_alone(policy: FailurePolicy | None) -> bool:
+    """Whether a rule of ``policy`` recreates a failed Job alone (JobSet's ``RestartJob`` feature)."""
+    return any(r.action in (RESTART_JOB, RESTART_JOB_IGNORE_MAX) for r in (policy.rules if policy else None) or [])
 
 
 def _ttl_left(job: TrainJob, runtime: TrainingRuntimeSpec, now: datetime) -> float | None:
@@ -98,9 +113,16 @@ def runtime_info(
     finished = is_finished(conditions, TRAINJOB_TERMINAL)
     restarts = (job.status.restarts if job.status else None) or 0
     counted = (job.status.restarts_count_towards_max if job.status else None) or 0
-    current = [j for j in observed if attempt_of(j) >= restarts]
+    per_job = (job.status.replicated_jobs_status if job.status else None) or []
+    job_restarts = {e.name: list(e.job_restarts or []) for e in per_job}
+    job_counted = {e.name: list(e.job_restarts_count_towards_max or []) for e in per_job}
+    attempt = [j for j in observed if attempt_of(j) >= restarts]
+    # As JobSet: a Job behind its index's jobRestarts was restarted alone, and is replaced.
+    replaced = [j for j in attempt if job_attempt_of(j) < _target(job_restarts, j)]
+    current = [j for j in attempt if job_attempt_of(j) >= _target(job_restarts, j)]
     failed = [j for j in current if failure(j) is not None]
     failure_policy = runtime.template.spec.failure_policy if runtime.template.spec else None
+    total_counted = counted + sum(sum(c) for c in job_counted.values())
     return RuntimeInfo(
         obj=obj,
         job=job,
@@ -120,12 +142,16 @@ def runtime_info(
         queue=resolve_queue(obj, gang, runtime_obj),
         observed=current,
         previous=[j for j in observed if attempt_of(j) < restarts],
+        replaced=replaced,
         statuses=jobs_status(rjobs, current),
         finished=finished,
         started=started(observed),
         restarts=restarts,
         counted_restarts=counted,
-        decision=None if finished else decide(failure_policy, failed, counted),
+        job_restarts=job_restarts,
+        job_restarts_counted=job_counted,
+        restarts_alone=_restarts_alone(failure_policy),
+        decision=None if finished else decide(failure_policy, failed, total_counted),
         deadline_left=_deadline_left(job, finished, now),
         ttl_left=_ttl_left(job, runtime, now) if finished else None,
     )

@@ -56,9 +56,12 @@ class RuntimeInfo:
     """Replicated jobs completed before the rest start (see :func:`trainer.runtime.shape.completed_first`)."""
     queue: QueueChoice
     observed: list[JSON]
-    """The TrainJob's Jobs of the current restart attempt, as cached."""
+    """The TrainJob's Jobs of the current restart attempt, as cached (without those ``replaced``)."""
     previous: list[JSON]
     """Jobs of earlier restart attempts, to be deleted before the current attempt's are created."""
+    replaced: list[JSON]
+    """Jobs of the current attempt restarted alone (their ``jobset.sigs.k8s.io/job-restart-attempt``
+    behind their index's ``jobRestarts``), to be deleted before each is created again."""
     statuses: list[JobStatus]
     """``jobsStatus`` of the observed Jobs, in runtime order."""
     finished: bool
@@ -69,6 +72,13 @@ class RuntimeInfo:
     """``status.restarts``: the current restart attempt."""
     counted_restarts: int
     """``status.restartsCountTowardsMax``."""
+    job_restarts: dict[str, list[int]]
+    """Replicated job -> ``jobRestarts`` (``status.replicatedJobsStatus``): per index, its restarts alone."""
+    job_restarts_counted: dict[str, list[int]]
+    """Replicated job -> ``jobRestartsCountTowardsMax``: per index, its restarts alone that count."""
+    restarts_alone: bool
+    """The runtime's failurePolicy has a ``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts`` rule: its
+    Jobs and Pods carry ``jobset.sigs.k8s.io/job-restart-attempt``."""
     decision: Decision | None
     """What the current attempt's failed Jobs call for (failurePolicy), None when none failed."""
     deadline_left: float | None
@@ -81,6 +91,11 @@ class RuntimeInfo:
     def template(self) -> JobSetSpec:
         """The runtime's JobSet spec."""
         return self.runtime.template.spec or JobSetSpec()
+
+    def job_restart_attempt(self, rjob: str, index: int) -> int:
+        """``jobRestarts[index]`` of replicated job ``rjob`` (0 when none was recorded)."""
+        counts = self.job_restarts.get(rjob, [])
+        return counts[index] if index < len(counts) else 0
 
     @property
     def suspended(self) -> bool:

@@ -81,7 +81,14 @@ from trainer.runtime_validation import (
     trainjob_errors,
 )
 from trainer.statusserver.injection import Injection
-from trainer.trainjob.status import COND_RUNTIME_NOT_FOUND, desired_conditions, jobs_status, runtime_not_found
+from trainer.trainjob.status import (
+    COND_RESTARTING,
+    COND_RUNTIME_NOT_FOUND,
+    desired_conditions,
+    job_restarts_status,
+    jobs_status,
+    runtime_not_found,
+)
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
 """Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its
@@ -192,7 +199,7 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
     ns, uid = str(info.job.metadata.namespace), str(info.job.metadata.uid)
     out = Desired(delete=list(plan.delete))
     out.once.append(Once(CONFIGMAPS, ns, snapshot_name(str(info.job.metadata.name)), _snapshot(info)))
-    jobs = [*info.previous, *info.observed]
+    jobs = [*info.previous, *info.replaced, *info.observed]
     if info.finished or (info.deadline_left is not None and info.deadline_left <= 0):
         # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
         # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
@@ -212,7 +219,12 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
         # A restart: every Job of the earlier attempt goes, with its Pods (foreground), before
         # any Job of the new attempt is created: two attempts never run at once.
         out.delete_foreground += [(JOBS, *key_of(j)) for j in info.previous if not _deleting(j)]
-    restarting = info.decision is not None and not info.decision.fail
+    # A Job restarted alone (RestartJob) goes with its Pods before it is created again; the others run on.
+    out.delete_foreground += [(JOBS, *key_of(j)) for j in info.replaced if not _deleting(j)]
+    restarting = info.decision is not None and info.decision.restarts_group
+    held = {key_of(j) for j in info.replaced}
+    if info.decision is not None and info.decision.job is not None and not info.decision.fail:
+        held.add((ns, info.decision.job))  # restarted alone: replaced from the next reconcile on
     children = build_children(info, info.suspended or plan.hold)
     out.apply += plan.apply
     for child in info.policy.created_once(info):
@@ -224,7 +236,7 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
     if children.service is not None:
         out.apply.append(children.service)
     if not info.previous and not restarting:
-        out.apply += decorate(children.jobs, plan, info.not_in_gang)
+        out.apply += decorate([j for j in children.jobs if key_of(j) not in held], plan, info.not_in_gang)
     return out
 
 
@@ -276,7 +288,8 @@ def conditions(options: TrainJobOptions, info: RuntimeInfo, plan: GangPlan) -> l
 
 
 def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -> JSON:
-    """The TrainJob's status: conditions, jobsStatus (kept as it was once finished), restarts."""
+    """The TrainJob's status: conditions, jobsStatus (kept as it was once finished), restarts of the
+    whole group and of single Jobs (``replicatedJobsStatus``)."""
     if info is None:
         return {"conditions": conditions}
     old = obj.get("status") or {}
@@ -285,13 +298,14 @@ def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -
     else:
         statuses = TrainJobStatus(jobs_status=info.statuses).to_dict().get("jobsStatus")
     restarts, counted = info.restarts, info.counted_restarts
-    if info.decision is not None and not info.decision.fail:
+    if info.decision is not None and info.decision.restarts_group:
         restarts, counted = restarts + 1, counted + int(info.decision.counted)
     return {
         "conditions": conditions,
         "jobsStatus": statuses,
         "restarts": restarts or None,
         "restartsCountTowardsMax": counted or None,
+        "replicatedJobsStatus": job_restarts_status(info),
     }
 
 
@@ -306,7 +320,7 @@ def kind(options: TrainJobOptions) -> Kind[TrainJob, RuntimeInfo]:
         model=TrainJob,
         child_label=JOBSET_NAME,
         succeeded_condition=COND_COMPLETE,
-        warning_conditions=frozenset({COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED}),
+        warning_conditions=frozenset({COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING}),
         managed_by_us=managed_by_us,
         invalid=invalid,
         info=partial(info, options),

@@ -5,9 +5,12 @@ first failed Job fails the TrainJob; with one, the rules are tried in order and 
 matches a failed Job (the earliest failed one it matches) decides; none matching means
 ``RestartJobSet``. ``RestartJobSet`` restarts the whole group while fewer than ``maxRestarts``
 counted restarts were made, else fails it with ``ReachedMaxRestarts``;
-``RestartJobSetAndIgnoreMaxRestarts`` restarts without counting; ``FailJobSet`` fails at once with
-``FailJobSetFailurePolicyAction``. Reasons and messages are JobSet's (``pkg/constants``), with the
-failed Job and its own reason appended.
+``RestartJobSetAndIgnoreMaxRestarts`` restarts without counting; ``RestartJob`` and
+``RestartJobAndIgnoreMaxRestarts`` (JobSet's ``RestartJob`` feature) recreate only the failed Job, the
+first counting as ``RestartJobSet`` does; ``FailJobSet`` fails at once with
+``FailJobSetFailurePolicyAction``. Counted restarts are JobSet's ``totalRestartsCountTowardsMax``: those
+of the whole group plus those of single Jobs. Reasons and messages are JobSet's (``pkg/constants``),
+with the failed Job and its own reason appended.
 
 ``onJobFailureMessagePatterns`` run on RE2 (google-re2), the linear-time engine and the syntax of Go's
 ``regexp`` that JobSet matches them with: no pattern a tenant writes can hold the operator (a
@@ -25,13 +28,15 @@ import re2
 
 from api.jobset_v1alpha2 import (
     FAIL_JOBSET,
+    RESTART_JOB,
+    RESTART_JOB_IGNORE_MAX,
     RESTART_JOBSET,
     RESTART_JOBSET_IGNORE_MAX,
     FailurePolicy,
     FailurePolicyRule,
 )
 from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
-from trainer.builders.labels import REPLICATED_JOB_NAME
+from trainer.builders.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from trainer.json_codec import JSON
 
 MAX_MESSAGE = 32768
@@ -43,24 +48,49 @@ REASON_REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 REASON_FAIL_ACTION = "FailJobSetFailurePolicyAction"
 REASON_RESTART_ACTION = "RestartJobSetFailurePolicyAction"
 REASON_RESTART_IGNORE_MAX_ACTION = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+REASON_RESTART_JOB_ACTION = "RestartJobFailurePolicyAction"
+REASON_RESTART_JOB_IGNORE_MAX_ACTION = "RestartJobAndIgnoreMaxRestartsFailurePolicyAction"
+RESTARTING_DEFAULT_POLICY = "DefaultFailurePolicy"
+"""Reason of JobSet's ``RestartingJobSet`` condition for a restart no rule asked for."""
+RESTARTING_RULE_FORMAT = "FailurePolicy_{}"
+"""Reason of JobSet's ``RestartingJobSet`` condition for a restart a rule asked for (its name)."""
 _MESSAGES = {
     REASON_FAILED_JOBS: "jobset failed due to one or more job failures",
     REASON_REACHED_MAX_RESTARTS: "jobset failed due to reaching max number of restarts",
     REASON_FAIL_ACTION: "applying FailJobSet failure policy action",
     REASON_RESTART_ACTION: "applying RestartJobSet failure policy action",
     REASON_RESTART_IGNORE_MAX_ACTION: "applying RestartJobSetAndIgnoreMaxRestarts failure policy action",
+    REASON_RESTART_JOB_ACTION: "applying RestartJob failure policy action",
+    REASON_RESTART_JOB_IGNORE_MAX_ACTION: "applying RestartJobAndIgnoreMaxRestarts failure policy action",
 }
 
 
 @dataclass(frozen=True)
 class Decision:
     """What the failed Jobs call for: ``fail`` (with ``reason``) or a restart (``counted`` towards
-    maxRestarts or not), and the message naming the failed Job and its reason."""
+    maxRestarts or not), and the message naming the failed Job and its reason. A restart of the
+    failed Job alone names it: ``job`` (its name), ``rjob`` and ``index``; else they are None (every
+    Job restarts). ``rule``: the name of the rule that decided, None when none did."""
 
     fail: bool
     reason: str
     message: str
     counted: bool = False
+    job: str | None = None
+    rjob: str | None = None
+    index: int | None = None
+    rule: str | None = None
+
+    @property
+    def restarts_group(self) -> bool:
+        """Whether every Job restarts (``RestartJobSet`` or ``RestartJobSetAndIgnoreMaxRestarts``)."""
+        return not self.fail and self.job is None
+
+    @property
+    def restarting_reason(self) -> str:
+        """The reason of JobSet's ``RestartingJobSet`` condition: ``FailurePolicy_<rule>`` or
+        ``DefaultFailurePolicy``."""
+        return RESTARTING_RULE_FORMAT.format(self.rule) if self.rule is not None else RESTARTING_DEFAULT_POLICY
 
 
 def failure(job: JSON) -> JSON | None:
@@ -99,8 +129,9 @@ def _message(reason: str, job: JSON) -> str:
 
 def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: int) -> Decision | None:
     """The decision for the failed Jobs of the current attempt (None when there are none).
-    ``counted_restarts`` is ``status.restartsCountTowardsMax``. Raises nothing: an invalid pattern
-    is refused at admission."""
+    ``counted_restarts`` is every restart counted so far: ``status.restartsCountTowardsMax`` plus the
+    sum of ``jobRestartsCountTowardsMax`` (JobSet's ``totalRestartsCountTowardsMax``). Raises nothing:
+    an invalid pattern is refused at admission."""
     if not failed:
         return None
     earliest = min(failed, key=_failed_at)
@@ -110,19 +141,37 @@ def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: i
         reason = REASON_DEADLINE_EXCEEDED if cond.get("reason") == REASON_DEADLINE_EXCEEDED else REASON_FAILED_JOBS
         name = (earliest.get("metadata") or {}).get("name")
         return Decision(True, reason, f"Job {name} failed: {cond.get('reason', '')}: {cond.get('message', '')}")
-    action, job = RESTART_JOBSET, earliest
+    action, job, rule_name = RESTART_JOBSET, earliest, None
     for rule in policy.rules or []:
         matching = [j for j in failed if _applies(rule, j)]
         if matching:
-            action, job = rule.action, min(matching, key=_failed_at)
+            action, job, rule_name = rule.action, min(matching, key=_failed_at), rule.name
             break
     if action == FAIL_JOBSET:
-        return Decision(True, REASON_FAIL_ACTION, _message(REASON_FAIL_ACTION, job))
+        return Decision(True, REASON_FAIL_ACTION, _message(REASON_FAIL_ACTION, job), rule=rule_name)
     if action == RESTART_JOBSET_IGNORE_MAX:
-        return Decision(False, REASON_RESTART_IGNORE_MAX_ACTION, _message(REASON_RESTART_IGNORE_MAX_ACTION, job))
+        reason = REASON_RESTART_IGNORE_MAX_ACTION
+        return Decision(False, reason, _message(reason, job), rule=rule_name)
+    alone = _restart_alone(action, job, rule_name) if action in (RESTART_JOB, RESTART_JOB_IGNORE_MAX) else None
+    if alone is not None and (not alone.counted or counted_restarts < policy.max_restarts):
+        return alone
     if counted_restarts >= policy.max_restarts:
-        return Decision(True, REASON_REACHED_MAX_RESTARTS, _message(REASON_REACHED_MAX_RESTARTS, job))
-    return Decision(False, REASON_RESTART_ACTION, _message(REASON_RESTART_ACTION, job), counted=True)
+        return Decision(True, REASON_REACHED_MAX_RESTARTS, _message(REASON_REACHED_MAX_RESTARTS, job), rule=rule_name)
+    return Decision(False, REASON_RESTART_ACTION, _message(REASON_RESTART_ACTION, job), counted=True, rule=rule_name)
+
+
+def _restart_alone(action: str, job: JSON, rule: str | None) -> Decision | None:
+    """The restart of ``job`` alone by ``action`` (``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts``),
+    or None when the Job lacks its replicated job or index label (JobSet then errs and retries; here no
+    Job of ours lacks them)."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    rjob, index = labels.get(REPLICATED_JOB_NAME), str(labels.get(JOB_INDEX) or "")
+    if not rjob or not index.isdigit():
+        return None
+    counted = action == RESTART_JOB
+    reason = REASON_RESTART_JOB_ACTION if counted else REASON_RESTART_JOB_IGNORE_MAX_ACTION
+    name = (job.get("metadata") or {}).get("name")
+    return Decision(False, reason, _message(reason, job), counted, str(name), str(rjob), int(index), rule)
 
 
 def pattern_error(pattern: str) -> str | None:

@@ -4,7 +4,8 @@
 (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``), since Kueue reads these counts:
 ``ready``, ``active`` and ``suspended`` over unfinished Jobs, ``succeeded``/``failed`` over finished
 ones. Conditions follow kubeflow/trainer ``trainjob_types.go`` (Suspended/Resumed, Complete,
-Failed) plus ``Running`` and ``RuntimeNotFound``.
+Failed) plus ``Running`` and ``RuntimeNotFound``, and JobSet's ``RestartingJobSet`` while the whole
+group restarts (see :func:`restarting_condition`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
     from trainer.runtime.info import RuntimeInfo
 
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
+COND_RESTARTING = "RestartingJobSet"
+"""JobSet's condition while the set restarts (``JobSetRestarting``, kubernetes-sigs/jobset
+``api/jobset/v1alpha2/jobset_types.go``)."""
+REASON_JOBS_READY, MESSAGE_JOBS_READY = "JobsReady", "all jobs are ready"
+REASON_JOBSET_FAILED, MESSAGE_JOBSET_FAILED = "JobSetFailed", "jobset failed"
+REASON_JOBSET_COMPLETED, MESSAGE_JOBSET_COMPLETED = "JobSetCompleted", "jobset completed successfully"
+REASON_JOBSET_SUSPENDED, MESSAGE_JOBSET_SUSPENDED = "JobSetSuspended", "jobset is suspended"
 
 
 def _pods_expected(job: JSON) -> int:
@@ -64,6 +72,54 @@ def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[Jo
             if (job.get("spec") or {}).get("suspend"):
                 st.suspended += 1
     return list(counts.values())
+
+
+def job_restarts_status(info: RuntimeInfo) -> list[JSON] | None:
+    """``status.replicatedJobsStatus``: per replicated job (runtime order) with a Job restarted alone,
+    ``{name, jobRestarts, jobRestartsCountTowardsMax}`` as JobSet keeps them (lists of ``replicas``
+    entries, by Job index; the second only once a counted restart was made), with the restart the
+    failed Jobs call for now added; None when no Job was ever restarted alone."""
+    restarts = {k: list(v) for k, v in info.job_restarts.items()}
+    counted = {k: list(v) for k, v in info.job_restarts_counted.items()}
+    d = info.decision
+    if d is not None and not d.fail and d.rjob is not None and d.index is not None:
+        replicas = next((r.replicas for r in info.rjobs if r.name == d.rjob), d.index + 1)
+        for counts, add in ((restarts, 1), (counted, int(d.counted))):
+            row = counts.setdefault(d.rjob, [])
+            row += [0] * (max(replicas, d.index + 1) - len(row))
+            row[d.index] += add
+    out: list[JSON] = []
+    for r in info.rjobs:
+        entry: JSON = {"name": r.name}
+        if any(restarts.get(r.name, [])):
+            entry["jobRestarts"] = restarts[r.name]
+        if any(counted.get(r.name, [])):
+            entry["jobRestartsCountTowardsMax"] = counted[r.name]
+        if len(entry) > 1:
+            out.append(entry)
+    return out or None
+
+
+def restarting_condition(info: RuntimeInfo, have: dict[str, Condition], keep_false: bool) -> Condition | None:
+    """JobSet's ``RestartingJobSet`` (kubernetes-sigs/jobset ``pkg/controllers/failure_policy.go``,
+    ``jobset_controller.go``): True, with reason ``FailurePolicy_<rule>`` or ``DefaultFailurePolicy``
+    and the restart's message, from a restart of the whole group until every Job is ready again
+    (ready or succeeded Jobs equal the replicas). Then False (``JobsReady``: ``all jobs are ready``, or
+    ``JobSetSuspended``) when ``keep_false``; else the condition goes. A Job restarted alone sets none,
+    as JobSet sets none."""
+    d = info.decision
+    if d is not None and d.restarts_group:
+        return Condition(type=COND_RESTARTING, status="True", reason=d.restarting_reason, message=d.message)
+    cur = have.get(COND_RESTARTING)
+    if cur is None or cur.status != "True":
+        return cur if keep_false else None
+    if info.suspended:
+        done = (REASON_JOBSET_SUSPENDED, MESSAGE_JOBSET_SUSPENDED)
+    elif sum(s.ready + s.succeeded for s in info.statuses) >= sum(r.replicas for r in info.rjobs):
+        done = (REASON_JOBS_READY, MESSAGE_JOBS_READY)
+    else:
+        return cur
+    return Condition(type=COND_RESTARTING, status="False", reason=done[0], message=done[1]) if keep_false else None
 
 
 def finished_condition(info: RuntimeInfo) -> Condition | None:
@@ -111,8 +167,10 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition], running_cond
     ``Complete``/``Failed`` at the end, and nothing while it runs, so the official kubeflow SDK, which
     reports ``Running`` only while a TrainJob has no condition at all, sees it run; unlike upstream the
     ``Suspended`` condition goes once the job is resumed (upstream keeps ``Suspended=False``, after which
-    that SDK never reports ``Running`` again: kubeflow/sdk#803). ``running_condition`` (the richer
-    shape): ``Suspended=False``/``Resumed`` stays and ``Running`` tells whether every trainer pod is ready.
+    that SDK never reports ``Running`` again: kubeflow/sdk#803); likewise JobSet's ``RestartingJobSet``
+    shows only while the whole group restarts. ``running_condition`` (the richer shape):
+    ``Suspended=False``/``Resumed`` and ``RestartingJobSet=False`` stay, and ``Running`` tells whether
+    every trainer pod is ready.
     """
     have = {c.type: c for c in current}
     done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
@@ -120,7 +178,7 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition], running_cond
         # Finished is final: the outcome stays, Running turns False, gang conditions go.
         reason = "Completed" if done == COND_COMPLETE else "Failed"  # as when it finished: no flapping
         stopped = Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {done}")
-        kept = (COND_SUSPENDED, COND_COMPLETE, COND_FAILED)
+        kept = (COND_SUSPENDED, COND_COMPLETE, COND_FAILED, COND_RESTARTING)
         return [stopped if c.type == COND_RUNNING else c for c in current if c.type in (*kept, COND_RUNNING)]
     out: list[Condition] = []
     suspended = info.suspended
@@ -136,7 +194,17 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition], running_cond
         if COND_RUNNING in have:
             reason = "Completed" if finished.type == COND_COMPLETE else "Failed"
             out.append(Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {finished.type}"))
+        if COND_RESTARTING in have and running_condition:
+            ended = (
+                (REASON_JOBSET_COMPLETED, MESSAGE_JOBSET_COMPLETED)
+                if finished.type == COND_COMPLETE
+                else (REASON_JOBSET_FAILED, MESSAGE_JOBSET_FAILED)
+            )
+            out.append(Condition(type=COND_RESTARTING, status="False", reason=ended[0], message=ended[1]))
         return out
+    restarting = restarting_condition(info, have, running_condition)
+    if restarting is not None:
+        out.append(restarting)
     if not running_condition:
         return out
     trainer = next((s for s in info.statuses if s.name == info.trainer), None)
