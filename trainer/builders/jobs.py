@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.builders import labels as L
+from trainer.builders.exclusive import exclusive_annotations, exclusive_of, place_exclusively
 from trainer.gang.base import PodSet
 from trainer.json_codec import JSON, copy_json
 
@@ -137,7 +138,8 @@ def build_job(
     info: RuntimeInfo, rjob: ReplicatedJob, pod_set: PodSet, index: int, at: JobIndices, suspend: bool
 ) -> JSON:
     """One child Job: ``<trainjob>-<rjob>-<index>``, its Pods from the pod set's template, both
-    labelled and annotated with JobSet's keys (``labelAndAnnotateObject``)."""
+    labelled and annotated with JobSet's keys (``labelAndAnnotateObject``); under JobSet's exclusive
+    placement its pods are kept alone in one topology domain (:mod:`trainer.builders.exclusive`)."""
     job = info.job
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
     job_name = f"{name}-{rjob.name}-{index}"
@@ -163,17 +165,27 @@ def build_job(
     if coordinator is not None:
         jobset_labels[L.COORDINATOR] = coordinator
     runtime_meta, template_meta = info.template_metadata, info.job_metadata[rjob.name]
+    exclusive = exclusive_of(
+        {**runtime_meta["annotations"], **(job.spec.annotations or {})}, template_meta["annotations"]
+    )
+    jobset_annotations = {**jobset_labels, **exclusive_annotations(exclusive)}
     job_labels = {**runtime_meta["labels"], **template_meta["labels"], **(job.spec.labels or {}), **jobset_labels}
     job_annotations = {
         **runtime_meta["annotations"],
         **template_meta["annotations"],
         **(job.spec.annotations or {}),
-        **jobset_labels,
+        **jobset_annotations,
     }
     pod_meta = pod.setdefault("metadata", {})
     pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **(job.spec.labels or {}), **jobset_labels}
-    pod_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **(job.spec.annotations or {}), **jobset_labels}
+    pod_meta["annotations"] = {
+        **(pod_meta.get("annotations") or {}),
+        **(job.spec.annotations or {}),
+        **jobset_annotations,
+    }
     pod_spec = pod.setdefault("spec", {})
+    if exclusive is not None:
+        place_exclusively(pod_spec, exclusive, namespace, job_name, jobset_labels[L.JOB_KEY])
     if info.subdomain is not None:
         pod_spec["subdomain"] = info.subdomain
     pod_spec.setdefault("restartPolicy", "OnFailure")  # JobSet's default for a pod template without one

@@ -25,6 +25,14 @@ GROUP_REPLICAS = "jobset.sigs.k8s.io/group-replicas"
 JOB_GROUP_INDEX = "jobset.sigs.k8s.io/job-group-index"
 COORDINATOR = "jobset.sigs.k8s.io/coordinator"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+"""Annotation: the node label key of the domains that take one Job each (JobSet ``ExclusiveKey``)."""
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
+"""Annotation beside ``EXCLUSIVE_TOPOLOGY``: place by node labels, not pod affinities (``NodeSelectorStrategyKey``)."""
+NAMESPACED_JOB = "alpha.jobset.sigs.k8s.io/namespaced-job"
+"""Node label the node-selector strategy selects: ``<namespace>_<job name>`` (``NamespacedJobKey``)."""
+NO_SCHEDULE_TAINT = "alpha.jobset.sigs.k8s.io/no-schedule"
+"""Taint the node-selector strategy's pods tolerate (``NoScheduleTaintKey``)."""
 
 
 def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
