@@ -145,3 +145,35 @@ async def test_terminating_pods_are_not_replaced_before_they_are_gone() -> None:
     await w.settle()
     assert job(w, "launcher")["spec"]["podReplacementPolicy"] == "Failed"
     assert job(w, "worker")["spec"]["podReplacementPolicy"] == "Failed"
+
+
+def worker_pod(index: str, **labels: str) -> JSON:
+    """A pod as an MPIJob's Indexed worker Job creates it, before admission."""
+    base = {
+        "training.kubeflow.org/job-name": "pi",
+        "training.kubeflow.org/operator-name": "mpi-operator",
+        "training.kubeflow.org/replica-type": "worker",
+        "batch.kubernetes.io/job-completion-index": index,
+    }
+    meta = {"namespace": "default", "labels": {**base, **labels}}
+    return {"metadata": {**meta, "annotations": {"batch.kubernetes.io/job-completion-index": index}}}
+
+
+def test_admission_labels_each_worker_pod_with_its_replica_index() -> None:
+    from trainer.webhook import rules
+
+    stored: dict[str, JSON] = {"pi": {"spec": {}}, "pal": {"spec": {"runLauncherAsWorker": True}}}
+    facts = rules.AdmissionFacts(
+        runtime=lambda *_: None,
+        active_pods=lambda *_: 0,
+        volcano_queues=lambda: None,
+        local_queue_exists=lambda *_: None,
+        mpijob=lambda _ns, name: stored.get(name),
+    )
+    path = "/metadata/labels/training.kubeflow.org~1replica-index"
+    assert rules.replica_index_patch(worker_pod("3"), facts) == [{"op": "add", "path": path, "value": "3"}]
+    pal = worker_pod("3", **{"training.kubeflow.org/job-name": "pal"})
+    assert rules.replica_index_patch(pal, facts) == [{"op": "add", "path": path, "value": "4"}]
+    assert rules.replica_index_patch(worker_pod("1", **{REPLICA_INDEX_LABEL: "1"}), facts) == []
+    trainjob_pod = worker_pod("1", **{"training.kubeflow.org/operator-name": "trainer"})
+    assert rules.replica_index_patch(trainjob_pod, facts) == []

@@ -7,7 +7,7 @@ parallelism = completions = replicas, so worker ``i`` gets the hostname ``<job>-
 resolves as ``<job>-worker-<i>.<job>.<namespace>.svc``. Pods carry mpi-operator's labels
 ``training.kubeflow.org/{job-name,job-role,replica-type,operator-name}``; the launcher that runs as a
 worker also ``training.kubeflow.org/replica-index: "0"`` (its workers are then numbered from 1, see
-:func:`worker_replica_index`), the label Kueue's
+:func:`worker_replica_index`; the admission webhook writes it on each worker pod), the label Kueue's
 Topology Aware Scheduling orders ranks by (kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``
 ``newLauncherPodTemplate``, ``workerReplicaIndexLabel``; kubernetes-sigs/kueue
 ``pkg/controller/jobs/mpijob/mpijob_controller.go``). Both Jobs have ``podReplacementPolicy: Failed``:
