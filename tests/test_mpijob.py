@@ -173,7 +173,7 @@ def test_status_follows_the_launcher() -> None:
     done = {"status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}
     have = [Condition(type="Running", status="True", reason="MPIJobRunning")]
     out = {c.type: (c.status, c.reason) for c in desired_conditions(job, done, ready_workers, have, [])}
-    assert out["Succeeded"] == ("True", "MPIJobSucceeded") and out["Running"] == ("False", "MPIJobSucceeded")
+    assert out["Succeeded"] == ("True", "MPIJobSucceeded") and out["Running"] == ("False", "MPIJobRunning")
     deadline = {
         "status": {
             "conditions": [

@@ -106,7 +106,17 @@ def test_configurations_call_the_service_or_a_url_and_carry_no_ca_bundle() -> No
     assert [h["clientConfig"]["service"]["path"] for h in hooks] == [*VALIDATE, *MUTATE]
     assert {h["clientConfig"]["service"]["name"] for h in hooks} == {"trainer-webhook-service"}
     assert all("caBundle" not in h["clientConfig"] for h in hooks)
-    assert {(h["failurePolicy"], tuple(h["rules"][0]["operations"])) for h in hooks} == {("Fail", ("CREATE", "UPDATE"))}
+    jobs, pods = hooks[:-1], hooks[-1]
+    assert {(h["failurePolicy"], tuple(h["rules"][0]["operations"])) for h in jobs} == {("Fail", ("CREATE", "UPDATE"))}
+    assert (pods["failurePolicy"], pods["rules"][0]["operations"], pods["rules"][0]["resources"]) == (
+        "Fail",
+        ["CREATE"],
+        ["pods"],
+    )
+    assert pods["objectSelector"]["matchLabels"] == {
+        "training.kubeflow.org/operator-name": "mpi-operator",
+        "training.kubeflow.org/replica-type": "worker",
+    }, "only MPIJob worker pods are sent"
     url = configurations("https://127.0.0.1:9443")
     assert url[0]["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:9443/validate-trainjob"}
     assert list(yaml.safe_load_all(render("https://127.0.0.1:9443"))) == url

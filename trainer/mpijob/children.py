@@ -5,7 +5,14 @@ Names follow kubeflow/mpi-operator v2: Service ``<job>``, ConfigMap ``<job>-conf
 ``<job>-ssh``, launcher ``<job>-launcher``. Workers are one Indexed Job ``<job>-worker`` with
 parallelism = completions = replicas, so worker ``i`` gets the hostname ``<job>-worker-<i>`` and
 resolves as ``<job>-worker-<i>.<job>.<namespace>.svc``. Pods carry mpi-operator's labels
-``training.kubeflow.org/{job-name,job-role,replica-type,operator-name}``.
+``training.kubeflow.org/{job-name,job-role,replica-type,operator-name}``; the launcher that runs as a
+worker also ``training.kubeflow.org/replica-index: "0"`` (its workers are then numbered from 1, see
+:func:`worker_replica_index`; the admission webhook writes it on each worker pod), the label Kueue's
+Topology Aware Scheduling orders ranks by (kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``
+``newLauncherPodTemplate``, ``workerReplicaIndexLabel``; kubernetes-sigs/kueue
+``pkg/controller/jobs/mpijob/mpijob_controller.go``). Both Jobs have ``podReplacementPolicy: Failed``:
+a terminating pod is not replaced before it is gone (mpi-operator v0.8.1, #810, for the launcher; its
+workers are Pods of fixed names, which cannot be made twice either).
 
 Pure: ``(MPIJob, observed worker Job, suspend) -> MPIChildren``.
 """
@@ -24,6 +31,7 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 OPERATOR_NAME = "mpi-operator"
 DNS_LABEL_MAX = 63
 
@@ -117,7 +125,13 @@ def _pod(job: MPIJob, spec: ReplicaSpec, role: str, default_restart: str) -> JSO
 
 def _job(owner: JSON, job: MPIJob, name: str, role: str, pod: JSON, count: int, suspend: bool, indexed: bool) -> JSON:
     policy = job.spec.run_policy
-    spec: JSON = {"parallelism": count, "completions": count, "suspend": suspend, "template": pod}
+    spec: JSON = {
+        "parallelism": count,
+        "completions": count,
+        "suspend": suspend,
+        "podReplacementPolicy": "Failed",
+        "template": pod,
+    }
     if indexed:
         spec["completionMode"] = "Indexed"
     if policy is not None and policy.active_deadline_seconds is not None:
@@ -135,6 +149,13 @@ def _job(owner: JSON, job: MPIJob, name: str, role: str, pod: JSON, count: int, 
         },
         "spec": spec,
     }
+
+
+def worker_replica_index(completion_index: int, run_launcher_as_worker: bool) -> str:
+    """The ``training.kubeflow.org/replica-index`` of the worker pod with ``completion_index``: the
+    index, or one more when the launcher runs as a worker and holds 0 (mpi-operator's
+    ``workerReplicaIndexLabel``)."""
+    return str(completion_index + 1 if run_launcher_as_worker else completion_index)
 
 
 def workers_ready(worker_job: JSON | None, replicas: int) -> bool:
@@ -178,6 +199,8 @@ def build_mpijob_children(owner: JSON, job: MPIJob, observed: dict[str, JSON], s
     ):
         pod = _pod(job, specs.launcher, "launcher", "OnFailure")
         pod["spec"]["hostname"] = n["launcher"]
+        if job.spec.run_launcher_as_worker:
+            pod["metadata"]["labels"][REPLICA_INDEX_LABEL] = "0"
         mount_config(pod, n["config"], implementation, slots, None)
         launcher_job = _job(owner, job, n["launcher"], "launcher", pod, 1, suspend, indexed=False)
     return MPIChildren(service=service, config_map=cm, worker_job=worker_job, launcher_job=launcher_job)

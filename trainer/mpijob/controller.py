@@ -18,7 +18,14 @@ from functools import partial
 
 from api.base import Condition
 from api.kinds import JOBS, MPIJOBS, SECRETS
-from api.kubeflow_v2beta1 import COND_FAILED, COND_SUCCEEDED, MANAGED_BY_MPI_OPERATOR, JobCondition, MPIJob
+from api.kubeflow_v2beta1 import (
+    COND_FAILED,
+    COND_RUNNING,
+    COND_SUCCEEDED,
+    MANAGED_BY_MPI_OPERATOR,
+    JobCondition,
+    MPIJob,
+)
 from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Context, Controller
 from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
@@ -223,6 +230,7 @@ def kind(options: MPIJobOptions) -> Kind[MPIJob, MPIJobInfo]:
         status=status,
         requeue_after=requeue_after,
         progress_fields=frozenset({"replicaStatuses"}),
+        quiet_transitions=frozenset({(COND_RUNNING, "False")}),
     )
 
 

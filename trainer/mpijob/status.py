@@ -5,6 +5,12 @@ conditions Created, Running, Restarting, Succeeded, Failed and Suspended with th
 ``MPIJobCreated``, ``MPIJobRunning``, ``MPIJobRestarting``, ``MPIJobSucceeded``,
 ``MPIJobSuspended``/``MPIJobResumed``; a failed launcher passes its Job's reason on
 (``BackoffLimitExceeded``, ``DeadlineExceeded``).
+
+Once the job is finished ``Running`` is never ``True`` again (mpi-operator v0.8.1, #787): as
+``filterOutCondition`` does, ``Succeeded``/``Failed`` turn a ``Running`` condition ``False`` keeping its
+reason and message, and a job that finished before it was seen running gets ``Running=False``
+(``MPIJobRunning``, ``MPIJob <ns>/<name> is finished but Running condition was never set.``), so that
+whoever computes a duration from the conditions still finds one.
 """
 
 from __future__ import annotations
@@ -50,6 +56,16 @@ def _failed_reason(obs: JSON) -> tuple[str, str]:
     return "Failed", ""
 
 
+def _stopped(name: str, running: Condition | None) -> Condition:
+    """``Running=False`` of a finished job: the ``Running`` condition it had, turned ``False`` with its
+    reason and message (mpi-operator's ``filterOutCondition``), or, when it never had one, mpi-operator's
+    ``MPIJobRunning`` / ``MPIJob <ns>/<name> is finished but Running condition was never set.``"""
+    if running is not None:
+        return running.model_copy(update={"status": "False"})
+    message = f"MPIJob {name} is finished but Running condition was never set."
+    return Condition(type=COND_RUNNING, status="False", reason="MPIJobRunning", message=message)
+
+
 def desired_conditions(
     job: MPIJob, launcher: JSON | None, worker: JSON | None, current: list[Condition], invalid: list[str]
 ) -> list[Condition]:
@@ -58,9 +74,8 @@ def desired_conditions(
     name = f"{job.metadata.namespace}/{job.metadata.name}"
     done = next((t for t in TERMINAL if have.get(t) and have[t].status == "True"), None)
     if done is not None:
-        stopped = Condition(type=COND_RUNNING, status="False", reason=f"MPIJob{done}", message=f"MPIJob {name} {done}")
         kept = (COND_CREATED, COND_SUSPENDED, COND_SUCCEEDED, COND_FAILED)
-        return [stopped if c.type == COND_RUNNING else c for c in current if c.type in (*kept, COND_RUNNING)]
+        return [c for c in current if c.type in kept] + [_stopped(name, have.get(COND_RUNNING))]
     out = [Condition(type=COND_CREATED, status="True", reason="MPIJobCreated", message=f"MPIJob {name} is created.")]
     if invalid:
         out.append(Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message="; ".join(invalid)))
@@ -84,10 +99,7 @@ def desired_conditions(
                     type=COND_FAILED, status="True", reason=reason, message=f"{role} of MPIJob {name} failed: {message}"
                 )
             )
-            if COND_RUNNING in have:
-                out.append(
-                    Condition(type=COND_RUNNING, status="False", reason="MPIJobFailed", message=f"MPIJob {name} failed")
-                )
+            out.append(_stopped(name, have.get(COND_RUNNING)))
             return out
     if launcher is not None and job_finished(launcher) == "Complete":
         out.append(
@@ -98,12 +110,7 @@ def desired_conditions(
                 message=f"MPIJob {name} successfully completed.",
             )
         )
-        if COND_RUNNING in have:
-            out.append(
-                Condition(
-                    type=COND_RUNNING, status="False", reason="MPIJobSucceeded", message=f"MPIJob {name} succeeded"
-                )
-            )
+        out.append(_stopped(name, have.get(COND_RUNNING)))
         return out
     lst = (launcher or {}).get("status") or {}
     if int(lst.get("failed") or 0) > 0 and int(lst.get("active") or 0) > 0:

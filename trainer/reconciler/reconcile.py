@@ -127,6 +127,9 @@ class Kind(Generic[J, I]):
     """Seconds after which to look again although nothing changed (a TTL), or None."""
     progress_fields: frozenset[str] = frozenset()
     """Status fields that only count progress (coalesced; see :mod:`trainer.reconciler.status_writer`)."""
+    quiet_transitions: frozenset[tuple[str, str]] = frozenset()
+    """Condition ``(type, status)`` transitions written without an event (an MPIJob's ``Running``
+    turning False: mpi-operator tells only that it runs)."""
     announce_creations: bool = True
     """Whether the children one reconcile creates are told in one ``SuccessfulCreate`` event."""
     also_owns: tuple[Resource, ...] = ()

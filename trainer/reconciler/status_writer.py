@@ -117,6 +117,8 @@ class StatusWriter:
         for type_, reason, message in self.kind.events(info):
             await self.recorder.emit(obj, type_, reason, message)
         for cond in transitions(current, merged):
+            if (cond.type, cond.status) in self.kind.quiet_transitions:
+                continue
             warning = cond.type in self.kind.warning_conditions and cond.status == "True"
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
         meta = obj["metadata"]

@@ -27,9 +27,18 @@ from api.trainer_v1alpha1 import (
     runtime_from_dict,
 )
 from trainer import json_codec
+from trainer.builders.labels import COMPLETION_INDEX_ANNOTATION
 from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
 from trainer.gang.volcano import queue_problems
 from trainer.json_codec import JSON
+from trainer.mpijob.children import (
+    JOB_NAME_LABEL,
+    OPERATOR_NAME,
+    OPERATOR_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    worker_replica_index,
+)
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.runtime import runtime_info, runtime_ref
@@ -75,6 +84,8 @@ class AdmissionFacts:
     local_queue_exists: Callable[[str, str], bool | None]
     """``local_queue_exists(namespace, name)``; None when unknown (Kueue not installed)."""
     gang: str = "none"
+    mpijob: Callable[[str, str], JSON | None] = lambda _namespace, _name: None
+    """``mpijob(namespace, name)``: the MPIJob, or None."""
     max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
     """``--max-nodes-per-job``: the most nodes (pods of one replicated job, MPI workers) a job may have; 0: no limit."""
 
@@ -325,6 +336,27 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
         v.errors += check_queue_change(obj, old, "MPIJob", facts)
     v.errors += _check_queue(obj, facts, v)
     return v
+
+
+def replica_index_patch(pod: JSON, facts: AdmissionFacts) -> list[JSON]:
+    """JSON patch adding ``training.kubeflow.org/replica-index`` to an MPIJob's worker pod being created
+    by its Indexed Job: the pod's ``batch.kubernetes.io/job-completion-index``, plus one when the
+    MPIJob's launcher runs as a worker (it holds 0), as mpi-operator labels the worker pods it makes
+    (kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``, ``workerReplicaIndexLabel``) and
+    Kueue's Topology Aware Scheduling reads them to order ranks (kubernetes-sigs/kueue
+    ``pkg/controller/jobs/mpijob/mpijob_controller.go``). Nothing for any other pod, or one that has the
+    label already."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    index = (meta.get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION, labels.get(COMPLETION_INDEX_ANNOTATION))
+    worker = labels.get(REPLICA_TYPE_LABEL) == "worker" and labels.get(OPERATOR_NAME_LABEL) == OPERATOR_NAME
+    if not worker or REPLICA_INDEX_LABEL in labels or not str(index or "").isdigit():
+        return []
+    owner = facts.mpijob(str(meta.get("namespace") or ""), str(labels.get(JOB_NAME_LABEL) or ""))
+    as_worker = bool(((owner or {}).get("spec") or {}).get("runLauncherAsWorker"))
+    value = worker_replica_index(int(str(index)), as_worker)
+    key = REPLICA_INDEX_LABEL.replace("~", "~0").replace("/", "~1")
+    return [{"op": "add", "path": f"/metadata/labels/{key}", "value": value}]
 
 
 def default_patch(obj: JSON, kind: str, gang: str, old: JSON | None = None, now: str = "") -> list[JSON]:

@@ -1,7 +1,8 @@
 """The admission webhook server (aiohttp over TLS) and the webhook configurations it answers for.
 
 Serves ``admission.k8s.io/v1`` AdmissionReviews for TrainJob, TrainingRuntime,
-ClusterTrainingRuntime (validation) and TrainJob, MPIJob (defaulting and validation); the rules are
+ClusterTrainingRuntime (validation), TrainJob, MPIJob (defaulting and validation) and the creation of
+an MPIJob's worker pods (their ``training.kubeflow.org/replica-index`` label); the rules are
 the pure functions of :mod:`trainer.webhook.rules`, fed from the operator's caches.
 
 The Validating/MutatingWebhookConfigurations (both named :data:`CONFIG_NAME`) are installed with the
@@ -40,6 +41,7 @@ from api.kinds import (
     KUEUE_LOCAL_QUEUES,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    PODS,
     TRAINING_RUNTIMES,
     TRAINJOBS,
     VALIDATING_WEBHOOKS,
@@ -50,6 +52,7 @@ from trainer import json_codec
 from trainer.controller import Reader
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
+from trainer.mpijob.children import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
 from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.webhook import rules
 from trainer.webhook.certs import VALIDITY
@@ -63,7 +66,12 @@ VALIDATED = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, MPIJOBS)
 DEFAULTED = (TRAINJOBS, MPIJOBS)
 """Kinds admission defaults, each at ``/mutate-<kind>``."""
 VALIDATE = {f"/validate-{r.kind.lower()}": r for r in VALIDATED}
-MUTATE = {f"/mutate-{r.kind.lower()}": r for r in DEFAULTED}
+MUTATE = {f"/mutate-{r.kind.lower()}": r for r in (*DEFAULTED, PODS)}
+"""``/mutate-pod`` labels an MPIJob's worker pods with their replica index
+(:func:`trainer.webhook.rules.replica_index_patch`): on CREATE only, and only pods matching
+:data:`MPI_WORKER_PODS` are sent."""
+MPI_WORKER_PODS = {"matchLabels": {OPERATOR_NAME_LABEL: OPERATOR_NAME, REPLICA_TYPE_LABEL: "worker"}}
+"""The objectSelector of ``/mutate-pod``: the pods of MPIJob worker Jobs (mpi-operator's labels)."""
 
 MAX_REVIEW_BYTES = 8 << 20
 """Largest AdmissionReview body read, in bytes (8 MiB; aiohttp's default is 1 MiB). The apiserver takes
@@ -113,17 +121,19 @@ def configurations(
             else {"service": {"namespace": namespace, "name": service, "path": path, "port": port}}
         )
         group, version, resource = target.group, target.version, target.plural
+        pods = target == PODS
         return {
-            "name": f"{prefix}.{resource}.{group}",
+            "name": f"{prefix}.{resource}.{group or 'core'}",
             "clientConfig": client,
             "rules": [
                 {
                     "apiGroups": [group],
                     "apiVersions": [version],
                     "resources": [resource],
-                    "operations": ["CREATE", "UPDATE"],
+                    "operations": ["CREATE"] if pods else ["CREATE", "UPDATE"],
                 }
             ],
+            **({"objectSelector": MPI_WORKER_PODS} if pods else {}),
             "failurePolicy": "Fail",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
@@ -300,6 +310,8 @@ class WebhookServer:
             return review_response(uid, rules.Verdict(errors=errors))
         if obj and req.get("namespace") and not (obj.get("metadata") or {}).get("namespace"):
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req["namespace"]}}
+        if path == "/mutate-pod":
+            return review_response(uid, rules.Verdict(), rules.replica_index_patch(obj, self.facts))
         if path in MUTATE:
             kind = "MPIJob" if path == "/mutate-mpijob" else "TrainJob"
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -452,6 +464,7 @@ def cache_facts(
         volcano_queues=volcano_queues,
         local_queue_exists=lambda _ns, _name: None,
         gang=gang,
+        mpijob=lambda namespace, name: mpijobs.get(MPIJOBS, namespace, name),
         max_nodes_per_job=max_nodes_per_job,
     )
 
