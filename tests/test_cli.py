@@ -4,7 +4,11 @@ to the operator."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
 import json
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,14 +16,18 @@ from typing import Any
 import pytest
 import typer
 import yaml
+from aiohttp import web
 from rich.console import Console
 from typer.testing import CliRunner
 
 from api.base import Condition, ObjectMeta
 from api.trainer_v1alpha1 import JobStatus, RuntimeRef, Trainer, TrainJob, TrainJobSpec, TrainJobStatus
 from tests.conftest import SAMPLES
+from tests.http_double import HttpDouble, without_proxies, write_kubeconfig
 from trainer import cli
-from trainer.client import STATUSES, Event, JobFailedError, ManifestError, WaitTimeoutError
+from trainer.client import STATUSES, TRAINJOB, Event, JobFailedError, ManifestError, WaitTimeoutError
+from trainer.client.types import MPIJOB, Holding, holding_condition
+from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 
 NOW = datetime(2026, 1, 1, 0, 10, 0, tzinfo=UTC)
@@ -252,3 +260,261 @@ def test_operator_run_help_is_the_operators() -> None:
     result = runner.invoke(cli.app, ["operator", "run", "--help"])
     assert result.exit_code == 0
     assert "usage: trainer-operator" in result.output and "--gang-scheduler-name" in result.output
+
+
+# --------------------------------------------------------------------------- against an HTTP double
+
+
+class Apiserver:
+    """An :class:`HttpDouble` served from a thread of its own (the CLI runs its own event loop):
+    ``routes`` maps a path to an answer (a JSON object, its ``items`` narrowed by a ``key=value``
+    label selector, or text); anything else is the apiserver's plain-text ``404 page not found``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.routes: dict[str, Any] = {}
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.double: HttpDouble[None] = HttpDouble(self.answer)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.double.start(), self.loop).result(10)
+        self.kubeconfig = write_kubeconfig(directory, self.double.url)
+
+    async def answer(self, _: HttpDouble[None], request: web.Request) -> web.StreamResponse:
+        found = self.routes.get(request.path)
+        if found is None:
+            return web.Response(status=404, text="404 page not found")
+        if isinstance(found, str):
+            return web.Response(text=found)
+        selector = dict(p.split("=", 1) for p in request.query.get("labelSelector", "").split(",") if p)
+        if "items" in found and selector:
+            labels = [(i["metadata"].get("labels") or {}) for i in found["items"]]
+            items = [i for i, have in zip(found["items"], labels, strict=True) if selector.items() <= have.items()]
+            return web.json_response({**found, "items": items})
+        return web.json_response(found)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.double.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    def __call__(self, *args: str) -> Any:
+        return runner.invoke(cli.app, ["--kubeconfig", self.kubeconfig, "-n", "team-a", *args])
+
+
+@pytest.fixture
+def apiserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Apiserver]:
+    without_proxies(monkeypatch)
+    server = Apiserver(tmp_path)
+    yield server
+    server.stop()
+
+
+TRAINJOBS_PATH = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainjobs"
+DISCOVERY = {
+    "/apis/trainer.kubeflow.org/v1alpha1": {"resources": [{"name": "trainjobs"}, {"name": "trainingruntimes"}]},
+    "/apis/kubeflow.org/v2beta1": {"resources": [{"name": "mpijobs"}]},
+}
+
+
+def one_error_line(result: Any) -> str:
+    assert result.exit_code == cli.EXIT_ERROR, result.output
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return str(lines[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "kind"),
+    [
+        (["list"], "TrainJob"),
+        (["get", "x"], "TrainJob"),
+        (["describe", "x"], "TrainJob"),
+        (["delete", "x"], "TrainJob"),
+        (["delete", "x", "--ignore-not-found"], "TrainJob"),
+        (["logs", "x"], "TrainJob"),
+        (["wait", "x"], "TrainJob"),
+        (["suspend", "x"], "TrainJob"),
+        (["list", "mpijobs"], "MPIJob"),
+        (["get", "mpijob/x"], "MPIJob"),
+        (["runtimes"], "ClusterTrainingRuntime"),
+    ],
+)
+def test_crds_not_installed_is_one_line_naming_the_install(apiserver: Apiserver, args: list[str], kind: str) -> None:
+    line = one_error_line(apiserver(*args))
+    assert line == f"error: {kind} CRD not installed; {cli.CRD_INSTALL}"
+    assert "helm install trainer charts/trainer" in line and "kubectl apply --server-side -k config/default" in line
+
+
+def test_a_missing_job_with_the_crds_installed_is_not_found(apiserver: Apiserver) -> None:
+    apiserver.routes.update(DISCOVERY)
+    assert one_error_line(apiserver("get", "x")) == "error: TrainJob team-a/x not found"
+    assert one_error_line(apiserver("describe", "mpijob", "x")) == "error: MPIJob team-a/x not found"
+    quiet = apiserver("delete", "x", "--ignore-not-found")
+    assert (quiet.exit_code, quiet.output) == (0, "")
+
+
+def test_kubeconfig_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    malformed = tmp_path / "malformed"
+    malformed.write_text("apiVersion: v1\nclusters: [\n")
+    line = one_error_line(runner.invoke(cli.app, ["--kubeconfig", str(malformed), "list"]))
+    assert line.startswith(f"error: cannot read the kubeconfig {malformed}: invalid YAML at line 3")
+    monkeypatch.setenv("KUBECONFIG", str(malformed))
+    assert one_error_line(runner.invoke(cli.app, ["get", "x"])).startswith("error: cannot read the kubeconfig")
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent")
+    assert one_error_line(runner.invoke(cli.app, ["list"])) == "error: kubeconfig not found: /nonexistent ($KUBECONFIG)"
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert one_error_line(runner.invoke(cli.app, ["runtimes"])) == (
+        "error: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster"
+    )
+
+
+def held(name: str, namespace: str, type_: str, reason: str, message: str) -> JSON:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": "2026-01-01T00:05:00Z"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        "status": {"conditions": [{"type": type_, "status": "True", "reason": reason, "message": message}]},
+    }
+
+
+def test_list_shows_the_holding_condition_and_wide_adds_reason_and_message(apiserver: Apiserver) -> None:
+    apiserver.routes["/apis/trainer.kubeflow.org/v1alpha1/trainjobs"] = {
+        "items": [
+            held("big", "team-a", "WaitingForGang", "PodGroupPending", "minMember 8 cannot fit"),
+            held("lost", "team-b", "RuntimeNotFound", "ClusterTrainingRuntimeNotFound", "no runtime nope"),
+        ]
+    }
+    plain = apiserver("list", "-A").output.splitlines()
+    assert plain[0].split() == ["NAMESPACE", *cli.JOB_COLUMNS]
+    assert [line.split()[:3] for line in plain[1:]] == [
+        ["team-a", "big", "WaitingForGang"],
+        ["team-b", "lost", "RuntimeNotFound"],
+    ]
+    wide = apiserver("list", "-A", "-o", "wide").output.splitlines()
+    assert wide[0].split()[-2:] == ["REASON", "MESSAGE"]
+    assert wide[1].split()[-5:] == ["PodGroupPending", "minMember", "8", "cannot", "fit"]
+    names = apiserver("list", "-A", "-o", "name")
+    assert names.output == "trainjob.trainer.kubeflow.org/big\ntrainjob.trainer.kubeflow.org/lost\n"
+
+
+def mpijob(state: str = "Running") -> JSON:
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "pi", "namespace": "team-a", "uid": "u1", "creationTimestamp": "2026-01-01T00:05:00Z"},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [{"name": "mpi", "image": "i"}]}}},
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "mpi", "image": "i"}]}}},
+            }
+        },
+        "status": {
+            "conditions": [{"type": state, "status": "True", "reason": f"MPIJob{state}", "message": "m"}],
+            "replicaStatuses": {"Launcher": {"active": 1}, "Worker": {"active": 2}},
+        },
+    }
+
+
+def pod(name: str, role: str, index: str | None, **status: Any) -> JSON:
+    labels = {"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/replica-type": role}
+    if index is not None:
+        labels["batch.kubernetes.io/job-completion-index"] = index
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": labels,
+            "creationTimestamp": "2026-01-01T00:06:00Z",
+        },
+        "spec": {"containers": [{"name": "mpi"}], "nodeName": "n1"},
+        "status": {"phase": "Running", **status},
+    }
+
+
+def test_mpijobs_are_got_listed_described_and_logged_from_the_launcher(apiserver: Apiserver) -> None:
+    base = "/apis/kubeflow.org/v2beta1/namespaces/team-a/mpijobs"
+    apiserver.routes[base] = {"items": [mpijob()]}
+    apiserver.routes[f"{base}/pi"] = mpijob()
+    apiserver.routes["/api/v1/namespaces/team-a/pods"] = {
+        "items": [pod("pi-launcher-x", "launcher", None), pod("pi-worker-0", "worker", "0")]
+    }
+    apiserver.routes["/api/v1/namespaces/team-a/events"] = {"items": []}
+    apiserver.routes["/apis/batch/v1/namespaces/team-a/jobs"] = {"items": []}
+    apiserver.routes["/api/v1/namespaces/team-a/pods/pi-launcher-x/log"] = "pi is 3.14\n"
+    listed = apiserver("list", "mpijobs").output.splitlines()
+    assert listed[0].split() == list(cli.MPIJOB_COLUMNS)
+    assert listed[1].split()[:3] == ["pi", "Running", "2"]
+    assert apiserver("get", "mpijob", "pi", "-o", "name").output == "mpijob.kubeflow.org/pi\n"
+    described = apiserver("describe", "mpijobs.kubeflow.org/pi")
+    assert described.exit_code == 0, described.output
+    for text in ("Kind:", "MPIJob", "Replica statuses:", "Worker", "Pods:", "pi-launcher-x", "pi-worker-0"):
+        assert text in described.output
+    logs = apiserver("logs", "mpijob/pi", "--prefix", "--tail", "5", "--since", "1h30m", "-p")
+    assert (logs.exit_code, logs.output) == (0, "[pod/pi-launcher-x/mpi] pi is 3.14\n"), logs.output
+    query = next(r.query for r in apiserver.double.received if r.path.endswith("/log"))
+    assert (query["tailLines"], query["sinceSeconds"], query["previous"]) == ("5", "5400", "true")
+
+
+def test_suspend_and_resume_patch_the_job(apiserver: Apiserver) -> None:
+    apiserver.routes[f"{TRAINJOBS_PATH}/j"] = held("j", "team-a", "Suspended", "Suspended", "")
+    assert apiserver("suspend", "j").output == "trainjobs.trainer.kubeflow.org/j suspended\n"
+    assert apiserver("resume", "trainjob/j").output == "trainjobs.trainer.kubeflow.org/j resumed\n"
+    patches = [json.loads(r.body) for r in apiserver.double.received if r.method == "PATCH"]
+    assert patches == [{"spec": {"suspend": True}}, {"spec": {"suspend": False}}]
+
+
+# --------------------------------------------------------------------------- pure pieces
+
+
+def test_the_state_is_the_condition_that_holds_the_job() -> None:
+    j = TrainJob.model_validate(held("j", "ns", "Misconfigured", "QueueNotFound", "queue q\nis missing"))
+    assert holding_condition(j) == Holding("Misconfigured", "QueueNotFound", "queue q is missing")
+    assert cli.job_row(j, NOW)[1] == "Misconfigured"
+    assert cli.holding_text("j", holding_condition(j)) == "j: Misconfigured (QueueNotFound: queue q is missing)"
+    j.status = None
+    assert holding_condition(j) == Holding("Created")
+    assert cli.unattended(j, NOW) == "no controller has acted on this TrainJob yet: is the operator running?"
+    assert cli.unattended(j, datetime(2026, 1, 1, 0, 5, 2, tzinfo=UTC)) is None  # 2s old
+    assert "no controller has acted" in render(cli.describe_tables(j, None, [], NOW)[0])
+
+
+def test_the_pods_table_says_why_a_pod_waits() -> None:
+    pulling = pod("a", "worker", "0", containerStatuses=[{"ready": False, "restartCount": 2,
+                  "state": {"waiting": {"reason": "ImagePullBackOff"}}}])  # fmt: skip
+    pending = pod("b", "worker", "1", phase="Pending")
+    pending["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}
+    ]
+    assert cli.pod_row(pulling, NOW) == ["a", "Running", "n1", "0/1", "2", "ImagePullBackOff", "4m"]
+    assert cli.pod_waiting(pending) == "Unschedulable: 0/3 nodes are available"
+    lines = render(cli.pods_table([pending, pulling], NOW)).splitlines()
+    assert lines[0].strip() == "Pods:" and lines[1].split() == list(cli.POD_COLUMNS)
+    assert "<none>" in render(cli.pods_table([], NOW))
+
+
+def test_kubectl_flags_parse() -> None:
+    assert [cli.parse_duration(t) for t in ("30s", "5m", "1h30m")] == [30, 300, 5400]
+    assert cli.target(["x"]) == (TRAINJOB, "x")
+    assert cli.target(["mpijob/x"]) == (MPIJOB, "x") == cli.target(["mpijobs.kubeflow.org", "x"])
+    assert invoke("get", "pods/x").exit_code == cli.EXIT_USAGE
+    assert invoke("logs", "x", "--since", "soon").exit_code == cli.EXIT_USAGE
+    version = runner.invoke(cli.app, ["--version"])
+    assert (version.exit_code, version.output) == (0, f"trainer {importlib.metadata.version('trainer')}\n")
+    assert "--install-completion" in runner.invoke(cli.app, ["--help"]).output
+
+
+def test_apply_reads_a_directory_and_with_r_its_subdirectories(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.yaml").write_text((SAMPLES / "trainjob.yaml").read_text())
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    (tmp_path / "sub" / "b.yml").write_text((SAMPLES / "trainjob.yaml").read_text().replace("pytorch-simple", "b"))
+    assert [o.metadata.name for o in cli.read_manifests([str(tmp_path)])] == ["pytorch-simple"]
+    assert [o.metadata.name for o in cli.read_manifests([str(tmp_path)], recursive=True)] == ["pytorch-simple", "b"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = invoke("apply", "-f", str(empty))
+    assert one_error_line(result) == f"error: {empty}: no .yaml, .yml, .json file in this directory"

@@ -8,10 +8,13 @@ Every command is a thin layer over :class:`trainer.client.AsyncTrainerClient`; w
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import logging
+import os
+import re
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -26,23 +29,40 @@ from rich.console import Console
 from rich.table import Table
 
 from api.base import Model
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, PODS, TRAINING_RUNTIMES, Resource
+from api.kubeflow_v2beta1 import MANAGED_BY_MPI_OPERATOR as MANAGED_BY_MPI
+from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client import (
     COMPLETE,
+    TRAINJOB,
+    AsyncJobClient,
     AsyncTrainerClient,
     Event,
+    JobKind,
     Manifest,
+    ManifestError,
+    NotFoundError,
     TrainerClientError,
     WaitTimeoutError,
     queue_of,
     runtime_framework,
-    trainjob_status,
 )
-from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT
-from trainer.client.manifest import load_manifests, parse_manifest, read_yaml, wire_dict
+from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, pick_container, watch_objects
+from trainer.client.manifest import load_manifests, parse_manifest, read_yaml, wire_dict, yaml_error_text
 from trainer.client.multicluster import WorkloadInfo, for_multicluster
-from trainer.client.types import eta_text, parse_time, progress_text, trainer_status_of
+from trainer.client.types import (
+    MPIJOB,
+    Holding,
+    eta_text,
+    holding_condition,
+    in_queue,
+    parse_time,
+    pod_selector,
+    progress_text,
+    trainer_status_of,
+)
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError
 
@@ -61,16 +81,31 @@ NO_TERMINAL_WIDTH = 4096
 HELP = """Submit, inspect, follow and delete Kubeflow TrainJobs (trainer.kubeflow.org/v1alpha1), and run
 the operator.
 
+Jobs are TrainJobs unless named as kubectl names them: mpijob/NAME, or the type first (mpijob NAME).
+
 Exit codes: 0 success; 1 the job Failed (wait) or an error (invalid manifest, unreadable file, API
 error, not found); 2 usage error; 3 timeout (wait --timeout, logs --pod-timeout)."""
+
+CRD_INSTALL = (
+    "install with `helm install trainer charts/trainer -n trainer-system --create-namespace` "
+    "or `kubectl apply --server-side -k config/default`"
+)
+NO_CONTROLLER_AFTER = 5
+"""Seconds after which ``describe`` says that no controller has acted on a job without a status."""
 
 
 class Output(StrEnum):
     """Output formats of ``--output``."""
 
     table = "table"
+    wide = "wide"
+    name = "name"
     json = "json"
     yaml = "yaml"
+
+
+TABLES = (Output.table, Output.wide)
+"""The formats printed as tables (``wide`` adds REASON and MESSAGE to the job tables)."""
 
 
 class Status(StrEnum):
@@ -105,12 +140,18 @@ app = typer.Typer(
     name="trainer",
     help=HELP,
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 operator_app = typer.Typer(help="The operator itself.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(operator_app, name="operator")
+
+
+def print_version(value: bool) -> None:
+    """``--version``: print ``trainer <version>`` and exit."""
+    if value:
+        typer.echo(f"trainer {importlib.metadata.version('trainer')}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -119,6 +160,9 @@ def main(
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: Annotated[Output, typer.Option("--output", "-o", help="output format")] = Output.table,
+    version: Annotated[
+        bool, typer.Option("--version", callback=print_version, is_eager=True, help="print the version and exit")
+    ] = False,
 ) -> None:
     """Submit, inspect, follow and delete TrainJobs; see the exit codes above."""
     logging.getLogger("kubernetes_asyncio").setLevel(logging.ERROR)  # its warnings would add lines to ours
@@ -169,13 +213,77 @@ HANDLED: tuple[type[BaseException], ...] = (
 )
 
 
-def run(s: Settings, body: Callable[[AsyncTrainerClient], Awaitable[T]]) -> T:
-    """Connect with the settings, run ``body`` and close; errors become one line and an exit code."""
+class KubeconfigError(TrainerClientError):
+    """No configuration to connect with: the kubeconfig is missing or not YAML."""
+
+
+class CRDNotInstalledError(TrainerClientError):
+    """The apiserver does not serve a kind: its CustomResourceDefinition is not installed."""
+
+    def __init__(self, res: Resource) -> None:
+        super().__init__(f"{res.kind} CRD not installed; {CRD_INSTALL}")
+
+
+def kubeconfig_problem(kubeconfig: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why no configuration can be loaded, known before trying: ``$KUBECONFIG`` names no file that
+    exists, or there is neither a kubeconfig nor a pod's in-cluster config. None when one may load
+    (an explicit ``kubeconfig`` is checked by :meth:`AsyncTrainerClient.connect`)."""
+    env = os.environ if environ is None else environ
+    if kubeconfig:
+        return None
+    paths = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    if paths:
+        if not any(Path(p).expanduser().is_file() for p in paths):
+            return f"kubeconfig not found: {env['KUBECONFIG']} ($KUBECONFIG)"
+        return None
+    if Path("~/.kube/config").expanduser().is_file() or env.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return "no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not running in a cluster"
+
+
+async def connect(s: Settings) -> AsyncTrainerClient:
+    """The client of the settings. Raises :class:`KubeconfigError` (one line) for a kubeconfig that
+    is missing or not YAML, or what :meth:`AsyncTrainerClient.connect` raises."""
+    problem = kubeconfig_problem(s.kubeconfig)
+    if problem:
+        raise KubeconfigError(problem)
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    kubeconfig = s.kubeconfig or (paths[0] if len(paths) == 1 else None)  # as set now, not at import
+    try:
+        return await AsyncTrainerClient.connect(kubeconfig, s.namespace)
+    except yaml.YAMLError as e:
+        where = s.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise KubeconfigError(f"cannot read the kubeconfig {where}: {yaml_error_text(e)}") from None
+
+
+async def crd_installed(client: AsyncTrainerClient, res: Resource) -> bool:
+    """Whether the apiserver serves ``res`` (its group/version's discovery lists it). Raises
+    :class:`ApiError` on failures other than 404."""
+    try:
+        found = await client.kube.request("GET", f"/apis/{res.group}/{res.version}")
+    except ApiError as e:
+        if e.not_found:
+            return False
+        raise
+    return any(r.get("name") == res.plural for r in found.get("resources") or [])
+
+
+def run(s: Settings, body: Callable[[AsyncTrainerClient], Awaitable[T]], crd: Resource | None = None) -> T:
+    """Connect with the settings, run ``body`` and close; errors become one line and an exit code.
+    When ``body`` finds nothing (404) and the apiserver does not serve ``crd``, the error says so
+    (:class:`CRDNotInstalledError`)."""
 
     async def go() -> T:
-        client = await AsyncTrainerClient.connect(s.kubeconfig, s.namespace)
+        client = await connect(s)
         async with client:
-            return await body(client)
+            try:
+                return await body(client)
+            except (NotFoundError, ApiError) as e:
+                if isinstance(e, ApiError) and not e.not_found:
+                    raise
+                if crd is not None and not await crd_installed(client, crd):
+                    raise CRDNotInstalledError(crd) from None
+                raise
 
     try:
         return asyncio.run(go())
@@ -244,37 +352,103 @@ def jobs_summary(job: TrainJob) -> str:
     return "; ".join(parts) or "-"
 
 
-def job_row(job: TrainJob, now: datetime | None = None) -> list[str]:
-    """The cells of a job's table row: NAME, STATE, RUNTIME, NODES, JOBS, QUEUE, AGE."""
+Job = TrainJob | MPIJob
+"""A training job the CLI shows."""
+
+
+def replicas_summary(job: MPIJob) -> str:
+    """The non-zero ``replicaStatuses`` counts per replica type, e.g. ``Launcher: 1 active``; ``-``
+    before any."""
+    parts = []
+    for name, r in sorted(((job.status.replica_statuses if job.status else None) or {}).items()):
+        counts = ((r.active, "active"), (r.succeeded, "succeeded"), (r.failed, "failed"))
+        parts.append(f"{name}: {', '.join(f'{n} {label}' for n, label in counts if n) or 'no pods'}")
+    return "; ".join(parts) or "-"
+
+
+def job_row(job: Job, now: datetime | None = None) -> list[str]:
+    """The cells of a job's table row: :data:`JOB_COLUMNS` of a TrainJob, :data:`MPIJOB_COLUMNS` of
+    an MPIJob. STATE is the condition that holds the job (:func:`holding_condition`)."""
+    state = holding_condition(job).state
+    created = age(job.metadata.creation_timestamp, now)
+    if isinstance(job, MPIJob):
+        worker = job.spec.mpi_replica_specs.worker
+        workers = worker.replicas if worker and worker.replicas is not None else None
+        count = str(workers) if workers is not None else "-"
+        return [job.metadata.name or "", state, count, replicas_summary(job), queue_of(job) or "-", created]
     nodes = job.spec.trainer.num_nodes if job.spec.trainer and job.spec.trainer.num_nodes else None
     return [
         job.metadata.name or "",
-        trainjob_status(job),
+        state,
         job.spec.runtime_ref.name,
         str(nodes) if nodes else "-",
         jobs_summary(job),
         queue_of(job) or "-",
-        age(job.metadata.creation_timestamp, now),
+        created,
     ]
 
 
 JOB_COLUMNS = ("NAME", "STATE", "RUNTIME", "NODES", "JOBS", "QUEUE", "AGE")
+MPIJOB_COLUMNS = ("NAME", "STATE", "WORKERS", "REPLICAS", "QUEUE", "AGE")
+WIDE_COLUMNS = ("REASON", "MESSAGE")
+"""Added after AGE by ``-o wide``: the reason and message of the condition STATE names."""
 
 
 PROGRESS_COLUMNS = ("PROGRESS", "ETA")
 """Added before AGE when some job of the table reported progress (``status.trainerStatus``)."""
 
 
-def jobs_table(jobs: Iterable[TrainJob], now: datetime | None = None) -> Table:
-    """The table ``get`` and ``list`` print: :data:`JOB_COLUMNS`, plus :data:`PROGRESS_COLUMNS` (e.g.
-    ``45%``, ``3h12m``) before AGE when a job reported progress."""
+def job_rows(
+    jobs: Iterable[Job],
+    now: datetime | None = None,
+    *,
+    wide: bool = False,
+    namespaces: bool = False,
+    progress: bool | None = None,
+) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of a table of jobs of one kind: :data:`JOB_COLUMNS` (TrainJobs) or
+    :data:`MPIJOB_COLUMNS` (MPIJobs); NAMESPACE first with ``namespaces``; :data:`PROGRESS_COLUMNS`
+    (e.g. ``45%``, ``3h12m``) before AGE of TrainJobs when ``progress``, by default when one of them
+    reported progress; :data:`WIDE_COLUMNS` last with ``wide``."""
     jobs = list(jobs)
-    progress = any(trainer_status_of(j) is not None for j in jobs)
-    t = table(*((*JOB_COLUMNS[:-1], *PROGRESS_COLUMNS, JOB_COLUMNS[-1]) if progress else JOB_COLUMNS))
+    mpi = any(isinstance(j, MPIJob) for j in jobs)
+    if progress is None:
+        progress = any(isinstance(j, TrainJob) and trainer_status_of(j) is not None for j in jobs)
+    progress = progress and not mpi
+    columns = list(MPIJOB_COLUMNS if mpi else JOB_COLUMNS)
+    if progress:
+        columns[-1:-1] = PROGRESS_COLUMNS
+    header = [*(["NAMESPACE"] if namespaces else []), *columns, *(WIDE_COLUMNS if wide else ())]
+    rows = []
     for job in jobs:
         row = job_row(job, now)
-        t.add_row(*([*row[:-1], progress_text(job), eta_text(job), row[-1]] if progress else row))
+        if progress and isinstance(job, TrainJob):
+            row[-1:-1] = [progress_text(job), eta_text(job)]
+        held = holding_condition(job)
+        rows.append(
+            [
+                *([job.metadata.namespace or ""] if namespaces else []),
+                *row,
+                *([held.reason, held.message] if wide else []),
+            ]
+        )
+    return header, rows
+
+
+def jobs_table(
+    jobs: Iterable[Job], now: datetime | None = None, *, wide: bool = False, namespaces: bool = False
+) -> Table:
+    """The table ``get`` and ``list`` print: see :func:`job_rows`."""
+    header, rows = job_rows(jobs, now, wide=wide, namespaces=namespaces)
+    t = table(*header)
+    for row in rows:
+        t.add_row(*row)
     return t
+
+
+def object_name(obj: Manifest) -> str:
+    """``<kind>.<group>/<name>`` as ``kubectl get -o name`` prints it."""
+    return f"{obj.kind.lower()}.{obj.api_version.split('/')[0]}/{obj.metadata.name}"
 
 
 def runtimes_table(runtimes: Iterable[TrainingRuntime | ClusterTrainingRuntime]) -> Table:
@@ -294,19 +468,100 @@ def events_table(events: Iterable[Event], now: datetime | None = None) -> Table:
     return t
 
 
+def pod_waiting(pod: JSON) -> str:
+    """Why a pod is not (or no longer) running, as ``kubectl get pods`` shows it: a container's
+    waiting or terminated reason (``ImagePullBackOff``, ``CrashLoopBackOff``, ``Error``), else the
+    reason of ``PodScheduled=False`` with its message (``Unschedulable: 0/3 nodes are available:
+    ...``); "" when nothing holds it."""
+    status = pod.get("status") or {}
+    for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        state = c.get("state") or {}
+        for key in ("waiting", "terminated"):
+            reason = (state.get(key) or {}).get("reason")
+            if reason and not (key == "terminated" and reason == "Completed"):
+                return str(reason)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return " ".join(f"{cond.get('reason') or 'Unschedulable'}: {cond.get('message') or ''}".split())
+    return ""
+
+
+def pod_row(pod: JSON, now: datetime | None = None) -> list[str]:
+    """NAME, PHASE, NODE, READY (``1/1``), RESTARTS, WAITING (:func:`pod_waiting`), AGE of a pod."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    ready = sum(1 for c in containers if c.get("ready"))
+    restarts = sum(int(c.get("restartCount") or 0) for c in containers)
+    return [
+        str(meta.get("name", "")),
+        str(status.get("phase") or "Pending"),
+        str(spec.get("nodeName") or "<none>"),
+        f"{ready}/{len(spec.get('containers') or [])}",
+        str(restarts),
+        pod_waiting(pod) or "-",
+        age(meta.get("creationTimestamp"), now),
+    ]
+
+
+POD_COLUMNS = ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "WAITING", "AGE")
+
+
+def pods_table(pods: Iterable[JSON], now: datetime | None = None) -> Table:
+    """The ``Pods:`` section of ``describe``: :data:`POD_COLUMNS`, by name; ``<none>`` without pods."""
+    t = table(*POD_COLUMNS, title="Pods:")
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        t.add_row(*pod_row(pod, now))
+    if not t.row_count:
+        t.add_row("<none>", *[""] * (len(POD_COLUMNS) - 1))
+    return t
+
+
+def managed_by_of(job: Job) -> str | None:
+    """The job's ``managedBy`` (``spec.runPolicy.managedBy`` of an MPIJob), None when unset."""
+    if isinstance(job, MPIJob):
+        return job.spec.run_policy.managed_by if job.spec.run_policy else None
+    return job.spec.managed_by
+
+
+def unattended(job: Job, now: datetime | None = None) -> str | None:
+    """``no controller has acted on this <Kind> yet: is the operator running?`` when the job, older
+    than :data:`NO_CONTROLLER_AFTER` seconds and meant for this operator, has no status at all; else
+    None."""
+    created = job.metadata.creation_timestamp
+    seconds = ((now or datetime.now(UTC)) - parse_time(created)).total_seconds() if created else 0
+    status = job.status.model_dump(exclude_none=True, exclude_defaults=True) if job.status else {}
+    managed_by = managed_by_of(job)
+    if status or seconds < NO_CONTROLLER_AFTER or managed_by not in (None, TRAINJOB_CONTROLLER, MANAGED_BY_MPI):
+        return None
+    return f"no controller has acted on this {job.kind} yet: is the operator running?"
+
+
 def describe_data(
-    job: TrainJob, podgroup: JSON | None, events: list[Event], workload: WorkloadInfo | None = None
+    job: Job,
+    podgroup: JSON | None,
+    events: list[Event],
+    workload: WorkloadInfo | None = None,
+    pods: Sequence[JSON] = (),
+    now: datetime | None = None,
 ) -> JSON:
-    """What ``describe -o json|yaml`` prints: the job, its status and queue, PodGroup, Kueue
-    Workload (with ``clusterName``, the MultiKueue worker it runs on) and events."""
+    """What ``describe -o json|yaml`` prints: the job (under ``trainJob`` or ``mpiJob``), its state
+    (the condition that holds it) with that condition's reason and message, queue, PodGroup, Kueue
+    Workload (with ``clusterName``, the MultiKueue worker it runs on), pods (name, phase, node,
+    ready, restarts, waiting reason), events and ``warning`` (:func:`unattended`, or null)."""
+    held = holding_condition(job)
+    keys = ("name", "phase", "node", "ready", "restarts", "waiting")
     return {
-        "trainJob": job.to_dict(),
-        "state": trainjob_status(job),
+        ("mpiJob" if isinstance(job, MPIJob) else "trainJob"): job.to_dict(),
+        "state": held.state,
+        "reason": held.reason,
+        "message": held.message,
         "queue": queue_of(job),
-        "managedBy": job.spec.managed_by,
+        "managedBy": managed_by_of(job),
         "podGroup": podgroup,
         "workload": workload.to_dict() if workload else None,
+        "pods": [dict(zip(keys, pod_row(p, now), strict=False)) for p in pods],
         "events": [e.to_dict() for e in events],
+        "warning": unattended(job, now),
     }
 
 
@@ -338,43 +593,62 @@ def workload_tables(workload: WorkloadInfo | None) -> list[Table]:
 
 
 def describe_tables(
-    job: TrainJob,
+    job: Job,
     podgroup: JSON | None,
     events: list[Event],
     now: datetime | None = None,
     workload: WorkloadInfo | None = None,
+    pods: Sequence[JSON] = (),
 ) -> list[Table]:
-    """The sections ``describe`` prints as tables; the Workload ones only when Kueue made one."""
+    """The sections ``describe`` prints as tables: the job (with ``Warning:`` when
+    :func:`unattended`), conditions, Jobs status (replica statuses of an MPIJob), PodGroup, the
+    Workload ones only when Kueue made one, metrics when reported, pods and events."""
     meta = job.metadata
-    ref = job.spec.runtime_ref
+    held = holding_condition(job)
     head = Table(box=None, show_header=False, pad_edge=False)
     head.add_column()
     head.add_column()
     rows = [
         ("Name:", meta.name or ""),
         ("Namespace:", meta.namespace or ""),
-        ("State:", trainjob_status(job)),
-        ("Runtime:", f"{ref.kind or ClusterTrainingRuntime.KIND}/{ref.name}"),
-        ("Queue:", queue_of(job) or "<none>"),
-        ("Suspend:", str(bool(job.spec.suspend)).lower()),
+        ("Kind:", job.kind),
+        ("State:", f"{held.state} ({held.reason}: {held.message})" if held.reason else held.state),
     ]
-    if job.spec.managed_by and job.spec.managed_by != TRAINJOB_CONTROLLER:
-        rows.append(("Managed by:", job.spec.managed_by))
+    if isinstance(job, TrainJob):
+        ref = job.spec.runtime_ref
+        rows.append(("Runtime:", f"{ref.kind or ClusterTrainingRuntime.KIND}/{ref.name}"))
+        suspend = bool(job.spec.suspend)
+    else:
+        worker = job.spec.mpi_replica_specs.worker
+        rows.append(("Workers:", str(worker.replicas if worker and worker.replicas is not None else 0)))
+        suspend = bool(job.spec.run_policy and job.spec.run_policy.suspend)
+    rows += [("Queue:", queue_of(job) or "<none>"), ("Suspend:", str(suspend).lower())]
+    managed_by = managed_by_of(job)
+    if managed_by and managed_by not in (TRAINJOB_CONTROLLER, MANAGED_BY_MPI):
+        rows.append(("Managed by:", managed_by))
     if workload is not None:
         rows.append(("Cluster:", workload.where()))
     rows.append(("Created:", f"{meta.creation_timestamp or ''} ({age(meta.creation_timestamp, now)} ago)"))
-    reported = trainer_status_of(job)
-    if reported is not None:
+    reported = trainer_status_of(job) if isinstance(job, TrainJob) else None
+    if reported is not None and isinstance(job, TrainJob):
         rows.append(("Progress:", f"{progress_text(job)} (reported {age(reported.last_updated_time, now)} ago)"))
         rows.append(("ETA:", eta_text(job)))
+    warning = unattended(job, now)
+    if warning:
+        rows.append(("Warning:", warning))
     for key, value in rows:
         head.add_row(key, value)
     conditions = table("TYPE", "STATUS", "REASON", "MESSAGE", "LAST TRANSITION", title="Conditions:")
     for c in (job.status.conditions if job.status else None) or []:
-        conditions.add_row(c.type, c.status, c.reason, c.message, c.last_transition_time or "")
-    jobs = table("STEP", "READY", "SUCCEEDED", "FAILED", "ACTIVE", "SUSPENDED", title="Jobs status:")
-    for s in (job.status.jobs_status if job.status else None) or []:
-        jobs.add_row(s.name, *(str(n) for n in (s.ready, s.succeeded, s.failed, s.active, s.suspended)))
+        conditions.add_row(c.type, c.status, c.reason or "", c.message or "", c.last_transition_time or "")
+    if isinstance(job, TrainJob):
+        jobs = table("STEP", "READY", "SUCCEEDED", "FAILED", "ACTIVE", "SUSPENDED", title="Jobs status:")
+        for s in (job.status.jobs_status if job.status else None) or []:
+            jobs.add_row(s.name, *(str(n) for n in (s.ready, s.succeeded, s.failed, s.active, s.suspended)))
+    else:
+        jobs = table("REPLICA TYPE", "ACTIVE", "SUCCEEDED", "FAILED", title="Replica statuses:")
+        for name, r in sorted(((job.status.replica_statuses if job.status else None) or {}).items()):
+            jobs.add_row(name, str(r.active), str(r.succeeded), str(r.failed))
     group = table("NAME", "PHASE", "MIN MEMBER", "QUEUE", title="PodGroup:")
     if podgroup is not None:
         spec, status = podgroup.get("spec") or {}, podgroup.get("status") or {}
@@ -391,7 +665,7 @@ def describe_tables(
     for m in (reported.metrics if reported else None) or []:
         metrics.add_row(m.name, m.value)
     reports = [metrics] if metrics.row_count else []
-    return [head, conditions, jobs, group, *kueue, *reports, events_table(events, now)]
+    return [head, conditions, jobs, group, *kueue, *reports, pods_table(pods, now), events_table(events, now)]
 
 
 def console(stderr: bool = False) -> Console:
@@ -403,14 +677,18 @@ def console(stderr: bool = False) -> Console:
     return out
 
 
-def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]]) -> None:
-    """Print ``data`` as JSON/YAML, or the tables ``tables`` makes."""
-    if output == Output.table:
+def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names: Iterable[Manifest] = ()) -> None:
+    """Print ``data`` as JSON/YAML, the tables ``tables`` makes, or (``-o name``) the names of
+    ``names``."""
+    if output in TABLES:
         out = console()
         for i, t in enumerate(tables()):
             if i:
                 out.print()
             out.print(t)
+    elif output == Output.name:
+        for obj in names:
+            typer.echo(object_name(obj))
     else:
         typer.echo(dump(data, output))
 
@@ -421,27 +699,164 @@ def applied_line(obj: Manifest) -> str:
     return f"{type(obj).PLURAL}.{group}/{obj.metadata.name} applied"
 
 
+# --------------------------------------------------------------------------- jobs by kind
+
+KIND_NAMES: dict[str, JobKind[Any]] = {
+    alias: kind
+    for kind in (TRAINJOB, MPIJOB)
+    for plural, singular, group in [(kind.resource.plural, kind.resource.kind.lower(), kind.resource.group)]
+    for alias in (plural, singular, f"{plural}.{group}", f"{singular}.{group}")
+}
+"""The names a job type goes by, as kubectl takes them: ``trainjob``, ``trainjobs``,
+``trainjobs.trainer.kubeflow.org``, ``mpijob``, ``mpijobs.kubeflow.org``..."""
+
+
+def job_kind(text: str) -> JobKind[Any]:
+    """The job kind a type name means (:data:`KIND_NAMES`). Raises ``typer.BadParameter`` (exit 2)."""
+    kind = KIND_NAMES.get(text.lower())
+    if kind is None:
+        raise typer.BadParameter(f"unknown job type {text!r}; expected trainjob or mpijob")
+    return kind
+
+
+def target(args: Sequence[str]) -> tuple[JobKind[Any], str]:
+    """The kind and name of ``NAME`` (a TrainJob), ``TYPE/NAME`` or ``TYPE NAME``. Raises
+    ``typer.BadParameter`` (exit 2) for anything else."""
+    if len(args) == 2:
+        return job_kind(args[0]), args[1]
+    if len(args) == 1 and "/" in args[0]:
+        kind, name = args[0].split("/", 1)
+        return job_kind(kind), name
+    if len(args) == 1:
+        return TRAINJOB, args[0]
+    raise typer.BadParameter(f"expected NAME, TYPE/NAME or TYPE NAME, got {' '.join(args)!r}")
+
+
+def job_client(c: AsyncTrainerClient, kind: JobKind[Any]) -> AsyncJobClient[Any]:
+    """A client of ``kind`` on ``c``'s connection and namespace."""
+    return c if kind is TRAINJOB else AsyncJobClient(c.kube, c.namespace, kind)
+
+
+def show_jobs(jobs: Sequence[Job], data: Any, output: Output, namespaces: bool = False) -> None:
+    """Print jobs as ``get`` and ``list`` do: a table (``wide``: with REASON and MESSAGE), names,
+    or ``data`` as JSON/YAML."""
+    show(data, output, lambda: [jobs_table(jobs, wide=output == Output.wide, namespaces=namespaces)], jobs)
+
+
+async def watch_jobs(
+    c: AsyncTrainerClient,
+    kind: JobKind[Any],
+    output: Output,
+    *,
+    name: str | None = None,
+    label_selector: str | None = None,
+    all_namespaces: bool = False,
+    keep: Callable[[Any], bool] = lambda _: True,
+) -> None:
+    """``-w``: print the jobs (the one named ``name``, or those ``label_selector`` selects and
+    ``keep`` keeps), then each one again whenever it changes, until interrupted; as a table whose
+    header is printed once, as names, or as one JSON/YAML object each. Raises :class:`ApiError`."""
+    out = console()
+    namespace = None if all_namespaces else c.namespace
+    field_selector = f"metadata.name={name}" if name else None
+    seen: dict[tuple[str, str], str] = {}
+    widths: list[int] = []
+
+    def emit(objs: Iterable[JSON]) -> None:
+        jobs = []
+        for obj in objs:
+            meta = obj.get("metadata") or {}
+            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            if seen.get(key) == meta.get("resourceVersion"):
+                continue
+            seen[key] = str(meta.get("resourceVersion"))
+            job = kind.model.model_validate(obj)
+            if keep(job):
+                jobs.append(job)
+        if output not in TABLES:
+            for job in jobs:
+                typer.echo(object_name(job) if output == Output.name else dump(job, output))
+            return
+        header, rows = job_rows(jobs, wide=output == Output.wide, namespaces=all_namespaces, progress=True)
+        first = not widths
+        if first:
+            widths[:] = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+        elif not rows:
+            return
+        t = Table(box=None, show_header=first, pad_edge=False, show_edge=False)
+        for column, width in zip(header, widths, strict=True):
+            t.add_column(column, min_width=width)
+        for row in rows:
+            t.add_row(*row)
+        out.print(t)
+
+    while True:
+        items, version = await c.kube.list(kind.resource, namespace, label_selector, field_selector=field_selector)
+        emit(items)
+        try:
+            async for type_, obj in watch_objects(
+                c.kube, kind.resource, namespace, version, field_selector=field_selector, label_selector=label_selector
+            ):
+                if type_ != "BOOKMARK":
+                    emit([obj])
+        except ApiError as e:
+            if not e.gone:
+                raise
+
+
 # --------------------------------------------------------------------------- commands
 
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""Files ``apply -f DIR`` reads, as kubectl."""
 
-def read_manifests(files: Sequence[str]) -> list[Manifest]:
-    """Every object of ``files`` (``-`` is stdin), validated before anything is sent. Raises
-    :class:`trainer.client.ManifestError`."""
+
+def manifest_files(path: Path, recursive: bool = False) -> list[Path]:
+    """``path`` itself, or the :data:`MANIFEST_SUFFIXES` files of a directory by name (of its
+    subdirectories too when ``recursive``). Raises :class:`trainer.client.ManifestError` for a
+    directory without any."""
+    if not path.is_dir():
+        return [path]
+    found = sorted(p for p in (path.rglob("*") if recursive else path.iterdir()) if p.is_file())
+    files = [p for p in found if p.suffix in MANIFEST_SUFFIXES]
+    if not files:
+        raise ManifestError(f"{path}: no {', '.join(MANIFEST_SUFFIXES)} file in this directory")
+    return files
+
+
+def read_manifests(files: Sequence[str], recursive: bool = False) -> list[Manifest]:
+    """Every object of ``files`` (``-`` is stdin; a directory is read as :func:`manifest_files`),
+    validated before anything is sent. Raises :class:`trainer.client.ManifestError`."""
     objs: list[Manifest] = []
     for f in files:
         if f == "-":
             objs += [parse_manifest(doc, where) for where, doc in read_yaml(sys.stdin.read(), "<stdin>")]
         else:
-            objs += load_manifests(Path(f))
+            for path in manifest_files(Path(f), recursive):
+                objs += load_manifests(path)
     return objs
+
+
+JobArgs = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="[TYPE] NAME", help="job name: NAME (a TrainJob), TYPE/NAME or TYPE NAME (TYPE trainjob or mpijob)"
+    ),
+]
+WatchOpt = Annotated[bool, typer.Option("--watch", "-w", help="after listing, print each change until interrupted")]
 
 
 @app.command()
 def apply(
     ctx: typer.Context,
     filename: Annotated[
-        list[str], typer.Option("--filename", "-f", help="YAML/JSON file of TrainJobs and runtimes; - for stdin")
+        list[str],
+        typer.Option(
+            "--filename", "-f", help="YAML/JSON file or directory of TrainJobs, MPIJobs and runtimes; - for stdin"
+        ),
     ],
+    recursive: Annotated[
+        bool, typer.Option("--recursive", "-R", help="read the directories of -f recursively")
+    ] = False,
     force_conflicts: Annotated[bool, typer.Option(help="take over fields other managers own")] = False,
     queue: Annotated[
         str | None, typer.Option(help="Kueue LocalQueue of the TrainJobs (label kueue.x-k8s.io/queue-name)")
@@ -457,10 +872,10 @@ def apply(
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Create or update TrainJobs, TrainingRuntimes and ClusterTrainingRuntimes (server-side apply)."""
+    """Create or update TrainJobs, MPIJobs, TrainingRuntimes and ClusterTrainingRuntimes (server-side apply)."""
     s = settings(ctx, kubeconfig, namespace, output)
     try:
-        objs = read_manifests(filename)
+        objs = read_manifests(filename, recursive)
         if multicluster:  # refuse before contacting the cluster
             for obj in objs:
                 if isinstance(obj, TrainJob):
@@ -468,47 +883,75 @@ def apply(
     except TrainerClientError as e:
         fail(str(e))
     stored = run(s, lambda c: c.apply(objs, s.namespace, force=force_conflicts, queue=queue, multicluster=multicluster))
-    if s.output == Output.table:
+    if s.output in TABLES:
         for obj in stored:
             typer.echo(applied_line(obj))
     else:
-        typer.echo(dump(stored[0] if len(stored) == 1 else as_list(stored), s.output))
+        show(stored[0] if len(stored) == 1 else as_list(stored), s.output, list, stored)
 
 
 @app.command()
 def get(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="TrainJob name")],
+    args: JobArgs,
+    watch: WatchOpt = False,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Show one TrainJob."""
+    """Show one job; STATE is the condition that holds it (e.g. WaitingForGang, RuntimeNotFound)."""
     s = settings(ctx, kubeconfig, namespace, output)
-    job = run(s, lambda c: c.get_job(name))
-    show(job, s.output, lambda: [jobs_table([job])])
+    kind, name = target(args)
+    if watch:
+        run(s, lambda c: watch_jobs(c, kind, s.output, name=name), crd=kind.resource)
+        return
+    job = run(s, lambda c: job_client(c, kind).get_job(name), crd=kind.resource)
+    show_jobs([job], job, s.output)
 
 
 @app.command("list")
 def list_(
     ctx: typer.Context,
-    runtime: Annotated[str | None, typer.Option(help="only jobs of this runtime")] = None,
+    kind_name: Annotated[str, typer.Argument(metavar="[TYPE]", help="trainjobs or mpijobs")] = "trainjobs",
+    runtime: Annotated[str | None, typer.Option(help="only TrainJobs of this runtime")] = None,
     selector: Annotated[str | None, typer.Option("--selector", "-l", help="label selector")] = None,
     queue: Annotated[
         str | None, typer.Option(help="only jobs naming this Kueue (label) or Volcano (annotation) queue")
     ] = None,
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="every namespace")] = False,
+    watch: WatchOpt = False,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """List TrainJobs, oldest first."""
+    """List jobs, oldest first; STATE is the condition that holds each (-o wide: with its reason and
+    message)."""
     s = settings(ctx, kubeconfig, namespace, output)
-    jobs = run(s, lambda c: c.list_jobs(runtime, label_selector=selector, queue=queue, all_namespaces=all_namespaces))
-    if not jobs and s.output == Output.table:
-        typer.echo("No TrainJobs found.", err=True)
+    kind = job_kind(kind_name)
+    if runtime is not None and kind is not TRAINJOB:
+        raise typer.BadParameter("--runtime selects TrainJobs only")
+
+    def keep(job: Job) -> bool:
+        by_runtime = runtime is None or (isinstance(job, TrainJob) and job.spec.runtime_ref.name == runtime)
+        return by_runtime and (queue is None or in_queue(job, queue))
+
+    if watch:
+        run(
+            s,
+            lambda c: watch_jobs(c, kind, s.output, label_selector=selector, all_namespaces=all_namespaces, keep=keep),
+            crd=kind.resource,
+        )
         return
-    show(as_list(jobs), s.output, lambda: [jobs_table(jobs)])
+    jobs = run(
+        s,
+        lambda c: job_client(c, kind).list_jobs(label_selector=selector, queue=queue, all_namespaces=all_namespaces),
+        crd=kind.resource,
+    )
+    jobs = [j for j in jobs if keep(j)]
+    if not jobs and s.output in TABLES:
+        typer.echo(f"No {kind.resource.kind}s found.", err=True)
+        return
+    show_jobs(jobs, as_list(jobs), s.output, namespaces=all_namespaces)
 
 
 @app.command()
@@ -517,43 +960,82 @@ def runtimes(
 ) -> None:
     """List the TrainingRuntimes of the namespace and the ClusterTrainingRuntimes."""
     s = settings(ctx, kubeconfig, namespace, output)
-    found = run(s, lambda c: c.list_runtimes())
-    if not found and s.output == Output.table:
+
+    async def listed(c: AsyncTrainerClient) -> list[TrainingRuntime | ClusterTrainingRuntime]:
+        found = await c.list_runtimes()
+        for res in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
+            if not found and not await crd_installed(c, res):
+                raise CRDNotInstalledError(res)
+        return found
+
+    found = run(s, listed)
+    if not found and s.output in TABLES:
         typer.echo("No runtimes found.", err=True)
         return
-    show(as_list(found), s.output, lambda: [runtimes_table(found)])
+    show(as_list(found), s.output, lambda: [runtimes_table(found)], found)
 
 
 @app.command()
 def describe(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="TrainJob name")],
+    args: JobArgs,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Show a TrainJob's state, conditions, Job counts, Volcano PodGroup and queue, Kueue Workload
-    (where MultiKueue runs it, admission checks and their messages) and events."""
+    """Show a job's state (the condition that holds it, and a warning when no controller has acted
+    on it), conditions, Job counts, Volcano PodGroup and queue, Kueue Workload (where MultiKueue
+    runs it, admission checks and their messages), pods (phase, node, ready, restarts, why waiting:
+    ImagePullBackOff, Unschedulable...) and events."""
     s = settings(ctx, kubeconfig, namespace, output)
+    kind, name = target(args)
 
-    async def gather(c: AsyncTrainerClient) -> tuple[TrainJob, JSON | None, WorkloadInfo | None, list[Event]]:
-        job = await c.get_job(name)
-        return job, await c.get_podgroup(name), await c.get_workload(name), await c.get_job_events(name)
+    async def gather(c: AsyncTrainerClient) -> tuple[Job, JSON | None, WorkloadInfo | None, list[Event], list[JSON]]:
+        jc = job_client(c, kind)
+        job = await jc.get_job(name)
+        pods, _ = await c.kube.list(PODS, c.namespace, pod_selector(kind, name))
+        return job, await jc.get_podgroup(name), await jc.get_workload(name), await jc.get_job_events(name), pods
 
-    job, podgroup, workload, events = run(s, gather)
+    job, podgroup, workload, events, pods = run(s, gather, crd=kind.resource)
     show(
-        describe_data(job, podgroup, events, workload),
+        describe_data(job, podgroup, events, workload, pods),
         s.output,
-        lambda: describe_tables(job, podgroup, events, workload=workload),
+        lambda: describe_tables(job, podgroup, events, workload=workload, pods=pods),
+        [job],
     )
+
+
+DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds of a duration as kubectl's ``--since`` takes it: ``30s``, ``5m``, ``2h``, ``1h30m``.
+    Raises ``typer.BadParameter`` (exit 2)."""
+    match = DURATION.fullmatch(text.strip())
+    if not text.strip() or match is None:
+        raise typer.BadParameter(f"invalid duration {text!r}; e.g. 30s, 5m, 1h30m")
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
 
 
 @app.command()
 def logs(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="TrainJob name")],
-    step: Annotated[str, typer.Option(help="replicated job (step), e.g. node, dataset-initializer")] = "node",
-    node: Annotated[int, typer.Option(min=0, help="node index within the step")] = 0,
+    args: JobArgs,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            help="replicated job (step), e.g. node, dataset-initializer; default: node, or an MPIJob's launcher"
+        ),
+    ] = None,
+    node: Annotated[int | None, typer.Option(min=0, help="node index within the step; default 0")] = None,
+    all_pods: Annotated[bool, typer.Option("--all-pods", help="every node (rank) of the step")] = False,
+    prefix: Annotated[bool, typer.Option("--prefix", help="start each line with [pod/NAME/CONTAINER]")] = False,
+    tail: Annotated[int, typer.Option("--tail", help="only the last lines of each log; -1 all")] = -1,
+    since: Annotated[str | None, typer.Option("--since", help="only lines newer than this, e.g. 5m, 1h")] = None,
+    previous: Annotated[
+        bool, typer.Option("--previous", "-p", help="the log of the container's previous instance")
+    ] = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="stream until the container ends")] = False,
     container: Annotated[
         str | None, typer.Option("--container", "-c", help="container; default: node, or the step's")
@@ -564,20 +1046,49 @@ def logs(
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
 ) -> None:
-    """Print the log of one node of one step, waiting for its pod to start."""
+    """Print the log of one node of a step (default: the step that trains, node 0), or of every node
+    with --all-pods, waiting for the pods to start."""
     s = settings(ctx, kubeconfig, namespace, None)
+    kind, name = target(args)
+    since_seconds = parse_duration(since) if since is not None else None
 
     async def stream(c: AsyncTrainerClient) -> None:
-        async for line in c.get_job_logs(name, step, node, follow, container=container, pod_timeout=pod_timeout):
-            typer.echo(line)
+        jc = job_client(c, kind)
+        pods = await jc.wait_for_pods(name, step, node, pod_timeout, all_nodes=all_pods)
 
-    run(s, stream)
+        async def one(pod: JSON) -> None:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            chosen = container or pick_container(pod, str(labels.get(kind.step_label, "")), kind.default_container)
+            tag = f"[pod/{pod['metadata']['name']}/{chosen}] " if prefix else ""
+            async for line in jc.read_pod_logs(
+                pod,
+                chosen,
+                follow,
+                tail_lines=tail if tail >= 0 else None,
+                since_seconds=since_seconds,
+                previous=previous,
+            ):
+                typer.echo(f"{tag}{line}")
+
+        if follow:
+            await asyncio.gather(*(one(p) for p in pods))
+        else:
+            for pod in pods:
+                await one(pod)
+
+    run(s, stream, crd=kind.resource)
+
+
+def holding_text(name: str, held: Holding) -> str:
+    """``<name>: <state>``, with `` (<reason>: <message>)`` when the condition gives them."""
+    detail = f"{held.reason}: {held.message}" if held.message else held.reason
+    return f"{name}: {held.state}" + (f" ({detail})" if detail else "")
 
 
 @app.command()
 def wait(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="TrainJob name")],
+    args: JobArgs,
     status: Annotated[
         list[Status] | None, typer.Option("--status", help="status to wait for (repeatable); default Complete")
     ] = None,
@@ -586,45 +1097,96 @@ def wait(
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Wait until the TrainJob reaches a status (exit 1 if it Fails instead, 3 on timeout)."""
+    """Wait until the job reaches a status (exit 1 if it Fails instead, 3 on timeout); meanwhile
+    show the condition that holds it."""
     s = settings(ctx, kubeconfig, namespace, output)
+    kind, name = target(args)
     wanted = {str(x) for x in status} if status else {COMPLETE}
     err = console(stderr=True)
     seen: list[str] = []
 
-    async def watch(c: AsyncTrainerClient) -> TrainJob:
+    async def watch(c: AsyncTrainerClient) -> Job:
         with err.status(f"waiting for {name} to be {' or '.join(sorted(wanted))}") as spinner:
 
-            def progress(job: TrainJob) -> None:
-                state = trainjob_status(job)
-                text = f"{name}: {state}  jobs: {jobs_summary(job)}"
-                spinner.update(text)
-                if not seen or seen[-1] != state:
-                    seen.append(state)
+            def progress(job: Job) -> None:
+                text = holding_text(name, holding_condition(job))
+                summary = jobs_summary(job) if isinstance(job, TrainJob) else replicas_summary(job)
+                spinner.update(f"{text}  {'jobs' if isinstance(job, TrainJob) else 'replicas'}: {summary}")
+                if not seen or seen[-1] != text:
+                    seen.append(text)
                     if not err.is_terminal:
                         err.print(text)
 
-            return await c.wait_for_job_status(name, wanted, timeout, [progress])
+            job: Job = await job_client(c, kind).wait_for_job_status(name, wanted, timeout, [progress])
+            return job
 
-    job = run(s, watch)
-    if s.output == Output.table:
-        typer.echo(f"{name} {trainjob_status(job)}")
+    job = run(s, watch, crd=kind.resource)
+    if s.output in TABLES:
+        typer.echo(f"{name} {kind.status_of(job)}")
     else:
-        typer.echo(dump(job, s.output))
+        show(job, s.output, list, [job])
 
 
 @app.command()
 def delete(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="TrainJob name")],
+    args: JobArgs,
     wait_: Annotated[bool, typer.Option("--wait", help="return once it is gone")] = False,
+    ignore_not_found: Annotated[
+        bool, typer.Option("--ignore-not-found", help="succeed, printing nothing, when it does not exist")
+    ] = False,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
 ) -> None:
-    """Delete a TrainJob (its Jobs, pods and Service go with it)."""
+    """Delete a job (its Jobs, pods and Service go with it)."""
     s = settings(ctx, kubeconfig, namespace, None)
-    run(s, lambda c: c.delete_job(name, wait=wait_))
-    typer.echo(f"trainjobs.trainer.kubeflow.org/{name} deleted")
+    kind, name = target(args)
+
+    async def go(c: AsyncTrainerClient) -> bool:
+        try:
+            await job_client(c, kind).delete_job(name, wait=wait_)
+        except NotFoundError:
+            if ignore_not_found and await crd_installed(c, kind.resource):
+                return False
+            raise
+        return True
+
+    if run(s, go, crd=kind.resource):
+        typer.echo(f"{kind.resource.plural}.{kind.resource.group}/{name} deleted")
+
+
+def set_suspend(
+    ctx: typer.Context, args: list[str], suspend: bool, kubeconfig: str | None, namespace: str | None
+) -> None:
+    """Set ``spec.suspend`` (an MPIJob's ``spec.runPolicy.suspend``) with a merge patch."""
+    s = settings(ctx, kubeconfig, namespace, None)
+    kind, name = target(args)
+    patch: JSON = {"spec": {"runPolicy": {"suspend": suspend}}} if kind is MPIJOB else {"spec": {"suspend": suspend}}
+
+    async def go(c: AsyncTrainerClient) -> None:
+        try:
+            await c.kube.merge_patch(kind.resource, c.namespace, name, patch)
+        except ApiError as e:
+            if e.not_found:
+                raise NotFoundError(kind.resource.kind, c.namespace, name) from None
+            raise
+
+    run(s, go, crd=kind.resource)
+    typer.echo(f"{kind.resource.plural}.{kind.resource.group}/{name} {'suspended' if suspend else 'resumed'}")
+
+
+@app.command()
+def suspend(
+    ctx: typer.Context, args: JobArgs, kubeconfig: KubeconfigOpt = None, namespace: NamespaceOpt = None
+) -> None:
+    """Suspend a job: its pods go; it keeps its place and resumes with ``resume``."""
+    set_suspend(ctx, args, True, kubeconfig, namespace)
+
+
+@app.command()
+def resume(ctx: typer.Context, args: JobArgs, kubeconfig: KubeconfigOpt = None, namespace: NamespaceOpt = None) -> None:
+    """Resume a suspended job."""
+    set_suspend(ctx, args, False, kubeconfig, namespace)
 
 
 @operator_app.command(

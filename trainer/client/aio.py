@@ -123,8 +123,9 @@ def _started(pod: JSON) -> bool:
     return ((pod.get("status") or {}).get("phase") or "Pending") != "Pending"
 
 
-def _newest(pods: Iterable[JSON]) -> JSON:
-    return max(pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", p["metadata"]["name"]))
+def _age_key(pod: JSON) -> tuple[str, str]:
+    """Sorts pods oldest first: by creation time, then name."""
+    return ((pod.get("metadata") or {}).get("creationTimestamp") or "", str(pod["metadata"]["name"]))
 
 
 def _status_detail(text: str) -> str:
@@ -305,7 +306,30 @@ class AsyncJobClient(Generic[J]):
     ) -> JSON:
         """The newest started (not ``Pending``) pod of ``step`` (default ``kind.default_step``)
         node ``node`` (default 0; ``step`` may be given as ``node-1`` like the SDK) of job ``name``,
-        waiting for it to exist and start.
+        waiting for it to exist and start. Raises what :meth:`wait_for_pods` raises."""
+        return (await self.wait_for_pods(name, step, node, timeout))[0]
+
+    def _node_of(self, pod: JSON) -> tuple[int, int]:
+        """``(Job index, node index)`` of a pod from its labels; 0 for a label it lacks (the one pod
+        of a Job that is not Indexed, such as an MPIJob's launcher)."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        group = labels.get(self.kind.group_label, "0") if self.kind.group_label else "0"
+        index = labels.get(self.kind.node_label, "0")
+        return (int(group) if group.isdigit() else 0, int(index) if index.isdigit() else 0)
+
+    async def wait_for_pods(
+        self,
+        name: str,
+        step: str | None = None,
+        node: int | None = None,
+        timeout: float = DEFAULT_POD_TIMEOUT,
+        *,
+        all_nodes: bool = False,
+    ) -> list[JSON]:
+        """The newest started (not ``Pending``) pod of each node of ``step`` (default
+        ``kind.default_step``) of job ``name``, ordered by Job and node index: of node ``node``
+        only (default 0; ``step`` may be given as ``node-1`` like the SDK), or, with ``all_nodes``,
+        of every node that has one. Waits until at least one such pod started.
 
         Raises :class:`NotFoundError` when the job does not exist, or is finished and has no such
         pod; :class:`UnknownStepError` for a step the job does not have; :class:`WaitTimeoutError`
@@ -316,36 +340,57 @@ class AsyncJobClient(Generic[J]):
         step_name, index = resolve_step(step, node, steps, self.kind.default_step)
         if steps and step_name not in steps:
             raise UnknownStepError(self._what(name), step_name, steps)
-        selector = pod_selector(self.kind, name, step_name, index)
+        selector = pod_selector(self.kind, name, step_name)
         finished = self.kind.status_of(job) in (COMPLETE, FAILED)
+        which = f"step {step_name!r}" if all_nodes else f"step {step_name!r} node {index}"
         last: list[str] = []
         try:
             async with asyncio.timeout(timeout) as scope:
                 async for pods in observe(self.kube, PODS, self.namespace, label_selector=selector):
-                    started = [p for p in pods.values() if _started(p)]
-                    if started:
-                        return _newest(started)
-                    if not pods and finished:
-                        raise NotFoundError("Pod", self.namespace, f"of step {step_name!r} node {index} of {name}")
+                    mine = [p for p in pods.values() if all_nodes or self._node_of(p)[1] == index]
+                    newest: dict[tuple[int, int], JSON] = {}
+                    for pod in sorted(filter(_started, mine), key=_age_key):
+                        newest[self._node_of(pod)] = pod
+                    if newest:
+                        return [newest[k] for k in sorted(newest)]
+                    if not mine and finished:
+                        raise NotFoundError("Pod", self.namespace, f"of {which} of {name}")
                     finished = False  # only the first list can tell; later the pods may be on their way
-                    last[:] = [", ".join(f"pod {n} Pending" for n in sorted(pods)) or "no pod yet"]
+                    names = sorted(str(p["metadata"]["name"]) for p in mine)
+                    last[:] = [", ".join(f"pod {n} Pending" for n in names) or "no pod yet"]
         except TimeoutError:
             if not scope.expired():
                 raise
-            what = f"a started pod of step {step_name!r} node {index} of {self._what(name)}"
+            what = f"a started pod of {which} of {self._what(name)}"
             raise WaitTimeoutError(what, timeout, last[0] if last else None) from None
         raise NotFoundError("Pod", self.namespace, selector)  # observe never ends
 
-    async def read_pod_logs(self, pod: JSON, container: str, follow: bool = False) -> AsyncGenerator[str, None]:
+    async def read_pod_logs(
+        self,
+        pod: JSON,
+        container: str,
+        follow: bool = False,
+        *,
+        tail_lines: int | None = None,
+        since_seconds: int | None = None,
+        previous: bool = False,
+    ) -> AsyncGenerator[str, None]:
         """The lines of one container's log (``GET .../pods/<pod>/log``), streamed as they come
-        when ``follow``. Raises :class:`LogsUnavailableError` when the apiserver answers with an
-        error, e.g. for a pod on a node without a kubelet (KWOK): ``500 Get
-        "https://<node>:<port>/containerLogs/...": dial tcp ...``."""
+        when ``follow``; only the last ``tail_lines``, only those of the last ``since_seconds``, or
+        those of the previous instance of the container (``previous``), as ``kubectl logs``. Raises
+        :class:`LogsUnavailableError` when the apiserver answers with an error, e.g. for a pod on a
+        node without a kubelet (KWOK): ``500 Get "https://<node>:<port>/containerLogs/...": dial tcp ...``."""
         meta = pod.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or self.namespace), str(meta["name"])
         query = [("container", container)]
         if follow:
             query.append(("follow", "true"))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if since_seconds is not None:
+            query.append(("sinceSeconds", str(since_seconds)))
+        if previous:
+            query.append(("previous", "true"))
         resp = await self.kube.api.call_api(
             PODS.path(namespace, name, "log"),
             "GET",

@@ -18,11 +18,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from api.base import Model, ObjectMeta
-from api.trainer_v1alpha1 import API_VERSION, ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from api.kubeflow_v2beta1 import MPIJob
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.errors import ManifestError
 from trainer.json_codec import JSON
 
-Manifest: TypeAlias = TrainJob | TrainingRuntime | ClusterTrainingRuntime
+Manifest: TypeAlias = TrainJob | TrainingRuntime | ClusterTrainingRuntime | MPIJob
 """An object the client can create or apply."""
 Source: TypeAlias = Mapping[str, Any] | str | os.PathLike[str] | Model | Sequence[Mapping[str, Any] | Model]
 """What :func:`load_manifests` reads: one object (a mapping or an :mod:`api` model), several in a
@@ -32,6 +33,7 @@ KINDS: dict[str, type[Manifest]] = {
     TrainJob.KIND: TrainJob,
     TrainingRuntime.KIND: TrainingRuntime,
     ClusterTrainingRuntime.KIND: ClusterTrainingRuntime,
+    MPIJob.KIND: MPIJob,
 }
 MAX_ERRORS = 3
 
@@ -46,16 +48,20 @@ def _looks_like_path(text: str) -> bool:
     return bool(stripped) and "\n" not in stripped and not stripped.startswith(("{", "[")) and ": " not in stripped
 
 
+def yaml_error_text(error: yaml.YAMLError) -> str:
+    """A YAML syntax error on one line: ``invalid YAML at line 1, column 8: <problem>``."""
+    mark = getattr(error, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"invalid YAML{at}: {_one_line(getattr(error, 'problem', None) or str(error))}"
+
+
 def read_yaml(text: str, where: str) -> list[tuple[str, Any]]:
     """The documents of a YAML (or JSON) text, each with its place (``<where>#<n>`` when there are
     several); empty documents are skipped. Raises :class:`ManifestError` on a syntax error."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ManifestError(f"{where}: invalid YAML{at}: {_one_line(problem)}") from None
+        raise ManifestError(f"{where}: {yaml_error_text(e)}") from None
     if len(docs) == 1:
         return [(where, docs[0])]
     return [(f"{where}#{i + 1}", d) for i, d in enumerate(docs)]
@@ -138,11 +144,12 @@ def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
         raise ManifestError(f"{where}: expected an object (a YAML mapping), got {type(doc).__name__}")
     kind = doc.get("kind")
     if kind not in KINDS:
-        expected = ", ".join(KINDS)
+        expected = ", ".join(f"{k} ({m.model_fields['api_version'].default})" for k, m in KINDS.items())
         got = f"kind {kind!r}" if kind else "no kind"
-        raise ManifestError(f"{where}: {got} is not supported; expected one of {expected} ({API_VERSION})")
-    if doc.get("apiVersion") != API_VERSION:
-        raise ManifestError(f"{where}: {kind} must have apiVersion {API_VERSION}, not {doc.get('apiVersion')!r}")
+        raise ManifestError(f"{where}: {got} is not supported; expected one of {expected}")
+    api_version = KINDS[str(kind)].model_fields["api_version"].default
+    if doc.get("apiVersion") != api_version:
+        raise ManifestError(f"{where}: {kind} must have apiVersion {api_version}, not {doc.get('apiVersion')!r}")
     name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
     what = f"{kind} {name!r}" if name else str(kind)
     if not name:

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from api.base import Condition, Model
-from api.kinds import TRAINJOBS, Resource
+from api.kinds import MPIJOBS, TRAINJOBS, Resource
+from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
@@ -24,6 +25,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.builders.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
+from trainer.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
 from trainer.json_codec import JSON
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 
@@ -65,6 +67,49 @@ def trainjob_status(job: TrainJob) -> str:
     if COND_RUNNING not in conds and any(s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []):
         return RUNNING
     return CREATED
+
+
+HOLDING_CONDITIONS: tuple[str, ...] = (
+    FAILED,
+    COMPLETE,
+    "Succeeded",
+    SUSPENDED,
+    "RuntimeNotFound",
+    COND_MISCONFIGURED,
+    COND_WAITING_FOR_GANG,
+    "RestartingJobSet",
+    "Restarting",
+    RUNNING,
+)
+"""Condition types that say why a job is where it is, the first True one winning: finished, held
+(suspended, no runtime, misconfigured, waiting for its gang), restarting, running."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What holds a job: :func:`holding_condition`'s answer."""
+
+    state: str
+    """The first True condition of :data:`HOLDING_CONDITIONS` (e.g. ``WaitingForGang``), ``Running``
+    for a TrainJob whose operator writes no ``Running`` condition but counts a ready Job, else
+    ``Created``."""
+    reason: str = ""
+    """That condition's reason (empty without one)."""
+    message: str = ""
+    """That condition's message, on one line (empty without one)."""
+
+
+def holding_condition(job: TrainJob | MPIJob) -> Holding:
+    """The condition that holds ``job`` (a TrainJob or an MPIJob), as ``kubectl`` users read a
+    STATUS column: see :class:`Holding`."""
+    conds = {c.type: c for c in (job.status.conditions if job.status else None) or []}
+    for type_ in HOLDING_CONDITIONS:
+        c = conds.get(type_)
+        if c is not None and c.status == "True":
+            return Holding(type_, c.reason or "", " ".join((c.message or "").split()))
+    if isinstance(job, TrainJob) and trainjob_status(job) == RUNNING:
+        return Holding(RUNNING)
+    return Holding(CREATED)
 
 
 def failure_message(job: TrainJob) -> str:
@@ -124,8 +169,7 @@ def metrics_text(job: TrainJob) -> str:
 @dataclass(frozen=True)
 class JobKind(Generic[J]):
     """What the client needs to know about one kind of training job: where it lives, how to parse
-    it, how to read its status, and how its pods are labelled. :data:`TRAINJOB` is the only kind
-    so far; an MPIJob kind (``kubeflow.org/v2beta1``) fits the same shape."""
+    it, how to read its status, and how its pods are labelled: :data:`TRAINJOB` and :data:`MPIJOB`."""
 
     resource: Resource
     """REST collection of the kind."""
@@ -137,18 +181,18 @@ class JobKind(Generic[J]):
     """Why the object Failed (its condition's ``reason: message``)."""
     steps_of: Callable[[J], list[str]]
     """Step names the object reports (empty when unknown yet)."""
-    statuses: tuple[str, ...]
-    """Statuses ``status_of`` returns."""
     job_label: str
     """Pod label holding the job's name."""
     step_label: str
     """Pod label holding the step (replicated job / replica type) name."""
-    node_label: str
-    """Pod label holding the node index within the step."""
     default_step: str
     """Step whose logs are read when none is named."""
     default_container: str
     """Container whose logs are read when the pod has several and none is named."""
+    statuses: tuple[str, ...] = STATUSES
+    """Statuses ``status_of`` returns."""
+    node_label: str = COMPLETION_INDEX_LABEL
+    """Pod label holding the node index within the step (Indexed Jobs' completion index)."""
     group_label: str | None = None
     """Pod label of the Job index inside a step with several Jobs (``job-index``), if any."""
     related_kinds: tuple[str, ...] = field(default=("Job", "Pod", "PodGroup"))
@@ -161,15 +205,51 @@ TRAINJOB: JobKind[TrainJob] = JobKind(
     status_of=trainjob_status,
     failure_of=failure_message,
     steps_of=trainjob_steps,
-    statuses=STATUSES,
     job_label=JOBSET_NAME,
     step_label=REPLICATED_JOB_NAME,
-    node_label=COMPLETION_INDEX_LABEL,
     default_step="node",
     default_container=NODE_CONTAINER,
     group_label=JOB_INDEX,
 )
 """TrainJob (``trainer.kubeflow.org/v1alpha1``): pods labelled as JobSet labels them."""
+
+
+def mpijob_status(job: MPIJob) -> str:
+    """One of :data:`STATUSES` from an MPIJob's conditions: ``Succeeded`` reads as ``Complete``."""
+    state = holding_condition(job).state
+    return {"Succeeded": COMPLETE, "Restarting": RUNNING}.get(state, state if state in STATUSES else CREATED)
+
+
+def mpijob_failure(job: MPIJob) -> str:
+    """``reason: message`` of the MPIJob's True ``Failed`` condition ("" when there is none)."""
+    held = holding_condition(job)
+    if held.state != FAILED:
+        return ""
+    return f"{held.reason}: {held.message}" if held.reason else held.message
+
+
+def mpijob_steps(job: MPIJob) -> list[str]:
+    """The MPIJob's replica types, lower case as its pods' ``training.kubeflow.org/replica-type``."""
+    specs = job.spec.mpi_replica_specs
+    return [name for name, spec in (("launcher", specs.launcher), ("worker", specs.worker)) if spec is not None]
+
+
+MPIJOB: JobKind[MPIJob] = JobKind(
+    resource=MPIJOBS,
+    model=MPIJob,
+    status_of=mpijob_status,
+    failure_of=mpijob_failure,
+    steps_of=mpijob_steps,
+    job_label="training.kubeflow.org/job-name",
+    step_label="training.kubeflow.org/replica-type",
+    default_step="launcher",
+    default_container="launcher",
+)
+"""MPIJob (``kubeflow.org/v2beta1``): pods labelled as mpi-operator labels them; the launcher's Job
+is not Indexed, so its one pod has no index label and counts as node 0."""
+
+JOB_KINDS: tuple[JobKind[Any], ...] = (TRAINJOB, MPIJOB)
+"""Every kind of training job the client knows."""
 
 
 def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: int | None = None) -> str:
