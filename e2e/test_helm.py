@@ -221,6 +221,22 @@ def test_the_kustomize_build_with_its_webhook_configurations_passes_a_server_sid
         assert f"{qualified(kind)}/{name} serverside-applied (server dry run)" in result.stdout, result.stdout
 
 
+def test_kubectl_delete_k_of_the_webhook_kustomization_leaves_no_webhook_configuration(cluster: Any) -> None:
+    """``config/default`` includes ``config/webhook`` (dry run above): applied and then deleted for real
+    with ``kubectl -k``, it leaves no webhook configuration behind (nothing else is touched)."""
+    kustomization = str(ROOT / "config" / "webhook")
+    applied = cluster.run_kubectl("apply", "--server-side", "-k", kustomization, check=False)
+    try:
+        assert applied.returncode == 0, applied.stderr
+        for kind, name, _ in WEBHOOK_CONFIGURATIONS:
+            assert exists(cluster, kind, name, ""), (kind, name)
+    finally:
+        deleted = cluster.run_kubectl("delete", "-k", kustomization, "--wait", check=False)
+    assert deleted.returncode == 0, deleted.stderr
+    for kind, name, _ in WEBHOOK_CONFIGURATIONS:
+        assert not exists(cluster, kind, name, ""), f"{kind} {name} left behind by kubectl delete -k"
+
+
 def test_helm_install_creates_the_release(cluster: Any, helm: Helm) -> None:
     sets = [arg for value in VALUES for arg in ("--set", value)]
     helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace", *sets, "--wait")
