@@ -486,3 +486,26 @@ def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.Mo
         options = reconcile.__self__.kind.info.args[0]  # type: ignore[attr-defined]
         assert options.max_nodes_per_job == 7
     assert cache_facts(manager.readers, "none", 7).max_nodes_per_job == 7
+
+
+async def test_a_started_mpijob_grown_past_the_node_limit_keeps_what_runs_and_says_so() -> None:
+    """As for a TrainJob: without the webhook, raising a running MPIJob's workers past
+    --max-nodes-per-job writes nothing and says NodeLimitExceeded; back under the limit, it goes on."""
+    w = World("mpijob", "none", max_nodes_per_job=2)  # the sample has 2 workers: admitted
+    await w.settle()
+    before = copy.deepcopy(w.jobs())
+    writes = w.kube.count("apply", "Job") + w.kube.count("create", "Job")
+    raised = copy.deepcopy(w.obj)
+    raised["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 9
+    w.kube.put(raised)
+    await w.settle()
+    cond = w.condition("Misconfigured")
+    assert cond is not None and (cond["status"], cond["reason"]) == ("True", "NodeLimitExceeded")
+    assert "spec.mpiReplicaSpecs.Worker.replicas: 9 workers is more than this operator's limit of 2" in cond["message"]
+    assert w.jobs() == before and w.kube.count("apply", "Job") + w.kube.count("create", "Job") == writes
+    assert w.condition("Failed") is None
+    back = copy.deepcopy(w.obj)
+    back["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] = 2
+    w.kube.put(back)
+    await w.settle()
+    assert w.condition("Misconfigured") is None

@@ -28,7 +28,16 @@ from api.kubeflow_v2beta1 import (
 )
 from trainer.builders.mpi import new_ssh_secret
 from trainer.controller import Context, Controller
-from trainer.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
+from trainer.gang.base import (
+    COND_MISCONFIGURED,
+    GangInput,
+    GangPlan,
+    GangScheduler,
+    PodSet,
+    decorate,
+    gang_conditions,
+    problem,
+)
 from trainer.job_facts import finished, finished_at, managed_by, seconds_left, started
 from trainer.json_codec import JSON
 from trainer.kube.cache import key_of
@@ -44,8 +53,13 @@ from trainer.mpijob.children import (
 from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.reconciler.child_writer import Desired, Once
-from trainer.reconciler.reconcile import Blocked, Kind, declare
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB, mpijob_errors
+from trainer.reconciler.reconcile import Blocked, Kind, declare, kept_conditions
+from trainer.runtime_validation import (
+    DEFAULT_MAX_NODES_PER_JOB,
+    REASON_NODE_LIMIT,
+    mpijob_errors,
+    mpijob_worker_limit_errors,
+)
 
 
 @dataclass(frozen=True)
@@ -123,6 +137,13 @@ def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJob
         str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in ctx.reader.owned(JOBS, str(job.metadata.uid))
     }
     ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec.run_policy else None
+    if observed and not finished(current, TERMINAL):
+        # The node limit holds for a started job too (the webhook may not run): it grows by nothing.
+        parallelism = ((observed.get("worker") or {}).get("spec") or {}).get("parallelism")
+        running = parallelism if isinstance(parallelism, int) else 0
+        grown = mpijob_worker_limit_errors(job, options.max_nodes_per_job, running)
+        if grown:
+            return Blocked([*kept_conditions(obj), problem(REASON_NODE_LIMIT, "; ".join(grown))])
     return MPIJobInfo(
         obj=obj,
         job=job,
