@@ -1,11 +1,11 @@
 # Two commands for a new machine (see README.md):
 #   make demo   run the sample TrainJob on the local cluster until Complete
-#   make test   lint, type-check, unit tests and the end-to-end suite on the local cluster
+#   make test   lint, type-check, docs (mkdocs --strict), unit tests and the end-to-end suite on the local cluster
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint unit e2e venv binaries crds rbac chart lock
+.PHONY: demo test lint docs unit e2e venv binaries crds rbac chart lock
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy api trainer tests e2e bench
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
+# The docs site (mkdocs.yml, docs/) at http://127.0.0.1:8000, rebuilt on every change.
+docs: venv
+	$(VENV)/bin/mkdocs serve
 
 unit: venv
 	$(PY) -m pytest tests -q

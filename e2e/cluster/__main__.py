@@ -2,9 +2,10 @@
 ``python -m e2e.cluster multicluster up|down|status [--dir DIR] [--purge]``.
 
 ``up`` starts the cluster (or reuses the one running from DIR) and prints ``export KUBECONFIG=...``
-on stdout; the processes keep running after the command exits, until ``down``. ``up --volcano``
-and ``up --kueue`` add those components, ``up --crds PATH...`` applies CRD manifests (files or
-directories) before they start; ``down`` stops whatever runs, optional components included.
+and ``export PATH=...`` (the built kubectl, and helm once built) on stdout, for ``eval``; the
+processes keep running after the command exits, until ``down``. ``up --volcano`` and ``up --kueue``
+add those components, ``up --crds PATH...`` applies CRD manifests (files or directories) before they
+start; ``down`` stops whatever runs, optional components included.
 
 ``multicluster up`` starts a MultiKueue manager and two worker clusters, each with Kueue and the
 operator (:mod:`e2e.cluster.multicluster`), and prints ``export KUBECONFIG=<manager>`` on stdout
@@ -17,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from e2e.cluster.binaries import cache_dir
+from e2e.cluster.binaries import binary_paths, cache_dir
 from e2e.cluster.cluster import LocalCluster
 from e2e.cluster.multicluster import MultiCluster
 
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "up":
         cluster.start()
         print(f"export KUBECONFIG={cluster.kubeconfig}")
+        tools = [binary_paths()[name] for name in ("kubectl", "helm")]
+        dirs = dict.fromkeys(str(path.parent) for path in tools if path.exists())
+        print(f"export PATH={':'.join(dirs)}:$PATH")
         return 0
     if args.command == "down":
         cluster.stop(purge=args.purge)
