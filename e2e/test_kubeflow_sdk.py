@@ -20,15 +20,19 @@ What the SDK needs, read from its source (``kubeflow/trainer/backends/kubernetes
 * optionally the ConfigMap ``kubeflow-trainer-public`` (key ``kubeflow_trainer_version``) in
   ``kubeflow-system``: without it the SDK only logs a warning.
 
-Every test here passes against this operator with its default settings.
+Every test here passes against this operator with its default settings. The last one runs one
+script, written for that SDK, unchanged with ``kubeflow.trainer`` and with ``trainer.client``, and
+compares what each saw.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from types import ModuleType
 from typing import Any
 
+import kubeflow.trainer
 import pytest
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import CustomTrainer, TrainerClient
@@ -47,7 +51,8 @@ from kubeflow.trainer.options import (
     TrainingRuntimeSpecPatch,
 )
 
-from api.kinds import JOBS, TRAINJOBS
+import trainer.client
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, TRAINJOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
 from trainer.json_codec import JSON
@@ -214,3 +219,64 @@ async def test_active_deadline_seconds_fails_the_job(kf: TrainerClient, client: 
     assert job.status == "Failed"
     failed = condition(await client.trainjob(ns, name), "Failed")
     assert failed is not None and failed["reason"] == "DeadlineExceeded"
+
+
+def sdk_script(sdk: ModuleType, namespace: str, kubeconfig: str, runtime: str) -> JSON:
+    """One user script, written against the kubeflow SDK, run unchanged with ``sdk`` being
+    ``kubeflow.trainer`` or ``trainer.client``: train a function, wait, read logs, delete. Returns
+    what it saw."""
+    client = sdk.TrainerClient(sdk.KubernetesBackendConfig(namespace=namespace, config_file=kubeconfig))
+    framework = next(r.trainer.framework for r in client.list_runtimes() if r.name == runtime)
+    name = client.train(runtime, trainer=sdk.CustomTrainer(func=train_fn, num_nodes=2))
+    job = client.wait_for_job_status(name, {"Complete"}, 90, 1)
+    logs = list(client.get_job_logs(name, "node-1", False))
+    got = client.get_job(name)
+    listed = [j.name for j in client.list_jobs()]
+    events = {e.involved_object_kind for e in client.get_job_events(name)}
+    client.delete_job(name)
+    return {
+        "name": (type(name).__name__, len(name), name == job.name == got.name, listed == [name]),
+        "framework": framework,
+        "status": (job.status, got.status),
+        "num_nodes": (job.num_nodes, got.num_nodes),
+        "runtime": (job.runtime.name, job.runtime.kind.value, job.runtime.trainer.framework),
+        "steps": [(s.name, s.status, s.pod_name.startswith(f"{name}-node-")) for s in job.steps],
+        "created": type(job.creation_timestamp).__name__,
+        "logs": logs,
+        "events": "TrainJob" in events and "Pod" in events,
+    }
+
+
+async def test_the_same_script_runs_with_this_sdk_and_the_kubeflow_sdk(
+    cluster: Any, client: Client, ns: str, samples: None, logs_nodes: LogsNodes
+) -> None:
+    """The script above gives the same answers with both SDKs. Its jobs run on the log node through
+    a TrainingRuntime of the namespace (a copy of the sample, pinned there), which both SDKs prefer
+    to the ClusterTrainingRuntime of the same name."""
+    runtime = await client.kube.get(CLUSTER_TRAINING_RUNTIMES, None, "torch-distributed")
+    runtime = {
+        "apiVersion": runtime["apiVersion"],
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "torch-distributed", "labels": runtime["metadata"]["labels"]},
+        "spec": runtime["spec"],
+    }
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        pod["nodeSelector"] = {"kubernetes.io/hostname": logs_nodes.served}
+        pod["tolerations"] = [{"key": logs_nodes.taint, "operator": "Exists", "effect": "NoSchedule"}]
+    await client.apply(runtime, ns)
+    kubeconfig = str(cluster.kubeconfig)
+    theirs = await asyncio.to_thread(sdk_script, kubeflow.trainer, ns, kubeconfig, "torch-distributed")
+    ours = await asyncio.to_thread(sdk_script, trainer.client, ns, kubeconfig, "torch-distributed")
+    assert theirs == ours
+    assert ours == {
+        "name": ("str", 12, True, True),
+        "framework": "torch",
+        "status": ("Complete", "Complete"),
+        "num_nodes": (2, 2),
+        "runtime": ("torch-distributed", "TrainingRuntime", "torch"),
+        "steps": [("node-0", "Succeeded", True), ("node-1", "Succeeded", True)],
+        "created": "datetime",
+        "logs": logs_nodes.lines,
+        "events": True,
+    }

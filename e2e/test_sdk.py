@@ -245,32 +245,39 @@ async def connect(cluster: Any, ns: str) -> AsyncTrainerClient:
 
 
 def test_the_sample_runs_to_complete_is_listed_described_and_deleted(sdk: TrainerClient, samples: None) -> None:
-    job = sdk.create_job(SAMPLE, namespace=sdk.namespace)
-    name = job.metadata.name or ""
-    assert (name, job.metadata.namespace, job.spec.trainer and job.spec.trainer.num_nodes) == (
+    job = sdk.create_job(SAMPLE)  # the sample says namespace "default": the client's (given) wins
+    name = job.name
+    assert (name, job.namespace, job.num_nodes, job.status, job.runtime and job.runtime.name) == (
         "pytorch-simple",
         sdk.namespace,
         2,
+        "Created",
+        "torch-distributed",
     )
+    assert job.trainjob is not None and job.metadata.namespace == sdk.namespace
     with pytest.raises(AlreadyExistsError):
         sdk.create_job(SAMPLE, namespace=sdk.namespace)
 
     seen: list[str] = []
-    done = sdk.wait_for_job_status(name, "Complete", timeout=90, callbacks=[lambda j: seen.append(trainjob_status(j))])
-    assert trainjob_status(done) == "Complete" and seen[-1] == "Complete"
-    assert done.status is not None and done.status.jobs_status is not None
-    assert [(s.name, s.succeeded) for s in done.status.jobs_status] == [("node", 1)]
+    done = sdk.wait_for_job_status(name, "Complete", timeout=90, callbacks=[lambda j: seen.append(j.status)])
+    assert done.status == "Complete" and seen[-1] == "Complete" and trainjob_status(done) == "Complete"
+    assert [(s.name, s.status) for s in done.steps] == [("node-0", "Succeeded"), ("node-1", "Succeeded")]
+    assert done.trainjob is not None and done.trainjob.status is not None
+    jobs_status = done.trainjob.status.jobs_status
+    assert jobs_status is not None and [(s.name, s.succeeded) for s in jobs_status] == [("node", 1)]
     again = sdk.get_job(name)  # its status may still be rewritten after Complete; the outcome may not
-    assert trainjob_status(again) == "Complete"
-    assert again.status is not None and again.status.jobs_status == done.status.jobs_status
+    assert again.status == "Complete"
+    assert again.trainjob is not None and again.trainjob.status is not None
+    assert again.trainjob.status.jobs_status == jobs_status
 
-    assert [j.metadata.name for j in sdk.list_jobs()] == [name]
-    assert [j.metadata.name for j in sdk.list_jobs("torch-distributed")] == [name]
+    assert [j.name for j in sdk.list_jobs()] == [name]
+    assert [j.name for j in sdk.list_jobs("torch-distributed")] == [name]
     assert sdk.list_jobs("another-runtime") == []
     assert sdk.list_jobs(queue="production") == []
-    runtime = next(r for r in sdk.list_runtimes() if r.metadata.name == "torch-distributed")
-    assert (runtime.kind, runtime_framework(runtime)) == ("ClusterTrainingRuntime", "torch")
-    assert [j.metadata.name for j in sdk.list_jobs(runtime)] == [name]
+    runtime = next(r for r in sdk.list_runtimes() if r.name == "torch-distributed")
+    assert (runtime.kind, runtime.trainer.framework) == ("ClusterTrainingRuntime", "torch")
+    assert runtime.object is not None and runtime_framework(runtime.object) == "torch"
+    assert [j.name for j in sdk.list_jobs(runtime)] == [name]
 
     events = sdk.get_job_events(name)
     assert {"SuccessfulCreate", "AllJobsCompleted"} <= {e.reason for e in events}

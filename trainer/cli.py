@@ -1117,7 +1117,7 @@ def wait(
                     if not err.is_terminal:
                         err.print(text)
 
-            job: Job = await job_client(c, kind).wait_for_job_status(name, wanted, timeout, [progress])
+            job: Job = await job_client(c, kind).wait_for_job_status(name, wanted, timeout, callbacks=[progress])
             return job
 
     job = run(s, watch, crd=kind.resource)

@@ -1,18 +1,23 @@
-"""Python SDK of the trainer operator: submit, watch, read and delete TrainJobs.
+"""Python SDK of the trainer operator: train, submit, watch, read and delete TrainJobs.
 
-:class:`TrainerClient` blocks; :class:`AsyncTrainerClient` is its asyncio face. Both take
-manifests as dicts, YAML paths or strings, or :mod:`api` objects, and return :mod:`api` objects.
-Names and semantics follow the kubeflow SDK's ``TrainerClient`` where they overlap, so code
-written for it reads the same::
+:class:`TrainerClient` is a drop-in for the kubeflow SDK's ``kubeflow.trainer.TrainerClient``
+(``kubeflow/trainer/api/trainer_client.py``, kubeflow 0.5.0): the same methods, positional
+arguments and return shapes (:mod:`trainer.client.shapes`), the same ``CustomTrainer``,
+``CustomTrainerContainer`` and ``Initializer`` (:mod:`trainer.client.trainers`), plus manifests
+(dicts, YAML paths or strings, :mod:`api` objects), Kueue and Volcano queues and MultiKueue.
+:class:`AsyncTrainerClient` is the asyncio client underneath; it returns the :mod:`api` objects::
 
-    from trainer.client import TrainerClient
+    from trainer.client import CustomTrainer, TrainerClient
 
-    with TrainerClient(namespace="team-a") as client:
-        # Created in the namespace argument, else the manifest's own, else the client's (team-a).
-        job = client.create_job("config/samples/trainjob.yaml", namespace="team-a")
-        client.wait_for_job_status(job.metadata.name, {"Complete"}, timeout=600)
-        for line in client.get_job_logs(job.metadata.name, step="node", node=0):
-            print(line)
+    def train():
+        print("training")
+
+    client = TrainerClient(namespace="team-a")
+    name = client.train("torch-distributed", trainer=CustomTrainer(func=train, num_nodes=2))
+    job = client.wait_for_job_status(name, {"Complete"}, 600)  # job.status == "Complete"
+    for line in client.get_job_logs(name, "node-0", True):
+        print(line)
+    client.delete_job(name)
 """
 
 from trainer.client.aio import AsyncJobClient, AsyncTrainerClient, default_namespace
@@ -29,7 +34,18 @@ from trainer.client.errors import (
 )
 from trainer.client.manifest import Manifest, load_manifests, load_trainjob
 from trainer.client.multicluster import CheckState, WorkloadInfo, for_multicluster
-from trainer.client.sync import TrainerClient
+from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, Step, TrainerType, TrainJob
+from trainer.client.sync import KubernetesBackendConfig, TrainerClient
+from trainer.client.trainers import (
+    CustomTrainer,
+    CustomTrainerContainer,
+    DataCacheInitializer,
+    HuggingFaceDatasetInitializer,
+    HuggingFaceModelInitializer,
+    Initializer,
+    S3DatasetInitializer,
+    S3ModelInitializer,
+)
 from trainer.client.types import (
     COMPLETE,
     CREATED,
@@ -57,16 +73,31 @@ __all__ = [
     "AsyncJobClient",
     "AsyncTrainerClient",
     "CheckState",
+    "CustomTrainer",
+    "CustomTrainerContainer",
+    "DataCacheInitializer",
     "Event",
+    "HuggingFaceDatasetInitializer",
+    "HuggingFaceModelInitializer",
+    "Initializer",
     "JobFailedError",
     "JobFinishedError",
     "JobKind",
+    "KubernetesBackendConfig",
     "LogsUnavailableError",
     "Manifest",
     "ManifestError",
     "NotFoundError",
+    "Runtime",
+    "RuntimeKind",
+    "RuntimeTrainer",
+    "S3DatasetInitializer",
+    "S3ModelInitializer",
+    "Step",
+    "TrainJob",
     "TrainerClient",
     "TrainerClientError",
+    "TrainerType",
     "UnknownStepError",
     "WaitTimeoutError",
     "WorkloadInfo",

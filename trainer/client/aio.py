@@ -18,11 +18,17 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import logging
+import os
+import random
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable
+import string
+import uuid
+import warnings
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, Self
+from typing import Any, Generic, Self, TypeVar
 
 import aiohttp
 from kubernetes_asyncio import config
@@ -40,7 +46,13 @@ from api.kinds import (
     Resource,
     resource_of,
 )
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
+from api.trainer_v1alpha1 import (
+    FRAMEWORK_LABEL,
+    ClusterTrainingRuntime,
+    TrainingRuntime,
+    TrainJob,
+    runtime_from_dict,
+)
 from trainer.client.errors import (
     AlreadyExistsError,
     JobFailedError,
@@ -52,6 +64,17 @@ from trainer.client.errors import (
 )
 from trainer.client.manifest import Manifest, Source, load_manifests, load_trainjob, wire_dict, with_namespace
 from trainer.client.multicluster import JOB_UID_LABEL, WorkloadInfo, for_multicluster, owned_workload
+from trainer.client.shapes import Runtime, runtime_of, trainjob_of
+from trainer.client.shapes import TrainJob as View
+from trainer.client.trainers import (
+    CustomTrainer,
+    CustomTrainerContainer,
+    Initializer,
+    Option,
+    RuntimeChoice,
+    initializer_spec,
+    trainer_spec,
+)
 from trainer.client.types import (
     COMPLETE,
     FAILED,
@@ -62,25 +85,65 @@ from trainer.client.types import (
     in_queue,
     pod_selector,
     related_events,
+    runtime_framework,
 )
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
 from trainer.queue_choice import KUEUE_QUEUE_LABEL
 from trainer.runtime.snapshot import runtime_of_snapshot, snapshot_name
 
+log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"
 """Field manager of the client's server-side applies."""
 DEFAULT_WAIT_TIMEOUT = 600.0
 DEFAULT_POD_TIMEOUT = 300.0
+DEFAULT_POLLING_INTERVAL = 2
+"""The kubeflow SDK's default ``polling_interval`` (accepted, unused: waits follow a watch)."""
 WATCH_SECONDS = 240
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
-def default_namespace(kubeconfig: str | None = None) -> str:
-    """The namespace of the kubeconfig's current context, else the in-cluster service account's,
-    else ``default`` (as the kubeflow SDK's ``get_default_target_namespace``)."""
+C = TypeVar("C")
+
+
+def legacy_callbacks(
+    polling_interval: float | Iterable[C], callbacks: Iterable[C] | None, stacklevel: int = 3
+) -> tuple[float, Iterable[C] | None]:
+    """``(polling_interval, callbacks)`` of a ``wait_for_job_status`` call: callbacks passed as the
+    4th positional argument (this client's order before the kubeflow SDK's) are taken as
+    ``callbacks``, with a ``DeprecationWarning``."""
+    if isinstance(polling_interval, int | float):
+        return polling_interval, callbacks
+    warnings.warn(
+        "wait_for_job_status(name, status, timeout, callbacks) is deprecated: the 4th argument is "
+        "polling_interval, as in the kubeflow SDK; pass callbacks=",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return DEFAULT_POLLING_INTERVAL, polling_interval
+
+
+def legacy_node(follow: bool | int, node: int | None, stacklevel: int = 3) -> tuple[bool, int | None]:
+    """``(follow, node)`` of a ``get_job_logs`` call: an integer (not a bool) as the 3rd positional
+    argument is a node index (this client's order before the kubeflow SDK's), taken with a
+    ``DeprecationWarning``."""
+    if isinstance(follow, bool):
+        return follow, node
+    warnings.warn(
+        "get_job_logs(name, step, node) is deprecated: the 3rd argument is follow, as in the kubeflow SDK; pass node=",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return False, follow
+
+
+def default_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace of the kubeconfig's ``context`` (default: the current one), else the in-cluster
+    service account's, else ``default`` (as the kubeflow SDK's ``get_default_target_namespace``)."""
     try:
-        _, current = config.list_kube_config_contexts(kubeconfig)
+        contexts, current = config.list_kube_config_contexts(kubeconfig)
+        if context:
+            current = next((c for c in contexts or [] if c.get("name") == context), None)
         namespace = ((current or {}).get("context") or {}).get("namespace")
         if namespace:
             return str(namespace)
@@ -250,26 +313,51 @@ class AsyncJobClient(Generic[J]):
         name: str,
         status: str | Collection[str] = frozenset({COMPLETE}),
         timeout: float = DEFAULT_WAIT_TIMEOUT,
+        polling_interval: float | Iterable[Callable[[J], None]] = DEFAULT_POLLING_INTERVAL,
         callbacks: Iterable[Callable[[J], None]] | None = None,
     ) -> J:
         """Wait until the job's status (``kind.status_of``) is one of ``status``; returns the job.
 
-        Follows a watch on the job, so it returns as soon as the apiserver has the change. Every
-        version of the job seen is passed to each of ``callbacks``.
+        Arguments are positioned as in the kubeflow SDK's ``wait_for_job_status`` (``name, status,
+        timeout, polling_interval, callbacks``). The wait follows a watch on the job, so it returns as
+        soon as the apiserver has the change; ``polling_interval`` (seconds, > 0) is accepted for
+        compatibility and changes nothing. Every version of the job seen is passed to each of
+        ``callbacks``. Callbacks passed as the 4th positional argument (this client's order before)
+        still work, with a ``DeprecationWarning``.
 
-        Raises ``ValueError`` for a status the kind does not have or a timeout <= 0;
+        Raises ``ValueError`` for a status the kind does not have, a timeout <= 0 or a
+        polling_interval <= 0;
         :class:`JobFailedError` when the job reaches ``Failed`` and ``Failed`` is not wanted;
         :class:`JobFinishedError` when it is ``Complete`` and that is not wanted (it will not change
         any more); :class:`WaitTimeoutError` after ``timeout`` seconds; :class:`NotFoundError` when
         the job does not exist or is deleted meanwhile.
         """
+        polling_interval, callbacks = legacy_callbacks(polling_interval, callbacks)
+        hooks = list(callbacks or [])
+
+        async def call_hooks(job: J) -> None:
+            for hook in hooks:
+                hook(job)
+
+        return await self._wait_for(name, status, timeout, polling_interval, call_hooks)
+
+    async def _wait_for(
+        self,
+        name: str,
+        status: str | Collection[str],
+        timeout: float,
+        polling_interval: float,
+        on_change: Callable[[J], Awaitable[None]],
+    ) -> J:
+        """:meth:`wait_for_job_status` with an awaitable called on every version of the job."""
         wanted = {status} if isinstance(status, str) else set(status)
         unknown = wanted - set(self.kind.statuses)
         if not wanted or unknown:
             raise ValueError(f"status must be a non-empty subset of {', '.join(self.kind.statuses)}; got {wanted}")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
-        hooks = list(callbacks or [])
+        if polling_interval <= 0:
+            raise ValueError(f"polling_interval must be positive, got {polling_interval}")
         last: list[str] = []
 
         async def run() -> J:
@@ -282,8 +370,7 @@ class AsyncJobClient(Generic[J]):
                 job = self._parse(obj)
                 current = self.kind.status_of(job)
                 last[:] = [current]
-                for hook in hooks:
-                    hook(job)
+                await on_change(job)
                 if current in wanted:
                     return job
                 if current == FAILED:
@@ -417,21 +504,26 @@ class AsyncJobClient(Generic[J]):
         self,
         name: str,
         step: str | None = None,
-        node: int | None = None,
-        follow: bool = False,
+        follow: bool | int = False,
         *,
+        node: int | None = None,
         container: str | None = None,
         pod_timeout: float = DEFAULT_POD_TIMEOUT,
     ) -> AsyncGenerator[str, None]:
         """Log lines of one node of one step: the pod of replicated job ``step`` (default
-        ``node``) with completion index ``node`` (default 0). ``follow`` streams until the
-        container ends. ``container`` defaults to the pod's only container, else the one named
-        after the step, else ``node``.
+        ``node``) with completion index ``node`` (default 0; ``step`` may say it as the kubeflow
+        SDK does, ``node-1``). ``follow`` streams until the container ends. ``container`` defaults
+        to the pod's only container, else the one named after the step, else ``node``.
+
+        Positional arguments are the kubeflow SDK's (``name, step, follow``); an integer (not a
+        bool) as ``follow`` is read as ``node``, this client's order before, with a
+        ``DeprecationWarning``.
 
         Waits up to ``pod_timeout`` seconds for the pod to exist and start (kubeflow/sdk#182)
         instead of yielding nothing. Raises what :meth:`wait_for_pod` and :meth:`read_pod_logs`
         raise.
         """
+        follow, node = legacy_node(follow, node)
         pod = await self.wait_for_pod(name, step, node, pod_timeout)
         step_name = str(((pod.get("metadata") or {}).get("labels") or {}).get(self.kind.step_label, step or ""))
         chosen = container or pick_container(pod, step_name, self.kind.default_container)
@@ -562,31 +654,44 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
     manager or call :meth:`close`.
     """
 
-    def __init__(self, kube: Kube, namespace: str = "default", owns_kube: bool = False) -> None:
-        super().__init__(kube, namespace, TRAINJOB, owns_kube)
+    def __init__(self, kube: Kube, namespace: str | None = None, owns_kube: bool = False) -> None:
+        super().__init__(kube, namespace or "default", TRAINJOB, owns_kube)
+        self.namespace_given = namespace is not None
+        """Whether the namespace was given (it then wins over a manifest's own), not defaulted."""
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None, namespace: str | None = None) -> Self:
-        """Connect with ``kubeconfig`` (else ``$KUBECONFIG``/``~/.kube/config``, else in-cluster);
-        ``namespace`` defaults to :func:`default_namespace`. Raises
-        ``kubernetes_asyncio.config.ConfigException`` or ``FileNotFoundError`` when no
-        configuration can be loaded (``FileNotFoundError`` naming ``kubeconfig`` when that file
-        does not exist)."""
+    async def connect(
+        cls, kubeconfig: str | None = None, namespace: str | None = None, context: str | None = None
+    ) -> Self:
+        """Connect with ``kubeconfig`` (else ``$KUBECONFIG``/``~/.kube/config``, else in-cluster)
+        and its ``context`` (default: the current one); ``namespace`` defaults to
+        :func:`default_namespace`. Raises ``kubernetes_asyncio.config.ConfigException`` or
+        ``FileNotFoundError`` when no configuration can be loaded (``FileNotFoundError`` naming
+        ``kubeconfig`` when that file does not exist)."""
         if kubeconfig and not Path(kubeconfig).expanduser().is_file():
             raise FileNotFoundError(errno.ENOENT, "kubeconfig not found", kubeconfig)
-        kube = await Kube.connect(kubeconfig)
-        return cls(kube, namespace or default_namespace(kubeconfig), owns_kube=True)
+        kube = await Kube.connect(kubeconfig, context)
+        client = cls(kube, namespace or default_namespace(kubeconfig, context), owns_kube=True)
+        client.namespace_given = namespace is not None
+        return client
 
     def _namespace_for(self, obj: Manifest, namespace: str | None) -> str | None:
+        """Where a namespaced object goes: ``namespace`` if given, else the client's when it was
+        given, else the object's own, else the client's (its context's)."""
         if not resource_of({"apiVersion": obj.api_version, "kind": obj.kind}).namespaced:
             return None
-        return namespace or obj.metadata.namespace or self.namespace
+        if namespace:
+            return namespace
+        if self.namespace_given:
+            return self.namespace
+        return obj.metadata.namespace or self.namespace
 
     async def create_job(
         self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
     ) -> TrainJob:
         """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or a
-        :class:`TrainJob`), in ``namespace`` if given, else its own, else the client's.
+        :class:`TrainJob`), in ``namespace`` if given, else in the client's when that was given
+        (``connect(namespace=...)``), else in its own, else in the client's.
 
         ``queue`` sets the Kueue LocalQueue label (``kueue.x-k8s.io/queue-name``). ``multicluster``
         submits it to a MultiKueue manager cluster: ``managedBy: kueue.x-k8s.io/multikueue``, the
@@ -621,8 +726,8 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
     ) -> list[Manifest]:
         """Server-side apply every object of ``manifests`` (TrainJobs, TrainingRuntimes,
         ClusterTrainingRuntimes) as field manager ``trainer-client``, like ``kubectl apply
-        --server-side``; namespaced objects go to ``namespace`` if given, else their own, else the
-        client's. ``queue`` and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
+        --server-side``; namespaced objects go where :meth:`create_job` puts a TrainJob. ``queue``
+        and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
         Returns the stored objects. All are validated (and marked) before the first is sent.
 
         Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
@@ -686,3 +791,111 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
             if obj is not None:
                 return runtime_from_dict(obj)
         raise NotFoundError("TrainingRuntime or ClusterTrainingRuntime", None, name)
+
+    async def runtime_view(self, name: str, kind: str | None = None) -> Runtime:
+        """:meth:`get_runtime` (of ``kind``, ``TrainingRuntime`` or ``ClusterTrainingRuntime``,
+        when given) in the kubeflow SDK's shape (:func:`trainer.client.shapes.runtime_of`). Raises
+        :class:`NotFoundError`."""
+        if kind is None:
+            return runtime_of(await self.get_runtime(name))
+        res, ns = (
+            (TRAINING_RUNTIMES, self.namespace) if kind == TrainingRuntime.KIND else (CLUSTER_TRAINING_RUNTIMES, None)
+        )
+        obj = await self.kube.get_or_none(res, ns, name)
+        if obj is None:
+            raise NotFoundError(kind, ns, name)
+        return runtime_of(runtime_from_dict(obj))
+
+    async def runtime_views(self) -> list[Runtime]:
+        """The runtimes as the kubeflow SDK lists them: a namespace's TrainingRuntime hides a
+        ClusterTrainingRuntime of the same name, and a runtime without the label
+        ``trainer.kubeflow.org/framework`` is left out (with a logged warning)."""
+        seen: dict[str, Runtime] = {}
+        for obj in await self.list_runtimes():
+            name = obj.metadata.name or ""
+            if name in seen:
+                continue
+            if runtime_framework(obj) is None:
+                log.warning("runtime %s has no %s label; left out, as the kubeflow SDK does", name, FRAMEWORK_LABEL)
+                continue
+            seen[name] = runtime_of(obj)
+        return list(seen.values())
+
+    async def job_view(self, job: TrainJob, runtimes: dict[tuple[str, str], Runtime | None] | None = None) -> View:
+        """``job`` in the kubeflow SDK's shape (:func:`trainer.client.shapes.trainjob_of`): its runtime
+        (None when it does not exist; ``runtimes`` caches them by ``(kind, name)``) and its pods as
+        steps. Raises :class:`ApiError`."""
+        cache = {} if runtimes is None else runtimes
+        ref = job.spec.runtime_ref
+        key = (ref.kind or ClusterTrainingRuntime.KIND, ref.name)
+        if key not in cache:
+            try:
+                cache[key] = await self.runtime_view(key[1], key[0])
+            except NotFoundError:
+                cache[key] = None
+        pods, _ = await self.kube.list(
+            PODS, job.metadata.namespace or self.namespace, pod_selector(TRAINJOB, job.metadata.name or "")
+        )
+        return trainjob_of(job, cache[key], pods)
+
+    async def train(
+        self,
+        runtime: RuntimeChoice = None,
+        initializer: Initializer | None = None,
+        trainer: CustomTrainer | CustomTrainerContainer | None = None,
+        options: list[Option] | None = None,
+    ) -> str:
+        """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`api` runtime; default
+        ``$DEFAULT_TRAINING_RUNTIME``, else ``torch-distributed``), an optional :class:`Initializer`
+        and trainer, in the client's namespace; returns its name (``options`` may set it, else a
+        letter and 11 hex digits), as the kubeflow SDK's ``train``
+        (``kubeflow/trainer/backends/kubernetes/backend.py``).
+
+        ``trainer`` becomes ``spec.trainer`` (:func:`trainer.client.trainers.trainer_spec`: a
+        :class:`CustomTrainer`'s function becomes the container command). ``options`` are called as
+        the kubeflow SDK calls its options, ``option(job_spec, trainer, client)``, on a dict whose
+        ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
+        ``spec.runtimePatches`` and ``spec.activeDeadlineSeconds`` are used (the SDK's own
+        Kubernetes options refuse any client but its own; ``Name`` works).
+
+        Raises ``ValueError`` for a trainer this client does not run (``BuiltinTrainer``) or one the
+        runtime cannot run; :class:`NotFoundError` when the runtime does not exist; what
+        :meth:`create_job` raises.
+        """
+        if runtime is None:
+            runtime = os.getenv("DEFAULT_TRAINING_RUNTIME", "torch-distributed")
+        if isinstance(runtime, str):
+            runtime = await self.runtime_view(runtime)
+        elif isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
+            runtime = runtime_of(runtime)
+        job_spec: JSON = {}
+        for option in options or []:
+            option(job_spec, trainer, self)
+        meta = job_spec.get("metadata") or {}
+        given = job_spec.get("spec") or {}
+        spec: JSON = {"runtimeRef": {"name": runtime.name, "kind": runtime.kind.value}}
+        if isinstance(trainer, CustomTrainer | CustomTrainerContainer):
+            trainer_fields = trainer_spec(runtime, trainer)
+        elif trainer is None:
+            trainer_fields = {}
+        else:
+            raise ValueError(
+                f"trainer {type(trainer).__name__} is not supported; use CustomTrainer or CustomTrainerContainer"
+            )
+        trainer_fields.update({k: v for k, v in (given.get("trainer") or {}).items() if k in ("command", "args")})
+        if trainer_fields:
+            spec["trainer"] = trainer_fields
+        init = initializer_spec(initializer) if initializer else None
+        if init:
+            spec["initializer"] = init
+        for key in ("runtimePatches", "activeDeadlineSeconds"):
+            if given.get(key):
+                spec[key] = given[key]
+        name = str(meta.get("name") or random.choice(string.ascii_lowercase) + uuid.uuid4().hex[:11])
+        metadata: JSON = {"name": name}
+        for key in ("labels", "annotations"):
+            if meta.get(key):
+                metadata[key] = dict(meta[key])
+        body = {"apiVersion": TrainJob.model_fields["api_version"].default, "kind": TrainJob.KIND, "metadata": metadata}
+        await self.create_job({**body, "spec": spec})
+        return name

@@ -3,8 +3,8 @@
 Every class derives from :class:`TrainerClientError`. Where the kubeflow SDK
 (``kubeflow/trainer/backends/kubernetes/backend.py``) raises a builtin for the same situation the
 class derives from that builtin too, so code written against the SDK keeps working:
-``TimeoutError`` for a wait that ran out, ``RuntimeError`` for a job that Failed, ``ValueError``
-for bad input.
+``TimeoutError`` for a wait that ran out, ``RuntimeError`` for a job that Failed, an object that
+does not exist or logs that cannot be read, ``ValueError`` for bad input.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ class ManifestError(TrainerClientError, ValueError):
     line that names the file (or ``<string>``/``<object>``) and document it comes from."""
 
 
-class NotFoundError(TrainerClientError, LookupError):
-    """The named object does not exist (HTTP 404)."""
+class NotFoundError(TrainerClientError, LookupError, RuntimeError):
+    """The named object does not exist (HTTP 404). A ``RuntimeError`` too: the SDK raises one
+    ("Failed to get TrainJob")."""
 
     def __init__(self, kind: str, namespace: str | None, name: str) -> None:
         self.kind, self.namespace, self.name = kind, namespace, name
@@ -66,7 +67,7 @@ class WaitTimeoutError(TrainerClientError, TimeoutError):
         super().__init__(f"timed out after {timeout:g}s waiting for {what}{seen}")
 
 
-class LogsUnavailableError(TrainerClientError):
+class LogsUnavailableError(TrainerClientError, RuntimeError):
     """The apiserver could not give a container's logs, e.g. because the node has no kubelet to ask
     (KWOK nodes) or the kubelet is unreachable: the apiserver answers ``500`` with ``Get
     "https://<node>:<port>/containerLogs/<ns>/<pod>/<container>": dial tcp ...``. ``status`` and

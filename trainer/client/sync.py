@@ -1,41 +1,113 @@
 """The blocking client: :class:`TrainerClient` runs an :class:`AsyncTrainerClient` on an event loop
 of its own, in a daemon thread, so it works in scripts and in notebooks (whose own loop is
-already running) alike. Method names and arguments are those of the kubeflow SDK's
-``TrainerClient`` where they overlap."""
+already running) alike.
+
+It is a drop-in for the kubeflow SDK's ``kubeflow.trainer.TrainerClient`` with its Kubernetes
+backend (``kubeflow/trainer/api/trainer_client.py``, ``backends/kubernetes/backend.py``, kubeflow
+0.5.0): the same methods with the same positional arguments, returning the same shapes
+(:mod:`trainer.client.shapes`: ``TrainJob``, ``Runtime``; :class:`Event` has ``event_time``), each
+with more as extra attributes. Errors derive from the builtins the SDK raises (``RuntimeError``,
+``TimeoutError``, ``ValueError``; see :mod:`trainer.client.errors`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncGenerator, Callable, Collection, Coroutine, Iterable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, AsyncTrainerClient
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
+from trainer.client.aio import (
+    DEFAULT_POD_TIMEOUT,
+    DEFAULT_POLLING_INTERVAL,
+    DEFAULT_WAIT_TIMEOUT,
+    AsyncTrainerClient,
+    legacy_callbacks,
+    legacy_node,
+)
 from trainer.client.manifest import Manifest, Source
 from trainer.client.multicluster import WorkloadInfo
+from trainer.client.shapes import Runtime, TrainJob
+from trainer.client.trainers import CustomTrainer, CustomTrainerContainer, Initializer, Option, RuntimeChoice
 from trainer.client.types import COMPLETE, Event
 from trainer.json_codec import JSON
 
 T = TypeVar("T")
 
 
+@dataclass
+class KubernetesBackendConfig:
+    """Where :class:`TrainerClient` connects: the fields of the kubeflow SDK's
+    ``KubernetesBackendConfig`` (``kubeflow/common/types.py``). ``config_file`` defaults to
+    ``$KUBECONFIG``/``~/.kube/config``, else the in-cluster configuration; ``context`` to the
+    current one; ``namespace`` to the context's. ``client_configuration`` (a ``kubernetes``
+    ``Configuration``) is not supported: :class:`TrainerClient` raises ``ValueError`` for it."""
+
+    namespace: str | None = None
+    config_file: str | None = None
+    context: str | None = None
+    client_configuration: Any = None
+
+
+def _train_packages() -> None:
+    """Prints what :meth:`TrainerClient.get_runtime_packages` shows (run in the runtime's image)."""
+    import shutil
+    import subprocess
+    import sys
+
+    print(f"Python: {sys.version}")
+    if shutil.which("pip"):
+        print(subprocess.run(["pip", "list"], capture_output=True, text=True).stdout)
+    else:
+        print("Unable to get installed packages: pip command not found")
+    if shutil.which("nvidia-smi"):
+        print("Available GPUs on the single training node")
+        print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
+
+
 class TrainerClient:
     """Blocking TrainJob client for one namespace; see :class:`AsyncTrainerClient` for what each
     method does and raises.
 
-    ``kubeconfig`` defaults to ``$KUBECONFIG``/``~/.kube/config``, else the in-cluster
-    configuration; ``namespace`` to the current context's. Close with :meth:`close` or use as a
-    context manager.
+    ``backend_config`` is a :class:`KubernetesBackendConfig` (the kubeflow SDK's own works too:
+    its ``namespace``, ``config_file`` and ``context`` are read), or a kubeconfig path (this
+    client's first argument before). ``kubeconfig`` defaults to ``$KUBECONFIG``/``~/.kube/config``,
+    else the in-cluster configuration; ``namespace`` to the current context's. A namespace given
+    here also wins over a manifest's own in :meth:`create_job` and :meth:`apply`. Close with
+    :meth:`close` or use as a context manager.
+
+    Raises ``ValueError`` for a ``backend_config`` of another kind (the SDK's local-process and
+    container backends) or with a ``client_configuration``; what :meth:`AsyncTrainerClient.connect`
+    raises.
     """
 
-    def __init__(self, kubeconfig: str | None = None, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        backend_config: KubernetesBackendConfig | str | os.PathLike[str] | Any | None = None,
+        namespace: str | None = None,
+        *,
+        kubeconfig: str | None = None,
+    ) -> None:
+        context = None
+        if isinstance(backend_config, str | os.PathLike):
+            kubeconfig = kubeconfig or os.fspath(backend_config)
+        elif backend_config is not None:
+            if not all(hasattr(backend_config, a) for a in ("namespace", "config_file", "context")):
+                raise ValueError(f"Invalid backend config '{backend_config}': only a Kubernetes backend is supported")
+            if getattr(backend_config, "client_configuration", None) is not None:
+                raise ValueError("KubernetesBackendConfig.client_configuration is not supported; use config_file")
+            namespace = namespace or backend_config.namespace
+            kubeconfig = kubeconfig or backend_config.config_file
+            context = backend_config.context
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="trainer-client", daemon=True)
         self._thread.start()
         try:
-            self._client = self._run(AsyncTrainerClient.connect(kubeconfig, namespace))
+            self._client = self._run(AsyncTrainerClient.connect(kubeconfig, namespace, context))
         except BaseException:
             self._stop_loop()
             raise
@@ -98,12 +170,56 @@ class TrainerClient:
     ) -> None:
         self.close()
 
+    def list_runtimes(self) -> list[Runtime]:
+        """The runtimes, as the kubeflow SDK lists them (:meth:`AsyncTrainerClient.runtime_views`)."""
+        return self._run(self._client.runtime_views())
+
+    def get_runtime(self, name: str) -> Runtime:
+        """The TrainingRuntime ``name`` of the namespace, else the ClusterTrainingRuntime. Raises
+        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
+        return self._run(self._client.runtime_view(name))
+
+    def get_runtime_packages(self, runtime: Runtime) -> None:
+        """Print the Python version, packages and GPUs of ``runtime``'s image: runs a one-node
+        TrainJob (1 CPU unless the runtime has GPUs), waits for it, prints its logs and deletes it,
+        as the SDK does. Raises ``ValueError`` for a builtin-trainer runtime; what :meth:`train`,
+        :meth:`wait_for_job_status` and :meth:`get_job_logs` raise."""
+        if runtime.trainer.trainer_type.value != "CustomTrainer":
+            raise ValueError("Cannot get Runtime packages for BuiltinTrainer")
+        resources = {"cpu": 1} if runtime.trainer.device != "gpu" else None
+        trainer = CustomTrainer(func=_train_packages, num_nodes=1, resources_per_node=resources)
+        name = None
+        try:
+            name = self.train(runtime, trainer=trainer)
+            self.wait_for_job_status(name)
+            print("\n".join(self.get_job_logs(name)))
+        finally:
+            if name is not None:
+                self.delete_job(name)
+
+    def train(
+        self,
+        runtime: RuntimeChoice = None,
+        initializer: Initializer | None = None,
+        trainer: CustomTrainer | CustomTrainerContainer | None = None,
+        options: list[Option] | None = None,
+    ) -> str:
+        """Create a TrainJob running ``trainer`` on ``runtime``; returns its name
+        (:meth:`AsyncTrainerClient.train`)."""
+        return self._run(self._client.train(runtime, initializer, trainer, options))
+
     def create_job(
         self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
     ) -> TrainJob:
-        """Create one TrainJob from a dict, a YAML path or string, or a :class:`TrainJob`; with
-        ``multicluster``, for MultiKueue to run on a worker cluster (``queue``: its LocalQueue)."""
-        return self._run(self._client.create_job(manifest, namespace, queue=queue, multicluster=multicluster))
+        """Create one TrainJob from a dict, a YAML path or string, or an :mod:`api` TrainJob; with
+        ``multicluster``, for MultiKueue to run on a worker cluster (``queue``: its LocalQueue).
+        Returns it as :meth:`get_job` does (``.name``; ``.trainjob`` is the stored object)."""
+
+        async def go() -> TrainJob:
+            created = await self._client.create_job(manifest, namespace, queue=queue, multicluster=multicluster)
+            return await self._client.job_view(created)
+
+        return self._run(go())
 
     def apply(
         self,
@@ -114,68 +230,100 @@ class TrainerClient:
         queue: str | None = None,
         multicluster: bool = False,
     ) -> list[Manifest]:
-        """Server-side apply TrainJobs and runtimes; returns the stored objects. ``queue`` and
-        ``multicluster`` mark the TrainJobs as :meth:`create_job` does."""
+        """Server-side apply TrainJobs and runtimes; returns the stored :mod:`api` objects. ``queue``
+        and ``multicluster`` mark the TrainJobs as :meth:`create_job` does."""
         return self._run(self._client.apply(manifests, namespace, force, queue=queue, multicluster=multicluster))
 
     def get_job(self, name: str) -> TrainJob:
-        """The TrainJob ``name``."""
-        return self._run(self._client.get_job(name))
+        """The TrainJob ``name`` (:class:`trainer.client.shapes.TrainJob`). Raises
+        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
+
+        async def go() -> TrainJob:
+            return await self._client.job_view(await self._client.get_job(name))
+
+        return self._run(go())
 
     def list_jobs(
         self,
-        runtime: str | TrainingRuntime | ClusterTrainingRuntime | None = None,
+        runtime: str | Runtime | TrainingRuntime | ClusterTrainingRuntime | None = None,
         *,
         label_selector: str | None = None,
         queue: str | None = None,
         all_namespaces: bool = False,
     ) -> list[TrainJob]:
-        """TrainJobs, oldest first, filtered by runtime, label selector and queue."""
-        return self._run(
-            self._client.list_jobs(runtime, label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
-        )
+        """TrainJobs, oldest first, of ``runtime`` (a name or a runtime; a :class:`Runtime` matches
+        by name, as the SDK), filtered by label selector and queue."""
+        ref = runtime.name if isinstance(runtime, Runtime) else runtime
 
-    def wait_for_job_status(
-        self,
-        name: str,
-        status: str | Collection[str] = frozenset({COMPLETE}),
-        timeout: float = DEFAULT_WAIT_TIMEOUT,
-        callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
-    ) -> TrainJob:
-        """Wait (on a watch) until the TrainJob has one of ``status``; callbacks run on the
-        client's loop thread."""
-        return self._run(self._client.wait_for_job_status(name, status, timeout, callbacks))
+        async def go() -> list[TrainJob]:
+            jobs = await self._client.list_jobs(
+                ref, label_selector=label_selector, queue=queue, all_namespaces=all_namespaces
+            )
+            cache: dict[tuple[str, str], Runtime | None] = {}
+            return [await self._client.job_view(j, cache) for j in jobs]
+
+        return self._run(go())
 
     def get_job_logs(
         self,
         name: str,
         step: str | None = None,
-        node: int | None = None,
-        follow: bool = False,
+        follow: bool | int = False,
         *,
+        node: int | None = None,
         container: str | None = None,
         pod_timeout: float = DEFAULT_POD_TIMEOUT,
     ) -> Iterator[str]:
-        """Log lines of node ``node`` of step ``step``; waits for the pod to start."""
+        """Log lines of ``step`` (``node-0`` by default, or an initializer's name; or ``step`` and
+        ``node``); waits for the pod to start. Raises :class:`LogsUnavailableError` (a
+        ``RuntimeError``) when the apiserver cannot give them."""
+        follow, node = legacy_node(follow, node)
         return self._iterate(
-            self._client.get_job_logs(name, step, node, follow, container=container, pod_timeout=pod_timeout)
+            self._client.get_job_logs(name, step, follow, node=node, container=container, pod_timeout=pod_timeout)
         )
 
     def get_job_events(self, name: str) -> list[Event]:
         """Events about the TrainJob and its Jobs, Pods and PodGroup, oldest first."""
         return self._run(self._client.get_job_events(name))
 
+    def wait_for_job_status(
+        self,
+        name: str,
+        status: str | Collection[str] = frozenset({COMPLETE}),
+        timeout: float = DEFAULT_WAIT_TIMEOUT,
+        polling_interval: float | Iterable[Callable[[TrainJob], None]] = DEFAULT_POLLING_INTERVAL,
+        callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
+    ) -> TrainJob:
+        """Wait (on a watch) until the TrainJob has one of ``status``; returns it as :meth:`get_job`
+        does. Each of ``callbacks`` gets every version seen, in that shape, on the client's loop
+        thread. ``polling_interval`` must be > 0 and < ``timeout``, as the SDK checks, and changes
+        nothing else. Raises ``ValueError`` for bad arguments, :class:`JobFailedError` (a
+        ``RuntimeError``), :class:`WaitTimeoutError` (a ``TimeoutError``), :class:`NotFoundError`."""
+        polling_interval, callbacks = legacy_callbacks(polling_interval, callbacks)
+        if polling_interval <= 0 or polling_interval >= timeout:
+            raise ValueError(
+                f"polling_interval must be positive and less than timeout, got {polling_interval} and {timeout}"
+            )
+        hooks = list(callbacks or [])
+        client = self._client
+
+        async def go() -> TrainJob:
+            cache: dict[tuple[str, str], Runtime | None] = {}
+
+            async def on_change(job: Any) -> None:
+                if hooks:
+                    view = await client.job_view(job, cache)
+                    for hook in hooks:
+                        hook(view)
+
+            done = await client._wait_for(name, status, timeout, polling_interval, on_change)
+            return await client.job_view(done, cache)
+
+        return self._run(go())
+
     def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
-        """Delete the TrainJob."""
+        """Delete the TrainJob (with ``wait``, return once it is gone). Raises :class:`NotFoundError`."""
         self._run(self._client.delete_job(name, wait=wait, timeout=timeout))
-
-    def list_runtimes(self) -> list[TrainingRuntime | ClusterTrainingRuntime]:
-        """TrainingRuntimes of the namespace, then ClusterTrainingRuntimes."""
-        return self._run(self._client.list_runtimes())
-
-    def get_runtime(self, name: str) -> TrainingRuntime | ClusterTrainingRuntime:
-        """The TrainingRuntime ``name``, else the ClusterTrainingRuntime."""
-        return self._run(self._client.get_runtime(name))
 
     def get_workload(self, name: str) -> WorkloadInfo | None:
         """The TrainJob's Kueue Workload (``cluster_name``: the worker cluster it runs on), if any."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from api.base import Condition, Model
 from api.kinds import MPIJOBS, TRAINJOBS, Resource
@@ -48,14 +48,28 @@ def conditions_of(job: TrainJob) -> list[Condition]:
     return list((job.status.conditions if job.status else None) or [])
 
 
-def trainjob_status(job: TrainJob) -> str:
-    """One of :data:`STATUSES`, from the TrainJob's conditions.
+class TrainJobShape(Protocol):
+    """A TrainJob in the kubeflow SDK's shape (:class:`trainer.client.shapes.TrainJob`)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def trainjob(self) -> TrainJob | None: ...
+
+
+def trainjob_status(job: TrainJob | TrainJobShape) -> str:
+    """One of :data:`STATUSES`, from the TrainJob's conditions (of an :mod:`api` TrainJob, or of the
+    one a :class:`trainer.client.shapes.TrainJob` was read from).
 
     ``Failed`` or ``Complete`` when that condition is True (as the SDK); else ``Suspended`` when
     ``Suspended`` is True; else ``Running`` when this operator's ``Running`` condition is True, or,
     for operators that have no such condition (upstream), when ``jobsStatus`` counts a ready Job;
     else ``Created``.
     """
+    if not isinstance(job, TrainJob):
+        if job.trainjob is None:
+            return job.status
+        job = job.trainjob
     conds = {c.type: c for c in conditions_of(job)}
 
     def true(type_: str) -> bool:
@@ -304,6 +318,12 @@ class Event(Model):
     """When it last happened (RFC 3339): lastTimestamp, eventTime, firstTimestamp or creation time."""
     source: str = ""
     """Component that reported it."""
+
+    @property
+    def event_time(self) -> datetime:
+        """:attr:`time` as a datetime (the kubeflow SDK's ``Event.event_time``; the earliest datetime
+        when the event has no time)."""
+        return parse_time(self.time)
 
     @classmethod
     def from_dict(cls, obj: JSON) -> Event:

@@ -316,8 +316,9 @@ class Kube:
             self.observe(method, str(code), self.host, *kind)
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None) -> Kube:
-        """Load ``kubeconfig`` (or ``$KUBECONFIG``/``~/.kube/config``), else the in-cluster config.
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        """Load ``kubeconfig`` (or ``$KUBECONFIG``/``~/.kube/config``) with its ``context`` (default:
+        the current one), else the in-cluster config.
 
         TLS and authentication are kubernetes_asyncio's; the proxy (the kubeconfig's ``proxy-url``, else
         ``HTTPS_PROXY``, or ``HTTP_PROXY`` for an http server, unless ``NO_PROXY`` covers the apiserver
@@ -327,9 +328,9 @@ class Kube:
         """
         cfg = client.Configuration()
         try:
-            await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
         except (config.ConfigException, FileNotFoundError, TypeError):
-            if kubeconfig:
+            if kubeconfig or context:
                 raise
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         api = client.ApiClient(configuration=cfg)

@@ -1,0 +1,276 @@
+"""The kubeflow SDK's shapes in :mod:`trainer.client`: runtimes, TrainJobs and their steps read
+from objects, a function turned into a container command (run here with ``bash``), ``train``,
+the client's namespace over a manifest's, and the positional arguments of the waits and logs.
+No cluster needed: the asyncio client runs over the in-memory Kube double."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import kubeflow.trainer as upstream
+import pytest
+import yaml
+
+import trainer.client as sdk
+from api.kinds import PODS, TRAINJOBS
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob, runtime_from_dict
+from tests.conftest import SAMPLES
+from tests.kube_double import RecordingKube
+from trainer.client import AsyncTrainerClient, NotFoundError, TrainerClient, aio, trainjob_status
+from trainer.client import TrainJob as JobShape
+from trainer.client.errors import LogsUnavailableError
+from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, TrainerType, runtime_of, steps_of, trainjob_of
+from trainer.client.trainers import function_command, initializer_spec, resources_per_node, trainer_spec
+from trainer.client.types import Event
+from trainer.kube.client import Kube
+
+
+def sample_runtime() -> ClusterTrainingRuntime:
+    rt = runtime_from_dict(yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text()))
+    assert isinstance(rt, ClusterTrainingRuntime)
+    return rt
+
+
+def pod(
+    name: str, role: str, index: int, phase: str, created: str, cpu: str | None = None, job: str = "j"
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "node" if role in ("node", "launcher") else role}
+    if cpu:
+        container["resources"] = {"limits": {"cpu": cpu}}
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "labels": {
+                "jobset.sigs.k8s.io/jobset-name": job,
+                "jobset.sigs.k8s.io/replicatedjob-name": role,
+                "batch.kubernetes.io/job-completion-index": str(index),
+            },
+        },
+        "spec": {"containers": [container]},
+        "status": {"phase": phase},
+    }
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def test_shapes_have_upstreams_fields_in_upstreams_order_then_ours() -> None:
+    import dataclasses
+
+    pairs: list[tuple[type[Any], type[Any]]] = [
+        (JobShape, upstream.types.types.TrainJob),
+        (Runtime, upstream.Runtime),
+        (RuntimeTrainer, upstream.RuntimeTrainer),
+        (sdk.CustomTrainer, upstream.CustomTrainer),
+        (sdk.CustomTrainerContainer, upstream.CustomTrainerContainer),
+        (sdk.Initializer, upstream.Initializer),
+        (sdk.S3DatasetInitializer, upstream.S3DatasetInitializer),
+        (sdk.DataCacheInitializer, upstream.DataCacheInitializer),
+        (sdk.HuggingFaceModelInitializer, upstream.HuggingFaceModelInitializer),
+    ]
+    for shape, theirs in pairs:
+        names = [f.name for f in dataclasses.fields(theirs) if not f.name.startswith("_")]
+        assert [f.name for f in dataclasses.fields(shape)][: len(names)] == names, shape
+    assert {k.value for k in RuntimeKind} == {k.value for k in upstream.RuntimeKind}
+    assert {t.value for t in TrainerType} == {t.value for t in upstream.TrainerType}
+    for method in ("list_runtimes", "get_runtime", "get_runtime_packages", "train", "list_jobs", "get_job"):
+        assert hasattr(TrainerClient, method)
+    for method in ("get_job_logs", "get_job_events", "wait_for_job_status", "delete_job", *["train"]):
+        upstream_args = list(inspect.signature(getattr(upstream.TrainerClient, method)).parameters)
+        our_args = list(inspect.signature(getattr(TrainerClient, method)).parameters)
+        assert our_args[: len(upstream_args)] == upstream_args, method
+
+
+def test_a_runtime_reads_as_the_sdk_reads_it() -> None:
+    rt = runtime_of(sample_runtime())
+    assert (rt.name, rt.kind, rt.kind.value, rt.trainer.framework, rt.trainer.num_nodes) == (
+        "torch-distributed",
+        RuntimeKind.CLUSTER_TRAINING_RUNTIME,
+        "ClusterTrainingRuntime",
+        "torch",
+        1,
+    )
+    assert rt.kind == "ClusterTrainingRuntime" and rt.metadata.name == "torch-distributed"
+    assert rt.trainer.trainer_type == TrainerType.CUSTOM_TRAINER and rt.trainer.command == ("torchrun",)
+    assert rt.trainer.image == "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+
+
+def test_steps_and_status_of_a_trainjob() -> None:
+    pods = [
+        pod("j-node-0-1-old", "node", 1, "Failed", "2026-01-01T00:00:00Z"),
+        pod("j-node-0-1-new", "node", 1, "Running", "2026-01-01T00:01:00Z", cpu="2"),
+        pod("j-node-0-0-a", "node", 0, "Running", "2026-01-01T00:00:00Z"),
+        pod("j-init", "dataset-initializer", 0, "Succeeded", "2026-01-01T00:00:00Z"),
+        pod("j-other", "something-else", 0, "Running", "2026-01-01T00:00:00Z"),
+    ]
+    steps = steps_of(pods)
+    assert [(s.name, s.status, s.pod_name, s.device, s.device_count) for s in steps] == [
+        ("dataset-initializer", "Succeeded", "j-init", "Unknown", "Unknown"),
+        ("node-0", "Running", "j-node-0-0-a", "Unknown", "Unknown"),
+        ("node-1", "Running", "j-node-0-1-new", "cpu", "2"),
+    ]
+    mpi = steps_of([pod("l", "launcher", 0, "Running", "t"), pod("n", "node", 0, "Running", "t")], mpi=True)
+    assert [s.name for s in mpi] == ["node-0", "node-1"]
+
+    obj = TrainJob.model_validate(yaml.safe_load((SAMPLES / "trainjob.yaml").read_text()))
+    obj.metadata.creation_timestamp = "2026-01-01T00:00:00Z"
+    job = trainjob_of(obj, runtime_of(sample_runtime()), pods)
+    assert (job.name, job.status, job.num_nodes, job.creation_timestamp.year) == ("pytorch-simple", "Created", 2, 2026)
+    assert job.trainjob is obj and job.metadata.name == "pytorch-simple" and trainjob_status(job) == "Created"
+    assert trainjob_of(obj, None, []).runtime is None
+
+
+def test_events_have_the_sdks_event_time() -> None:
+    event = Event.from_dict({"reason": "Created", "firstTimestamp": "2026-01-01T00:00:03Z"})
+    assert event.event_time.second == 3
+
+
+def test_errors_are_the_builtins_the_sdk_raises() -> None:
+    assert isinstance(NotFoundError("TrainJob", "ns", "j"), RuntimeError | LookupError)
+    assert issubclass(LogsUnavailableError, RuntimeError)
+
+
+# --------------------------------------------------------------------------- trainers
+
+
+def train_with(lr: float = 0.0, label: str = "") -> None:
+    print(f"lr={lr} label={label} $HOME `x`")
+
+
+def test_a_function_becomes_a_command_that_runs_it(tmp_path: Path) -> None:
+    rt = runtime_of(sample_runtime())
+    rt.trainer.set_command((sys.executable,))  # run it here with this Python instead of torchrun
+    command = function_command(rt, train_with, {"lr": 0.5, "label": "a b"})
+    assert command[:2] == ["bash", "-c"] and "def train_with" in command[2]
+    out = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout == "lr=0.5 label=a b $HOME `x`\n"
+    assert (tmp_path / "test_client_shapes.py").exists()
+
+    mpi = Runtime("mpi", RuntimeTrainer(TrainerType.CUSTOM_TRAINER, "mpi", "img"), RuntimeKind.TRAINING_RUNTIME)
+    mpi.trainer.set_command(("mpirun", "--hostfile", "/etc/mpi/hostfile"))
+    cmd = function_command(mpi, train_with, None, ["numpy"], ["https://a/simple", "https://b/simple"])
+    assert cmd[:5] == ["mpirun", "--hostfile", "/etc/mpi/hostfile", "bash", "-c"]
+    assert "--index-url https://a/simple --extra-index-url https://b/simple" in cmd[-1]
+    assert cmd[-1].endswith("exec python /home/mpiuser/test_client_shapes.py")
+    with pytest.raises(ValueError, match="callable"):
+        function_command(rt, cast(Any, "not a function"))
+
+
+def test_trainer_and_initializer_specs() -> None:
+    rt = runtime_of(sample_runtime())
+    spec = trainer_spec(
+        rt, sdk.CustomTrainerContainer(image="img", num_nodes=3, resources_per_node={"GPU": 2}, env={"A": "1"})
+    )
+    assert spec == {
+        "numNodes": 3,
+        "resourcesPerNode": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}},
+        "image": "img",
+        "env": [{"name": "A", "value": "1"}],
+    }
+    assert resources_per_node({"mig-1g.5gb": 1, "Example.com/NPU": 1})["limits"] == {
+        "nvidia.com/mig-1g.5gb": "1",
+        "Example.com/NPU": "1",
+    }
+    with pytest.raises(ValueError, match="together"):
+        resources_per_node({"gpu": 1, "mig-1g.5gb": 1})
+    tune = Runtime("t", RuntimeTrainer(TrainerType.BUILTIN_TRAINER, "torchtune", "img"), RuntimeKind.TRAINING_RUNTIME)
+    with pytest.raises(ValueError, match="builtin"):
+        trainer_spec(tune, sdk.CustomTrainerContainer(image="img"))
+    init = sdk.Initializer(
+        dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="hf://org/data", access_token="t"),
+        model=sdk.HuggingFaceModelInitializer(storage_uri="hf://org/model"),
+    )
+    assert initializer_spec(init) == {
+        "dataset": {"storageUri": "hf://org/data", "env": [{"name": "ACCESS_TOKEN", "value": "t"}]},
+        "model": {
+            "storageUri": "hf://org/model",
+            "env": [{"name": "IGNORE_PATTERNS", "value": "*.msgpack,*.h5,*.bin,*.pt,*.pth"}],
+        },
+    }
+    assert initializer_spec(sdk.Initializer()) is None
+    with pytest.raises(ValueError, match="s3://"):
+        sdk.S3DatasetInitializer(storage_uri="http://x")
+    with pytest.raises(ValueError, match="greater than 1"):
+        sdk.DataCacheInitializer(storage_uri="cache://a/b", metadata_loc="m", num_data_nodes=1)
+
+
+# --------------------------------------------------------------------------- the client over the double
+
+
+def client(namespace: str | None) -> tuple[AsyncTrainerClient, RecordingKube]:
+    kube = RecordingKube()
+    kube.put(yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text()))
+    return AsyncTrainerClient(cast(Kube, kube), namespace), kube
+
+
+async def test_train_creates_the_trainjob_in_the_clients_namespace() -> None:
+    c, kube = client("team-a")
+    labels = {"team": "a"}
+
+    def name_option(job_spec: dict[str, Any], trainer: Any, backend: Any) -> None:
+        job_spec.setdefault("metadata", {}).update({"name": "mine", "labels": labels})
+
+    trainer = sdk.CustomTrainer(func=train_with, func_args={"lr": 1}, num_nodes=2, env={"E": "1"})
+    name = await c.train("torch-distributed", trainer=trainer, options=[name_option])
+    stored = await kube.get(TRAINJOBS, "team-a", "mine")
+    assert name == "mine" and stored["metadata"]["labels"] == labels
+    assert stored["spec"]["runtimeRef"] == {"name": "torch-distributed", "kind": "ClusterTrainingRuntime"}
+    assert stored["spec"]["trainer"]["numNodes"] == 2 and "exec torchrun" in stored["spec"]["trainer"]["command"][-1]
+    generated = await c.train()
+    assert len(generated) == 12 and generated[0].isalpha()
+    assert (await kube.get(TRAINJOBS, "team-a", generated))["spec"].get("trainer") is None
+    with pytest.raises(NotFoundError):
+        await c.train("no-such-runtime")
+    with pytest.raises(ValueError, match="not supported"):
+        await c.train(trainer=cast(Any, object()))
+
+    running = pod("mine-node-0-0-x", "node", 0, "Running", "t", job="mine")
+    running["metadata"]["namespace"] = "team-a"
+    await kube.create(PODS, "team-a", running)
+    view = await c.job_view(TrainJob.model_validate(stored))
+    assert (view.name, view.num_nodes, view.runtime and view.runtime.name, [s.name for s in view.steps]) == (
+        "mine",
+        2,
+        "torch-distributed",
+        ["node-0"],
+    )
+    assert [r.name for r in await c.runtime_views()] == ["torch-distributed"]
+
+
+async def test_a_given_namespace_wins_over_the_manifests() -> None:
+    manifest = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+    assert manifest["metadata"]["namespace"] == "default"
+    given, _ = client("team-a")
+    assert (await given.create_job(manifest)).metadata.namespace == "team-a"
+    assert (await given.create_job(manifest | {"metadata": {"name": "b"}}, "team-b")).metadata.namespace == "team-b"
+    defaulted, _ = client(None)
+    assert (await defaulted.create_job(manifest)).metadata.namespace == "default"
+
+
+async def test_old_positional_arguments_warn_and_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, kube = client("team-a")
+    done = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+    done["metadata"] = {"name": "done", "namespace": "team-a"}
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    kube.put(done)
+
+    async def observe(*_: Any, **__: Any) -> AsyncIterator[dict[str, Any]]:  # the double has no watch
+        yield {"done": await kube.get(TRAINJOBS, "team-a", "done")}
+
+    monkeypatch.setattr(aio, "observe", observe)
+    seen: list[str] = []
+    with pytest.warns(DeprecationWarning, match="polling_interval"):
+        await c.wait_for_job_status("done", {"Complete"}, 5, [lambda j: seen.append(trainjob_status(j))])
+    assert seen == ["Complete"]
+    await c.wait_for_job_status("done", {"Complete"}, 5, 1, [lambda j: seen.append("new")])
+    assert seen[-1] == "new"
+    with pytest.raises(ValueError, match="polling_interval"):
+        await c.wait_for_job_status("done", {"Complete"}, 5, 0)
+    with pytest.warns(DeprecationWarning, match="follow"), pytest.raises(NotFoundError):
+        [line async for line in c.get_job_logs("missing", "node", 1, pod_timeout=1)]

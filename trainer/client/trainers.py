@@ -1,0 +1,294 @@
+"""What :meth:`trainer.client.TrainerClient.train` takes, in the kubeflow SDK's shapes
+(``kubeflow/trainer/types/types.py``, kubeflow 0.5.0): :class:`CustomTrainer` (a Python function),
+:class:`CustomTrainerContainer` (an image), :class:`Initializer` with its dataset and model
+initializers; and how they become a TrainJob's ``spec.trainer`` and ``spec.initializer``.
+
+A function becomes a container command (:func:`function_command`): its source (``inspect``),
+dedented, followed by a call with ``func_args`` as keyword arguments, is written by ``bash`` to a
+file named after the function's module and run with the runtime's launcher (``torchrun``,
+``mpirun ... python``, ``python``), after an optional ``pip install`` of ``packages_to_install``.
+The function must therefore be self-contained: imports inside its body, no closures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shlex
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
+from trainer.client.shapes import Runtime, TrainerType
+from trainer.json_codec import JSON
+
+DEFAULT_PIP_INDEX_URLS: list[str] = os.getenv("DEFAULT_PIP_INDEX_URLS", "https://pypi.org/simple").split(",")
+"""Where packages are installed from: the first is pip's index URL, the rest extra ones (environment
+variable ``DEFAULT_PIP_INDEX_URLS``, comma-separated, as upstream)."""
+DEFAULT_IGNORE_PATTERNS: list[str] = ["*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth"]
+"""Files a model initializer skips unless told otherwise (upstream's default)."""
+Option: TypeAlias = Callable[[JSON, Any, Any], None]
+"""A ``train`` option, called as the kubeflow SDK calls its options: ``option(job_spec, trainer, client)``."""
+RuntimeChoice: TypeAlias = str | Runtime | TrainingRuntime | ClusterTrainingRuntime | None
+"""The runtime ``train`` is given: a name, a :class:`Runtime`, an :mod:`api` runtime, or None (the default)."""
+MPI_HOME = os.getenv("DEFAULT_MPI_USER_HOME", "/home/mpiuser")
+"""Where an MPI runtime's function file is written (the MPI user's home, as upstream)."""
+
+
+@dataclass
+class CustomTrainer:
+    """A self-contained training function and how to run it; upstream's ``CustomTrainer``.
+
+    ``func`` is called with ``func_args`` as keyword arguments (no arguments when None).
+    ``resources_per_node`` maps ``cpu``, ``memory``, ``gpu`` (``nvidia.com/gpu``), ``storage``
+    (``ephemeral-storage``), ``mig-<profile>`` (``nvidia.com/mig-<profile>``) or any extended
+    resource to a quantity, set as both requests and limits.
+    """
+
+    func: Callable[..., Any]
+    func_args: dict[str, Any] | None = None
+    image: str | None = None
+    packages_to_install: list[str] | None = None
+    pip_index_urls: list[str] = field(default_factory=lambda: list(DEFAULT_PIP_INDEX_URLS))
+    num_nodes: int | None = None
+    resources_per_node: dict[str, Any] | None = None
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class CustomTrainerContainer:
+    """An image that trains on its own (its entrypoint is kept); upstream's ``CustomTrainerContainer``."""
+
+    image: str
+    num_nodes: int | None = None
+    resources_per_node: dict[str, Any] | None = None
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class BaseInitializer:
+    """Where an initializer downloads from."""
+
+    storage_uri: str
+
+
+def _require_scheme(uri: str, scheme: str) -> None:
+    if not uri.startswith(scheme):
+        raise ValueError(f"storage_uri must start with {scheme!r}, got {uri}")
+
+
+@dataclass
+class HuggingFaceDatasetInitializer(BaseInitializer):
+    """A dataset from HuggingFace Hub (``storage_uri``: ``hf://<repo>`` or ``<repo>``)."""
+
+    ignore_patterns: list[str] | None = None
+    access_token: str | None = None
+
+
+@dataclass
+class S3Initializer(BaseInitializer):
+    """What both S3 initializers take. Raises ``ValueError`` unless ``storage_uri`` is ``s3://...``."""
+
+    ignore_patterns: list[str] | None = None
+    endpoint: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    region: str | None = None
+    role_arn: str | None = None
+
+    def __post_init__(self) -> None:
+        _require_scheme(self.storage_uri, "s3://")
+
+
+@dataclass
+class S3DatasetInitializer(S3Initializer):
+    """A dataset from S3-compatible storage (``s3://bucket/path``)."""
+
+
+@dataclass
+class DataCacheInitializer(BaseInitializer):
+    """A distributed data cache (``storage_uri``: ``cache://<schema>/<table>``) of ``num_data_nodes``
+    (more than 1) data nodes. Raises ``ValueError`` for another URI or too few nodes."""
+
+    metadata_loc: str
+    num_data_nodes: int
+    head_cpu: str | None = None
+    head_mem: str | None = None
+    worker_cpu: str | None = None
+    worker_mem: str | None = None
+    iam_role: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_data_nodes <= 1:
+            raise ValueError(f"num_data_nodes must be greater than 1, got {self.num_data_nodes}")
+        _require_scheme(self.storage_uri, "cache://")
+        if len(self.storage_uri.removeprefix("cache://").split("/")) != 2:
+            raise ValueError(f"storage_uri must be 'cache://<SCHEMA_NAME>/<TABLE_NAME>', got {self.storage_uri}")
+
+
+@dataclass
+class HuggingFaceModelInitializer(BaseInitializer):
+    """A model from HuggingFace Hub."""
+
+    ignore_patterns: list[str] | None = field(default_factory=lambda: list(DEFAULT_IGNORE_PATTERNS))
+    access_token: str | None = None
+
+
+@dataclass
+class S3ModelInitializer(S3Initializer):
+    """A model from S3-compatible storage (``s3://bucket/path``); skips :data:`DEFAULT_IGNORE_PATTERNS`
+    unless told otherwise."""
+
+    ignore_patterns: list[str] | None = field(default_factory=lambda: list(DEFAULT_IGNORE_PATTERNS))
+
+
+@dataclass
+class Initializer:
+    """Dataset and model initialization of a TrainJob; upstream's ``Initializer``."""
+
+    dataset: HuggingFaceDatasetInitializer | S3DatasetInitializer | DataCacheInitializer | None = None
+    model: HuggingFaceModelInitializer | S3ModelInitializer | None = None
+
+
+RESOURCE_ALIASES = {"gpu": "nvidia.com/gpu", "storage": "ephemeral-storage"}
+STANDARD_RESOURCES = {"cpu", "memory", "gpu", "storage", "ephemeral-storage"}
+
+
+def resources_per_node(resources: Mapping[str, Any]) -> JSON:
+    """``corev1.ResourceRequirements`` with ``resources`` as both requests and limits (see
+    :class:`CustomTrainer`). Raises ``ValueError`` for two MIG profiles, or MIG with whole GPUs."""
+    out: dict[str, str] = {}
+    for key, value in resources.items():
+        name = key.lower() if key.lower() in STANDARD_RESOURCES or key.lower().startswith("mig-") else key
+        name = RESOURCE_ALIASES.get(name, name)
+        if name.startswith("mig-"):
+            name = "nvidia.com/" + name
+        out[name] = str(value)
+    migs = sorted(k for k in out if k.startswith("nvidia.com/mig-"))
+    if len(migs) > 1:
+        raise ValueError(f"only one MIG profile can be requested, got {migs}")
+    if migs and "nvidia.com/gpu" in out:
+        raise ValueError(f"whole GPUs (nvidia.com/gpu) and a MIG profile ({migs[0]}) cannot be requested together")
+    return {"requests": dict(out), "limits": dict(out)}
+
+
+def pip_install_script(packages: list[str], index_urls: list[str]) -> str:
+    """Shell lines installing ``packages`` from ``index_urls`` (the first as ``--index-url``), for the
+    user first, else for everyone; pip's output is shown only when both fail."""
+    args = " ".join(shlex.quote(p) for p in packages)
+    urls = [f"--index-url {shlex.quote(index_urls[0])}"] if index_urls else []
+    urls += [f"--extra-index-url {shlex.quote(u)}" for u in index_urls[1:]]
+    pip = f"PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1 python -m pip install --quiet {' '.join(urls)}"
+    log = "/tmp/pip-install.log"
+    return (
+        "command -v pip >/dev/null || python -m ensurepip --user >/dev/null 2>&1 || true\n"
+        f"{pip} --user {args} >{log} 2>&1 || {pip} {args} >>{log} 2>&1 || {{ cat {log} >&2; exit 1; }}\n"
+    )
+
+
+def function_source(func: Callable[..., Any], func_args: Mapping[str, Any] | None) -> str:
+    """The source of ``func`` (dedented) followed by a call of it with ``func_args`` as keyword
+    arguments. Raises ``ValueError`` when ``func`` is not a function whose source Python can read."""
+    if not callable(func):
+        raise ValueError(f"the training function must be callable, got {type(func).__name__}")
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError) as e:
+        raise ValueError(f"cannot read the source of {func!r}: {e}") from None
+    call = f"{func.__name__}(**{dict(func_args)!r})" if func_args is not None else f"{func.__name__}()"
+    return f"{source}\n{call}\n"
+
+
+def function_command(
+    runtime: Runtime,
+    func: Callable[..., Any],
+    func_args: Mapping[str, Any] | None = None,
+    packages_to_install: list[str] | None = None,
+    pip_index_urls: list[str] | None = None,
+) -> list[str]:
+    """The container command that runs ``func`` with the runtime's launcher (see the module
+    docstring): ``[<launcher...>, "bash", "-c", script]`` for MPI (every rank writes and runs the
+    file), else ``["bash", "-c", script]`` whose last line runs ``<launcher> <file>``. The source is
+    written through a quoted here-document, so ``$`` and backquotes in it stay as they are.
+    Raises ``ValueError`` as :func:`function_source` does."""
+    source = function_source(func, func_args)
+    launcher = runtime.trainer.command
+    mpi = launcher[:1] == ("mpirun",)
+    filename = Path(inspect.getsourcefile(func) or "train.py").name
+    path = f"{MPI_HOME}/{filename}" if mpi else filename
+    marker = "TRAINER_FUNCTION_EOF"
+    while marker in source:
+        marker += "_"
+    script = (
+        pip_install_script(packages_to_install, pip_index_urls or DEFAULT_PIP_INDEX_URLS) if packages_to_install else ""
+    )
+    script += f"cat > {shlex.quote(path)} <<'{marker}'\n{source}{marker}\n"
+    if mpi:
+        return [*launcher, "bash", "-c", script + f"exec python {shlex.quote(path)}"]
+    return ["bash", "-c", script + f"exec {' '.join(shlex.quote(a) for a in launcher)} {shlex.quote(path)}"]
+
+
+def trainer_spec(runtime: Runtime, trainer: CustomTrainer | CustomTrainerContainer) -> JSON:
+    """``spec.trainer`` of a TrainJob for ``trainer`` on ``runtime``: numNodes, resourcesPerNode,
+    command (a :class:`CustomTrainer`'s function), image, env. Raises ``ValueError`` when the runtime
+    runs a builtin trainer, or as :func:`function_command` and :func:`resources_per_node` do."""
+    if runtime.trainer.trainer_type != TrainerType.CUSTOM_TRAINER:
+        raise ValueError(f"{type(trainer).__name__} can't be used with runtime {runtime.name} (a builtin trainer)")
+    spec: JSON = {}
+    if trainer.num_nodes:
+        spec["numNodes"] = trainer.num_nodes
+    if trainer.resources_per_node:
+        spec["resourcesPerNode"] = resources_per_node(trainer.resources_per_node)
+    if isinstance(trainer, CustomTrainer):
+        spec["command"] = function_command(
+            runtime, trainer.func, trainer.func_args, trainer.packages_to_install, trainer.pip_index_urls
+        )
+    if trainer.image:
+        spec["image"] = trainer.image
+    if trainer.env:
+        spec["env"] = [{"name": k, "value": v} for k, v in trainer.env.items()]
+    return spec
+
+
+def _initializer_env(init: BaseInitializer, skip: set[str]) -> list[JSON]:
+    """One variable per set field but ``skip``: its name upper-cased, a list joined by commas."""
+    env = []
+    for f in fields(init):
+        value = getattr(init, f.name)
+        if f.name in skip or value is None:
+            continue
+        env.append(
+            {"name": f.name.upper(), "value": ",".join(map(str, value)) if isinstance(value, list) else str(value)}
+        )
+    return env
+
+
+def initializer_spec(initializer: Initializer) -> JSON | None:
+    """``spec.initializer`` of a TrainJob: ``storageUri`` and the other fields as environment
+    (``DataCacheInitializer`` adds ``CLUSTER_SIZE``, data nodes plus the head, and ``METADATA_LOC``);
+    None when neither dataset nor model is set. Raises ``ValueError`` for another type."""
+    out: JSON = {}
+    dataset = initializer.dataset
+    if isinstance(dataset, DataCacheInitializer):
+        env = [
+            {"name": "CLUSTER_SIZE", "value": str(dataset.num_data_nodes + 1)},
+            {"name": "METADATA_LOC", "value": dataset.metadata_loc},
+            *_initializer_env(dataset, {"storage_uri", "metadata_loc", "num_data_nodes"}),
+        ]
+        out["dataset"] = {"storageUri": dataset.storage_uri, "env": env}
+    elif isinstance(dataset, HuggingFaceDatasetInitializer | S3DatasetInitializer):
+        out["dataset"] = {"storageUri": dataset.storage_uri, "env": _initializer_env(dataset, {"storage_uri"})}
+    elif dataset is not None:
+        raise ValueError(f"dataset initializer type is invalid: {type(dataset).__name__}")
+    model = initializer.model
+    if isinstance(model, HuggingFaceModelInitializer | S3ModelInitializer):
+        out["model"] = {"storageUri": model.storage_uri, "env": _initializer_env(model, {"storage_uri"})}
+    elif model is not None:
+        raise ValueError(f"model initializer type is invalid: {type(model).__name__}")
+    for part in out.values():
+        if not part["env"]:
+            del part["env"]
+    return out or None
