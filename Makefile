@@ -1,4 +1,4 @@
-# Two commands for a new machine (see README.md):
+# Two commands for a new machine (see docs/development.md):
 #   make demo   run the sample TrainJob on the local cluster until Complete
 #   make test   lint, type-check, docs (mkdocs --strict), unit tests and the end-to-end suite on the local cluster
 PYTHON ?= python3
