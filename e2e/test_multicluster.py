@@ -6,7 +6,9 @@ queue and worker-b with an 8-CPU one, every cluster running this operator under
 A job submitted to the manager for MultiKueue runs on the one worker with room, through this
 operator there; the manager's copy stays untouched by the operator (no children, no status writes)
 and gets its status from Kueue. What fits no single worker is never split: it stays pending
-everywhere. A job without ``managedBy`` is refused by Kueue, and ``trainer describe`` says why.
+everywhere. Kueue's admission webhook gives a job queued at creation the ``managedBy`` of
+MultiKueue; one that gets its queue label later, without it, is refused by Kueue, and
+``trainer describe`` says why.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.aio import observe
 from trainer.json_codec import JSON
 from trainer.kube.client import Kube
+from trainer.queue_choice import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.e2e
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}
@@ -282,12 +285,33 @@ async def test_a_job_no_worker_can_hold_stays_pending_everywhere(
         await sdk.delete_job("huge", wait=True)
 
 
-async def test_a_job_without_managed_by_is_refused_by_kueue_and_describe_says_why(
+async def test_a_job_queued_without_managed_by_gets_multikueue_s_from_kueue_and_runs_on_a_worker(
+    kubes: dict[str, Kube], ns: str
+) -> None:
+    manager = kubes[MANAGER]
+    async with Seen(kubes["worker-b"], TRAINJOBS, ns) as on_b, AsyncTrainerClient(manager, ns) as sdk:
+        await sdk.create_job(sized("plain", nodes=1, cpu="2"), queue=QUEUE)  # 2 CPU: worker-b's
+        tj = await manager.get(TRAINJOBS, ns, "plain")
+        # Kueue's defaulting webhook (v0.19): MultiKueue's managedBy, suspended, its runtime patch.
+        assert tj["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        assert tj["spec"]["suspend"] is True
+        assert [p["manager"] for p in tj["spec"]["runtimePatches"]] == ["kueue.x-k8s.io/manager"]
+        await sdk.wait_for_job_status("plain", timeout=120)
+    assert "plain" in on_b.objects
+    assert (await manager.list(JOBS, ns))[0] == [] and (await manager.list(PODS, ns))[0] == []
+
+
+async def test_a_job_labelled_for_the_queue_after_creation_is_refused_by_kueue_and_describe_says_why(
     mc: MultiCluster, kubes: dict[str, Kube], ns: str
 ) -> None:
     manager = kubes[MANAGER]
     async with Seen(kubes["worker-b"], TRAINJOBS, ns) as on_b, AsyncTrainerClient(manager, ns) as sdk:
-        await sdk.create_job(sized("local", nodes=1, cpu="1"), queue=QUEUE)
+        # Kueue's webhook defaults managedBy only at creation: a queue label added later leaves
+        # the job without it, for MultiKueue to refuse.
+        job = sized("local", nodes=1, cpu="1")
+        job["spec"]["suspend"] = True
+        await sdk.create_job(job)
+        await manager.merge_patch(TRAINJOBS, ns, "local", {"metadata": {"labels": {KUEUE_QUEUE_LABEL: QUEUE}}})
 
         async def rejected() -> bool:
             info = await sdk.get_workload("local")

@@ -15,7 +15,8 @@ state lives in ``state_dir``::
       logs/<component>.log     their output
       volcano/scheduler.conf   vc-scheduler's configuration (alone in its directory: it is watched)
       kueue/config.yaml        Kueue's Configuration; kueue/webhook-certs/ its serving certificate;
-                               kueue/crds/ its CRDs as applied (conversion by its webhook server)
+                               kueue/crds/ its CRDs as applied (conversion by its webhook server);
+                               kueue/webhooks.yaml its admission webhooks as applied
 
 Start order: the core, then the CRDs of the requested optional components and the ``extra_crds``
 (one server-side apply, in that order, waited Established), then Volcano and Kueue; ``stop()``
@@ -496,6 +497,15 @@ class LocalCluster:
                     crd_dir("kueue"),
                     component_dir("kueue") / "conversion",
                     self._kueue_dir / "crds",
+                    Pki(self.state_dir / "pki").ca_cert,
+                    kueue_ports.webhook,
+                )
+            )
+            # Kueue's admission webhooks, applied with the CRDs (the same server-side apply).
+            crds.append(
+                kueue.write_webhooks(
+                    component_dir("kueue") / "webhooks" / "manifests.yaml",
+                    self._kueue_dir / "webhooks.yaml",
                     Pki(self.state_dir / "pki").ca_cert,
                     kueue_ports.webhook,
                 )

@@ -1,13 +1,16 @@
 """Volcano's scheduler and controller manager in the local cluster: their config file and flags.
 
-Checked against volcano.sh/volcano@v1.10.0 (cmd/scheduler, cmd/controller-manager,
-pkg/scheduler/util.go). Volcano's admission webhooks are not run, so nothing defaults or
-validates Volcano objects: write complete ones (e.g. a PodGroup's ``spec.queue``).
+Checked against volcano.sh/volcano@v1.15.1 (cmd/scheduler, cmd/controller-manager,
+pkg/scheduler/cache/cache.go, pkg/controllers/queue). Volcano's admission webhooks
+(vc-webhook-manager) are not run, so nothing defaults or validates Volcano objects: write complete
+ones (e.g. a PodGroup's ``spec.queue``).
 
-- vc-scheduler creates the ``default`` queue at start (pkg/scheduler/cache: newDefaultQueue) and
-  schedules the pods whose ``spec.schedulerName`` is ``volcano``; the queue controller of
-  vc-controller-manager then marks it ``status.state: Open``. v1.10.0 creates no ``root`` queue:
-  its Queue CRD has ``spec.parent`` but nothing in v1.10.0 reads it (no hierarchical queues).
+- vc-scheduler creates the ``default`` and ``root`` queues at start (pkg/scheduler/cache:
+  newDefaultAndRootQueue) and schedules the pods whose ``spec.schedulerName`` is ``volcano``; the
+  queue controller of vc-controller-manager then marks them ``status.state: Open`` and gives every
+  queue without ``spec.parent`` the parent ``root``.
+- vc-controller-manager runs every controller but sharding by default; :data:`CONTROLLERS` are
+  the ones that need no admission webhook.
 - vc-scheduler watches the *directory* of ``--scheduler-conf`` and reloads the file when it
   changes, hence a directory of its own. Its metrics (``--enable-metrics``) and healthz
   (``--enable-healthz``) servers are off by default, so it listens on no TCP port; it does
@@ -26,8 +29,9 @@ from e2e.cluster.api import ApiClient
 
 SCHEDULER_NAME = "volcano"
 DEFAULT_QUEUE = "default"
+ROOT_QUEUE = "root"
 # The queues whose status.state must be Open before Volcano counts as ready (see the module doc).
-READY_QUEUES = (DEFAULT_QUEUE,)
+READY_QUEUES = (ROOT_QUEUE, DEFAULT_QUEUE)
 QUEUES_PATH = "/apis/scheduling.volcano.sh/v1beta1/queues"
 # Controllers that need no admission webhook (names from each controller's Name()); the jobflow
 # and jobtemplate controllers are left out.
@@ -79,10 +83,10 @@ def scheduler_args(kubeconfig: Path, scheduler_conf: Path, dump_dir: Path) -> li
 def env(kubeconfig: Path, socket_dir: Path) -> dict[str, str]:
     """Environment of both binaries.
 
-    ``KUBECONFIG``: a package both link (pkg/scheduler/api/devices/nvidia/vgpu) builds a client
-    of its own at init from ``$KUBECONFIG`` or ``~/.kube/config``, ignoring ``--kubeconfig``
-    (without it: "init kubeclient in hamivgpu failed"). ``DEBUG_SOCKET_DIR``: vc-scheduler's
-    klog control socket goes to ``socket_dir``, not /tmp/klog-socks.
+    ``KUBECONFIG``: the device plugins' package (pkg/scheduler/api/devices, NewClient) builds a
+    client of its own from ``$KUBECONFIG`` or ``~/.kube/config``, ignoring ``--kubeconfig``.
+    ``DEBUG_SOCKET_DIR``: vc-scheduler's klog control socket goes to ``socket_dir``, not
+    /tmp/klog-socks.
     """
     return {"KUBECONFIG": str(kubeconfig), "DEBUG_SOCKET_DIR": str(socket_dir)}
 
