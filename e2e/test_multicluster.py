@@ -6,9 +6,10 @@ queue and worker-b with an 8-CPU one, every cluster running this operator under
 A job submitted to the manager for MultiKueue runs on the one worker with room, through this
 operator there; the manager's copy stays untouched by the operator (no children, no status writes)
 and gets its status from Kueue. What fits no single worker is never split: it stays pending
-everywhere. Kueue's admission webhook gives a job queued at creation the ``managedBy`` of
-MultiKueue; one that gets its queue label later, without it, is refused by Kueue, and
-``trainer describe`` says why.
+everywhere. Progress (``trainerStatus``) written on the worker shows on the manager, carried back
+by Kueue with the rest of the status (Kueue 0.19). Kueue's admission webhook gives a job queued at
+creation the ``managedBy`` of MultiKueue; one that gets its queue label later, without it, is
+refused by Kueue, and ``trainer describe`` says why.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from trainer.queue_choice import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.e2e
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}
+STAMP = "2026-01-02T03:04:05Z"
+RUN_30S = {"pod-complete.stage.kwok.x-k8s.io/delay": "30s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "31s"}
 OPERATOR_STATUS_MANAGER = "trainer"
 """The field manager of the operator's status patches (its HTTP client's user agent)."""
 
@@ -202,6 +205,39 @@ async def test_a_trainjob_runs_on_the_worker_with_room_and_its_status_comes_back
     described = trainer_cli(kubeconfig, ns, "describe", "wide")
     assert described.returncode == 0, described.stderr
     assert ["Cluster:", "worker-b"] in [line.split() for line in described.stdout.splitlines()]
+
+
+async def test_progress_on_the_worker_shows_on_the_manager(kubes: dict[str, Kube], ns: str) -> None:
+    manager, worker = kubes[MANAGER], kubes["worker-b"]
+    job = sized("progress", nodes=1, cpu="2")
+    # A runtime patch of the job's own makes its pod run ~30 s (runtime patches travel to the worker).
+    pod_patch = {"spec": {"template": {"metadata": {"annotations": RUN_30S}}}}
+    rjob_patch = {"name": "node", "template": pod_patch}
+    runtime_patch = {"template": {"spec": {"replicatedJobs": [rjob_patch]}}}
+    job["spec"]["runtimePatches"] = [{"manager": "e2e.example.com/longer", "trainingRuntimeSpec": runtime_patch}]
+    async with AsyncTrainerClient(manager, ns) as sdk:
+        await sdk.create_job(job, queue=QUEUE, multicluster=True)
+
+        async def running_on_worker() -> JSON | None:
+            tj = await worker.get_or_none(TRAINJOBS, ns, "progress")
+            counts = [(s["name"], s.get("ready")) for s in ((tj or {}).get("status") or {}).get("jobsStatus") or []]
+            return tj if counts == [("node", 1)] else None
+
+        remote = await wait_for(running_on_worker, "the job's Job ready on worker-b", timeout=60)
+        patches = [p["manager"] for p in remote["spec"]["runtimePatches"]]
+        assert patches == ["e2e.example.com/longer", "kueue.x-k8s.io/manager"], patches
+        # What the worker's status server writes when the trainer pod posts its progress.
+        progress = {"progressPercentage": 42, "estimatedRemainingSeconds": 17, "lastUpdatedTime": STAMP}
+        await worker.patch_status(TRAINJOBS, ns, "progress", {"trainerStatus": progress}, manager="e2e")
+
+        async def progress_on_manager() -> JSON | None:
+            tj = await manager.get(TRAINJOBS, ns, "progress")
+            return tj if (tj.get("status") or {}).get("trainerStatus") == progress else None
+
+        tj = await wait_for(progress_on_manager, "the worker's trainerStatus on the manager", timeout=20)
+        assert condition(tj, "Complete") is None, "the job finished before its progress came back"
+        assert status_managers(tj) == {"kueue"}, status_managers(tj)
+        await sdk.wait_for_job_status("progress", timeout=90)
 
 
 async def test_an_mpijob_runs_on_the_worker_with_room_and_its_status_comes_back(
