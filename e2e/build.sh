@@ -174,12 +174,13 @@ const QueueAllocationGateKey = GroupName + "/queue-allocation-gate"
 EOF
 }
 
-# build_volcano: vc-scheduler and vc-controller-manager, and Volcano's CRDs in crds/. Volcano's
-# go.mod has replace directives (old grpc, k8s.io staging pins), so `go install` refuses it: build
-# through a wrapper module of its own that requires it and repeats every one of those replaces.
+# build_volcano: vc-scheduler, vc-controller-manager and vc-webhook-manager, and Volcano's CRDs in
+# crds/. Volcano's go.mod has replace directives (old grpc, k8s.io staging pins), so `go install`
+# refuses it: build through a wrapper module of its own that requires it and repeats every one of
+# those replaces.
 build_volcano() {
   local ver="$VOLCANO_VERSION" out="$cache/bin/volcano-$VOLCANO_VERSION"
-  [ -x "$out/vc-scheduler" ] && [ -x "$out/vc-controller-manager" ] && \
+  [ -x "$out/vc-scheduler" ] && [ -x "$out/vc-controller-manager" ] && [ -x "$out/vc-webhook-manager" ] && \
     [ -f "$out/crds/scheduling.volcano.sh_podgroups.yaml" ] && return 0
   local mod="$cache/src/volcano-$ver" src gomod apis
   mkdir -p "$mod" "$out"
@@ -213,6 +214,7 @@ package tools
 
 import (
 	_ "volcano.sh/volcano/cmd/controller-manager"
+	_ "volcano.sh/volcano/cmd/webhook-manager"
 	_ "volcano.sh/volcano/cmd/scheduler"
 )
 EOF
@@ -220,7 +222,7 @@ EOF
   local ldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$ver"
   ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=$(module_commit volcano.sh/volcano "$ver")"
   local cmd bin
-  for cmd in scheduler controller-manager; do
+  for cmd in scheduler controller-manager webhook-manager; do
     bin="vc-$cmd"
     [ -x "$out/$bin" ] && continue
     log "volcano $ver: building $bin"

@@ -31,6 +31,7 @@ BINARIES: dict[str, tuple[str, str]] = {
 OPTIONAL_BINARIES: dict[str, tuple[str, str]] = {
     "vc-scheduler": ("VOLCANO_VERSION", "volcano"),
     "vc-controller-manager": ("VOLCANO_VERSION", "volcano"),
+    "vc-webhook-manager": ("VOLCANO_VERSION", "volcano"),
     "kueue": ("KUEUE_VERSION", "kueue"),
 }
 # Client tools the tests run (not cluster components), built on first use by ensure().
