@@ -135,7 +135,7 @@ build_kwok() {
 }
 
 # volcano_apis VERSION GOMOD MOD: what replaces volcano.sh/apis in the build of Volcano VERSION
-# (nothing printed: no replacement). From v1.13 Volcano's go.mod replaces volcano.sh/apis with its
+# (nothing printed: no replacement). Volcano v1.15's go.mod replaces volcano.sh/apis with its
 # staging directory (./staging/src/volcano.sh/apis), a module of its own that the module zip
 # leaves out. The replacement is the version Volcano requires when the proxy serves it; else
 # VOLCANO_APIS_VERSION (versions.env) copied into MOD/apis with volcano_apis_compat applied.

@@ -13,7 +13,7 @@ import pytest
 
 from api.kinds import KUEUE_CLUSTER_QUEUES, KUEUE_WORKLOADS
 from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.helpers import Client, condition, wait_for
+from e2e.helpers import Client, condition, kueue_sees_runtime, wait_for
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.json_codec import JSON
 
@@ -69,6 +69,7 @@ async def test_quota_counts_every_node_and_holds_the_bigger_job_until_the_first_
 ) -> None:
     await kueue_queues(client, ns, cpu="2")
     await client.apply(kueue_runtime(), ns)
+    await kueue_sees_runtime(client.kube, ns, "rt", "lq")
     await client.apply(queued("small", nodes=1, cpu="1500m"), ns)
 
     async def admitted(name: str) -> bool:

@@ -31,7 +31,7 @@ from api.kinds import CONFIGMAPS, JOBS, KUEUE_WORKLOADS, MPIJOBS, NAMESPACES, PO
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from e2e.cluster import LocalCluster
 from e2e.cluster.multicluster import MANAGER, QUEUE, MultiCluster
-from e2e.helpers import ROOT, condition, wait_for
+from e2e.helpers import ROOT, condition, kueue_sees_runtime, wait_for
 from e2e.operator_sa import operator_kubeconfig
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.client import AsyncTrainerClient, for_multicluster
@@ -96,6 +96,7 @@ async def ns(mc: MultiCluster, kubes: dict[str, Kube]) -> AsyncIterator[str]:
     rt = runtime("rt", rjob("node", "trainer", RUN_8S))
     for kube in kubes.values():
         await kube.apply({**rt, "metadata": {"name": "rt", "namespace": name}}, "e2e")
+    await kueue_sees_runtime(kubes[MANAGER], name, "rt", QUEUE)
     try:
         yield name
     finally:
