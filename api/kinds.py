@@ -6,8 +6,8 @@ from here, so a group, version or plural is spelled in one place only. Upstream 
 third-party kinds: volcano-sh/apis ``pkg/apis/scheduling/v1beta1`` (PodGroup, Queue),
 kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1`` (PodGroup), kubernetes-sigs/kueue
 ``apis/kueue/v1beta2`` (LocalQueue, ClusterQueue, ResourceFlavor, Workload, AdmissionCheck,
-MultiKueueConfig, MultiKueueCluster; served from Kueue v0.15, which converts to and from the stored
-v1beta1 in its webhook).
+MultiKueueConfig, MultiKueueCluster; served from Kueue v0.15, stored from v0.17; Kueue converts
+to and from v1beta1 in its webhook).
 """
 
 from __future__ import annotations

@@ -134,22 +134,64 @@ build_kwok() {
   GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$ver"
 }
 
-# build_volcano: vc-scheduler and vc-controller-manager, and Volcano's CRDs in crds/. Volcano's
-# go.mod has replace directives (old grpc, k8s.io staging pins), so `go install` refuses it: build
-# through a wrapper module of its own that requires it and repeats every one of those replaces.
+# volcano_apis VERSION GOMOD MOD: what replaces volcano.sh/apis in the build of Volcano VERSION
+# (nothing printed: no replacement). Volcano v1.15's go.mod replaces volcano.sh/apis with its
+# staging directory (./staging/src/volcano.sh/apis), a module of its own that the module zip
+# leaves out. The replacement is the version Volcano requires when the proxy serves it; else
+# VOLCANO_APIS_VERSION (versions.env) copied into MOD/apis with volcano_apis_compat applied.
+volcano_apis() {
+  local ver="$1" gomod="$2" mod="$3" want dir
+  grep -Eq '^[[:space:]]*volcano.sh/apis => \.{1,2}/' "$gomod" || return 0
+  want="$(required_version "$gomod" volcano.sh/apis)"
+  if dir="$(module_dir volcano.sh/apis "$want" 2>/dev/null)"; then
+    printf 'volcano.sh/apis %s\n' "$want"
+    return 0
+  fi
+  if [ -z "${VOLCANO_APIS_VERSION:-}" ]; then
+    log "volcano $ver: the proxy refuses volcano.sh/apis $want and versions.env names no VOLCANO_APIS_VERSION"
+    return 1
+  fi
+  log "volcano $ver: the proxy refuses volcano.sh/apis $want; building with $VOLCANO_APIS_VERSION (see versions.env)"
+  dir="$(module_dir volcano.sh/apis "$VOLCANO_APIS_VERSION")"
+  rm -rf "$mod/apis"
+  cp -R "$dir" "$mod/apis"
+  chmod -R u+w "$mod/apis"
+  volcano_apis_compat "$mod/apis"
+  printf '%s\n' "$mod/apis"
+}
+
+# volcano_apis_compat DIR: what the staging volcano.sh/apis of Volcano v1.15.1 has beyond
+# volcano.sh/apis v1.14.0 other than comments, one validation marker and regenerated client code:
+# the name of the queue admission gate (pkg/apis/scheduling/v1beta1/labels.go).
+volcano_apis_compat() {
+  local pkg="$1/pkg/apis/scheduling/v1beta1"
+  grep -q 'QueueAllocationGateKey' "$pkg"/*.go && return 0
+  cat >"$pkg/queue_allocation_gate.go" <<'EOF'
+package v1beta1
+
+// QueueAllocationGateKey names the annotation and the scheduling gate of queue admission.
+const QueueAllocationGateKey = GroupName + "/queue-allocation-gate"
+EOF
+}
+
+# build_volcano: vc-scheduler, vc-controller-manager and vc-webhook-manager, and Volcano's CRDs in
+# crds/. Volcano's go.mod has replace directives (old grpc, k8s.io staging pins), so `go install`
+# refuses it: build through a wrapper module of its own that requires it and repeats every one of
+# those replaces.
 build_volcano() {
   local ver="$VOLCANO_VERSION" out="$cache/bin/volcano-$VOLCANO_VERSION"
-  [ -x "$out/vc-scheduler" ] && [ -x "$out/vc-controller-manager" ] && \
+  [ -x "$out/vc-scheduler" ] && [ -x "$out/vc-controller-manager" ] && [ -x "$out/vc-webhook-manager" ] && \
     [ -f "$out/crds/scheduling.volcano.sh_podgroups.yaml" ] && return 0
-  local mod="$cache/src/volcano-$ver" src gomod
+  local mod="$cache/src/volcano-$ver" src gomod apis
   mkdir -p "$mod" "$out"
   log "volcano $ver: resolving modules in $mod"
   src="$(module_dir volcano.sh/volcano "$ver")"
   gomod="$(go env GOMODCACHE)/cache/download/volcano.sh/volcano/@v/$ver.mod"
-  if grep -Eq '=> \.{1,2}/' "$gomod"; then
+  if grep -v '^[[:space:]]*volcano.sh/apis =>' "$gomod" | grep -Eq '=> \.{1,2}/'; then
     log "volcano $ver: go.mod replaces a module with a local directory; cannot build it from the proxy"
     return 1
   fi
+  apis="$(volcano_apis "$ver" "$gomod" "$mod")"
   {
     echo "module local/volcano-build"
     echo
@@ -161,7 +203,8 @@ build_volcano() {
     awk '/^replace \($/ {block = 1; next}
          block && /^\)/ {block = 0; next}
          block {print; next}
-         /^replace / {sub(/^replace /, "\t"); print}' "$gomod"
+         /^replace / {sub(/^replace /, "\t"); print}' "$gomod" | grep -v '^[[:space:]]*volcano.sh/apis =>'
+    [ -z "$apis" ] || printf '\tvolcano.sh/apis => %s\n' "$apis"
     echo ")"
   } >"$mod/go.mod"
   cat >"$mod/tools.go" <<'EOF'
@@ -171,6 +214,7 @@ package tools
 
 import (
 	_ "volcano.sh/volcano/cmd/controller-manager"
+	_ "volcano.sh/volcano/cmd/webhook-manager"
 	_ "volcano.sh/volcano/cmd/scheduler"
 )
 EOF
@@ -178,7 +222,7 @@ EOF
   local ldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$ver"
   ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=$(module_commit volcano.sh/volcano "$ver")"
   local cmd bin
-  for cmd in scheduler controller-manager; do
+  for cmd in scheduler controller-manager webhook-manager; do
     bin="vc-$cmd"
     [ -x "$out/$bin" ] && continue
     log "volcano $ver: building $bin"
@@ -197,9 +241,10 @@ EOF
 
 # build_kueue: the Kueue manager, and in crds/ Kueue's CRDs plus those of the JobSet and MPIJob
 # kinds Kueue integrates with (each from the module at the version Kueue's go.mod requires). From
-# v0.15 Kueue serves v1beta1 and v1beta2 and converts between them in its webhook server: the
-# conversion patches its own kustomization enables (config/components/crd) go to conversion/, for
-# the cluster to point at its Kueue.
+# v0.15 Kueue serves v1beta1 and v1beta2 (stored from v0.17) and converts between them in its
+# webhook server: the conversion patches its own kustomization enables (config/components/crd) go
+# to conversion/, for the cluster to point at its Kueue. Its admission webhook configurations
+# (config/components/webhook) go to webhooks/, likewise pointed at its Kueue by the cluster.
 # `go install sigs.k8s.io/kueue/cmd/kueue@VERSION` would do, but it reads the module's version
 # list (for deprecation notices) and the proxy here refuses that list (403); a wrapper module that
 # requires only Kueue selects exactly Kueue's own dependency versions and needs no list.
@@ -207,7 +252,8 @@ build_kueue() {
   local ver="$KUEUE_VERSION" out="$cache/bin/kueue-$KUEUE_VERSION"
   [ -x "$out/kueue" ] && [ -f "$out/crds/kueue.x-k8s.io_clusterqueues.yaml" ] && \
     [ -f "$out/crds/jobset.x-k8s.io_jobsets.yaml" ] && \
-    [ -f "$out/crds/kubeflow.org_mpijobs.yaml" ] && [ -d "$out/conversion" ] && return 0
+    [ -f "$out/crds/kubeflow.org_mpijobs.yaml" ] && [ -d "$out/conversion" ] && \
+    [ -f "$out/webhooks/manifests.yaml" ] && return 0
   local mod="$cache/src/kueue-$ver" src gomod dep want
   mkdir -p "$mod" "$out"
   log "kueue $ver: resolving modules in $mod"
@@ -248,6 +294,7 @@ EOF
   done
   mkdir -p "$out/conversion"
   [ "${#patches[@]}" -eq 0 ] || copy_crds "$out/conversion" "${patches[@]}"
+  copy_crds "$out/webhooks" "$src/config/components/webhook/manifests.yaml"
   src="$(module_dir sigs.k8s.io/jobset "$JOBSET_VERSION")"
   copy_crds "$out/crds" "$src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
   src="$(module_dir github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION")"

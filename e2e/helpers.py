@@ -28,7 +28,7 @@ from api.trainer_v1alpha1 import TrainJob
 from e2e.cluster import LocalCluster
 from trainer.client.types import trainjob_status
 from trainer.json_codec import JSON
-from trainer.kube.client import Kube
+from trainer.kube.client import ApiError, Kube
 from trainer.webhook.server import CONFIG_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +48,31 @@ async def wait_for(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
+
+
+async def kueue_sees_runtime(kube: Kube, ns: str, runtime: str, queue: str, timeout: float = 30.0) -> None:
+    """Wait until Kueue's TrainJob webhook admits a job of ``runtime`` queued to ``queue`` in ``ns``
+    (a dry-run create through the admission chain): it looks the runtime up in its informer cache,
+    and refuses "runtime '<name>' not found" until that has the runtime just applied. Raises
+    ``AssertionError`` after ``timeout`` seconds, :class:`trainer.kube.client.ApiError` on any
+    other refusal."""
+    probe = {
+        "apiVersion": TRAINJOBS.api_version,
+        "kind": "TrainJob",
+        "metadata": {"generateName": "kueue-probe-", "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"runtimeRef": {"name": runtime, "kind": "TrainingRuntime"}, "suspend": True},
+    }
+
+    async def admitted() -> bool:
+        try:
+            await kube.request("POST", TRAINJOBS.path(ns), {"dryRun": "All"}, body=probe)
+        except ApiError as e:
+            if f"runtime '{runtime}' not found" not in e.message:
+                raise
+            return False
+        return True
+
+    await wait_for(admitted, f"Kueue's webhook to know runtime {runtime} in {ns}", timeout)
 
 
 def condition(obj: JSON | None, type_: str) -> JSON | None:

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from api.kinds import MPIJOBS, PODS, TRAINJOBS
+from api.kinds import MPIJOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from e2e.cluster.cluster import reserved_ports
 from e2e.helpers import Client, deep_json, nested, wait_for, webhook_ca_patched
 from e2e.operator_process import Operator
@@ -221,3 +221,60 @@ async def test_with_the_operator_down_deletes_work_and_creates_are_refused(
         await asyncio.sleep(3)
     items, _ = await client.kube.list(PODS, ns)
     assert not [p for p in items if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == "doomed"]
+
+
+VOLCANO_JOBS = Resource("batch.volcano.sh", "v1alpha1", "Job", "jobs")
+"""Volcano's own Job (volcano.sh/apis ``pkg/apis/batch/v1alpha1``), here only to meet its admission."""
+
+
+async def test_hierarchical_queues_as_volcano_enforces_them_and_the_operator_agrees(client: Client, ns: str) -> None:
+    """Seed 003 (volcano-sh/volcano#4033) on Volcano's own queue admission (vc-webhook-manager):
+    a parent whose child runs a job accepts a second child; a job for a parent queue is refused by
+    Volcano (its Job) and by the operator (a TrainJob), both naming the queue; a leaf queue with
+    running pods gets no first child."""
+    await client.apply(runtime("rt", rjob("node", "trainer", RUN_FOR)), ns)
+    parent, first, second, busy, late = (f"{ns}-{q}" for q in ("a", "a-q1", "a-q2", "b", "b-q1"))
+    await make_queue(client, parent)
+    await make_queue(client, first, parent=parent)
+    await make_queue(client, busy)
+
+    async def running_in(queue: str) -> None:
+        job = trainjob(f"in-{queue}", "rt", trainer={"numNodes": 1})
+        job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": queue}
+        await client.apply(job, ns)
+
+        async def running() -> bool:
+            found = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name=in-{queue}")
+            return any((p.get("status") or {}).get("phase") == "Running" for p in found)
+
+        await wait_for(running, f"a pod of the job in queue {queue} running", timeout=60)
+
+    await running_in(first)
+    await make_queue(client, second, parent=parent)  # the parent has children: a second one is fine
+
+    job = trainjob("in-parent", "rt", trainer={"numNodes": 1})
+    job["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": parent}
+    ours = await refused(client, job, ns)
+    assert repr(parent) in ours and "leaf" in ours and first in ours and second in ours, ours
+    task = {"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+    volcano_job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "in-parent", "namespace": ns},
+        "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": parent, "tasks": [task]},
+    }
+    with pytest.raises(ApiError) as theirs:
+        await client.kube.create(VOLCANO_JOBS, ns, volcano_job)
+    assert f"can only submit job to leaf queue, queue `{parent}` has 2 child queues" in theirs.value.message
+
+    await running_in(busy)
+
+    async def pods_allocated() -> bool:
+        queue = await client.kube.get_or_none(VOLCANO_QUEUES, None, busy)
+        allocated: JSON = ((queue or {}).get("status") or {}).get("allocated") or {}
+        return str(allocated.get("pods", "0")) != "0"
+
+    await wait_for(pods_allocated, f"Volcano counting the pods of queue {busy}", timeout=30)
+    queue = {"apiVersion": VOLCANO_QUEUES.api_version, "kind": "Queue", "metadata": {"name": late}}
+    message = await refused(client, {**queue, "spec": {"weight": 1, "parent": busy}})
+    assert f"queue {busy} cannot be the parent queue of queue {late} because it has allocated Pods" in message

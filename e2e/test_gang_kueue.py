@@ -1,6 +1,9 @@
 """Admission by the real Kueue (its TrainJob integration), with the operator run as
 ``--gang-scheduler-name=kueue``: Kueue sizes a TrainJob's quota from every node, flips ``suspend``
-and writes the flavor's node selector into the TrainJob's overrides; the operator honours both."""
+and writes the flavor's node selector into the TrainJob's overrides; the operator honours both.
+Kueue (0.19: ``waitForPodsReady`` on by default) sees each admitted job's pods ready from its
+``jobsStatus`` (``ready`` + ``succeeded`` against the runtime's Jobs): the Workload's
+``PodsReady`` turns True."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pytest
 
 from api.kinds import KUEUE_CLUSTER_QUEUES, KUEUE_WORKLOADS
 from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.helpers import Client, condition, wait_for
+from e2e.helpers import Client, condition, kueue_sees_runtime, wait_for
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.json_codec import JSON
 
@@ -66,6 +69,7 @@ async def test_quota_counts_every_node_and_holds_the_bigger_job_until_the_first_
 ) -> None:
     await kueue_queues(client, ns, cpu="2")
     await client.apply(kueue_runtime(), ns)
+    await kueue_sees_runtime(client.kube, ns, "rt", "lq")
     await client.apply(queued("small", nodes=1, cpu="1500m"), ns)
 
     async def admitted(name: str) -> bool:
@@ -76,6 +80,8 @@ async def test_quota_counts_every_node_and_holds_the_bigger_job_until_the_first_
     (pod,) = await wait_for(lambda: _running(client, ns, "small", 1), "the small job's pod running", timeout=30)
     # The flavor's node labels, written by Kueue into the TrainJob's overrides, reach the pod.
     assert pod["spec"].get("nodeSelector", {}).get("type") == "kwok", pod["spec"].get("nodeSelector")
+    ready = await wait_for(lambda: _pods_ready(client, ns, "small"), "Kueue to see the small job's pods ready", 30)
+    assert condition(ready, "Admitted")["status"] == "True"  # type: ignore[index]
 
     await client.apply(queued("big", nodes=2, cpu="1500m"), ns)
 
@@ -103,7 +109,15 @@ async def test_quota_counts_every_node_and_holds_the_bigger_job_until_the_first_
     await client.wait_condition(ns, "small", "Complete", timeout=60)
     pods = await wait_for(lambda: _running(client, ns, "big", 2), "the big job's 2 pods after the small one", 60)
     assert {p["spec"]["nodeSelector"]["type"] for p in pods} == {"kwok"}
+    await wait_for(lambda: _pods_ready(client, ns, "big"), "Kueue to see the big job's 2 pods ready", 30)
     await client.wait_condition(ns, "big", "Complete", timeout=60)
+
+
+async def _pods_ready(client: Client, ns: str, name: str) -> JSON | None:
+    """The job's Workload once its ``PodsReady`` condition is True (Kueue's reading of ``jobsStatus``)."""
+    wl = await workload_of(client, ns, name)
+    c = condition(wl, "PodsReady")
+    return wl if c and c["status"] == "True" else None
 
 
 async def _running(client: Client, ns: str, name: str, n: int) -> list[JSON] | None:

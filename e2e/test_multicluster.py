@@ -6,7 +6,10 @@ queue and worker-b with an 8-CPU one, every cluster running this operator under
 A job submitted to the manager for MultiKueue runs on the one worker with room, through this
 operator there; the manager's copy stays untouched by the operator (no children, no status writes)
 and gets its status from Kueue. What fits no single worker is never split: it stays pending
-everywhere. A job without ``managedBy`` is refused by Kueue, and ``trainer describe`` says why.
+everywhere. Progress (``trainerStatus``) written on the worker shows on the manager, carried back
+by Kueue with the rest of the status (Kueue 0.19). Kueue's admission webhook gives a job queued at
+creation the ``managedBy`` of MultiKueue; one that gets its queue label later, without it, is
+refused by Kueue, and ``trainer describe`` says why.
 """
 
 from __future__ import annotations
@@ -28,16 +31,19 @@ from api.kinds import CONFIGMAPS, JOBS, KUEUE_WORKLOADS, MPIJOBS, NAMESPACES, PO
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from e2e.cluster import LocalCluster
 from e2e.cluster.multicluster import MANAGER, QUEUE, MultiCluster
-from e2e.helpers import ROOT, condition, wait_for
+from e2e.helpers import ROOT, condition, kueue_sees_runtime, wait_for
 from e2e.operator_sa import operator_kubeconfig
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.aio import observe
 from trainer.json_codec import JSON
 from trainer.kube.client import Kube
+from trainer.queue_choice import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.e2e
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}
+STAMP = "2026-01-02T03:04:05Z"
+RUN_30S = {"pod-complete.stage.kwok.x-k8s.io/delay": "30s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "31s"}
 OPERATOR_STATUS_MANAGER = "trainer"
 """The field manager of the operator's status patches (its HTTP client's user agent)."""
 
@@ -90,6 +96,7 @@ async def ns(mc: MultiCluster, kubes: dict[str, Kube]) -> AsyncIterator[str]:
     rt = runtime("rt", rjob("node", "trainer", RUN_8S))
     for kube in kubes.values():
         await kube.apply({**rt, "metadata": {"name": "rt", "namespace": name}}, "e2e")
+    await kueue_sees_runtime(kubes[MANAGER], name, "rt", QUEUE)
     try:
         yield name
     finally:
@@ -201,6 +208,39 @@ async def test_a_trainjob_runs_on_the_worker_with_room_and_its_status_comes_back
     assert ["Cluster:", "worker-b"] in [line.split() for line in described.stdout.splitlines()]
 
 
+async def test_progress_on_the_worker_shows_on_the_manager(kubes: dict[str, Kube], ns: str) -> None:
+    manager, worker = kubes[MANAGER], kubes["worker-b"]
+    job = sized("progress", nodes=1, cpu="2")
+    # A runtime patch of the job's own makes its pod run ~30 s (runtime patches travel to the worker).
+    pod_patch = {"spec": {"template": {"metadata": {"annotations": RUN_30S}}}}
+    rjob_patch = {"name": "node", "template": pod_patch}
+    runtime_patch = {"template": {"spec": {"replicatedJobs": [rjob_patch]}}}
+    job["spec"]["runtimePatches"] = [{"manager": "e2e.example.com/longer", "trainingRuntimeSpec": runtime_patch}]
+    async with AsyncTrainerClient(manager, ns) as sdk:
+        await sdk.create_job(job, queue=QUEUE, multicluster=True)
+
+        async def running_on_worker() -> JSON | None:
+            tj = await worker.get_or_none(TRAINJOBS, ns, "progress")
+            counts = [(s["name"], s.get("ready")) for s in ((tj or {}).get("status") or {}).get("jobsStatus") or []]
+            return tj if counts == [("node", 1)] else None
+
+        remote = await wait_for(running_on_worker, "the job's Job ready on worker-b", timeout=60)
+        patches = [p["manager"] for p in remote["spec"]["runtimePatches"]]
+        assert patches == ["e2e.example.com/longer", "kueue.x-k8s.io/manager"], patches
+        # What the worker's status server writes when the trainer pod posts its progress.
+        progress = {"progressPercentage": 42, "estimatedRemainingSeconds": 17, "lastUpdatedTime": STAMP}
+        await worker.patch_status(TRAINJOBS, ns, "progress", {"trainerStatus": progress}, manager="e2e")
+
+        async def progress_on_manager() -> JSON | None:
+            tj = await manager.get(TRAINJOBS, ns, "progress")
+            return tj if (tj.get("status") or {}).get("trainerStatus") == progress else None
+
+        tj = await wait_for(progress_on_manager, "the worker's trainerStatus on the manager", timeout=20)
+        assert condition(tj, "Complete") is None, "the job finished before its progress came back"
+        assert status_managers(tj) == {"kueue"}, status_managers(tj)
+        await sdk.wait_for_job_status("progress", timeout=90)
+
+
 async def test_an_mpijob_runs_on_the_worker_with_room_and_its_status_comes_back(
     kubes: dict[str, Kube], ns: str
 ) -> None:
@@ -282,12 +322,33 @@ async def test_a_job_no_worker_can_hold_stays_pending_everywhere(
         await sdk.delete_job("huge", wait=True)
 
 
-async def test_a_job_without_managed_by_is_refused_by_kueue_and_describe_says_why(
+async def test_a_job_queued_without_managed_by_gets_multikueue_s_from_kueue_and_runs_on_a_worker(
+    kubes: dict[str, Kube], ns: str
+) -> None:
+    manager = kubes[MANAGER]
+    async with Seen(kubes["worker-b"], TRAINJOBS, ns) as on_b, AsyncTrainerClient(manager, ns) as sdk:
+        await sdk.create_job(sized("plain", nodes=1, cpu="2"), queue=QUEUE)  # 2 CPU: worker-b's
+        tj = await manager.get(TRAINJOBS, ns, "plain")
+        # Kueue's defaulting webhook (v0.19): MultiKueue's managedBy, suspended, its runtime patch.
+        assert tj["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+        assert tj["spec"]["suspend"] is True
+        assert [p["manager"] for p in tj["spec"]["runtimePatches"]] == ["kueue.x-k8s.io/manager"]
+        await sdk.wait_for_job_status("plain", timeout=120)
+    assert "plain" in on_b.objects
+    assert (await manager.list(JOBS, ns))[0] == [] and (await manager.list(PODS, ns))[0] == []
+
+
+async def test_a_job_labelled_for_the_queue_after_creation_is_refused_by_kueue_and_describe_says_why(
     mc: MultiCluster, kubes: dict[str, Kube], ns: str
 ) -> None:
     manager = kubes[MANAGER]
     async with Seen(kubes["worker-b"], TRAINJOBS, ns) as on_b, AsyncTrainerClient(manager, ns) as sdk:
-        await sdk.create_job(sized("local", nodes=1, cpu="1"), queue=QUEUE)
+        # Kueue's webhook defaults managedBy only at creation: a queue label added later leaves
+        # the job without it, for MultiKueue to refuse.
+        job = sized("local", nodes=1, cpu="1")
+        job["spec"]["suspend"] = True
+        await sdk.create_job(job)
+        await manager.merge_patch(TRAINJOBS, ns, "local", {"metadata": {"labels": {KUEUE_QUEUE_LABEL: QUEUE}}})
 
         async def rejected() -> bool:
             info = await sdk.get_workload("local")

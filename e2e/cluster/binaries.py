@@ -31,6 +31,7 @@ BINARIES: dict[str, tuple[str, str]] = {
 OPTIONAL_BINARIES: dict[str, tuple[str, str]] = {
     "vc-scheduler": ("VOLCANO_VERSION", "volcano"),
     "vc-controller-manager": ("VOLCANO_VERSION", "volcano"),
+    "vc-webhook-manager": ("VOLCANO_VERSION", "volcano"),
     "kueue": ("KUEUE_VERSION", "kueue"),
 }
 # Client tools the tests run (not cluster components), built on first use by ensure().
@@ -38,7 +39,7 @@ TOOLS: dict[str, tuple[str, str]] = {"helm": ("HELM_VERSION", "helm")}
 # build.sh components that also install CRDs into their crds/ directory.
 COMPONENTS_WITH_CRDS = ("volcano", "kueue")
 # Other directories a build.sh component installs beside its binaries (present, possibly empty).
-COMPONENT_DIRS: dict[str, tuple[str, ...]] = {"kueue": ("conversion",)}
+COMPONENT_DIRS: dict[str, tuple[str, ...]] = {"kueue": ("conversion", "webhooks")}
 
 
 def cache_dir() -> Path:
@@ -62,7 +63,7 @@ def _all_binaries() -> dict[str, tuple[str, str]]:
 
 
 def component_dir(component: str) -> Path:
-    """The bin directory of a build.sh component (e.g. ``volcano`` -> ``.../bin/volcano-v1.10.0``)."""
+    """The bin directory of a build.sh component (e.g. ``volcano`` -> ``.../bin/volcano-v1.15.1``)."""
     variable = {prefix: var for var, prefix in _all_binaries().values()}[component]
     return cache_dir() / "bin" / f"{component}-{versions()[variable]}"
 

@@ -2,7 +2,7 @@
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok run as detached processes
 (see :mod:`e2e.cluster.process`), optionally followed by Volcano (vc-scheduler,
-vc-controller-manager; :mod:`e2e.cluster.volcano`) and Kueue (:mod:`e2e.cluster.kueue`). Their
+vc-controller-manager, then vc-webhook-manager; :mod:`e2e.cluster.volcano`) and Kueue (:mod:`e2e.cluster.kueue`). Their
 state lives in ``state_dir``::
 
     state_dir/
@@ -14,8 +14,10 @@ state lives in ``state_dir``::
       run/<component>.pid      pids of the running processes
       logs/<component>.log     their output
       volcano/scheduler.conf   vc-scheduler's configuration (alone in its directory: it is watched)
+      volcano-webhook/         vc-webhook-manager's port, serving certificate and webhook configurations
       kueue/config.yaml        Kueue's Configuration; kueue/webhook-certs/ its serving certificate;
-                               kueue/crds/ its CRDs as applied (conversion by its webhook server)
+                               kueue/crds/ its CRDs as applied (conversion by its webhook server);
+                               kueue/webhooks.yaml its admission webhooks as applied
 
 Start order: the core, then the CRDs of the requested optional components and the ``extra_crds``
 (one server-side apply, in that order, waited Established), then Volcano and Kueue; ``stop()``
@@ -42,11 +44,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import yaml
+
 from e2e.cluster import kueue, volcano
 from e2e.cluster.api import ApiClient
 from e2e.cluster.binaries import binary_paths, component_dir, crd_dir, ensure_binaries
-from e2e.cluster.crds import apply_crds
-from e2e.cluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig
+from e2e.cluster.crds import FIELD_MANAGER, apply_crds
+from e2e.cluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig, write_serving_cert
 from e2e.cluster.process import Component
 
 STAGES_FILE = Path(__file__).resolve().parent / "kwok-stages.yaml"
@@ -56,7 +60,8 @@ POD_CIDR = "10.1.0.1/16"  # fake pod IPs handed out by kwok
 NODE_IP = "127.0.0.1"  # InternalIP of every node: loopback, so nothing ever leaves the machine
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-VOLCANO_COMPONENTS = ("vc-scheduler", "vc-controller-manager")
+VOLCANO_COMPONENTS = ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")
+VOLCANO_WEBHOOK = "vc-webhook-manager"  # started once Volcano's queues are Open (see e2e.cluster.volcano)
 KUEUE_COMPONENTS = ("kueue",)
 OPTIONAL_COMPONENTS = (*VOLCANO_COMPONENTS, *KUEUE_COMPONENTS)
 # Client identities of the optional components: kubeconfig name -> (common name, organization).
@@ -500,6 +505,15 @@ class LocalCluster:
                     kueue_ports.webhook,
                 )
             )
+            # Kueue's admission webhooks, applied with the CRDs (the same server-side apply).
+            crds.append(
+                kueue.write_webhooks(
+                    component_dir("kueue") / "webhooks" / "manifests.yaml",
+                    self._kueue_dir / "webhooks.yaml",
+                    Pki(self.state_dir / "pki").ca_cert,
+                    kueue_ports.webhook,
+                )
+            )
         crds += self.extra_crds
         if crds:
             began = time.monotonic()
@@ -521,16 +535,22 @@ class LocalCluster:
             "kueue": lambda: self._start_kueue(kueue_ports or self._new_kueue_ports()),
         }
         for name in to_start:
-            starters[name]()
-            started.append(name)
+            if name != VOLCANO_WEBHOOK:
+                starters[name]()
+                started.append(name)
 
         if self.volcano:
             self._wait(
                 f"Volcano queue(s) {', '.join(volcano.READY_QUEUES)} Open",
                 deadline,
                 lambda: volcano.queues_open(self.api()),
-                *VOLCANO_COMPONENTS,
+                *(name for name in VOLCANO_COMPONENTS if name != VOLCANO_WEBHOOK),
             )
+            if VOLCANO_WEBHOOK in to_start:
+                self._start_vc_webhook_manager()
+                started.append(VOLCANO_WEBHOOK)
+            port = int((self._volcano_webhook_dir / "port").read_text())
+            self._wait("Volcano admission serving", deadline, lambda: volcano.serving(port), VOLCANO_WEBHOOK)
         if self.kueue:
             ports = kueue.read_ports(self._kueue_dir / "config.yaml")
             if ports is None:
@@ -555,6 +575,30 @@ class LocalCluster:
         self._start(
             "vc-controller-manager",
             volcano.controller_manager_args(kubeconfig),
+            env=volcano.env(kubeconfig, self.state_dir / "run"),
+        )
+
+    @property
+    def _volcano_webhook_dir(self) -> Path:
+        return self.state_dir / "volcano-webhook"
+
+    def _start_vc_webhook_manager(self) -> None:
+        """Install vc-webhook-manager's webhook configurations for a new port, then start it."""
+        directory = self._volcano_webhook_dir
+        pki = Pki(self.state_dir / "pki")
+        (port,) = free_ports(1)
+        write_serving_cert(pki, directory / "certs", "volcano-webhook")
+        manifest = directory / "webhooks.yaml"
+        manifest.write_text(yaml.safe_dump_all(volcano.webhook_configurations(pki.ca_cert, port), sort_keys=False))
+        result = self.run_kubectl(
+            "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", str(manifest)
+        )
+        (directory / "port").write_text(str(port))
+        kubeconfig = self.state_dir / "kubeconfigs" / "volcano.yaml"
+        self.log(f"Volcano admission configured on port {port}: {' '.join(result.stdout.split())}")
+        self._start(
+            VOLCANO_WEBHOOK,
+            volcano.webhook_manager_args(kubeconfig, directory / "certs", pki.ca_cert, port),
             env=volcano.env(kubeconfig, self.state_dir / "run"),
         )
 

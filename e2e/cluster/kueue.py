@@ -1,17 +1,26 @@
-"""Kueue's manager run out of cluster: its Configuration, certificates, flags, CRD conversion and readiness.
+"""Kueue's manager run out of cluster: its Configuration, certificates, flags, CRD conversion,
+admission webhooks and readiness.
 
-Checked against sigs.k8s.io/kueue@v0.15.2 (cmd/kueue/main.go, apis/config/v1beta2, pkg/config,
-config/components/crd). The flags are only ``--config``, ``--kubeconfig`` (controller-runtime's),
-``--feature-gates`` and zap's ``--zap-*``; everything else is in the Configuration file, which
-is decoded strictly (an unknown field fails the start).
+Checked against sigs.k8s.io/kueue@v0.19.2 (cmd/kueue/main.go, apis/config/v1beta2, pkg/config,
+config/components/crd, config/components/webhook, pkg/controller/jobs/trainjob). The flags are
+only ``--config``, ``--kubeconfig`` (controller-runtime's), ``--feature-gates`` and zap's
+``--zap-*``; everything else is in the Configuration file, which is decoded strictly (an unknown
+field fails the start).
 
 - ``internalCertManagement.enable: false``: Kueue does not create its Secret nor patch webhook
   configurations; its webhook server serves ``tls.crt``/``tls.key`` from ``webhook.certDir``,
-  written here with the cluster CA. No admission webhook configuration is installed in the
-  cluster, so Kueue's defaulting webhooks never run: a job must be created with ``suspend: true``
-  and its ``kueue.x-k8s.io/queue-name`` label (and, for MultiKueue, its ``managedBy``).
-- Kueue v0.15 serves ``kueue.x-k8s.io`` v1beta1 (stored) and v1beta2 (what its controllers use);
-  the CRDs its kustomization patches for conversion (``conversion/`` beside the CRDs, see
+  written here with the cluster CA.
+- Admission webhooks: Kueue's TrainJob ones (:data:`WEBHOOK_RESOURCES`, from its
+  ``config/components/webhook/manifests.yaml``, ``webhooks/`` beside the CRDs) are installed
+  pointing at this Kueue (:func:`webhook_configurations`), for the TrainJobs carrying a queue
+  label only. Since v0.17 Kueue admits a TrainJob through its own ``runtimePatches`` entry
+  (manager ``kueue.x-k8s.io/manager``), which its defaulting webhook adds at creation; without it
+  Kueue never unsuspends the job ("kueue runtime patch not found"), and MultiKueue drops it from
+  the copy it creates on a worker for the worker's webhook to add again. Kueue's other webhooks
+  are not installed: a Job or MPIJob must be created with ``suspend: true`` and its
+  ``kueue.x-k8s.io/queue-name`` label (and, for MultiKueue, its ``managedBy``).
+- Kueue serves ``kueue.x-k8s.io`` v1beta1 and v1beta2 (stored from v0.17, what its controllers
+  use); the CRDs its kustomization patches for conversion (``conversion/`` beside the CRDs, see
   ``e2e/build.sh``) are applied here with ``conversion.strategy: Webhook`` pointing at this
   Kueue's webhook server (``https://127.0.0.1:<port>/convert``, the cluster CA as caBundle):
   :func:`write_crds`.
@@ -20,6 +29,9 @@ is decoded strictly (an unknown field fails the start).
   are missing, so :func:`ensure_metrics_certs` creates them there when absent.
 - ``VisibilityOnDemand`` (beta, on by default) would start an extra API server on a fixed
   port: switched off.
+- ``waitForPodsReady`` is on by default from v0.19 (timeout 30 min, ``blockAdmission`` false):
+  left at Kueue's defaults. Kueue reads a TrainJob's readiness from ``status.jobsStatus``
+  (``ready`` + ``succeeded`` of every replicated job against the Jobs its runtime makes).
 - Integrations whose CRD is missing at start (e.g. TrainJob) are deferred by Kueue until the CRD
   appears; but the CRDs should be there first so that their controllers start at once.
 """
@@ -44,7 +56,10 @@ KUEUE_API_VERSION = KUEUE_CLUSTER_QUEUES.api_version
 """The version of the Kueue objects written here (``kueue.x-k8s.io/v1beta2``, see api/kinds.py)."""
 FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
 NAMESPACE = "kueue-system"
-# Hard-coded in cmd/kueue/main.go (v0.14.5 to v0.15.2) when internalCertManagement is disabled.
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# The resources whose Kueue admission webhooks the cluster installs (see the module doc).
+WEBHOOK_RESOURCES = ("trainjobs",)
+# Hard-coded in cmd/kueue/main.go (v0.14.5 to v0.19.2) when internalCertManagement is disabled.
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 
 
@@ -130,6 +145,47 @@ def write_crds(source: Path, conversion: Path, dest: Path, ca_cert: Path, webhoo
     return dest
 
 
+def webhook_configurations(
+    manifest: Path, ca_cert: Path, webhook_port: int, resources: tuple[str, ...] = WEBHOOK_RESOURCES
+) -> list[dict[str, Any]]:
+    """Kueue's admission webhook configurations of ``manifest`` for ``resources``, served by this Kueue.
+
+    ``manifest`` is Kueue's ``config/components/webhook/manifests.yaml`` (one
+    MutatingWebhookConfiguration and one ValidatingWebhookConfiguration). Of each, the webhooks
+    with a rule on one of ``resources`` are kept, their ``clientConfig`` a URL
+    ``https://127.0.0.1:<webhook_port><path>`` with ``ca_cert`` (PEM) as caBundle, and an
+    ``objectSelector`` on the queue label :data:`QUEUE_LABEL` (every other job in the cluster is
+    left alone); each configuration is renamed ``kueue-<name>``, and one left without webhooks is
+    dropped. Raises ``OSError`` when a file cannot be read, ``KeyError`` when a webhook names no
+    service path.
+    """
+    ca_bundle = base64.b64encode(ca_cert.read_bytes()).decode()
+    configurations: list[dict[str, Any]] = []
+    for doc in yaml.safe_load_all(manifest.read_text()):
+        if not doc:
+            continue
+        webhooks = []
+        for webhook in doc.get("webhooks") or []:
+            named = {r for rule in webhook.get("rules") or [] for r in rule.get("resources") or []}
+            if not named & set(resources):
+                continue
+            path = webhook["clientConfig"]["service"]["path"]
+            webhook["clientConfig"] = {"url": f"https://127.0.0.1:{webhook_port}{path}", "caBundle": ca_bundle}
+            webhook["objectSelector"] = {"matchExpressions": [{"key": QUEUE_LABEL, "operator": "Exists"}]}
+            webhooks.append(webhook)
+        if webhooks:
+            meta = {"name": f"kueue-{doc['metadata']['name']}"}
+            configurations.append({**doc, "metadata": meta, "webhooks": webhooks})
+    return configurations
+
+
+def write_webhooks(manifest: Path, dest: Path, ca_cert: Path, webhook_port: int) -> Path:
+    """Write :func:`webhook_configurations` of ``manifest`` to the file ``dest``; return ``dest``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(yaml.safe_dump_all(webhook_configurations(manifest, ca_cert, webhook_port), sort_keys=False))
+    return dest
+
+
 def read_ports(config: Path) -> KueuePorts | None:
     """The ports recorded in a Configuration written by :func:`prepare`, or ``None``."""
     try:
@@ -181,7 +237,7 @@ def ready(ports: KueuePorts) -> bool:
         return False
 
 
-# --- Kueue objects (kueue.x-k8s.io/v1beta2, apis/kueue/v1beta2 of v0.15.2) --------------------
+# --- Kueue objects (kueue.x-k8s.io/v1beta2, apis/kueue/v1beta2 of v0.19.2) --------------------
 
 
 def resource_flavor(name: str, node_labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Every cluster is a real control plane on loopback with Kueue and this project's 
 (``--gang-scheduler-name=kueue``, admission webhook on), the TrainJob, MPIJob and JobSet CRDs, and
 the sample runtimes of ``config/samples``. Only the workers have KWOK nodes (2 x 8 CPU each):
 nothing runs on the manager. Kueue objects (``kueue.x-k8s.io/v1beta2``, checked against
-sigs.k8s.io/kueue@v0.15.2 ``apis/kueue/v1beta2`` and ``keps/693-multikueue``):
+sigs.k8s.io/kueue@v0.19.2 ``apis/kueue/v1beta2`` and ``keps/693-multikueue``):
 
 - each worker: ResourceFlavor ``kwok`` (nodes labelled ``type=kwok``), ClusterQueue
   ``cluster-queue`` with the worker's CPU quota (:data:`WORKER_CPUS`: worker-a 1, worker-b 8) and

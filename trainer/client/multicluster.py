@@ -6,7 +6,7 @@ A job submitted to a MultiKueue manager cluster carries ``managedBy: kueue.x-k8s
 to the worker cluster that admits that Workload first, and copies the worker's status back; the
 Workload's ``status.clusterName`` names that worker.
 
-Follows kubernetes-sigs/kueue v0.15.2: ``apis/kueue/v1beta2/multikueue_types.go``
+Follows kubernetes-sigs/kueue v0.19.2: ``apis/kueue/v1beta2/multikueue_types.go``
 (``MultiKueueControllerName``), ``apis/kueue/v1beta2/workload_types.go`` (Workload status:
 ``clusterName``, ``nominatedClusterNames``, ``admission``, ``admissionChecks``, conditions),
 ``pkg/controller/constants/constants.go`` (``JobUIDLabel``), and the adapters
