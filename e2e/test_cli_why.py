@@ -70,22 +70,22 @@ def test_list_and_describe_say_what_holds_each_job(trainer: Trainer, tmp_path: P
 
 def test_an_mpijob_is_listed_and_described(trainer: Trainer, tmp_path: Path) -> None:
     path = tmp_path / "mpi.yaml"
-    path.write_text(yaml.safe_dump(mpijob("pi")))
+    path.write_text(yaml.safe_dump(mpijob("why-pi")))
     applied = trainer("apply", "-f", str(path))
-    assert (applied.returncode, applied.stdout) == (0, "mpijobs.kubeflow.org/pi applied\n"), applied.stderr
+    assert (applied.returncode, applied.stdout) == (0, "mpijobs.kubeflow.org/why-pi applied\n"), applied.stderr
 
     deadline = time.monotonic() + 90
-    while states(trainer, "mpijobs").get("pi") in (None, "Created") and time.monotonic() < deadline:
+    while states(trainer, "mpijobs").get("why-pi") not in ("Running", "Succeeded") and time.monotonic() < deadline:
         time.sleep(1)
     listed = trainer("list", "mpijobs").stdout.splitlines()
     assert listed[0].split() == ["NAME", "STATE", "WORKERS", "REPLICAS", "QUEUE", "AGE"]
-    assert listed[1].split()[0] == "pi" and listed[1].split()[1] in ("Running", "Succeeded"), listed
+    assert listed[1].split()[0] == "why-pi" and listed[1].split()[1] in ("Running", "Succeeded"), listed
 
-    described = trainer("describe", "mpijob/pi")
+    described = trainer("describe", "mpijob/why-pi")
     assert described.returncode == 0, described.stderr
-    for text in ("Kind:", "MPIJob", "Replica statuses:", "Pods:", "pi-launcher", "Events:"):
+    for text in ("Kind:", "MPIJob", "Replica statuses:", "Pods:", "why-pi-launcher", "Events:"):
         assert text in described.stdout, described.stdout
-    assert trainer("get", "mpijob", "pi", "-o", "name").stdout == "mpijob.kubeflow.org/pi\n"
-    deleted = trainer("delete", "mpijob/pi")
-    assert (deleted.returncode, deleted.stdout) == (0, "mpijobs.kubeflow.org/pi deleted\n")
-    assert trainer("delete", "mpijob/pi", "--ignore-not-found").returncode == 0
+    assert trainer("get", "mpijob", "why-pi", "-o", "name").stdout == "mpijob.kubeflow.org/why-pi\n"
+    deleted = trainer("delete", "mpijob/why-pi")
+    assert (deleted.returncode, deleted.stdout) == (0, "mpijobs.kubeflow.org/why-pi deleted\n")
+    assert trainer("delete", "mpijob/why-pi", "--ignore-not-found").returncode == 0
