@@ -5,8 +5,8 @@ One case per family: a child the apiserver refuses, pods a quota refuses the Job
 TrainJob and the MPIJob as ``ReplicaFailure``), a dependsOn naming no earlier replicated job, numNodes
 (and MPI workers) above the operator's limit, a replicated job with ``replicas: 0``, an override naming a
 replicated job the runtime lacks, and quantities the apiserver cannot read (refused by the CRD schema when
-they are typed there, conditioned when they hide in a runtime's template). Each ends, within 10 s, in a
-condition naming the field, with nothing created; and the operator's
+they are typed there, conditioned when they hide in a runtime's template). Each but the pod quota ends,
+within 10 s, in a condition naming the field, with nothing created; and the operator's
 ``controller_runtime_reconcile_errors_total`` does not grow in the seconds after the condition.
 """
 
