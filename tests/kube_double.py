@@ -20,15 +20,16 @@ from typing import Any
 from api.kinds import Resource, resource_of
 from trainer.controller import Reader
 from trainer.json_codec import JSON
-from trainer.kube.cache import Informer, Key, controller_of, key_of
+from trainer.kube.cache import Index, Informer, Key, controller_uid, key_of
 from trainer.kube.client import WriteGuard
 
 
 class TableStore:
     """A :class:`~trainer.controller.Store` over a fixed list of objects."""
 
-    def __init__(self, objects: list[JSON] | None = None) -> None:
+    def __init__(self, objects: list[JSON] | None = None, index_by: Index = controller_uid) -> None:
         self.objects = {key_of(o): o for o in objects or []}
+        self.index_by = index_by
 
     def get(self, namespace: str | None, name: str) -> JSON | None:
         return self.objects.get((namespace or "", name))
@@ -37,7 +38,7 @@ class TableStore:
         return list(self.objects.values())
 
     def owned_by(self, uid: str) -> list[JSON]:
-        return [o for o in self.objects.values() if (controller_of(o) or {}).get("uid") == uid]
+        return [o for o in self.objects.values() if self.index_by(o) == uid]
 
     def seen(self, resource_version: int) -> bool:
         return True  # a fixed table is as current as it will ever be

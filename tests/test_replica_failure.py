@@ -22,6 +22,7 @@ from trainer.replica_failure import (
     replica_failure,
     same_cause,
 )
+from trainer.replica_failure import about as about_uid
 
 QUOTA = (
     'pods "{pod}" is forbidden: exceeded quota: pods, requested: count/pods=1, used: count/pods=0, '
@@ -166,6 +167,12 @@ def test_an_event_maps_to_the_job_that_controls_its_job_of_the_same_incarnation(
     assert list(jobs_owner(MPIJOBS)(event(j), reader)) == [], "not an MPIJob's Job"
     assert list(to_keys(event(job(uid="uid-old")), reader)) == [], "an earlier Job of that name"
     assert list(to_keys(event(job(name="other")), reader)) == [], "a Job not cached (not the job's)"
+
+
+def test_events_are_read_by_the_job_they_are_about() -> None:
+    a, b = job("a", "uid-a"), job("b", "uid-b")
+    reader = Reader("trainjob", {EVENTS: TableStore([event(a), event(b)], index_by=about_uid)})
+    assert [e["involvedObject"]["name"] for e in reader.about(EVENTS, "uid-b")] == ["b"]
 
 
 def test_the_field_selector_names_the_job_controllers_failed_creates() -> None:
