@@ -1,11 +1,12 @@
 """Bad input on the real apiserver with the webhook off (this module's operator runs without it, with
 ``--max-nodes-per-job 4``): every family ends visible, never stuck or spinning.
 
-One case per family: a child the apiserver refuses, a dependsOn naming no earlier replicated job, numNodes
+One case per family: a child the apiserver refuses, pods a quota refuses the Job controller (said on the
+TrainJob and the MPIJob as ``ReplicaFailure``), a dependsOn naming no earlier replicated job, numNodes
 (and MPI workers) above the operator's limit, a replicated job with ``replicas: 0``, an override naming a
 replicated job the runtime lacks, and quantities the apiserver cannot read (refused by the CRD schema when
-they are typed there, conditioned when they hide in a runtime's template). Each ends, within 10 s, in a
-condition naming the field, with nothing created; and the operator's
+they are typed there, conditioned when they hide in a runtime's template). Each but the pod quota ends,
+within 10 s, in a condition naming the field, with nothing created; and the operator's
 ``controller_runtime_reconcile_errors_total`` does not grow in the seconds after the condition.
 """
 
@@ -123,6 +124,63 @@ async def test_a_quota_that_refuses_the_jobs_then_is_raised_lets_the_job_start(c
         return tj if tj is not None and condition(tj, "Misconfigured") is None else None
 
     await wait_for(said_no_more, "the Misconfigured condition to go", timeout=20)
+
+
+async def pod_quota(client: Client, ns: str, pods: int) -> str:
+    """A ResourceQuota ``pods`` of ``count/pods: <pods>`` in ``ns``, counted by the quota controller (quota
+    admission needs its first count); returns its path."""
+    path = f"/api/v1/namespaces/{ns}/resourcequotas/pods"
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"}}
+    await client.kube.request(
+        "POST", path.rsplit("/", 1)[0], body={**quota, "spec": {"hard": {"count/pods": str(pods)}}}
+    )
+
+    async def counted() -> bool:
+        got = await client.kube.request("GET", path)
+        return "count/pods" in ((got.get("status") or {}).get("hard") or {})
+
+    await wait_for(counted, "the quota's status", timeout=30)
+    return path
+
+
+async def test_pods_a_quota_refuses_are_said_on_the_trainjob_until_the_quota_is_raised(client: Client, ns: str) -> None:
+    """The Job controller cannot create the pods of the TrainJob's Job (``count/pods: 0``): within 15 s the
+    TrainJob carries ``ReplicaFailure`` (``FailedCreate``) naming the Job and the quota's message, told by
+    one Warning event; once the quota is raised the pods are created, the condition goes, and the job
+    completes."""
+    path = await pod_quota(client, ns, 0)
+    run_20s = {"pod-complete.stage.kwok.x-k8s.io/delay": "20s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "21s"}
+    await client.apply(runtime("rt", rjob("node", "trainer", run_20s)), ns)
+    await client.apply(trainjob("podquota", "rt"), ns)
+    tj = await client.wait_condition(ns, "podquota", "ReplicaFailure", timeout=15)
+    cond = condition(tj, "ReplicaFailure")
+    assert cond is not None and cond["reason"] == "FailedCreate", cond
+    assert cond["message"].startswith("Job podquota-node-0: Error creating: pods "), cond["message"]
+    assert "exceeded quota: pods" in cond["message"], cond["message"]
+    told = [e for e in await client.events(ns, "podquota") if e.get("reason") == "FailedCreate"]
+    assert [(e["type"], e["involvedObject"]["kind"]) for e in told] == [("Warning", "TrainJob")], told
+
+    raised = {"spec": {"hard": {"count/pods": "10"}}}
+    await client.kube.request("PATCH", path, body=raised, content_type="application/merge-patch+json")
+
+    async def running_without_it() -> JSON | None:
+        tj = await client.trainjob(ns, "podquota")
+        counts = (tj or {}).get("status", {}).get("jobsStatus") or [{}]
+        return tj if condition(tj, "ReplicaFailure") is None and counts[0].get("active") else None
+
+    await wait_for(running_without_it, "the pods created and the condition gone", timeout=90)
+    done = await client.wait_condition(ns, "podquota", "Complete", timeout=60)
+    assert condition(done, "ReplicaFailure") is None, done["status"]
+
+
+async def test_pods_a_quota_refuses_are_said_on_the_mpijob(client: Client, ns: str) -> None:
+    await pod_quota(client, ns, 0)
+    await client.apply(mpijob("podquota"), ns)
+    obj = await wait_cond(client, ns, "podquota", "ReplicaFailure", timeout=15)
+    cond = condition(obj, "ReplicaFailure")
+    assert cond is not None and cond["reason"] == "FailedCreate", cond
+    assert cond["message"].startswith("Job podquota-"), cond["message"]
+    assert "exceeded quota: pods" in cond["message"], cond["message"]
 
 
 async def test_depends_on_naming_no_earlier_replicated_job_fails_the_job(client: Client, ns: str) -> None:

@@ -4,7 +4,8 @@ reconciler-level unit tests (end-to-end tests use the real apiserver).
 :class:`RecordingKube` keeps objects in memory, gives them uid, resourceVersion and generation as
 the apiserver would, records every write, and feeds each change to the manager's informers (as
 their watch would) so that a reconcile sees what the previous one wrote. Label selectors of the
-forms ``key`` and ``key=value`` (comma-separated) are understood, as the informers use them.
+forms ``key`` and ``key=value`` (comma-separated) and field selectors of ``path=value`` and
+``path!=value`` terms are understood, as the informers use them.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ from typing import Any
 from api.kinds import Resource, resource_of
 from trainer.controller import Reader
 from trainer.json_codec import JSON
-from trainer.kube.cache import Informer, Key, controller_of, key_of
+from trainer.kube.cache import Index, Informer, Key, controller_uid, key_of
 from trainer.kube.client import WriteGuard
 
 
 class TableStore:
     """A :class:`~trainer.controller.Store` over a fixed list of objects."""
 
-    def __init__(self, objects: list[JSON] | None = None) -> None:
+    def __init__(self, objects: list[JSON] | None = None, index_by: Index = controller_uid) -> None:
         self.objects = {key_of(o): o for o in objects or []}
+        self.index_by = index_by
 
     def get(self, namespace: str | None, name: str) -> JSON | None:
         return self.objects.get((namespace or "", name))
@@ -36,7 +38,7 @@ class TableStore:
         return list(self.objects.values())
 
     def owned_by(self, uid: str) -> list[JSON]:
-        return [o for o in self.objects.values() if (controller_of(o) or {}).get("uid") == uid]
+        return [o for o in self.objects.values() if self.index_by(o) == uid]
 
     def seen(self, resource_version: int) -> bool:
         return True  # a fixed table is as current as it will ever be
@@ -52,6 +54,31 @@ def _selected(obj: JSON, selector: str | None) -> bool:
     for term in filter(None, (selector or "").split(",")):
         key, eq, value = term.partition("=")
         if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
+
+
+def _field(obj: JSON, path: str) -> str:
+    """A selectable field of ``obj`` as the apiserver reads it: a dotted path, but ``source`` of an
+    Event (its ``source.component``, else its ``reportingComponent``)."""
+    if path == "source":
+        return str((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return "" if value is None else str(value)
+
+
+def _fields_selected(obj: JSON, selector: str | None) -> bool:
+    """Whether ``obj`` matches a field selector of ``path=value`` and ``path!=value`` terms."""
+    for term in filter(None, (selector or "").split(",")):
+        path, neq, value = term.partition("!=")
+        if neq:
+            if _field(obj, path) == value:
+                return False
+            continue
+        path, _, value = term.partition("=")
+        if _field(obj, path) != value.removeprefix("="):
             return False
     return True
 
@@ -126,7 +153,7 @@ class RecordingKube:
             if deleted:
                 meta = {"namespace": key[0] if key else "", "name": key[1] if key else ""}
                 inf.handle_event("DELETED", {"metadata": {**meta, "resourceVersion": str(next(self._rv))}})
-            elif obj is not None and _selected(obj, inf.label_selector):
+            elif obj is not None and _selected(obj, inf.label_selector) and _fields_selected(obj, inf.field_selector):
                 inf.handle_event("MODIFIED", copy.deepcopy(obj))
 
     def _store(self, res: Resource, obj: JSON) -> JSON:
@@ -259,14 +286,15 @@ class RecordingKube:
         *,
         field_selector: str | None = None,
     ) -> tuple[list[JSON], str]:
-        """The stored objects of ``res`` (in ``namespace``, matching ``label_selector``) and the latest
-        resourceVersion; field selectors are not understood (the operator's caches use none)."""
-        if field_selector:
-            raise NotImplementedError("the double does not understand field selectors")
+        """The stored objects of ``res`` (in ``namespace``, matching ``label_selector`` and
+        ``field_selector``) and the latest resourceVersion."""
         items = [
             copy.deepcopy(obj)
             for (r, (ns, _)), obj in self.objects.items()
-            if r == res and namespace in (None, ns) and _selected(obj, label_selector)
+            if r == res
+            and namespace in (None, ns)
+            and _selected(obj, label_selector)
+            and _fields_selected(obj, field_selector)
         ]
         return items, str(next(self._rv))
 

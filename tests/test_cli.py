@@ -475,6 +475,8 @@ def test_the_state_is_the_condition_that_holds_the_job() -> None:
     assert holding_condition(j) == Holding("Misconfigured", "QueueNotFound", "queue q is missing")
     assert cli.job_row(j, NOW)[1] == "Misconfigured"
     assert cli.holding_text("j", holding_condition(j)) == "j: Misconfigured (QueueNotFound: queue q is missing)"
+    refused = TrainJob.model_validate(held("j", "ns", "ReplicaFailure", "FailedCreate", "Job j-node-0: no"))
+    assert cli.holding_text("j", holding_condition(refused)) == "j: ReplicaFailure (FailedCreate: Job j-node-0: no)"
     j.status = None
     assert holding_condition(j) == Holding("Created")
     assert cli.unattended(j, NOW) == "no controller has acted on this TrainJob yet: is the operator running?"

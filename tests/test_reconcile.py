@@ -93,8 +93,8 @@ def test_every_informer_a_reconciler_can_read_is_started(scheduler: str) -> None
     for name, reader in manager.readers.items():
         for res, store in reader.stores.items():
             assert id(store) in started, f"{name} reads {res.kind} from an informer that is never started"
-    declared = {(r, label) for c in manager.controllers for r, label, _ in c.sources()}
-    assert {(i.res, i.label_selector) for i in manager.informers} == declared
+    declared = {(s.resource, s.label, s.field_selector) for c in manager.controllers for s in c.sources()}
+    assert {(i.res, i.label_selector, i.field_selector) for i in manager.informers} == declared
 
 
 async def test_reading_an_undeclared_resource_fails_loudly() -> None:

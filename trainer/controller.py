@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from api.kinds import Resource
 from trainer.json_codec import JSON
-from trainer.kube.cache import Key, key_of
+from trainer.kube.cache import Index, Key, controller_uid, key_of
 from trainer.kube.projection import Projection, strip_managed_fields
 from trainer.reconciler.own_writes import OwnWrites
 from trainer.reconciler.status_writer import ProgressClock
@@ -35,6 +35,7 @@ __all__ = [
     "Owns",
     "Reader",
     "Reconcile",
+    "Source",
     "Store",
     "TerminalError",
     "UndeclaredRead",
@@ -94,6 +95,11 @@ class Reader:
         """Cached objects of ``res`` whose controller owner reference has ``uid``."""
         return self._store(res).owned_by(uid)
 
+    def about(self, res: Resource, uid: str) -> list[JSON]:
+        """Cached objects of ``res`` filed under ``uid`` by their declaration's :attr:`Watches.index_by`
+        (an Event: those about the object with ``uid``)."""
+        return self._store(res).owned_by(uid)
+
     def seen(self, res: Resource, resource_version: int) -> bool:
         """Whether the cache of ``res`` has applied every change up to ``resource_version``."""
         return self._store(res).seen(resource_version)
@@ -133,6 +139,25 @@ class Watches:
 
     resource: Resource
     to_keys: MapFn
+    field_selector: str | None = None
+    """Only the objects this field selector matches are listed and watched (e.g.
+    ``reason=FailedCreate`` of Events); None: every one."""
+    keep: Projection = strip_managed_fields
+    """What the cache keeps of each object (:mod:`trainer.kube.projection`)."""
+    index_by: Index = controller_uid
+    """The uid each cached object is filed under for :meth:`Reader.about` (an Event: the object it is
+    about); by default its controller owner's."""
+
+
+class Source(NamedTuple):
+    """One cache a controller declares: the resource, the label and field selectors that narrow it,
+    what it keeps of each object and the uid it files each under. Equal sources share one informer."""
+
+    resource: Resource
+    label: str | None
+    keep: Projection
+    field_selector: str | None = None
+    index_by: Index = controller_uid
 
 
 class TerminalError(Exception):
@@ -178,12 +203,12 @@ class Controller:
     owns: tuple[Owns, ...] = ()
     watches: tuple[Watches, ...] = field(default_factory=tuple)
 
-    def sources(self) -> list[tuple[Resource, str | None, Projection]]:
-        """Every (resource, label, what its cache keeps) this controller caches, primary first."""
-        out: list[tuple[Resource, str | None, Projection]] = [(self.for_, None, strip_managed_fields)]
-        out += [(o.resource, o.label, o.keep) for o in self.owns]
-        out += [(w.resource, None, strip_managed_fields) for w in self.watches]
-        resources = [r for r, _, _ in out]
+    def sources(self) -> list[Source]:
+        """Every cache this controller reads (:class:`Source`), primary first."""
+        out = [Source(self.for_, None, strip_managed_fields)]
+        out += [Source(o.resource, o.label, o.keep) for o in self.owns]
+        out += [Source(w.resource, None, w.keep, w.field_selector, w.index_by) for w in self.watches]
+        resources = [s.resource for s in out]
         dup = {r.kind for r in resources if resources.count(r) > 1}
         if dup:
             raise ValueError(f"controller {self.name!r} declares {', '.join(sorted(dup))} more than once")

@@ -46,6 +46,27 @@ def job_finished(job: JSON) -> str | None:
     return None
 
 
+def pods_wanted(job: JSON) -> int:
+    """Pods a batch/v1 Job runs at once when all are there: ``parallelism`` (default 1), at most
+    ``completions`` when set."""
+    spec = job.get("spec") or {}
+    count = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
+    completions = spec.get("completions")
+    return min(count, int(completions)) if completions is not None else count
+
+
+def pods_missing(job: JSON) -> int:
+    """Pods a running batch/v1 Job wants and does not have: :func:`pods_wanted` less its ``active`` and
+    ``succeeded`` pods (0 when it has them all, is suspended or finished). The Job controller counts a
+    pod ``active`` from its creation on (pending or running), so a Job with none missing has created
+    every pod it wants now."""
+    if (job.get("spec") or {}).get("suspend") or job_finished(job) is not None:
+        return 0
+    status = job.get("status") or {}
+    have = int(status.get("active") or 0) + int(status.get("succeeded") or 0)
+    return max(pods_wanted(job) - have, 0)
+
+
 def started(jobs: Iterable[JSON]) -> bool:
     """Whether any of a job's batch/v1 Jobs is not suspended (its pods may run or have run)."""
     return any(not (j.get("spec") or {}).get("suspend") for j in jobs)

@@ -1,7 +1,8 @@
 """The operator process: the controllers' informers, queues and bounded pools of workers, all derived
 from the controllers' declarations (:mod:`trainer.controller`).
 
-Each declared (resource, label) gets one informer, shared between controllers; each controller gets
+Each declared cache (resource, label and field selectors, what it keeps: a
+:class:`~trainer.controller.Source`) gets one informer, shared between controllers; each controller gets
 a work queue and ``max_concurrent_reconciles`` workers (as controller-runtime does per controller),
 its metrics, and a :class:`~trainer.controller.Reader` over the informers it declared. Cache events
 become keys: a primary's own key; an owned object's controller owner when that owner is of the
@@ -34,14 +35,24 @@ from typing import Any
 import structlog
 
 from api.kinds import Resource
-from trainer.controller import Context, Controller, MapFn, Owns, Reader, Reconcile, TerminalError, UndeclaredRead
+from trainer.controller import (
+    Context,
+    Controller,
+    MapFn,
+    Owns,
+    Reader,
+    Reconcile,
+    Source,
+    TerminalError,
+    UndeclaredRead,
+)
 from trainer.gang.base import GangScheduler
 from trainer.json_codec import JSON
 from trainer.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
 from trainer.kube.client import ApiError, KubeClient
 from trainer.kube.events import EventRecorder
 from trainer.kube.leader import LeaderElector, LeadershipLost
-from trainer.kube.projection import Projection, projection
+from trainer.kube.projection import projection
 from trainer.kube.queue import WorkQueue
 from trainer.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
 from trainer.reconciler.own_writes import OwnWrites
@@ -87,14 +98,14 @@ class Manager:
         self.writer = kube.fenced(elector.check_write) if elector is not None else kube
         """What the controllers and their Events write through: ``kube``, fenced by the elector if any."""
         events = self.events = EventRecorder(self.writer)
-        self._informers: dict[tuple[Resource, str | None, Projection], Informer] = {}
+        self._informers: dict[Source, Informer] = {}
         self.readers: dict[str, Reader] = {}
         self.queues: dict[str, WorkQueue[Key]] = {}
         self.reconcilers: dict[str, Reconcile] = {}
         for c in self.controllers:
             sources = c.sources()
-            stores = {res: self._informer(res, label, keep) for res, label, keep in sources}
-            reader = self.readers[c.name] = Reader(c.name, dict(stores), {res: keep for res, _, keep in sources})
+            stores = {s.resource: self._informer(s) for s in sources}
+            reader = self.readers[c.name] = Reader(c.name, dict(stores), {s.resource: s.keep for s in sources})
             queue = self.queues[c.name] = WorkQueue(metrics=self.metrics.workqueue(c.name))
             self.metrics.controller(c.name, settings.max_concurrent_reconciles)
             own_writes, clock = OwnWrites(), ProgressClock()
@@ -122,13 +133,20 @@ class Manager:
         self._stopping = False
         self._busy: set[asyncio.Task[Any] | None] = set()
 
-    def _informer(self, res: Resource, label: str | None, keep: Projection) -> Informer:
-        key = (res, label, keep)
-        if key not in self._informers:
+    def _informer(self, source: Source) -> Informer:
+        if source not in self._informers:
+            res = source.resource
             namespace = self.settings.namespace if res.namespaced else None
-            transform = projection(keep)
-            self._informers[key] = Informer(self.kube, res, namespace, label_selector=label, transform=transform)
-        return self._informers[key]
+            self._informers[source] = Informer(
+                self.kube,
+                res,
+                namespace,
+                label_selector=source.label,
+                field_selector=source.field_selector,
+                transform=projection(source.keep),
+                index=source.index_by,
+            )
+        return self._informers[source]
 
     @property
     def informers(self) -> list[Informer]:

@@ -156,7 +156,12 @@ OPERATOR: list[Rule] = [
         names=(webhook.CONFIG_NAME,),
     ),
     Rule(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing (webhook/server.py)"),
-    Rule(EVENTS, ("create", "patch"), "events, repeats as a series (kube/events.py)"),
+    Rule(
+        EVENTS,
+        (*WATCH, "create", "patch"),
+        "informer of the Job controller's FailedCreate events (replica_failure.py); events, repeats as a series "
+        "(kube/events.py)",
+    ),
     Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
     Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
     Rule(

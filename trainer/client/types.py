@@ -91,12 +91,13 @@ HOLDING_CONDITIONS: tuple[str, ...] = (
     "RuntimeNotFound",
     COND_MISCONFIGURED,
     COND_WAITING_FOR_GANG,
+    "ReplicaFailure",
     "RestartingJobSet",
     "Restarting",
     RUNNING,
 )
 """Condition types that say why a job is where it is, the first True one winning: finished, held
-(suspended, no runtime, misconfigured, waiting for its gang), restarting, running."""
+(suspended, no runtime, misconfigured, waiting for its gang, its pods refused), restarting, running."""
 
 
 @dataclass(frozen=True)

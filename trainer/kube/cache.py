@@ -97,6 +97,16 @@ def controller_of(obj: JSON) -> dict[str, Any] | None:
     return None
 
 
+Index = Callable[[JSON], str | None]
+"""``object -> the uid it is filed under`` in a cache (:meth:`Informer.owned_by`), or None: not filed."""
+
+
+def controller_uid(obj: JSON) -> str | None:
+    """The uid of an object's controller owner (:func:`controller_of`), the default :data:`Index`."""
+    ref = controller_of(obj)
+    return str(ref["uid"]) if ref is not None and ref.get("uid") else None
+
+
 class Informer:
     """A cache of one resource in one namespace (or all), optionally narrowed by a label selector and a
     field selector (e.g. ``metadata.name=<name>`` for a single object)."""
@@ -111,18 +121,20 @@ class Informer:
         field_selector: str | None = None,
         transform: Callable[[JSON, JSON | None], JSON] | None = None,
         *,
+        index: Index = controller_uid,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
     ) -> None:
         """``transform`` makes what is cached of each listed or watched object from it and the version
         cached before (None: none; see :mod:`trainer.kube.projection`); handlers receive the transformed
-        objects. ``backoff_max`` (seconds) is the wait after a 404 for a resource never served, and the
-        cap of :class:`Backoff`; ``sleep``, ``clock`` (monotonic seconds) and ``rand`` ([0, 1)) are what
-        the retries use."""
+        objects. ``index`` files each cached object under a uid for :meth:`owned_by` (default: its
+        controller owner's; an Event's: the object it is about). ``backoff_max`` (seconds) is the wait
+        after a 404 for a resource never served, and the cap of :class:`Backoff`; ``sleep``, ``clock``
+        (monotonic seconds) and ``rand`` ([0, 1)) are what the retries use."""
         self.kube, self.res, self.namespace, self.label_selector = kube, res, namespace, label_selector
         self.field_selector = field_selector
-        self._transform = transform
+        self._transform, self._uid_of = transform, index
         self.synced = asyncio.Event()
         self._store: dict[Key, JSON] = {}
         self._by_owner: dict[str, set[Key]] = {}
@@ -171,7 +183,7 @@ class Informer:
         return list(self._store.values())
 
     def owned_by(self, uid: str) -> list[JSON]:
-        """Cached objects whose controller owner reference has ``uid``."""
+        """Cached objects filed under ``uid`` (by default: whose controller owner reference has it)."""
         return [self._store[k] for k in self._by_owner.get(uid, ()) if k in self._store]
 
     def seen(self, resource_version: int) -> bool:
@@ -183,10 +195,12 @@ class Informer:
             return False
 
     def _index(self, key: Key, obj: JSON | None, old: JSON | None) -> None:
-        if old is not None and (ref := controller_of(old)):
-            self._by_owner.get(ref["uid"], set()).discard(key)
-        if obj is not None and (ref := controller_of(obj)):
-            self._by_owner.setdefault(ref["uid"], set()).add(key)
+        if old is not None and (uid := self._uid_of(old)) and (keys := self._by_owner.get(uid)) is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_owner[uid]
+        if obj is not None and (uid := self._uid_of(obj)):
+            self._by_owner.setdefault(uid, set()).add(key)
 
     def _set(self, obj: JSON) -> None:
         key = key_of(obj)

@@ -54,6 +54,7 @@ from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
 from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.reconciler.child_writer import Desired, Once
 from trainer.reconciler.reconcile import Blocked, Kind, declare, kept_conditions
+from trainer.replica_failure import COND_REPLICA_FAILURE
 from trainer.runtime_validation import (
     DEFAULT_MAX_NODES_PER_JOB,
     REASON_NODE_LIMIT,
@@ -241,7 +242,7 @@ def kind(options: MPIJobOptions) -> Kind[MPIJob, MPIJobInfo]:
         model=MPIJob,
         child_label=JOB_NAME_LABEL,
         succeeded_condition=COND_SUCCEEDED,
-        warning_conditions=frozenset({COND_FAILED, COND_MISCONFIGURED}),
+        warning_conditions=frozenset({COND_FAILED, COND_MISCONFIGURED, COND_REPLICA_FAILURE}),
         managed_by_us=managed_by_us,
         invalid=invalid,
         info=partial(info, options),

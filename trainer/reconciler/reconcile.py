@@ -32,7 +32,7 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from api.base import Condition
-from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, Resource
+from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
 from trainer.bounded import BoundedDict
 from trainer.controller import (
     Context,
@@ -52,6 +52,8 @@ from trainer.kube.client import ApiError
 from trainer.kube.projection import strip_managed_fields
 from trainer.reconciler.child_writer import REASON_CREATION_FAILED, REASON_RESOURCE_EXISTS, ChildWriter, Desired
 from trainer.reconciler.status_writer import Event, StatusWriter
+from trainer.replica_failure import COND_REPLICA_FAILURE, replica_failure
+from trainer.replica_failure import watches as failed_create_events
 
 log = structlog.get_logger("trainer.reconciler")
 REASON_RECONCILE_ERROR = "ReconcileError"
@@ -130,6 +132,9 @@ class Kind(Generic[J, I]):
     quiet_transitions: frozenset[tuple[str, str]] = frozenset()
     """Condition ``(type, status)`` transitions written without an event (an MPIJob's ``Running``
     turning False: mpi-operator tells only that it runs)."""
+    retold_conditions: frozenset[str] = frozenset({COND_REPLICA_FAILURE})
+    """Condition types told again (an event) when their message changes while they stay True
+    (``ReplicaFailure``: another Job, or another refusal)."""
     announce_creations: bool = True
     """Whether the children one reconcile creates are told in one ``SuccessfulCreate`` event."""
     also_owns: tuple[Resource, ...] = ()
@@ -207,7 +212,7 @@ class Reconciler(Generic[J, I]):
             if isinstance(info, Blocked):
                 await self.children.write(obj, info.desired)
                 if info.conditions is not None:
-                    await self.status.write(obj, None, info.conditions)
+                    await self.status.write(obj, None, self._with_replica_failure(obj, info.conditions))
                 later = None
             else:
                 # Write the children, then read those writes back into the info.
@@ -217,6 +222,7 @@ class Reconciler(Generic[J, I]):
                 conditions = kind.conditions(info, plan)
                 later = soonest(kind.requeue_after(info), written.retry_in)
                 if conditions is not None:
+                    conditions = self._with_replica_failure(obj, conditions)
                     for reason in (REASON_RESOURCE_EXISTS, REASON_CREATION_FAILED):
                         if messages := written.messages(reason):
                             conditions = _with_problem(conditions, problem(reason, "; ".join(messages)))
@@ -228,6 +234,19 @@ class Reconciler(Generic[J, I]):
             return None
         self._failures.pop(str((obj.get("metadata") or {}).get("uid") or ""), None)
         return later
+
+    def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
+        """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
+        now (:func:`trainer.replica_failure.replica_failure`), none once ``conditions`` say it finished."""
+        kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
+        if any(c.type in (self.kind.succeeded_condition, "Failed") and c.status == "True" for c in kept):
+            return kept
+        reader = self.ctx.reader
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        jobs = [j for j in reader.owned(JOBS, uid) if not (j.get("metadata") or {}).get("deletionTimestamp")]
+        current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
+        failure = replica_failure(jobs, lambda job: reader.about(EVENTS, job), current)
+        return kept if failure is None else [*kept, failure]
 
     async def _terminal(self, obj: JSON, conditions: list[Condition], message: str, cause: Exception) -> None:
         """Say a failure no retry can fix on the job (its last condition of ``conditions``) and raise
@@ -276,10 +295,12 @@ class Reconciler(Generic[J, I]):
 def declare(name: str, kind: Kind[Any, Any], gang: GangScheduler) -> Controller:
     """A job controller's declaration: its primary is ``kind.resource``; it owns its Jobs, Services,
     ConfigMaps and Secrets and ``kind.also_owns`` (each carrying ``kind.child_label``) and the gang
-    scheduler's objects (PodGroups); it watches ``kind.watches`` and the gang scheduler's cluster-wide
-    objects (Volcano Queues), each mapped to every job. Its caches keep of a Job no Pod template
-    (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that has just finished
-    brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts to it."""
+    scheduler's objects (PodGroups); it watches ``kind.watches``, its Jobs' ``FailedCreate`` Events
+    (:mod:`trainer.replica_failure`), each mapped to the job that controls the Job, and the gang
+    scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
+    Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
+    has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
+    to it."""
     primary = kind.resource
 
     def build(ctx: Context) -> Reconcile:
@@ -295,7 +316,11 @@ def declare(name: str, kind: Kind[Any, Any], gang: GangScheduler) -> Controller:
             *(Owns(r, kind.child_label) for r in (SERVICES, CONFIGMAPS, *kind.also_owns)),
             *(Owns(r) for r in gang.owns),
         ),
-        watches=(*kind.watches, *(Watches(r, every_primary(primary)) for r in gang.watches)),
+        watches=(
+            *kind.watches,
+            failed_create_events(primary),
+            *(Watches(r, every_primary(primary)) for r in gang.watches),
+        ),
     )
 
 

@@ -3,8 +3,9 @@
 :meth:`StatusWriter.write` merges the desired conditions into the stored ones (transition times kept
 unless a status changes), renders the kind's whole status, and merge-patches it once, only when it
 changed. Each condition transition becomes an event (Warning for the kind's warning conditions turning
-True), recorded before the status so whoever sees the condition finds its event; each outcome (first
-status, success, failure, restart) is counted once per job in :class:`~trainer.metrics.Metrics`.
+True), and so does a new message of a condition the kind retells (``ReplicaFailure``), recorded before
+the status so whoever sees the condition finds its event; each outcome (first status, success,
+failure, restart) is counted once per job in :class:`~trainer.metrics.Metrics`.
 
 A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
 waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
@@ -116,7 +117,7 @@ class StatusWriter:
         # Events first: whoever sees the new condition finds its event too.
         for type_, reason, message in self.kind.events(info):
             await self.recorder.emit(obj, type_, reason, message)
-        for cond in transitions(current, merged):
+        for cond in [*transitions(current, merged), *retold(current, merged, self.kind.retold_conditions)]:
             if (cond.type, cond.status) in self.kind.quiet_transitions:
                 continue
             warning = cond.type in self.kind.warning_conditions and cond.status == "True"
@@ -202,3 +203,10 @@ def transitions(before: list[Condition], after: list[Condition]) -> list[Conditi
     """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
     old = {c.type: c.status for c in before}
     return [c for c in after if old.get(c.type) != c.status]
+
+
+def retold(before: list[Condition], after: list[Condition], types: frozenset[str]) -> list[Condition]:
+    """Conditions of ``after`` of ``types`` that were True and stay True with another message (each
+    becomes an event too)."""
+    old = {c.type: c.message for c in before if c.status == "True"}
+    return [c for c in after if c.type in types and c.status == "True" and c.type in old and old[c.type] != c.message]

@@ -63,6 +63,7 @@ from trainer.reconciler.child_writer import (
 )
 from trainer.reconciler.reconcile import Blocked, Kind, declare, first_error, kept_conditions
 from trainer.reconciler.status_writer import Event
+from trainer.replica_failure import COND_REPLICA_FAILURE
 from trainer.runtime import (
     SNAPSHOT_SUFFIX,
     RuntimeInfo,
@@ -320,7 +321,9 @@ def kind(options: TrainJobOptions) -> Kind[TrainJob, RuntimeInfo]:
         model=TrainJob,
         child_label=JOBSET_NAME,
         succeeded_condition=COND_COMPLETE,
-        warning_conditions=frozenset({COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING}),
+        warning_conditions=frozenset(
+            {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}
+        ),
         managed_by_us=managed_by_us,
         invalid=invalid,
         info=partial(info, options),

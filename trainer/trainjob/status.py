@@ -26,7 +26,7 @@ from api.trainer_v1alpha1 import (
     JobStatus,
 )
 from trainer.builders.labels import REPLICATED_JOB_NAME
-from trainer.job_facts import job_finished
+from trainer.job_facts import job_finished, pods_wanted
 from trainer.json_codec import JSON
 
 if TYPE_CHECKING:
@@ -40,15 +40,6 @@ REASON_JOBS_READY, MESSAGE_JOBS_READY = "JobsReady", "all jobs are ready"
 REASON_JOBSET_FAILED, MESSAGE_JOBSET_FAILED = "JobSetFailed", "jobset failed"
 REASON_JOBSET_COMPLETED, MESSAGE_JOBSET_COMPLETED = "JobSetCompleted", "jobset completed successfully"
 REASON_JOBSET_SUSPENDED, MESSAGE_JOBSET_SUSPENDED = "JobSetSuspended", "jobset is suspended"
-
-
-def _pods_expected(job: JSON) -> int:
-    spec = job.get("spec") or {}
-    count = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
-    completions = spec.get("completions")
-    if completions is not None and int(completions) < count:
-        count = int(completions)
-    return count
 
 
 def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[JobStatus]:
@@ -65,7 +56,7 @@ def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[Jo
         elif finished == "Failed":
             st.failed += 1
         else:
-            if int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= _pods_expected(job):
+            if int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= pods_wanted(job):
                 st.ready += 1
             if int(status.get("active") or 0) > 0:
                 st.active += 1
