@@ -200,11 +200,26 @@ class CoschedulingPodGroupPolicySource(Model):
     """Seconds the gang may wait to be scheduled. Defaults to 60."""
 
 
+class NetworkTopologySpec(Model):
+    """Network topology constraint of a Volcano PodGroup: volcano.sh/apis
+    ``pkg/apis/scheduling/v1beta1`` ``NetworkTopologySpec``, as kubeflow/trainer's runtime API embeds
+    it (``pkg/apis/trainer/v1alpha1/trainingruntime_types.go``). Volcano's scheduler places the
+    gang within the HyperNodes (``topology.volcano.sh/v1alpha1``) it allows when its
+    ``network-topology-aware`` plugin is enabled."""
+
+    mode: Literal["hard", "soft"] | None = "hard"
+    """``hard``: every pod of the gang within one HyperNode of tier ``highestTierAllowed`` or lower,
+    else none runs; ``soft``: within one HyperNode as far as possible. Defaults to hard."""
+    highest_tier_allowed: int | None = Field(default=1, ge=0)
+    """The highest HyperNode tier the gang may span (with ``hard``). Defaults to 1."""
+
+
 class VolcanoPodGroupPolicySource(Model):
     """Volcano settings."""
 
-    network_topology: KubeObject | None = None
-    """Network topology constraint of the PodGroup (``volcano NetworkTopologySpec``)."""
+    network_topology: NetworkTopologySpec | None = None
+    """Network topology constraint of the PodGroup, carried to its ``spec.networkTopology``; works
+    with Volcano's network topology feature and HyperNode objects."""
 
 
 class PodGroupPolicy(Model):

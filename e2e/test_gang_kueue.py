@@ -3,17 +3,24 @@
 and writes the flavor's node selector into the TrainJob's overrides; the operator honours both.
 Kueue (0.19: ``waitForPodsReady`` on by default) sees each admitted job's pods ready from its
 ``jobsStatus`` (``ready`` + ``succeeded`` against the runtime's Jobs): the Workload's
-``PodsReady`` turns True."""
+``PodsReady`` turns True. One whose pods never get ready is evicted when the PodsReady timeout
+passes (``Evicted``/``PodsReadyTimeout``), requeued after its backoff and deactivated at the
+requeue limit, as Kueue's ``waitForPodsReady`` documents; the operator suspends its Jobs each time
+and writes nothing once the job is held."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from api.kinds import KUEUE_CLUSTER_QUEUES, KUEUE_WORKLOADS
+from e2e.cluster import ExternalCluster, LocalCluster
 from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.helpers import Client, condition, kueue_sees_runtime, wait_for
+from e2e.helpers import Client, condition, kueue_sees_runtime, log_events, size, wait_for
+from e2e.operator_process import Operator
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.json_codec import JSON
 
@@ -125,3 +132,180 @@ async def _running(client: Client, ns: str, name: str, n: int) -> list[JSON] | N
     running = [p for p in pods if (p.get("status") or {}).get("phase") in ("Running", "Succeeded")]
     await asyncio.sleep(0)
     return running if len(running) >= n else None
+
+
+# Kueue's waitForPodsReady for the eviction test (apis/config/v1beta2 WaitForPodsReady of v0.19.2):
+# a 20 s timeout; requeued 15 s after an eviction (backoff base x 2^(count-1)); deactivated when a
+# second timeout would make the requeue count exceed 1.
+SHORT_PODS_READY = {
+    "timeout": "20s",
+    "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 15, "backoffLimitCount": 1},
+}
+NO_SUCH_NODE = {"trainer.kubeflow.org/e2e-no-such-node": "true"}
+
+
+@pytest.fixture
+def short_pods_ready_timeout(cluster: LocalCluster | ExternalCluster) -> Iterator[None]:
+    """Kueue restarted with :data:`SHORT_PODS_READY`, and with its defaults again afterwards."""
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("restarts Kueue with another Configuration: the local cluster only")
+    cluster.restart_kueue(SHORT_PODS_READY)
+    try:
+        yield
+    finally:
+        cluster.restart_kueue(None)
+
+
+def _states(wl: JSON | None) -> dict[str, tuple[str, str]]:
+    """``type -> (status, reason)`` of the Workload's conditions."""
+    return {c["type"]: (c["status"], c["reason"]) for c in ((wl or {}).get("status") or {}).get("conditions") or []}
+
+
+async def test_pods_never_ready_evicted_requeued_then_deactivated_and_the_operator_follows(
+    client: Client, ns: str, operator: Operator, short_pods_ready_timeout: None
+) -> None:
+    log_start = size(operator.log_path)
+    await kueue_queues(client, ns, cpu="4")
+    rt = kueue_runtime()
+    # A node selector no KWOK node has: admitted pods stay Pending (Unschedulable), never ready.
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"] = (
+        NO_SUCH_NODE
+    )
+    await client.apply(rt, ns)
+    await kueue_sees_runtime(client.kube, ns, "rt", "lq")
+    await client.apply(queued("stuck", nodes=2, cpu="1"), ns)
+
+    async def admitted() -> JSON | None:
+        tj = await client.trainjob(ns, "stuck")
+        return tj if tj and tj["spec"].get("suspend") is False else None
+
+    async def pods_pending() -> list[JSON] | None:
+        pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=stuck")
+        pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+        return pending if len(pending) == 2 else None
+
+    async def evicted(reason: str) -> JSON | None:
+        wl = await workload_of(client, ns, "stuck")
+        return wl if _states(wl).get("Evicted") == ("True", reason) else None
+
+    # First admission: the pods are made, carry the impossible selector beside the flavor's, and wait.
+    await wait_for(admitted, "Kueue to admit the TrainJob", timeout=60)
+    pods = await wait_for(pods_pending, "the 2 pods Pending", timeout=30)
+    assert all(p["spec"]["nodeSelector"] == {**NO_SUCH_NODE, "type": "kwok"} for p in pods), pods
+
+    # The PodsReady timeout passes: Kueue evicts the Workload and suspends the TrainJob; the
+    # operator suspends its Jobs (their pods go) and says Suspended; Kueue sets the requeue state.
+    wl = await wait_for(lambda: evicted("PodsReadyTimeout"), "Evicted/PodsReadyTimeout on the Workload", timeout=60)
+    assert _states(wl)["PodsReady"][0] == "False", _states(wl)
+    assert wl["status"]["requeueState"]["count"] == 1, wl["status"].get("requeueState")
+    assert wl["status"]["requeueState"].get("requeueAt"), wl["status"]["requeueState"]
+    evicted_message = condition(wl, "Evicted")["message"]  # type: ignore[index]
+    assert evicted_message == f"Exceeded the PodsReady timeout {ns}/{wl['metadata']['name']}", evicted_message
+    suspended = await _held(client, ns, "stuck")
+    assert suspended["spec"]["suspend"] is True
+
+    # Kueue releases the quota only once the job is no longer active (the operator's jobsStatus
+    # says no pod is active): QuotaReserved False, Requeued False for the eviction's reason.
+    async def released() -> JSON | None:
+        wl = await workload_of(client, ns, "stuck")
+        states = _states(wl)
+        if states.get("QuotaReserved", ("",))[0] == "False" and states.get("Requeued", ("",))[0] == "False":
+            return wl
+        return None
+
+    wl = await wait_for(released, "Kueue to release the evicted Workload's quota", timeout=30)
+    assert _states(wl)["Requeued"] == ("False", "PodsReadyTimeout"), _states(wl)
+    assert "admission" not in wl["status"], wl["status"]
+
+    # After the backoff Kueue requeues it (Requeued/BackoffFinished) and admits it again; the
+    # operator resumes the same Jobs, and the pods are back (still Pending).
+    async def requeued() -> JSON | None:
+        wl = await workload_of(client, ns, "stuck")
+        return wl if _states(wl).get("Requeued") == ("True", "BackoffFinished") else None
+
+    wl = await wait_for(requeued, "Requeued/BackoffFinished after the 15 s backoff", timeout=60)
+    assert wl["status"]["requeueState"]["count"] == 1, wl["status"].get("requeueState")
+    await wait_for(admitted, "Kueue to admit the TrainJob again", timeout=60)
+    await wait_for(pods_pending, "the 2 pods Pending again", timeout=30)
+
+    # The second timeout would be the second requeue, past backoffLimitCount 1: Kueue deactivates
+    # the Workload (spec.active false) and evicts it for that; the job is held for good.
+    reason = "DeactivatedDueToRequeuingLimitExceeded"
+    wl = await wait_for(lambda: evicted(reason), f"Evicted/{reason}", timeout=60)
+    assert wl["spec"]["active"] is False
+    held = await _held(client, ns, "stuck")
+    assert held["spec"]["suspend"] is True
+
+    # Nothing of the operator's fights Kueue: the TrainJob, its Jobs and the Workload settle (Kueue
+    # releasing the quota, the Job controller's status) and then nobody writes them any more.
+    settled = await _settled(client, ns, "stuck")
+    log_settled = size(operator.log_path)
+    for _ in range(20):
+        await asyncio.sleep(0.25)
+        assert await _versions(client, ns, "stuck") == settled
+    assert _writes(operator, ns, "stuck", log_settled) == [], "the operator wrote after the job was held"
+    # Its writes over the whole test: the Job made once, then at most two updates of it for each of
+    # Kueue's four turns (admitted, evicted, admitted again, deactivated): suspend or resume, and
+    # the pod template once Kueue wrote its node selector in or restored the runtime's.
+    writes = _writes(operator, ns, "stuck", log_start)
+    updates = [w for w in writes if w.startswith("updated Job")]
+    assert writes.count("created Job stuck-node-0") == 1 and len(updates) <= 8, writes
+    final = _states(await workload_of(client, ns, "stuck"))
+    assert final["QuotaReserved"][0] == "False" and final["Requeued"] == ("False", reason), final
+
+
+async def _held(client: Client, ns: str, name: str) -> JSON:
+    """The TrainJob once it is suspended with its condition ``Suspended`` True, every Job of it
+    suspended and no pod of it left."""
+
+    async def probe() -> JSON | None:
+        tj = await client.trainjob(ns, name)
+        c = condition(tj, "Suspended")
+        if not tj or not c or c["status"] != "True":
+            return None
+        jobs = await client.jobs(ns, name)
+        if not jobs or not all(j["spec"].get("suspend") is True for j in jobs):
+            return None
+        return None if await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}") else tj
+
+    return await wait_for(probe, f"TrainJob {name} Suspended with its Jobs suspended and no pods", timeout=60)
+
+
+def _writes(operator: Operator, ns: str, name: str, offset: int) -> list[str]:
+    """The children the operator created, updated or deleted for TrainJob ``name`` since byte
+    ``offset`` of its log (``"<created|updated|deleted> <Kind> <name>"``, in order)."""
+    out: list[str] = []
+    for event in log_events(operator.log_path, offset):
+        if event.get("trainjob") != f"{ns}/{name}":
+            continue
+        if event.get("event") == "applied":
+            out += [f"{verb} {child}" for verb in ("created", "updated") for child in event.get(verb) or []]
+        elif event.get("event") == "deleted":
+            out.append(f"deleted {event.get('kind')} {event.get('name')}")
+    return out
+
+
+async def _settled(client: Client, ns: str, name: str, quiet: int = 12) -> dict[str, Any]:
+    """The :func:`_versions` of job ``name`` once ``quiet`` reads 0.25 s apart found them unchanged;
+    ``AssertionError`` when they keep changing for 60 s (something writes in a loop)."""
+    seen: list[dict[str, Any]] = []
+
+    async def probe() -> dict[str, Any] | None:
+        seen.append(await _versions(client, ns, name))
+        recent = seen[-quiet:]
+        return recent[0] if len(recent) == quiet and all(v == recent[0] for v in recent) else None
+
+    return await wait_for(probe, f"the objects of {name} to stop changing", timeout=60)
+
+
+async def _versions(client: Client, ns: str, name: str) -> dict[str, Any]:
+    """The resourceVersions of TrainJob ``name``, its Jobs and its Workload."""
+    tj = await client.trainjob(ns, name)
+    wl = await workload_of(client, ns, name)
+    versions: dict[str, Any] = {
+        "TrainJob": (tj or {}).get("metadata", {}).get("resourceVersion"),
+        "Workload": (wl or {}).get("metadata", {}).get("resourceVersion"),
+    }
+    for job in await client.jobs(ns, name):
+        versions[f"Job {job['metadata']['name']}"] = job["metadata"]["resourceVersion"]
+    return versions

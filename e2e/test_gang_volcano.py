@@ -8,10 +8,19 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CRDS, TRAINJOBS, VOLCANO_COMMANDS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
+from api.kinds import (
+    CRDS,
+    NODES,
+    TRAINJOBS,
+    VOLCANO_COMMANDS,
+    VOLCANO_HYPERNODES,
+    VOLCANO_PODGROUPS,
+    VOLCANO_QUEUES,
+)
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from trainer.json_codec import JSON
+from trainer.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "volcano"
@@ -261,3 +270,88 @@ async def test_a_restart_keeps_the_pod_group_and_the_gang(client: Client, ns: st
     tj = await client.wait_condition(ns, "again", "Failed", timeout=60)
     assert condition(tj, "Failed")["reason"] == "ReachedMaxRestarts"  # type: ignore[index]
     assert tj["status"]["restarts"] == 1
+
+
+def topology_runtime(name: str, mode: str, tier: int) -> JSON:
+    """A runtime whose Volcano PodGroup asks for ``networkTopology`` {mode, highestTierAllowed: tier}."""
+    rt = runtime(name, rjob("node", "trainer"))
+    rt["spec"]["podGroupPolicy"] = {"volcano": {"networkTopology": {"mode": mode, "highestTierAllowed": tier}}}
+    return rt
+
+
+def hyper_node(name: str, tier: int, member_type: str, members: list[str]) -> JSON:
+    """A ``topology.volcano.sh/v1alpha1`` HyperNode of ``tier`` whose members are the Nodes or
+    HyperNodes named (``exactMatch``)."""
+    return {
+        "apiVersion": VOLCANO_HYPERNODES.api_version,
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {
+            "tier": tier,
+            "members": [{"type": member_type, "selector": {"exactMatch": {"name": m}}} for m in members],
+        },
+    }
+
+
+async def test_network_topology_reaches_the_pod_group_and_hard_tier_1_keeps_the_gang_in_one_hyper_node(
+    client: Client, ns: str
+) -> None:
+    # Two tier-1 HyperNodes of two KWOK nodes each (6 CPU a node, 12 CPU each) under one tier-2.
+    nodes, _ = await client.kube.list(NODES, None, "type=kwok")
+    names = sorted(n["metadata"]["name"] for n in nodes)[:4]
+    assert len(names) == 4, names
+    tier1 = {"e2e-leaf-a": names[:2], "e2e-leaf-b": names[2:]}
+    topology = [hyper_node(leaf, 1, "Node", members) for leaf, members in tier1.items()]
+    topology.append(hyper_node("e2e-spine", 2, "HyperNode", list(tier1)))
+    for hn in topology:
+        await client.kube.apply(hn, "e2e")
+    try:
+        # Admission: what Volcano's PodGroup would refuse is refused on the runtime, naming the field.
+        with pytest.raises(ApiError) as refused:
+            await client.apply(topology_runtime("rt-bad", "strict", 1), ns)
+        assert "networkTopology.mode" in refused.value.message, refused.value.message
+
+        await client.apply(topology_runtime("rt-t1", "hard", 1), ns)
+        await client.apply(topology_runtime("rt-t2", "hard", 2), ns)
+
+        # 4 x 3 CPU = 12 CPU: fits one tier-1 HyperNode exactly. The PodGroup carries the constraint
+        # as upstream builds it, and every pod lands in one tier-1 HyperNode.
+        await client.apply(sized("near", 4, "3", runtimeRef={"name": "rt-t1", "kind": "TrainingRuntime"}), ns)
+        pg = await wait_for(lambda: client.kube.get_or_none(VOLCANO_PODGROUPS, ns, "near"), "PodGroup near")
+        assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}, pg["spec"]
+        await client.wait_condition(ns, "near", "Complete", timeout=90)
+        placed = {p["spec"]["nodeName"] for p in await pods(client, ns, "near")}
+        assert any(placed <= set(members) for members in tier1.values()), (placed, tier1)
+
+        # 5 x 3 CPU = 15 CPU: more than any tier-1 HyperNode holds, though the cluster has 24 CPU.
+        # With highestTierAllowed 1 no pod is bound; with 2 the gang spans the spine and runs.
+        await client.apply(sized("far-t1", 5, "3", runtimeRef={"name": "rt-t1", "kind": "TrainingRuntime"}), ns)
+        await wait_for(lambda: _count(client, ns, "far-t1", 5), "far-t1's 5 pods")
+        await asyncio.sleep(5)  # several Volcano scheduling sessions
+        # Volcano's enqueue action counts the queue's room, not the topology: the PodGroup is Inqueue,
+        # so the operator releases the Jobs; the allocate action then finds no tier-1 HyperNode for
+        # the gang, binds none of its pods and says so on the PodGroup.
+        far = await pods(client, ns, "far-t1")
+        assert len(far) == 5 and [p for p in far if p["spec"].get("nodeName")] == [], far
+        pg = await client.kube.get(VOLCANO_PODGROUPS, ns, "far-t1")
+        unschedulable = condition(pg, "Unschedulable")
+        assert unschedulable and unschedulable["status"] == "True", pg["status"]
+        assert unschedulable["message"].startswith("5/5 tasks in gang unschedulable"), unschedulable
+        await client.kube.delete(TRAINJOBS, ns, "far-t1")
+        await wait_for(lambda: _none_left(client, ns, "far-t1"), "far-t1's pods gone")
+
+        await client.apply(sized("far-t2", 5, "3", runtimeRef={"name": "rt-t2", "kind": "TrainingRuntime"}), ns)
+        await client.wait_condition(ns, "far-t2", "Complete", timeout=90)
+        placed = {p["spec"]["nodeName"] for p in await pods(client, ns, "far-t2")}
+        assert not any(placed <= set(members) for members in tier1.values()), (placed, tier1)
+    finally:
+        for hn in reversed(topology):
+            await client.kube.delete(VOLCANO_HYPERNODES, None, hn["metadata"]["name"])
+
+
+async def _none_left(client: Client, ns: str, name: str) -> bool:
+    return not await pods(client, ns, name)
+
+
+async def _count(client: Client, ns: str, name: str, n: int) -> bool:
+    return len(await pods(client, ns, name)) == n

@@ -107,6 +107,42 @@ def test_volcano_pod_group_holds_until_inqueue(trainjob: TrainJob, runtime: Clus
     assert pod["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "production"
 
 
+@pytest.mark.parametrize(
+    ("given", "carried"),
+    [
+        ({"mode": "hard", "highestTierAllowed": 1}, {"mode": "hard", "highestTierAllowed": 1}),
+        ({"mode": "soft", "highestTierAllowed": 2}, {"mode": "soft", "highestTierAllowed": 2}),
+        # The API defaults (hard, 1), as upstream's CRD has them; other fields are not carried.
+        ({}, {"mode": "hard", "highestTierAllowed": 1}),
+        ({"mode": "soft", "highestTierName": "spine"}, {"mode": "soft", "highestTierAllowed": 1}),
+    ],
+)
+def test_volcano_network_topology_goes_to_the_pod_group(
+    runtime: ClusterTrainingRuntime, given: JSON, carried: JSON
+) -> None:
+    data = runtime.to_dict()
+    data["spec"]["podGroupPolicy"] = {"volcano": {"networkTopology": given}}
+    plan = gang.get("volcano").plan(gang_input(tj(), ClusterTrainingRuntime.model_validate(data)), facts(None, OPEN))
+    (pg,) = plan.apply
+    assert pg["spec"]["networkTopology"] == carried
+    # Without one the PodGroup has none.
+    data["spec"]["podGroupPolicy"] = {"volcano": {}}
+    plan = gang.get("volcano").plan(gang_input(tj(), ClusterTrainingRuntime.model_validate(data)), facts(None, OPEN))
+    assert "networkTopology" not in plan.apply[0]["spec"]
+
+
+@pytest.mark.parametrize(
+    ("given", "field"), [({"mode": "strict"}, "mode"), ({"highestTierAllowed": -1}, "highestTierAllowed")]
+)
+def test_volcano_network_topology_refuses_what_volcano_would(
+    runtime: ClusterTrainingRuntime, given: JSON, field: str
+) -> None:
+    data = runtime.to_dict()
+    data["spec"]["podGroupPolicy"] = {"volcano": {"networkTopology": given}}
+    with pytest.raises(ValueError, match=field):
+        ClusterTrainingRuntime.model_validate(data)
+
+
 def test_volcano_started_job_is_not_held_again_and_finished_job_drops_its_pod_group(
     runtime: ClusterTrainingRuntime,
 ) -> None:

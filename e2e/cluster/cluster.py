@@ -609,9 +609,32 @@ class LocalCluster:
             ports = kueue.KueuePorts(*free_ports(3))
         return ports
 
-    def _start_kueue(self, ports: kueue.KueuePorts) -> None:
-        config = kueue.prepare(self._kueue_dir, Pki(self.state_dir / "pki"), ports)
+    def _start_kueue(self, ports: kueue.KueuePorts, wait_for_pods_ready: dict[str, Any] | None = None) -> None:
+        config = kueue.prepare(self._kueue_dir, Pki(self.state_dir / "pki"), ports, wait_for_pods_ready)
         self._start("kueue", kueue.args(config, self.state_dir / "kubeconfigs" / "kueue.yaml"))
+
+    def restart_kueue(self, wait_for_pods_ready: dict[str, Any] | None = None, timeout: float = 60.0) -> None:
+        """Stop Kueue and start it again with ``wait_for_pods_ready`` as its Configuration's
+        ``waitForPodsReady`` (``None``: Kueue's defaults, as :meth:`start` runs it); return once its
+        ``/readyz`` answers.
+
+        Kueue comes back on the same ports (its CRDs' conversion and its admission webhooks name
+        its webhook server's). Raises ``RuntimeError`` when this cluster runs no Kueue or Kueue
+        exits while starting, ``TimeoutError`` when a port stays taken or Kueue is not ready
+        within ``timeout`` seconds.
+        """
+        ports = kueue.read_ports(self._kueue_dir / "config.yaml")
+        if not self.kueue or ports is None or not self._components["kueue"].is_alive():
+            raise RuntimeError("this cluster runs no Kueue: start() it with kueue=True first")
+        deadline = time.monotonic() + timeout
+        self._components["kueue"].stop()
+        self._wait(
+            "Kueue's ports free",
+            deadline,
+            lambda: all(_port_is_free(p) for p in (ports.webhook, ports.metrics, ports.health)),
+        )
+        self._start_kueue(ports, wait_for_pods_ready)
+        self._wait("Kueue ready", deadline, lambda: kueue.ready(ports), *KUEUE_COMPONENTS)
 
     # --- readiness -----------------------------------------------------------------------------
 

@@ -30,8 +30,11 @@ field fails the start).
 - ``VisibilityOnDemand`` (beta, on by default) would start an extra API server on a fixed
   port: switched off.
 - ``waitForPodsReady`` is on by default from v0.19 (timeout 30 min, ``blockAdmission`` false):
-  left at Kueue's defaults. Kueue reads a TrainJob's readiness from ``status.jobsStatus``
-  (``ready`` + ``succeeded`` of every replicated job against the Jobs its runtime makes).
+  left at Kueue's defaults unless a test restarts Kueue with its own
+  (:meth:`e2e.cluster.LocalCluster.restart_kueue`, e.g. a 20 s timeout and a
+  ``requeuingStrategy``; ``apis/config/v1beta2`` ``WaitForPodsReady``). Kueue reads a TrainJob's
+  readiness from ``status.jobsStatus`` (``ready`` + ``succeeded`` of every replicated job against
+  the Jobs its runtime makes).
 - Integrations whose CRD is missing at start (e.g. TrainJob) are deferred by Kueue until the CRD
   appears; but the CRDs should be there first so that their controllers start at once.
 """
@@ -72,9 +75,16 @@ class KueuePorts:
     health: int
 
 
-def configuration(cert_dir: Path, ports: KueuePorts) -> dict[str, Any]:
-    """The Kueue ``Configuration`` object (``config.kueue.x-k8s.io/v1beta2``)."""
-    return {
+def configuration(
+    cert_dir: Path, ports: KueuePorts, wait_for_pods_ready: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Kueue ``Configuration`` object (``config.kueue.x-k8s.io/v1beta2``).
+
+    ``wait_for_pods_ready`` is its ``waitForPodsReady`` (``timeout``, ``blockAdmission``,
+    ``requeuingStrategy`` {timestamp, backoffLimitCount, backoffBaseSeconds, backoffMaxSeconds},
+    ``recoveryTimeout``); ``None`` leaves Kueue's defaults (on, 30 min, from v0.19).
+    """
+    config: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": NAMESPACE,
@@ -89,20 +99,23 @@ def configuration(cert_dir: Path, ports: KueuePorts) -> dict[str, Any]:
         "featureGates": {"VisibilityOnDemand": False},
         "integrations": {"frameworks": list(FRAMEWORKS)},
     }
+    if wait_for_pods_ready is not None:
+        config["waitForPodsReady"] = dict(wait_for_pods_ready)
+    return config
 
 
-def prepare(directory: Path, pki: Pki, ports: KueuePorts) -> Path:
+def prepare(directory: Path, pki: Pki, ports: KueuePorts, wait_for_pods_ready: dict[str, Any] | None = None) -> Path:
     """Write the webhook certificate and the Configuration into ``directory``; return the config path.
 
     ``directory/webhook-certs/`` gets a fresh CA-signed serving certificate (SANs 127.0.0.1 and
     localhost) and ``directory/config.yaml`` the Configuration; the metrics certificates are made
-    sure of (:func:`ensure_metrics_certs`).
+    sure of (:func:`ensure_metrics_certs`). ``wait_for_pods_ready`` goes to :func:`configuration`.
     """
     cert_dir = directory / "webhook-certs"
     write_serving_cert(pki, cert_dir, "kueue-webhook", ("localhost",), ("127.0.0.1",))
     ensure_metrics_certs(pki)
     path = directory / "config.yaml"
-    path.write_text(yaml.safe_dump(configuration(cert_dir, ports), sort_keys=False))
+    path.write_text(yaml.safe_dump(configuration(cert_dir, ports, wait_for_pods_ready), sort_keys=False))
     return path
 
 

@@ -59,6 +59,16 @@ SCHEDULER_CONF: dict[str, Any] = {
                 # (proportion) decide who runs; a gang larger than 1.5x the cluster stays Pending.
                 {"name": "overcommit", "arguments": {"overcommit-factor": 1.5}},
                 *({"name": name} for name in ("drf", "predicates", "proportion", "nodeorder", "binpack")),
+                # A PodGroup's networkTopology (hard mode: the gang within one HyperNode of tier
+                # highestTierAllowed or lower) is enforced by this plugin's HyperNode gradient in
+                # the allocate action; without it allocate takes the whole cluster as one domain
+                # (docs/user-guide/how_to_use_network_topology_aware_scheduling.md). Its
+                # HyperNode-level bin packing of pods without a topology is off, so that jobs
+                # without one are placed as before.
+                {
+                    "name": "network-topology-aware",
+                    "arguments": {"weight": 10, "hypernode.binpack.normal-pod.enable": False},
+                },
             ]
         },
     ],

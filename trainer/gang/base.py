@@ -66,6 +66,7 @@ class GangInput:
     min_resources: dict[str, str] | None = None
     schedule_timeout_seconds: int | None = None
     network_topology: JSON | None = None
+    """The Volcano PodGroup's ``spec.networkTopology`` ({mode, highestTierAllowed}), if any."""
     runtime_policy: str | None = None
     """The scheduler the runtime's ``podGroupPolicy`` names (``volcano``/``coscheduling``), if any."""
     finished: bool = False

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from api.base import Condition
 from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
+from api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.gang.base import (
     COND_WAITING_FOR_GANG,
     Facts,
@@ -44,6 +45,18 @@ TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 
 DEFAULT_QUEUE = "default"
 FLAG = "volcano"
+
+
+def network_topology(spec: NetworkTopologySpec | None) -> JSON | None:
+    """The PodGroup's ``spec.networkTopology`` for a runtime's ``podGroupPolicy.volcano.networkTopology``.
+
+    As kubeflow/trainer ``pkg/runtime/framework/plugins/volcano`` builds it: exactly ``mode`` and
+    ``highestTierAllowed`` (their API defaults ``hard`` and 1 where unset); ``None`` without one.
+    """
+    if spec is None:
+        return None
+    tier = spec.highest_tier_allowed
+    return {"mode": spec.mode or "hard", "highestTierAllowed": 1 if tier is None else tier}
 
 
 def queue_problems(name: str, queues: list[JSON]) -> list[Condition]:

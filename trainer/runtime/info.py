@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainingRuntimeSpec, TrainJob
 from trainer.gang.base import GangInput, PodSet
+from trainer.gang.volcano import network_topology
 from trainer.json_codec import JSON
 from trainer.queue_choice import QueueChoice
 from trainer.runtime.policies.base import Policy
@@ -119,7 +120,7 @@ class RuntimeInfo:
             pod_sets=[ps for ps in self.pod_sets if ps.name not in self.not_in_gang],
             queue=self.queue,
             schedule_timeout_seconds=cosched.schedule_timeout_seconds if cosched else None,
-            network_topology=volcano.network_topology if volcano else None,
+            network_topology=network_topology(volcano.network_topology) if volcano else None,
             runtime_policy="volcano" if volcano is not None else "coscheduling" if cosched is not None else None,
             finished=self.finished,
             started=self.started,
