@@ -96,6 +96,7 @@ for h in $(cut -d' ' -f1 /etc/mpi/hostfile); do
   for i in $(seq 120); do getent hosts "$h" >/dev/null && break; sleep 0.5; done
 done
 cat /etc/mpi/hostfile
+mpirun --version | head -n 1
 exec mpirun --allow-run-as-root -n 2 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
   --mca oob_tcp_if_include eth0 python3 -c "$SCRIPT"
 """
@@ -129,6 +130,12 @@ def ompi5_image(real_nodes: RealNodes) -> str:
 def mpi_image(request: pytest.FixtureRequest) -> str:
     """The MPI tests' image: Open MPI 4 (bookworm, ORTE) or Open MPI 5 (trixie, PRRTE)."""
     return IMAGE if request.param == "openmpi4" else str(request.getfixturevalue("ompi5_image"))
+
+
+def assert_open_mpi(text: str, image: str) -> None:
+    """The launcher's ``mpirun --version`` line in ``text`` names the Open MPI release of ``image``."""
+    release = "5." if image == images.OMPI5_IMAGE else "4."
+    assert f"(Open MPI) {release}" in text, text
 
 
 def spread(label: str, value: str) -> JSON:
@@ -309,6 +316,7 @@ async def test_mpijob_runs_mpirun_over_ssh_on_real_nodes(
         print(text)
     assert condition(obj, "Succeeded"), obj.get("status")
     assert len(launchers) == 1, launchers
+    assert_open_mpi(text, mpi_image)
     assert_ranks_on_distinct_nodes(text, pods, launchers[0]["metadata"]["name"])
     for rank in range(2):
         assert f"mpi rank {rank}/2 on {name}-worker-" in text, text
@@ -387,6 +395,7 @@ async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
         print(out)
     launcher = "\n".join(log for pod, (_, log) in out.items() if pod.startswith(f"{name}-launcher-"))
     (launcher_pod_name,) = [pod for pod in out if pod.startswith(f"{name}-launcher-")]
+    assert_open_mpi(launcher, mpi_image)
     assert_ranks_on_distinct_nodes(launcher, pods, launcher_pod_name)
     for rank in range(2):
         assert f"mpi rank {rank}/2 on {name}-node-0-" in launcher, launcher
