@@ -18,6 +18,13 @@ with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. 
 - an MPIJob, a launcher and 2 workers: mpirun over SSH (the operator's key Secret and hostfile)
   runs an mpi4py allreduce on both workers; the MPIJob ends Succeeded.
 
+Both MPI tests run on Open MPI 4 (the training image, Debian bookworm: ORTE's mpirun) and on Open MPI 5
+(:func:`e2e.realnode.images.ompi5_image`, Debian trixie: PRRTE's mpirun, which reads only the
+``PRTE_MCA_*`` variables the operator sets beside ``OMPI_MCA_orte_*``). Every rank prints its host
+name; the tests assert the ranks ran on two distinct real nodes and not on the launcher: without the
+``PRTE_MCA_*`` variables Open MPI 5 ignores the hostfile, runs every rank on the launcher and still
+exits 0 (kubeflow/trainer #4028, kubeflow/mpi-operator #842).
+
 Needs root, Debian's packages (installed when missing) and the Go module proxy (kubelet and CoreDNS
 are built once into ``$TRAINER_CACHE/bin``). Skipped unless ``TRAINER_E2E_REAL=1``: ``make e2e-real``.
 """
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +96,7 @@ for h in $(cut -d' ' -f1 /etc/mpi/hostfile); do
   for i in $(seq 120); do getent hosts "$h" >/dev/null && break; sleep 0.5; done
 done
 cat /etc/mpi/hostfile
+mpirun --version | head -n 1
 exec mpirun --allow-run-as-root -n 2 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
   --mca oob_tcp_if_include eth0 python3 -c "$SCRIPT"
 """
@@ -107,6 +116,26 @@ def real_nodes(cluster: Any) -> Iterator[RealNodes]:
         nodes.stop()
         if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
             shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ompi5_image(real_nodes: RealNodes) -> str:
+    """The Open MPI 5 image (Debian trixie), built when missing and imported into both real nodes once,
+    only for the modules' tests that ask for it."""
+    (name,) = real_nodes.add_images("ompi5")
+    return name
+
+
+@pytest.fixture(params=["openmpi4", "openmpi5"])
+def mpi_image(request: pytest.FixtureRequest) -> str:
+    """The MPI tests' image: Open MPI 4 (bookworm, ORTE) or Open MPI 5 (trixie, PRRTE)."""
+    return IMAGE if request.param == "openmpi4" else str(request.getfixturevalue("ompi5_image"))
+
+
+def assert_open_mpi(text: str, image: str) -> None:
+    """The launcher's ``mpirun --version`` line in ``text`` names the Open MPI release of ``image``."""
+    release = "5." if image == images.OMPI5_IMAGE else "4."
+    assert f"(Open MPI) {release}" in text, text
 
 
 def spread(label: str, value: str) -> JSON:
@@ -209,15 +238,36 @@ def assert_ranks(text: str, world: int = 4) -> None:
         assert line is not None and f"sum {want} want {want}" in line, text
 
 
+RANK_LINE = re.compile(r"^mpi rank (\d+)/(\d+) on (\S+):", re.MULTILINE)
+
+
+def assert_ranks_on_distinct_nodes(text: str, pods: list[JSON], launcher: str, world: int = 2) -> None:
+    """Ranks ``0..world-1`` each printed ``mpi rank R/W on HOST`` in ``text``, on ``world`` distinct
+    hosts, none of them the ``launcher`` pod's (the runtime runs no ranks there), and those hosts are
+    ``world`` distinct pods of ``pods`` on ``world`` distinct nodes. A pod's host name is its
+    ``spec.hostname`` (set for MPIJob workers and JobSet pods), else its name."""
+    hosts = {int(rank): host for rank, size, host in RANK_LINE.findall(text) if int(size) == world}
+    print(f"ranks' hosts: {hosts}")
+    assert sorted(hosts) == list(range(world)), text
+    by_host = {p["spec"].get("hostname") or p["metadata"]["name"]: p for p in pods}
+    launcher_host = next(h for h, p in by_host.items() if p["metadata"]["name"] == launcher)
+    assert launcher_host not in hosts.values(), f"ranks ran on the launcher {launcher_host}: {hosts}"
+    assert len(set(hosts.values())) == world, f"ranks share a host: {hosts}"
+    assert set(hosts.values()) <= set(by_host), f"ranks on hosts that are no pod of the job: {hosts}, {sorted(by_host)}"
+    nodes = {by_host[host]["spec"]["nodeName"] for host in hosts.values()}
+    print(f"ranks' nodes: {sorted(nodes)}")
+    assert len(nodes) == world, f"ranks share a node: {hosts} on {nodes}"
+
+
 async def test_mpijob_runs_mpirun_over_ssh_on_real_nodes(
-    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, mpi_image: str
 ) -> None:
     name = "mpi"
     role = "training.kubeflow.org/job-role"
 
     def container(cname: str, command: list[str]) -> JSON:
         env = [{"name": "SCRIPT", "value": MPI_SCRIPT}, {"name": "OMP_NUM_THREADS", "value": "1"}]
-        return {"name": cname, "image": IMAGE, "imagePullPolicy": "Never", "command": command, "env": env}
+        return {"name": cname, "image": mpi_image, "imagePullPolicy": "Never", "command": command, "env": env}
 
     mpijob = {
         "apiVersion": "kubeflow.org/v2beta1",
@@ -260,10 +310,14 @@ async def test_mpijob_runs_mpirun_over_ssh_on_real_nodes(
     try:
         obj = await wait_for(finished, f"MPIJob {ns}/{name} finished", timeout=240)
     finally:
-        launchers = await client.pods(ns, f"training.kubeflow.org/job-name={name},{role}=launcher")
+        pods = await client.pods(ns, f"training.kubeflow.org/job-name={name}")
+        launchers = [p for p in pods if p["metadata"]["labels"].get(role) == "launcher"]
         text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in launchers)
         print(text)
     assert condition(obj, "Succeeded"), obj.get("status")
+    assert len(launchers) == 1, launchers
+    assert_open_mpi(text, mpi_image)
+    assert_ranks_on_distinct_nodes(text, pods, launchers[0]["metadata"]["name"])
     for rank in range(2):
         assert f"mpi rank {rank}/2 on {name}-worker-" in text, text
     assert "sum 3" in text, text
@@ -278,7 +332,7 @@ done
 
 
 async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
-    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, mpi_image: str
 ) -> None:
     """DeepSpeed-style (config/samples/deepspeed-distributed.yaml): replicated job ``node`` runs sshd on
     both real nodes; the ``launcher`` (the trainer step) starts once they are Ready and runs mpirun
@@ -288,7 +342,7 @@ async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
 
     def container(command: list[str]) -> JSON:
         env = [{"name": "SCRIPT", "value": MPI_SCRIPT}, {"name": "OMP_NUM_THREADS", "value": "1"}]
-        return {"name": "node", "image": IMAGE, "imagePullPolicy": "Never", "command": command, "env": env}
+        return {"name": "node", "image": mpi_image, "imagePullPolicy": "Never", "command": command, "env": env}
 
     launcher_pod = {
         "nodeSelector": NODE_SELECTOR,
@@ -340,6 +394,9 @@ async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
         }
         print(out)
     launcher = "\n".join(log for pod, (_, log) in out.items() if pod.startswith(f"{name}-launcher-"))
+    (launcher_pod_name,) = [pod for pod in out if pod.startswith(f"{name}-launcher-")]
+    assert_open_mpi(launcher, mpi_image)
+    assert_ranks_on_distinct_nodes(launcher, pods, launcher_pod_name)
     for rank in range(2):
         assert f"mpi rank {rank}/2 on {name}-node-0-" in launcher, launcher
     assert "sum 3" in launcher, launcher

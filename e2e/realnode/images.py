@@ -7,11 +7,16 @@ imported (``ctr -n k8s.io images import``) into each node's containerd:
 - :func:`pause_image`: the CRI sandbox image (``e2e/realnode/pause.go``, built by ``build.sh``).
 - :func:`busybox_image`: ``/bin/busybox`` of Debian's busybox-static and one link per applet.
 - :func:`training_image`: a Debian root file system made by ``debootstrap`` plus, installed with
-  apt inside it, python3, Debian's CPU build of PyTorch (``python3-torch``, with gloo), OpenMPI
+  apt inside it, python3, Debian's CPU build of PyTorch (``python3-torch``, with gloo), Open MPI
   with mpi4py and openssh-server. PyPI's ``torch`` wheel for Linux is a CUDA build whose import
   fails without its nvidia-* / cuda-toolkit dependencies (several GB), so Debian's is used.
+  Debian ``IMAGE_SUITE`` (bookworm: Open MPI 4, whose launcher is ORTE).
+- :func:`ompi5_image`: the same recipe on Debian ``OMPI5_IMAGE_SUITE`` (trixie: Open MPI 5, whose
+  launcher is PRRTE and reads ``PRTE_MCA_*`` variables only).
 
-    python -m e2e.realnode.images [pause|busybox|training ...]   # build (or find) and print paths
+Both are :class:`DebianImage` specs built by one function, :func:`debian_image`.
+
+    python -m e2e.realnode.images [pause|busybox|training|ompi5 ...]   # build (or find), print paths
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,7 +42,8 @@ HERE = Path(__file__).resolve().parent
 PAUSE_IMAGE = "localhost/realnode/pause:1"
 BUSYBOX_IMAGE = "localhost/realnode/busybox:1"
 TRAINING_IMAGE = "localhost/realnode/training:1"
-# What the training image holds (Debian package names); part of its cache key.
+OMPI5_IMAGE = "localhost/realnode/training-ompi5:1"
+# What the training images hold (Debian package names); part of their cache key.
 TRAINING_PACKAGES = (
     "python3",
     "python3-torch",
@@ -265,21 +272,35 @@ def _patch_torch_std(root: Path) -> None:
         api.write_text(text.replace(old, new))
 
 
-def training_image(work: Path | None = None) -> tuple[str, Path]:
-    """The training image (name, archive), built when missing (about 5 minutes, see NOTES)."""
-    suite = realnode_versions().get("IMAGE_SUITE", "bookworm")
-    out = _cached("training", {"suite": suite, "packages": TRAINING_PACKAGES, "recipe": TRAINING_RECIPE})
+@dataclass(frozen=True)
+class DebianImage:
+    """A training image made of a Debian root file system: its reference ``name``, the ``stem`` of its
+    archive in the cache (``<stem>-<key>.tar``), the Debian ``suite`` and the ``packages`` apt installs."""
+
+    name: str
+    stem: str
+    suite: str
+    packages: tuple[str, ...]
+
+
+def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path]:
+    """The image of ``spec`` (name, archive), built when missing (about 2-5 minutes, see
+    docs/development.md) under ``work`` (default: next to the archive). The archive's key is a hash
+    of the suite, the packages and :data:`TRAINING_RECIPE`; older archives of the same stem are
+    removed once the new one is built. Raises ``subprocess.CalledProcessError`` when debootstrap or apt
+    fails (the build directory and its ``build.log`` are kept)."""
+    out = _cached(spec.stem, {"suite": spec.suite, "packages": spec.packages, "recipe": TRAINING_RECIPE})
     if out.exists():
-        return TRAINING_IMAGE, out
+        return spec.name, out
     work = work or images_dir() / f"{out.stem}.build"
     _unmount_under(work)
     shutil.rmtree(work, ignore_errors=True)
     root = work / "rootfs"
     root.mkdir(parents=True)
     began = time.monotonic()
-    _log(f"building {out.name} in {work} (log {work / 'build.log'})")
+    _log(f"building {out.name} ({spec.name}, Debian {spec.suite}) in {work} (log {work / 'build.log'})")
     with (work / "build.log").open("w") as log:
-        build_rootfs(root, suite, TRAINING_PACKAGES, log)
+        build_rootfs(root, spec.suite, spec.packages, log)
         layer = work / "layer.tar"
         # dev/ and proc/ stay empty: the runtime mounts them. Numeric owners, as in any layer.
         _run(
@@ -302,18 +323,31 @@ def training_image(work: Path | None = None) -> tuple[str, Path]:
             "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
             "Cmd": ["/bin/bash"],
         }
-        write_oci_archive(out, TRAINING_IMAGE, layer, config)
+        write_oci_archive(out, spec.name, layer, config)
     # Kept on failure, for its build.log.
     _unmount_under(work)
     shutil.rmtree(work, ignore_errors=True)
-    for stale in images_dir().glob("training-*.tar"):  # older recipes' archives (1.3 GB each)
+    for stale in images_dir().glob(f"{spec.stem}-*.tar"):  # older recipes' archives (1.3 GB each)
         if stale != out:
             stale.unlink()
     _log(f"built {out} ({out.stat().st_size >> 20} MiB) in {time.monotonic() - began:.0f}s")
-    return TRAINING_IMAGE, out
+    return spec.name, out
 
 
-BUILDERS = {"pause": pause_image, "busybox": busybox_image, "training": training_image}
+def training_image() -> tuple[str, Path]:
+    """The training image on Debian ``IMAGE_SUITE`` (bookworm: Open MPI 4) (name, archive)."""
+    suite = realnode_versions().get("IMAGE_SUITE", "bookworm")
+    return debian_image(DebianImage(TRAINING_IMAGE, "training", suite, TRAINING_PACKAGES))
+
+
+def ompi5_image() -> tuple[str, Path]:
+    """The training image on Debian ``OMPI5_IMAGE_SUITE`` (trixie: Open MPI 5, PRRTE) (name, archive).
+    Its stem does not start with ``training-``, so a build of the other image never removes it."""
+    suite = realnode_versions().get("OMPI5_IMAGE_SUITE", "trixie")
+    return debian_image(DebianImage(OMPI5_IMAGE, "ompi5", suite, TRAINING_PACKAGES))
+
+
+BUILDERS = {"pause": pause_image, "busybox": busybox_image, "training": training_image, "ompi5": ompi5_image}
 
 
 def main() -> int:

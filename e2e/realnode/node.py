@@ -441,6 +441,16 @@ class RealNodes:
             raise
         _log(f"{', '.join(self.names)} Ready; timings {self.timings}")
 
+    def add_images(self, *image_names: str) -> list[str]:
+        """Build (when missing) and import ``image_names`` (keys of :data:`images.BUILDERS`) into every
+        started node, all nodes at once; returns the images' references in the same order."""
+        archives = [images.BUILDERS[n]() for n in image_names]
+        t = time.monotonic()
+        with ThreadPoolExecutor(len(self.nodes) or 1) as pool:
+            list(pool.map(lambda node: node.import_images(archives), self.nodes))
+        self._timed(f"import {','.join(image_names)}", t)
+        return [name for name, _ in archives]
+
     def stop(self) -> None:
         """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge."""
         api = self.cluster.api() if self.cluster.is_running() else None
@@ -493,7 +503,7 @@ def main() -> int:
     p.add_argument("--cluster", type=Path, required=True, help="state dir of a running e2e LocalCluster")
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--dir", type=Path, default=Path("/tmp/trainer-realnode/nodes"))
-    p.add_argument("--images", default="busybox", help="comma-separated: busybox,training")
+    p.add_argument("--images", default="busybox", help="comma-separated: busybox,training,ompi5")
     a = p.parse_args()
     cluster = LocalCluster(a.cluster)
     nodes = RealNodes(cluster, a.nodes, a.dir, tuple(filter(None, a.images.split(","))))
