@@ -40,6 +40,7 @@ TRAINING_IMAGE = "localhost/realnode/training:1"
 TRAINING_PACKAGES = (
     "python3",
     "python3-torch",
+    "python3-sklearn",
     "python3-mpi4py",
     "openmpi-bin",
     "openssh-server",
