@@ -157,6 +157,19 @@ def _cached(stem: str, key_material: dict[str, Any]) -> Path:
     return images_dir() / f"{stem}-{key}.tar"
 
 
+UNUSED_DAYS = 7
+
+
+def drop_unused(stem: str, keep: Path) -> None:
+    """Delete the archives of image ``stem`` other than ``keep`` that no build or start used for
+    :data:`UNUSED_DAYS` days (other recipes' archives, 1.3 to 2 GB each). Checkouts of different
+    recipes on one machine (branches, worktrees) keep theirs while they use them."""
+    old = time.time() - UNUSED_DAYS * 86400
+    for archive in images_dir().glob(f"{stem}-*.tar"):
+        if archive != keep and archive.stat().st_mtime < old:
+            archive.unlink()
+
+
 def _small_image(out: Path, name: str, layer: bytes, config: dict[str, Any]) -> None:
     """The OCI archive ``out`` of image ``name``: one in-memory ``layer`` and ``config`` (plus PATH)."""
     layer_path = out.with_suffix(".layer")
@@ -271,6 +284,7 @@ def training_image(work: Path | None = None) -> tuple[str, Path]:
     suite = realnode_versions().get("IMAGE_SUITE", "bookworm")
     out = _cached("training", {"suite": suite, "packages": TRAINING_PACKAGES, "recipe": TRAINING_RECIPE})
     if out.exists():
+        out.touch()  # in use: see drop_unused
         return TRAINING_IMAGE, out
     work = work or images_dir() / f"{out.stem}.build"
     _unmount_under(work)
@@ -307,9 +321,7 @@ def training_image(work: Path | None = None) -> tuple[str, Path]:
     # Kept on failure, for its build.log.
     _unmount_under(work)
     shutil.rmtree(work, ignore_errors=True)
-    for stale in images_dir().glob("training-*.tar"):  # older recipes' archives (1.3 GB each)
-        if stale != out:
-            stale.unlink()
+    drop_unused("training", out)
     _log(f"built {out} ({out.stat().st_size >> 20} MiB) in {time.monotonic() - began:.0f}s")
     return TRAINING_IMAGE, out
 
