@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -51,6 +52,19 @@ def chains(table: str) -> list[str]:
         return []
     out = subprocess.run(["iptables", "-w", "-t", table, "-S"], capture_output=True, text=True).stdout
     return [line.split()[1] for line in out.splitlines() if line.startswith(("-N ", "-P "))]
+
+
+def rules_jumping_to(rules: str, targets: set[str]) -> list[list[str]]:
+    """The rules of ``iptables -S`` output ``rules`` in chains outside ``targets`` that jump (``-j``)
+    or go (``-g``) to one of ``targets``, each as the words after ``-A`` (what ``-D`` takes)."""
+    found = []
+    for line in rules.splitlines():
+        words = shlex.split(line)
+        if len(words) < 2 or words[0] != "-A" or words[1] in targets:
+            continue
+        if any(words[i - 1] in ("-j", "-g") and words[i] in targets for i in range(1, len(words))):
+            found.append(words[1:])
+    return found
 
 
 def record(work: Path) -> None:
@@ -86,14 +100,8 @@ def restore(work: Path) -> list[str]:
         if not new:
             continue
         rules = subprocess.run(["iptables", "-w", "-t", table, "-S"], capture_output=True, text=True).stdout
-        for rule in rules.splitlines():
-            words = rule.split()
-            if (
-                words[:1] == ["-A"]
-                and words[1] not in new
-                and any(words[i - 1] in ("-j", "-g") and words[i] in new for i in range(1, len(words)))
-            ):
-                subprocess.run(["iptables", "-w", "-t", table, "-D", *words[1:]], check=False, capture_output=True)
+        for rule in rules_jumping_to(rules, set(new)):
+            subprocess.run(["iptables", "-w", "-t", table, "-D", *rule], check=False, capture_output=True)
         for chain in new:
             subprocess.run(["iptables", "-w", "-t", table, "-F", chain], check=False, capture_output=True)
         for chain in new:
