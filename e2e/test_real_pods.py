@@ -127,9 +127,12 @@ def real_nodes(cluster: Any) -> Iterator[RealNodes]:
 
 
 def spread(label: str, value: str) -> JSON:
-    """Real nodes only, one pod of ``label=value`` per node."""
+    """Real nodes only, one pod of ``label=value`` per node, under the ``default`` ServiceAccount: the
+    local cluster's apiserver runs without the ServiceAccount admission plugin that names it on other
+    clusters, and the status server's projected token (a volume of every trainer pod) needs one."""
     return {
         "nodeSelector": NODE_SELECTOR,
+        "serviceAccountName": "default",
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
