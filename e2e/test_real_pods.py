@@ -312,6 +312,7 @@ async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
 
     launcher_pod = {
         "nodeSelector": NODE_SELECTOR,
+        "serviceAccountName": "default",  # see spread()
         "terminationGracePeriodSeconds": 1,
         "containers": [container(["/bin/bash", "-c", MPI_WAIT_SSH + MPI_LAUNCH])],
     }
