@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -367,8 +368,13 @@ class CoreDNS:
 
     def start(self, timeout: float = 30.0) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
-        (ready,) = free_ports(1)
         corefile = self.work / "Corefile"
+        if self.component.is_alive() and corefile.exists():  # a running one (an earlier start): its port
+            found = re.search(r"ready 127\.0\.0\.1:(\d+)", corefile.read_text())
+            if found:
+                self._wait_ready(int(found.group(1)), timeout)
+                return
+        (ready,) = free_ports(1)
         corefile.write_text(
             f"{CLUSTER_DOMAIN}:53 {{\n"
             f"    bind {GATEWAY}\n"
@@ -387,8 +393,11 @@ class CoreDNS:
             "    }\n"
             "}\n"
         )
-        if not self.component.is_alive():
-            self.component.start(["-conf", str(corefile)], cwd=self.work)
+        self.component.stop()
+        self.component.start(["-conf", str(corefile)], cwd=self.work)
+        self._wait_ready(ready, timeout)
+
+    def _wait_ready(self, ready: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.component.is_alive():
