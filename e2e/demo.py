@@ -50,7 +50,7 @@ NODES_DIR = Path("/tmp/trainer-demo-nodes")
 SAMPLE = ROOT / "config" / "samples" / "digits"
 NAMESPACE = "default"
 DEMO_LABEL = "trainer.kubeflow.org/demo"
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # a line per message, however wide
 
 
 def say(message: str) -> None:

@@ -74,7 +74,8 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     node = os.environ.get("GROUP_RANK", "?")
-    print(f"rank {rank}/{world} (node {node}) on {socket.gethostname()}", flush=True)
+    # One write per line: the node's processes share one stdout.
+    print(f"rank {rank}/{world} (node {node}) on {socket.gethostname()}\n", end="", flush=True)
 
     images, labels = load_digits(return_X_y=True)
     x = torch.tensor(images, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
