@@ -1,5 +1,5 @@
 # Two commands for a new machine (see docs/development.md):
-#   make demo   run the sample TrainJob on the local cluster until Complete
+#   make demo   train a real model on a local cluster with two real nodes (KWOK where it cannot), and watch it
 #   make test   lint, type-check, docs (mkdocs --strict), unit tests and the end-to-end suite on the local cluster
 PYTHON ?= python3
 VENV := .venv

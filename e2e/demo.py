@@ -1,9 +1,22 @@
-"""Run the sample TrainJob on the local cluster and show it progressing to Complete.
+"""``make demo``: train a real model on the local cluster and watch it train.
 
-``python -m e2e.demo`` (what ``make demo`` runs): starts the local cluster if it is not running
-(building its binaries on first use), installs the CRDs and the samples, runs the operator, and
-prints the TrainJob's state, jobsStatus and pods as they change until it is Complete. The cluster
-is left running for ``kubectl``; ``python -m e2e.cluster down --dir DIR`` stops it.
+``python -m e2e.demo`` starts the local cluster (building its binaries on first use) and, where the
+machine allows it (root, Debian's packages: see :func:`e2e.realnode.node.unavailable`), two real
+nodes (kubelet + containerd) with the training image, then runs the operator with its status server
+on the pods' gateway and creates a TrainJob from ``config/samples/digits``: torchrun DDP over gloo,
+2 nodes x 2 processes, a small convolutional network on scikit-learn's bundled digits. It prints:
+
+- the TrainJob's state and where its pods run, as they change;
+- a progress bar moved by the pods' own reports (``status.trainerStatus``: percent, ETA, loss,
+  accuracy), as ``kubectl get trainjobs`` shows them in its Progress and ETA columns;
+- the final metrics, the last lines of rank 0's log, and the commands to look further.
+
+Where real nodes cannot run, one line says why and the same sample runs on KWOK nodes (pods that run
+nothing: the job completes, nothing trains). ``TRAINER_DEMO_KWOK=1`` chooses KWOK.
+
+Every run creates a new TrainJob (``generateName``); earlier demo TrainJobs are deleted without
+waiting for their children to go. The cluster and the real nodes keep running for ``kubectl``, so a
+second run starts at once; ``python -m e2e.demo --down`` stops both.
 """
 
 from __future__ import annotations
@@ -15,93 +28,204 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from api.kinds import TRAINJOBS
 from e2e.cluster import LocalCluster
+from e2e.cluster.cluster import free_ports
 from e2e.helpers import ROOT, Client, condition
+from e2e.operator_process import Operator
+from e2e.realnode import node as realnode
+from trainer.json_codec import JSON
 
-DEFAULT_DIR = Path(os.environ.get("TRAINER_CACHE", Path.home() / ".cache" / "trainer")) / "clusters" / "demo"
-SAMPLE = ROOT / "config" / "samples" / "trainjob.yaml"
-NAME, NAMESPACE = "pytorch-simple", "default"
+CACHE = Path(os.environ.get("TRAINER_CACHE", Path.home() / ".cache" / "trainer"))
+DEFAULT_DIR = CACHE / "clusters" / "demo"
+REAL_DIR = CACHE / "clusters" / "demo-real"  # no KWOK nodes: every pod lands on a real node
+# Short: containerd's shim socket paths (under each node's state directory) must fit 107 bytes.
+NODES_DIR = Path("/tmp/trainer-demo-nodes")
+SAMPLE = ROOT / "config" / "samples" / "digits"
+NAMESPACE = "default"
+DEMO_LABEL = "trainer.kubeflow.org/demo"
+console = Console(highlight=False, soft_wrap=True)  # a line per message, however wide
 
 
 def say(message: str) -> None:
-    print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
+    console.print(f"[dim]\\[demo {time.strftime('%H:%M:%S')}][/dim] {message}")
 
 
-async def watch_sample(cluster: LocalCluster, timeout: float) -> bool:
-    """Re-create the sample TrainJob and print its progress; True when it completes."""
+def state_of(tj: JSON) -> str:
+    """The condition that holds the job, as ``trainer get`` shows it: the last True one, else Created."""
+    true = [c for c in (tj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    return str(true[-1].get("reason") or true[-1]["type"]) if true else "Created"
+
+
+def metrics_of(tj: JSON) -> dict[str, str]:
+    ts = (tj.get("status") or {}).get("trainerStatus") or {}
+    return {m["name"]: m["value"] for m in ts.get("metrics") or []}
+
+
+async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple[str, bool]:
+    """Install the digits runtime, create one TrainJob of it and follow it; (its name, Complete)."""
     client = await Client.connect(cluster)
     try:
-        await client.apply_file(ROOT / "config" / "samples" / "torch-distributed.yaml")
-        if await client.kube.delete(TRAINJOBS, NAMESPACE, NAME):
-            say(f"deleted the previous TrainJob {NAMESPACE}/{NAME}; waiting for its Jobs to go")
-            while await client.trainjob(NAMESPACE, NAME) is not None or await client.jobs(NAMESPACE, NAME):
-                await asyncio.sleep(0.2)
-        await client.apply_file(SAMPLE, NAMESPACE)
-        say(f"created TrainJob {NAMESPACE}/{NAME} from {SAMPLE.relative_to(ROOT)}")
-        deadline, last = time.monotonic() + timeout, ""
-        while time.monotonic() < deadline:
-            tj = await client.trainjob(NAMESPACE, NAME) or {}
-            conditions = (tj.get("status") or {}).get("conditions") or []
-            state = conditions[-1]["type"] if conditions else "Created"
-            pods = await client.pods(NAMESPACE, f"jobset.sigs.k8s.io/jobset-name={NAME}")
-            phases = ", ".join(f"{p['metadata']['name']}={p['status'].get('phase')}" for p in pods) or "none yet"
-            line = f"state={state} jobsStatus={(tj.get('status') or {}).get('jobsStatus')} pods: {phases}"
-            if line != last:
-                say(line)
-                last = line
-            done = condition(tj, "Complete")
-            if done and done.get("status") == "True":
-                return True
-            failed = condition(tj, "Failed")
-            if failed and failed.get("status") == "True":
-                say(f"TrainJob failed: {failed.get('message')}")
-                return False
-            await asyncio.sleep(0.3)
-        say(f"TrainJob did not complete within {timeout:.0f}s")
-        return False
+        cluster.run_kubectl("apply", "-n", NAMESPACE, "-k", str(SAMPLE))
+        items, _ = await client.kube.list(TRAINJOBS, NAMESPACE, f"{DEMO_LABEL}=true")
+        previous = [str(tj["metadata"]["name"]) for tj in items]
+        for old in previous:  # children go by garbage collection, in the background
+            await client.kube.delete(TRAINJOBS, NAMESPACE, old)
+        if previous:
+            say(f"deleted the previous demo TrainJob(s) {', '.join(previous)} (not waiting for their pods)")
+        job = yaml.safe_load((SAMPLE / "trainjob.yaml").read_text())
+        job["metadata"].setdefault("labels", {})[DEMO_LABEL] = "true"
+        created = await client.kube.create(TRAINJOBS, NAMESPACE, job)
+        name = created["metadata"]["name"]
+        say(f"created TrainJob [bold]{NAMESPACE}/{name}[/bold] from {(SAMPLE / 'trainjob.yaml').relative_to(ROOT)}")
+        ok = await follow(client, name, real, timeout)
+        return name, ok
     finally:
         await client.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--dir", type=Path, default=DEFAULT_DIR, help=f"cluster state directory (default {DEFAULT_DIR})"
+async def follow(client: Client, name: str, real: bool, timeout: float) -> bool:
+    """Print state and pod changes as lines and the trainer's progress as a bar until the TrainJob ends."""
+    deadline, last_state, last_pods = time.monotonic() + timeout, "", ""
+    columns: list[Any] = [
+        TextColumn("[bold]training[/bold]"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+        TextColumn("{task.fields[metrics]}"),
+    ]
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("train", total=100, eta="-", metrics="waiting for the first report", visible=real)
+        while time.monotonic() < deadline:
+            tj = await client.trainjob(NAMESPACE, name) or {}
+            state = state_of(tj)
+            if state != last_state:
+                say(f"state {state}" + (f": {m}" if (m := _message(tj)) else ""))
+                last_state = state
+            pods = await client.pods(NAMESPACE, f"jobset.sigs.k8s.io/jobset-name={name}")
+            where = ", ".join(
+                f"{p['metadata']['name']} {p['status'].get('phase')} on {p['spec'].get('nodeName') or '-'}"
+                for p in sorted(pods, key=lambda p: str(p["metadata"]["name"]))
+            )
+            if where and where != last_pods:
+                say(f"pods: {where}")
+                last_pods = where
+            ts = (tj.get("status") or {}).get("trainerStatus") or {}
+            if ts:
+                eta = ts.get("estimatedRemainingSeconds")
+                shown = ", ".join(f"{k} {v}" for k, v in metrics_of(tj).items())
+                bar.update(
+                    task,
+                    completed=ts.get("progressPercentage") or 0,
+                    eta=f"{eta}s" if eta is not None else "-",
+                    metrics=shown,
+                )
+            for kind in ("Complete", "Failed"):
+                c = condition(tj, kind)
+                if c and c.get("status") == "True":
+                    if kind == "Failed":
+                        say(f"[red]TrainJob failed[/red]: {c.get('message')}")
+                    return kind == "Complete"
+            await asyncio.sleep(0.5)
+    say(f"TrainJob did not end within {timeout:.0f}s")
+    return False
+
+
+def _message(tj: JSON) -> str:
+    true = [c for c in (tj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
+    return str(true[-1].get("message") or "") if true else ""
+
+
+def cli(cluster: LocalCluster, *args: str) -> str:
+    """``trainer <args>`` (the project's CLI) against the demo cluster; its stdout."""
+    cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", NAMESPACE, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
+
+
+def report(cluster: LocalCluster, name: str, real: bool) -> None:
+    """The final metrics, the end of rank 0's log and where to look further."""
+    client_metrics = asyncio.run(_final(cluster, name))
+    if client_metrics:
+        say("final metrics: " + ", ".join(f"{k} {v}" for k, v in client_metrics.items()))
+    if real:
+        for node in (0, 1):
+            head = [ln for ln in cli(cluster, "logs", name, "--node", str(node)).splitlines() if ln.startswith("rank")]
+            for line in head:
+                say(f"node {node} log: {line}")
+        tail = cli(cluster, "logs", name, "--tail", "4").rstrip()
+        console.print(f"[dim]rank 0, last lines:[/dim]\n{tail}")
+    kubectl = f"{cluster.kubectl} --kubeconfig {cluster.kubeconfig}"
+    console.print(
+        f"\n  {kubectl} get trainjobs,jobs,pods -o wide\n"
+        f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} describe {name}\n"
+        f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} logs {name} --all-pods --prefix\n"
+        f"  stop it all: {sys.executable} -m e2e.demo --down"
     )
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for Complete")
+
+
+async def _final(cluster: LocalCluster, name: str) -> dict[str, str]:
+    client = await Client.connect(cluster)
+    try:
+        return metrics_of(await client.trainjob(NAMESPACE, name) or {})
+    finally:
+        await client.close()
+
+
+def down(state_dirs: list[Path]) -> int:
+    """Stop the real nodes (putting back what they changed on the host) and the clusters."""
+    for state_dir in state_dirs:
+        cluster = LocalCluster(state_dir, nodes=0)
+        if state_dir == REAL_DIR and NODES_DIR.exists():
+            realnode.RealNodes(cluster, 2, NODES_DIR).stop()
+        if cluster.is_running():
+            cluster.stop()
+            say(f"stopped the cluster in {state_dir}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--dir", type=Path, help=f"cluster state (default {REAL_DIR} with real nodes, else {DEFAULT_DIR})"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the TrainJob to end")
+    parser.add_argument("--down", action="store_true", help="stop the demo's real nodes and cluster, and exit")
     args = parser.parse_args(argv)
+    if args.down:
+        return down([args.dir] if args.dir else [REAL_DIR, DEFAULT_DIR])
     started = time.monotonic()
-    cluster = LocalCluster(args.dir, nodes=4)
+    why_not = "TRAINER_DEMO_KWOK=1" if os.environ.get("TRAINER_DEMO_KWOK") == "1" else realnode.unavailable()
+    real = why_not is None
+    if not real:
+        say(f"[yellow]KWOK nodes only[/yellow] ({why_not}): the pods run nothing, so nothing trains")
+    # Real mode: no KWOK nodes, so every pod lands on a real node.
+    cluster = LocalCluster(args.dir or (REAL_DIR if real else DEFAULT_DIR), nodes=0 if real else 4)
     cluster.start()
     say(f"cluster up in {time.monotonic() - started:.1f}s")
     cluster.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
     cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    log_path = cluster.state_dir / "logs" / "operator.log"
-    with log_path.open("ab") as log:
-        operator = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "trainer", "--kubeconfig", str(cluster.kubeconfig), "--log-format", "json"),
-                *("--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    say(f"operator running (pid {operator.pid}, log {log_path})")
+    if real:
+        t = time.monotonic()
+        realnode.RealNodes(cluster, 2, NODES_DIR, ("training",)).start()
+        say(f"real nodes realnode-0, realnode-1 Ready in {time.monotonic() - t:.1f}s")
+    (port,) = free_ports(1)
+    host = realnode.GATEWAY if real else "127.0.0.1"
+    status = ["--status-server-port", str(port), "--status-server-host", host, "--status-write-interval", "1"]
+    operator = Operator(cluster.kubeconfig, cluster.state_dir / "logs" / "operator.log", status)
+    operator.start()
+    say(f"operator running (log {operator.log_path}), status server on {host}:{port}")
     try:
-        ok = asyncio.run(watch_sample(cluster, args.timeout))
+        name, ok = asyncio.run(run_sample(cluster, real, args.timeout))
     finally:
-        operator.terminate()
-        operator.wait(timeout=15)
-    say(f"{'Complete' if ok else 'NOT complete'} after {time.monotonic() - started:.1f}s in all")
-    print(
-        f"\nkubeconfig: {cluster.kubeconfig}\n"
-        f"  {cluster.kubectl} --kubeconfig {cluster.kubeconfig} get trainjobs,jobs,pods -A\n"
-        f"stop the cluster: python -m e2e.cluster down --dir {cluster.state_dir}",
-        flush=True,
-    )
+        operator.stop()
+    say(f"{'[green]Complete[/green]' if ok else '[red]NOT complete[/red]'} after {time.monotonic() - started:.1f}s")
+    report(cluster, name, real)
     return 0 if ok else 1
 
 

@@ -16,7 +16,11 @@ with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. 
   ``jobset.sigs.k8s.io/restart-attempt`` label by the downward API), the group restarts once and the
   all-reduce of attempt 1 completes;
 - an MPIJob, a launcher and 2 workers: mpirun over SSH (the operator's key Secret and hostfile)
-  runs an mpi4py allreduce on both workers; the MPIJob ends Succeeded.
+  runs an mpi4py allreduce on both workers; the MPIJob ends Succeeded;
+- the digits sample (``config/samples/digits``, what ``make demo`` runs): torchrun DDP over gloo, 2
+  nodes x 2 processes, trains a small network on scikit-learn's bundled digits; rank 0 posts progress
+  to the operator's status server (on the pods' gateway, with the pod's projected token and the CA
+  it mounts), so ``status.trainerStatus`` moves to 100% and ends with the held-out accuracy.
 
 Both MPI tests run on Open MPI 4 (the training image, Debian bookworm: ORTE's mpirun) and on Open MPI 5
 (:func:`e2e.realnode.images.ompi5_image`, Debian trixie: PRRTE's mpirun, which reads only the
@@ -26,7 +30,8 @@ name; the tests assert the ranks ran on two distinct real nodes and not on the l
 exits 0 (kubeflow/trainer #4028, kubeflow/mpi-operator #842).
 
 Needs root, Debian's packages (installed when missing) and the Go module proxy (kubelet and CoreDNS
-are built once into ``$TRAINER_CACHE/bin``). Skipped unless ``TRAINER_E2E_REAL=1``: ``make e2e-real``.
+are built once into ``$TRAINER_CACHE/bin``). Runs wherever :func:`e2e.realnode.node.unavailable` finds
+nothing missing (``make test`` included), else is skipped with its reason; ``TRAINER_E2E_REAL=0`` skips it.
 """
 
 from __future__ import annotations
@@ -43,22 +48,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
 
-from api.kinds import MPIJOBS
+from api.kinds import MPIJOBS, TRAINJOBS
 from e2e.cluster import LocalCluster
-from e2e.helpers import Client, condition, wait_for
+from e2e.cluster.cluster import free_ports
+from e2e.helpers import ROOT, Client, condition, wait_for
 from e2e.realnode import images
-from e2e.realnode.node import NODE_SELECTOR, RealNodes
+from e2e.realnode.node import GATEWAY, NODE_SELECTOR, RealNodes, unavailable
 from e2e.test_trainjob import trainjob
 from trainer.json_codec import JSON
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("TRAINER_E2E_REAL") != "1", reason="real pods: set TRAINER_E2E_REAL=1"),
-]
+WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
 IMAGE = images.TRAINING_IMAGE
+# The status server, where the real nodes' pods reach the host: the pod network's gateway address.
+(STATUS_PORT,) = free_ports(1)
+OPERATOR_ARGS = [
+    "--status-server-port",
+    str(STATUS_PORT),
+    "--status-server-host",
+    GATEWAY,
+    "--status-write-interval",
+    "1",
+]
+DIGITS = ROOT / "config" / "samples" / "digits"
 
 # Every rank adds rank + 1: the sum over WORLD ranks is WORLD * (WORLD + 1) / 2.
 TORCH_SCRIPT = r"""
@@ -139,9 +155,12 @@ def assert_open_mpi(text: str, image: str) -> None:
 
 
 def spread(label: str, value: str) -> JSON:
-    """Real nodes only, one pod of ``label=value`` per node."""
+    """Real nodes only, one pod of ``label=value`` per node, under the ``default`` ServiceAccount: the
+    local cluster's apiserver runs without the ServiceAccount admission plugin that names it on other
+    clusters, and the status server's projected token (a volume of every trainer pod) needs one."""
     return {
         "nodeSelector": NODE_SELECTOR,
+        "serviceAccountName": "default",
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -346,6 +365,7 @@ async def test_trainjob_on_an_mpi_runtime_runs_mpirun_over_ssh_on_real_nodes(
 
     launcher_pod = {
         "nodeSelector": NODE_SELECTOR,
+        "serviceAccountName": "default",  # see spread()
         "terminationGracePeriodSeconds": 1,
         "containers": [container(["/bin/bash", "-c", MPI_WAIT_SSH + MPI_LAUNCH])],
     }
@@ -475,3 +495,50 @@ async def test_failure_policy_restarts_the_group_on_real_pods_and_the_retry_comp
     assert_ranks(text, world=2)
     events = await client.events(ns, name)
     assert any(e["reason"] == "RestartJobSetFailurePolicyAction" for e in events), events
+
+
+async def test_the_digits_sample_trains_on_two_real_nodes_and_reports_its_progress(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes
+) -> None:
+    """``make demo``'s job: real training, progress from inside the pods, a final held-out accuracy."""
+    cluster.run_kubectl("apply", "-n", ns, "-k", str(DIGITS))
+    job = yaml.safe_load((DIGITS / "trainjob.yaml").read_text())
+    # This cluster has KWOK nodes too: the real ones only.
+    job["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": NODE_SELECTOR}}]
+    name = (await client.kube.create(TRAINJOBS, ns, job))["metadata"]["name"]
+    progress: list[int] = []
+    # ``trainer logs -f`` streams rank 0 while it trains, and ends when the container ends.
+    follow = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns),
+        *("logs", name, "-f", "--pod-timeout", "300"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+    async def ended() -> JSON | None:
+        tj = await client.trainjob(ns, name) or {}
+        reported = ((tj.get("status") or {}).get("trainerStatus") or {}).get("progressPercentage")
+        if reported is not None and (not progress or progress[-1] != reported):
+            progress.append(reported)
+        done = condition(tj, "Complete") or condition(tj, "Failed")
+        return tj if done and done.get("status") == "True" else None
+
+    try:
+        tj = await wait_for(ended, f"TrainJob {ns}/{name} to end", timeout=400, interval=0.5)
+    finally:
+        pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+        out = {
+            p["metadata"]["name"]: (p["spec"].get("nodeName"), logs(cluster, ns, p["metadata"]["name"])) for p in pods
+        }
+        print(out, progress)
+    streamed = (await asyncio.wait_for(follow.communicate(), 60))[0].decode()
+    assert follow.returncode == 0 and "epoch 1/20" in streamed and "held-out accuracy" in streamed, streamed
+    assert condition(tj, "Complete"), tj.get("status")
+    assert {node for node, _ in out.values()} == set(real_nodes.names)
+    text = "\n".join(log for _, log in out.values())
+    assert all(f"rank {r}/4" in text for r in range(4)), text
+    assert "held-out accuracy" in text, text
+    # Progress came from the pods, several times, up to 100; the final metrics are the last epoch's.
+    assert len(progress) >= 2 and progress[-1] == 100 and progress == sorted(progress), progress
+    metrics = {m["name"]: m["value"] for m in tj["status"]["trainerStatus"]["metrics"]}
+    assert float(metrics["accuracy"]) > 0.85 and float(metrics["loss"]) < 1.0, metrics

@@ -47,6 +47,7 @@ OMPI5_IMAGE = "localhost/realnode/training-ompi5:1"
 TRAINING_PACKAGES = (
     "python3",
     "python3-torch",
+    "python3-sklearn",
     "python3-mpi4py",
     "openmpi-bin",
     "openssh-server",
@@ -55,6 +56,8 @@ TRAINING_PACKAGES = (
     "procps",
     "busybox",
 )
+# The Open MPI 5 image's: the same without scikit-learn (only the MPI tests use it).
+OMPI5_PACKAGES = tuple(p for p in TRAINING_PACKAGES if p != "python3-sklearn")
 # Bump when the recipe below changes in a way that changes the image.
 TRAINING_RECIPE = 2
 
@@ -161,6 +164,19 @@ def _cached(stem: str, key_material: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()[:16]
     images_dir().mkdir(parents=True, exist_ok=True)
     return images_dir() / f"{stem}-{key}.tar"
+
+
+UNUSED_DAYS = 7
+
+
+def drop_unused(stem: str, keep: Path) -> None:
+    """Delete the archives of image ``stem`` other than ``keep`` that no build or start used for
+    :data:`UNUSED_DAYS` days (other recipes' archives, 1.3 to 2 GB each). Checkouts of different
+    recipes on one machine (branches, worktrees) keep theirs while they use them."""
+    old = time.time() - UNUSED_DAYS * 86400
+    for archive in images_dir().glob(f"{stem}-*.tar"):
+        if archive != keep and archive.stat().st_mtime < old:
+            archive.unlink()
 
 
 def _small_image(out: Path, name: str, layer: bytes, config: dict[str, Any]) -> None:
@@ -286,11 +302,12 @@ class DebianImage:
 def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path]:
     """The image of ``spec`` (name, archive), built when missing (about 2-5 minutes, see
     docs/development.md) under ``work`` (default: next to the archive). The archive's key is a hash
-    of the suite, the packages and :data:`TRAINING_RECIPE`; older archives of the same stem are
-    removed once the new one is built. Raises ``subprocess.CalledProcessError`` when debootstrap or apt
+    of the suite, the packages and :data:`TRAINING_RECIPE`; archives of the same stem that nothing
+    used for a week are removed once the new one is built (:func:`drop_unused`). Raises ``subprocess.CalledProcessError`` when debootstrap or apt
     fails (the build directory and its ``build.log`` are kept)."""
     out = _cached(spec.stem, {"suite": spec.suite, "packages": spec.packages, "recipe": TRAINING_RECIPE})
     if out.exists():
+        out.touch()  # in use: see drop_unused
         return spec.name, out
     work = work or images_dir() / f"{out.stem}.build"
     _unmount_under(work)
@@ -327,9 +344,7 @@ def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path
     # Kept on failure, for its build.log.
     _unmount_under(work)
     shutil.rmtree(work, ignore_errors=True)
-    for stale in images_dir().glob(f"{spec.stem}-*.tar"):  # older recipes' archives (1.3 GB each)
-        if stale != out:
-            stale.unlink()
+    drop_unused(spec.stem, out)
     _log(f"built {out} ({out.stat().st_size >> 20} MiB) in {time.monotonic() - began:.0f}s")
     return spec.name, out
 
@@ -344,7 +359,7 @@ def ompi5_image() -> tuple[str, Path]:
     """The training image on Debian ``OMPI5_IMAGE_SUITE`` (trixie: Open MPI 5, PRRTE) (name, archive).
     Its stem does not start with ``training-``, so a build of the other image never removes it."""
     suite = realnode_versions().get("OMPI5_IMAGE_SUITE", "trixie")
-    return debian_image(DebianImage(OMPI5_IMAGE, "ompi5", suite, TRAINING_PACKAGES))
+    return debian_image(DebianImage(OMPI5_IMAGE, "ompi5", suite, OMPI5_PACKAGES))
 
 
 BUILDERS = {"pause": pause_image, "busybox": busybox_image, "training": training_image, "ompi5": ompi5_image}

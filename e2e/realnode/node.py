@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,7 +50,7 @@ from e2e.cluster.binaries import cache_dir, versions
 from e2e.cluster.cluster import CONTEXT, SERVICE_CIDR, LocalCluster, free_ports
 from e2e.cluster.pki import Pki, ensure_client_cert, write_kubeconfig
 from e2e.cluster.process import Component
-from e2e.realnode import images
+from e2e.realnode import host, images
 
 PACKAGES = ("containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "debootstrap")
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
@@ -63,6 +64,19 @@ NODE_SELECTOR = {"type": "realnode"}
 
 def _log(message: str) -> None:
     print(f"[realnode] {message}", file=sys.stderr, flush=True)
+
+
+def unavailable() -> str | None:
+    """Why real nodes cannot run on this machine (one line), None when they can: they need root
+    (kubelet, containerd, network namespaces), cgroups, and Debian's packages (:data:`PACKAGES`,
+    installed with apt-get when missing)."""
+    if os.geteuid() != 0:
+        return "real nodes need root (kubelet, containerd, network namespaces)"
+    if not Path("/sys/fs/cgroup").is_dir():
+        return "no /sys/fs/cgroup"
+    if not shutil.which("apt-get") and not all(shutil.which(b) for b in ("containerd", "runc", "debootstrap")):
+        return "containerd, runc and debootstrap are missing and there is no apt-get to install them"
+    return None
 
 
 def ensure_packages() -> None:
@@ -354,8 +368,13 @@ class CoreDNS:
 
     def start(self, timeout: float = 30.0) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
-        (ready,) = free_ports(1)
         corefile = self.work / "Corefile"
+        if self.component.is_alive() and corefile.exists():  # a running one (an earlier start): its port
+            found = re.search(r"ready 127\.0\.0\.1:(\d+)", corefile.read_text())
+            if found:
+                self._wait_ready(int(found.group(1)), timeout)
+                return
+        (ready,) = free_ports(1)
         corefile.write_text(
             f"{CLUSTER_DOMAIN}:53 {{\n"
             f"    bind {GATEWAY}\n"
@@ -374,8 +393,11 @@ class CoreDNS:
             "    }\n"
             "}\n"
         )
-        if not self.component.is_alive():
-            self.component.start(["-conf", str(corefile)], cwd=self.work)
+        self.component.stop()
+        self.component.start(["-conf", str(corefile)], cwd=self.work)
+        self._wait_ready(ready, timeout)
+
+    def _wait_ready(self, ready: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.component.is_alive():
@@ -415,6 +437,7 @@ class RealNodes:
 
     def start(self) -> None:
         t = time.monotonic()
+        host.record(self.work)
         ensure_packages()
         images.ensure_built("kubelet", "coredns", "pause")
         self._timed("packages+binaries", t)
@@ -452,7 +475,8 @@ class RealNodes:
         return [name for name, _ in archives]
 
     def stop(self) -> None:
-        """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge."""
+        """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge,
+        and put back what the nodes changed on the host (:mod:`e2e.realnode.host`)."""
         api = self.cluster.api() if self.cluster.is_running() else None
         if api is not None:
             self._delete_pods(api)
@@ -467,6 +491,8 @@ class RealNodes:
             pids = subprocess.run(["ip", "netns", "pids", netns.name], capture_output=True, text=True).stdout
             if not pids.strip():
                 subprocess.run(["ip", "netns", "delete", netns.name], check=False, capture_output=True)
+        for change in host.restore(self.work):
+            _log(f"put back: {change}")
 
     def _delete_pods(self, api: ApiClient, timeout: float = 20.0) -> None:
         """Delete the pods bound to our nodes at once, and give the kubelets ``timeout`` seconds to
