@@ -303,8 +303,9 @@ def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path
     """The image of ``spec`` (name, archive), built when missing (about 2-5 minutes, see
     docs/development.md) under ``work`` (default: next to the archive). The archive's key is a hash
     of the suite, the packages and :data:`TRAINING_RECIPE`; archives of the same stem that nothing
-    used for a week are removed once the new one is built (:func:`drop_unused`). Raises ``subprocess.CalledProcessError`` when debootstrap or apt
-    fails (the build directory and its ``build.log`` are kept)."""
+    used for a week are removed once the new one is built (:func:`drop_unused`). Raises
+    ``subprocess.CalledProcessError`` when debootstrap or apt fails (the build directory and its
+    ``build.log`` are kept)."""
     out = _cached(spec.stem, {"suite": spec.suite, "packages": spec.packages, "recipe": TRAINING_RECIPE})
     if out.exists():
         out.touch()  # in use: see drop_unused

@@ -293,7 +293,7 @@ def test_the_manifests_bind_the_roles_to_the_service_account() -> None:
     docs = {
         (d["kind"], d["metadata"]["name"]): d
         for _, d in _roles_and_patches()
-        if isinstance(d, dict) and "metadata" in d
+        if isinstance(d, dict) and "name" in (d.get("metadata") or {})  # a sample may have a generateName
     }
     sa = docs[("ServiceAccount", "trainer-operator")]
     for kind, name, role_kind, role in (
