@@ -60,6 +60,8 @@ BRIDGE = "rn0"
 CLUSTER_DOMAIN = "cluster.local"
 NODE_LABEL = "type=realnode"
 NODE_SELECTOR = {"type": "realnode"}
+OWNER = Path("/run/trainer-realnodes/owner")
+"""The directory of the real nodes that hold the machine's pod network now (one set at a time)."""
 
 
 def _log(message: str) -> None:
@@ -435,8 +437,22 @@ class RealNodes:
     def _timed(self, what: str, began: float) -> None:
         self.timings[what] = round(time.monotonic() - began, 1)
 
+    def _claim(self) -> None:
+        """Take the machine's one pod network (bridge, DNS address) for these nodes; raise
+        ``RuntimeError`` naming the other set when real nodes of another directory still run."""
+        if OWNER.exists():
+            other = Path(OWNER.read_text().strip())
+            if other != self.work and CoreDNS(self.cluster, other / "coredns").component.is_alive():
+                raise RuntimeError(
+                    f"real nodes of {other} run on this machine (bridge {BRIDGE}, DNS {GATEWAY}); stop them "
+                    f"first: python -m e2e.demo --down, or python -m e2e.realnode.node down --dir {other}"
+                )
+        OWNER.parent.mkdir(parents=True, exist_ok=True)
+        OWNER.write_text(f"{self.work}\n")
+
     def start(self) -> None:
         t = time.monotonic()
+        self._claim()
         host.record(self.work)
         ensure_packages()
         images.ensure_built("kubelet", "coredns", "pause")
@@ -493,6 +509,8 @@ class RealNodes:
                 subprocess.run(["ip", "netns", "delete", netns.name], check=False, capture_output=True)
         for change in host.restore(self.work):
             _log(f"put back: {change}")
+        if OWNER.exists() and Path(OWNER.read_text().strip()) == self.work:
+            OWNER.unlink()
 
     def _delete_pods(self, api: ApiClient, timeout: float = 20.0) -> None:
         """Delete the pods bound to our nodes at once, and give the kubelets ``timeout`` seconds to
