@@ -54,7 +54,7 @@ from kubeflow.trainer import TrainerClient
 
 from api.kinds import MPIJOBS, TRAINJOBS
 from e2e.cluster import LocalCluster
-from e2e.cluster.cluster import free_ports
+from e2e.cluster.cluster import reserved_ports
 from e2e.helpers import ROOT, Client, condition, wait_for
 from e2e.realnode import images
 from e2e.realnode.node import GATEWAY, NODE_SELECTOR, RealNodes, unavailable
@@ -65,7 +65,7 @@ WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
 IMAGE = images.TRAINING_IMAGE
 # The status server, where the real nodes' pods reach the host: the pod network's gateway address.
-(STATUS_PORT,) = free_ports(1)
+(STATUS_PORT,) = reserved_ports(1)  # bound minutes after import, in the whole suite
 OPERATOR_ARGS = [
     "--status-server-port",
     str(STATUS_PORT),
