@@ -755,7 +755,9 @@ async def watch_jobs(
 ) -> None:
     """``-w``: print the jobs (the one named ``name``, or those ``label_selector`` selects and
     ``keep`` keeps), then each one again whenever it changes, until interrupted; as a table whose
-    header is printed once, as names, or as one JSON/YAML object each. Raises :class:`ApiError`."""
+    header is printed once, as names, or as one JSON/YAML object each. Raises
+    :class:`NotFoundError` when the job ``name`` does not exist when the watch starts (as ``kubectl
+    get NAME -w``; a deletion later does not end it), :class:`ApiError`."""
     out = console()
     namespace = None if all_namespaces else c.namespace
     field_selector = f"metadata.name={name}" if name else None
@@ -792,6 +794,8 @@ async def watch_jobs(
 
     while True:
         items, version = await c.kube.list(kind.resource, namespace, label_selector, field_selector=field_selector)
+        if name and not items and not seen:
+            raise NotFoundError(kind.resource.kind, c.namespace, name)
         emit(items)
         try:
             async for type_, obj in watch_objects(
