@@ -81,10 +81,15 @@ def test_shapes_have_upstreams_fields_in_upstreams_order_then_ours() -> None:
     assert {t.value for t in TrainerType} == {t.value for t in upstream.TrainerType}
     for method in ("list_runtimes", "get_runtime", "get_runtime_packages", "train", "list_jobs", "get_job"):
         assert hasattr(TrainerClient, method)
-    for method in ("get_job_logs", "get_job_events", "wait_for_job_status", "delete_job", *["train"]):
-        upstream_args = list(inspect.signature(getattr(upstream.TrainerClient, method)).parameters)
-        our_args = list(inspect.signature(getattr(TrainerClient, method)).parameters)
-        assert our_args[: len(upstream_args)] == upstream_args, method
+    methods = [m for m in vars(upstream.TrainerClient) if not m.startswith("_")]
+    assert "get_job" in methods and "train" in methods
+    for client in (TrainerClient, AsyncTrainerClient):
+        for method in methods:
+            upstream_args = list(inspect.signature(getattr(upstream.TrainerClient, method)).parameters)
+            our_args = list(inspect.signature(getattr(client, method)).parameters)
+            assert our_args[: len(upstream_args)] == upstream_args, (client, method)
+            ours = getattr(client, method)
+            assert client is TrainerClient or inspect.iscoroutinefunction(ours) or inspect.isasyncgenfunction(ours)
 
 
 def test_a_runtime_reads_as_the_sdk_reads_it() -> None:
@@ -233,14 +238,18 @@ async def test_train_creates_the_trainjob_in_the_clients_namespace() -> None:
     running = pod("mine-node-0-0-x", "node", 0, "Running", "t", job="mine")
     running["metadata"]["namespace"] = "team-a"
     await kube.create(PODS, "team-a", running)
-    view = await c.job_view(TrainJob.model_validate(stored))
+    view = await c.get_job("mine")
     assert (view.name, view.num_nodes, view.runtime and view.runtime.name, [s.name for s in view.steps]) == (
         "mine",
         2,
         "torch-distributed",
         ["node-0"],
     )
-    assert [r.name for r in await c.runtime_views()] == ["torch-distributed"]
+    assert [r.name for r in await c.list_runtimes()] == ["torch-distributed"]
+    assert sorted(j.name for j in await c.list_jobs(await c.get_runtime("torch-distributed"))) == sorted(
+        ["mine", generated]
+    )
+    assert isinstance(view.trainjob, TrainJob) and view.trainjob.metadata.name == "mine"
 
 
 async def test_a_given_namespace_wins_over_the_manifests() -> None:

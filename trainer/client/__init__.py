@@ -5,7 +5,9 @@
 arguments and return shapes (:mod:`trainer.client.shapes`), the same ``CustomTrainer``,
 ``CustomTrainerContainer`` and ``Initializer`` (:mod:`trainer.client.trainers`), plus manifests
 (dicts, YAML paths or strings, :mod:`api` objects), Kueue and Volcano queues and MultiKueue.
-:class:`AsyncTrainerClient` is the asyncio client underneath; it returns the :mod:`api` objects::
+:class:`AsyncTrainerClient` is the asyncio client underneath, with the same methods, arguments and
+shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`api` objects of any job kind
+(TrainJob, MPIJob)::
 
     from trainer.client import CustomTrainer, TrainerClient
 
