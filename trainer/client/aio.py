@@ -68,11 +68,13 @@ from trainer.client.multicluster import JOB_UID_LABEL, WorkloadInfo, for_multicl
 from trainer.client.shapes import Runtime, runtime_of, trainjob_of
 from trainer.client.shapes import TrainJob as Shape
 from trainer.client.trainers import (
+    BuiltinTrainer,
     CustomTrainer,
     CustomTrainerContainer,
     Initializer,
     Option,
     RuntimeChoice,
+    builtin_trainer_spec,
     initializer_spec,
     trainer_spec,
 )
@@ -815,7 +817,7 @@ class AsyncTrainerClient:
         self,
         runtime: RuntimeChoice = None,
         initializer: Initializer | None = None,
-        trainer: CustomTrainer | CustomTrainerContainer | None = None,
+        trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
         options: list[Option] | None = None,
     ) -> str:
         """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`api` runtime; default
@@ -825,14 +827,18 @@ class AsyncTrainerClient:
         (``kubeflow/trainer/backends/kubernetes/backend.py``).
 
         ``trainer`` becomes ``spec.trainer`` (:func:`trainer.client.trainers.trainer_spec`: a
-        :class:`CustomTrainer`'s function becomes the container command). ``options`` are called as
+        :class:`CustomTrainer`'s function becomes the container command;
+        :func:`trainer.client.trainers.builtin_trainer_spec`: a :class:`BuiltinTrainer` on a
+        torchtune runtime becomes ``command: [tune, run]`` and its config's overrides as ``args``,
+        the spec the kubeflow SDK makes, which this operator refuses at ``spec.trainer.command``:
+        it does not derive the recipe and config from the runtime as Kubeflow Trainer does). ``options`` are called as
         the kubeflow SDK calls its options, ``option(job_spec, trainer, client)``, on a dict whose
         ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
         ``spec.runtimePatches`` and ``spec.activeDeadlineSeconds`` are used (the SDK's own
         Kubernetes options refuse any client but its own; ``Name`` works).
 
-        Raises ``ValueError`` for a trainer this client does not run (``BuiltinTrainer``) or one the
-        runtime cannot run; :class:`NotFoundError` when the runtime does not exist; what
+        Raises ``ValueError`` for a trainer of another type or one the runtime cannot run (naming
+        the field); :class:`NotFoundError` when the runtime does not exist; what
         :meth:`create_job` raises.
         """
         if runtime is None:
@@ -849,11 +855,14 @@ class AsyncTrainerClient:
         spec: JSON = {"runtimeRef": {"name": runtime.name, "kind": runtime.kind.value}}
         if isinstance(trainer, CustomTrainer | CustomTrainerContainer):
             trainer_fields = trainer_spec(runtime, trainer)
+        elif isinstance(trainer, BuiltinTrainer):
+            trainer_fields = builtin_trainer_spec(runtime, trainer, initializer)
         elif trainer is None:
             trainer_fields = {}
         else:
             raise ValueError(
-                f"trainer {type(trainer).__name__} is not supported; use CustomTrainer or CustomTrainerContainer"
+                f"trainer {type(trainer).__name__} is not supported; "
+                "use CustomTrainer, CustomTrainerContainer or BuiltinTrainer"
             )
         trainer_fields.update({k: v for k, v in (given.get("trainer") or {}).items() if k in ("command", "args")})
         if trainer_fields:

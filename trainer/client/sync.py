@@ -32,7 +32,14 @@ from trainer.client.aio import (
 from trainer.client.manifest import Manifest, Source
 from trainer.client.multicluster import WorkloadInfo
 from trainer.client.shapes import Runtime, TrainJob
-from trainer.client.trainers import CustomTrainer, CustomTrainerContainer, Initializer, Option, RuntimeChoice
+from trainer.client.trainers import (
+    BuiltinTrainer,
+    CustomTrainer,
+    CustomTrainerContainer,
+    Initializer,
+    Option,
+    RuntimeChoice,
+)
 from trainer.client.types import COMPLETE, Event
 from trainer.json_codec import JSON
 
@@ -172,7 +179,7 @@ class TrainerClient:
         self,
         runtime: RuntimeChoice = None,
         initializer: Initializer | None = None,
-        trainer: CustomTrainer | CustomTrainerContainer | None = None,
+        trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
         options: list[Option] | None = None,
     ) -> str:
         """Create a TrainJob running ``trainer`` on ``runtime``; returns its name
