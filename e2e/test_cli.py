@@ -5,8 +5,11 @@ the exit codes a script relies on. Logs come from the log nodes of :mod:`e2e.tes
 from __future__ import annotations
 
 import json
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ import pytest
 import yaml
 
 from e2e.helpers import ROOT
-from e2e.test_sdk import SAMPLE, LogsNodes, logs_nodes_fixture, sample  # noqa: F401 (logs_nodes fixture)
+from e2e.test_sdk import RUN_FOR, SAMPLE, LogsNodes, logs_nodes_fixture, sample  # noqa: F401 (logs_nodes fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -28,6 +31,42 @@ class Trainer:
     def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+    def start(self, *args: str) -> Streamed:
+        """Start ``trainer ... ARGS`` without waiting for it (a watch): its stdout lines as they come."""
+        cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args]
+        return Streamed(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+
+
+class Streamed:
+    """A running command whose stdout lines a thread collects, for :meth:`next_line` to take one by one."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def next_line(self, timeout: float = 60) -> str:
+        """The next line printed; fails when the command ended or printed nothing for ``timeout`` seconds."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout}s") from None
+        assert line is not None, f"ended: {self.stop()}"
+        return line
+
+    def stop(self) -> tuple[int, str]:
+        """End the command as Ctrl-C does (SIGINT); returns its exit code and what it printed on stderr."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        _, err = self.process.communicate(timeout=30)
+        return self.process.returncode, err
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -135,3 +174,44 @@ def test_exit_codes_for_a_timeout_a_bad_manifest_and_bad_usage(trainer: Trainer,
 
     usage = trainer("wait", "held", "--status", "Finished")
     assert usage.returncode == 2
+
+
+def test_get_watch_prints_a_line_per_change(trainer: Trainer, samples: None, tmp_path: Path) -> None:
+    watched = sample("watched")
+    watched["spec"]["suspend"] = True
+    watched["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": RUN_FOR}}]
+    path = tmp_path / "watched.yaml"
+    path.write_text(yaml.safe_dump(watched))
+    assert trainer("apply", "-f", str(path)).returncode == 0
+    assert trainer("wait", "watched", "--status", "Suspended", "--timeout", "60").returncode == 0
+
+    watch = trainer.start("get", "watched", "-w")
+    try:
+        header = watch.next_line().split()
+        assert header[:2] == ["NAME", "STATE"], header
+        states = [watch.next_line().split()[1]]
+        assert states == ["Suspended"]
+
+        def until(state: str) -> None:
+            while states[-1] != state:
+                line = watch.next_line().split()
+                assert line[0] == "watched", line
+                states.append(line[1])
+
+        assert trainer("resume", "watched").returncode == 0
+        until("Running")
+        assert trainer("suspend", "watched").returncode == 0
+        until("Suspended")
+        changes = [s for i, s in enumerate(states) if not i or states[i - 1] != s]
+        assert changes == ["Suspended", "Created", "Running", "Suspended"] or changes == [
+            "Suspended",
+            "Running",
+            "Suspended",
+        ], states
+    finally:
+        code, err = watch.stop()
+    assert (code, err) == (130, "")
+
+    missing = trainer("get", "no-such-job", "-w", timeout=30)
+    assert missing.returncode == 1
+    assert one_line_error(missing) == f"error: TrainJob {trainer.namespace}/no-such-job not found"

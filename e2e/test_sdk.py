@@ -344,9 +344,9 @@ async def test_waits_end_in_a_timeout_naming_the_last_status_or_a_failure(
     async with await connect(cluster, ns) as c:
         await c.create_job(manifest, namespace=ns)
         running = await c.wait_for_job_status("fails", {"Running"}, timeout=60)
-        assert trainjob_status(running) == "Running"
-        with pytest.raises(WaitTimeoutError) as timed_out:
-            await c.wait_for_job_status("fails", "Complete", timeout=2)
+        assert running.status == "Running" and running.steps[0].name == "node-0"  # the kubeflow SDK's shape
+        with pytest.raises(WaitTimeoutError) as timed_out:  # polling_interval < timeout, as the SDK requires
+            await c.wait_for_job_status("fails", "Complete", timeout=2, polling_interval=1)
         assert timed_out.value.last == "Running" and isinstance(timed_out.value, TimeoutError)
         assert "TrainJob " + ns + "/fails to be Complete" in str(timed_out.value)
 
@@ -355,7 +355,7 @@ async def test_waits_end_in_a_timeout_naming_the_last_status_or_a_failure(
         with pytest.raises(JobFailedError, match="DeadlineExceeded") as failed:
             await c.wait_for_job_status("fails", "Complete", timeout=60)
         assert isinstance(failed.value, RuntimeError)
-        assert trainjob_status(await c.wait_for_job_status("fails", {"Failed"}, timeout=5)) == "Failed"
+        assert (await c.wait_for_job_status("fails", {"Failed"}, timeout=5)).status == "Failed"
         with pytest.raises(ValueError, match="subset"):
             await c.wait_for_job_status("fails", {"Finished"})
 
@@ -375,16 +375,17 @@ async def test_create_from_a_dict_a_yaml_string_or_a_typed_object_and_filter_by_
     )
     async with await connect(cluster, ns) as c:
         # The sample says namespace "default": the namespace argument wins over it.
-        assert (await c.create_job(kueue, namespace=ns)).metadata.namespace == ns
+        assert (await c.create_job(kueue, namespace=ns)).namespace == ns
         await c.create_job(yaml.safe_dump(volcano), namespace=ns)
         created = await c.create_job(typed)  # no namespace of its own: the client's
-        assert created.metadata.namespace == ns
+        assert created.namespace == ns
+        assert created.spec is not None
         assert created.spec.managed_by == "trainer.kubeflow.org/trainjob-controller"  # the CRD's default
         for name in ("in-kueue", "in-volcano", "typed"):
-            assert trainjob_status(await c.wait_for_job_status(name, "Suspended", timeout=30)) == "Suspended"
+            assert (await c.wait_for_job_status(name, "Suspended", timeout=30)).status == "Suspended"
 
         async def names(**filters: Any) -> list[str]:
-            return sorted(j.metadata.name or "" for j in await c.list_jobs(**filters))
+            return sorted(j.name for j in await c.list_jobs(**filters))
 
         assert await names(queue="team-a") == ["in-kueue"]
         assert await names(queue="team-b") == ["in-volcano"]

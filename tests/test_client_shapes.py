@@ -6,6 +6,7 @@ No cluster needed: the asyncio client runs over the in-memory Kube double."""
 from __future__ import annotations
 
 import inspect
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -73,18 +74,29 @@ def test_shapes_have_upstreams_fields_in_upstreams_order_then_ours() -> None:
         (sdk.S3DatasetInitializer, upstream.S3DatasetInitializer),
         (sdk.DataCacheInitializer, upstream.DataCacheInitializer),
         (sdk.HuggingFaceModelInitializer, upstream.HuggingFaceModelInitializer),
+        (sdk.BuiltinTrainer, upstream.BuiltinTrainer),
+        (sdk.TorchTuneConfig, upstream.TorchTuneConfig),
+        (sdk.LoraConfig, upstream.LoraConfig),
+        (sdk.TorchTuneInstructDataset, upstream.TorchTuneInstructDataset),
     ]
     for shape, theirs in pairs:
         names = [f.name for f in dataclasses.fields(theirs) if not f.name.startswith("_")]
         assert [f.name for f in dataclasses.fields(shape)][: len(names)] == names, shape
     assert {k.value for k in RuntimeKind} == {k.value for k in upstream.RuntimeKind}
     assert {t.value for t in TrainerType} == {t.value for t in upstream.TrainerType}
+    for enum in (sdk.Loss, sdk.DataType, sdk.DataFormat):
+        assert {(m.name, m.value) for m in enum} == {(m.name, m.value) for m in getattr(upstream, enum.__name__)}
     for method in ("list_runtimes", "get_runtime", "get_runtime_packages", "train", "list_jobs", "get_job"):
         assert hasattr(TrainerClient, method)
-    for method in ("get_job_logs", "get_job_events", "wait_for_job_status", "delete_job", *["train"]):
-        upstream_args = list(inspect.signature(getattr(upstream.TrainerClient, method)).parameters)
-        our_args = list(inspect.signature(getattr(TrainerClient, method)).parameters)
-        assert our_args[: len(upstream_args)] == upstream_args, method
+    methods = [m for m in vars(upstream.TrainerClient) if not m.startswith("_")]
+    assert "get_job" in methods and "train" in methods
+    for client in (TrainerClient, AsyncTrainerClient):
+        for method in methods:
+            upstream_args = list(inspect.signature(getattr(upstream.TrainerClient, method)).parameters)
+            our_args = list(inspect.signature(getattr(client, method)).parameters)
+            assert our_args[: len(upstream_args)] == upstream_args, (client, method)
+            ours = getattr(client, method)
+            assert client is TrainerClient or inspect.iscoroutinefunction(ours) or inspect.isasyncgenfunction(ours)
 
 
 def test_a_runtime_reads_as_the_sdk_reads_it() -> None:
@@ -233,14 +245,18 @@ async def test_train_creates_the_trainjob_in_the_clients_namespace() -> None:
     running = pod("mine-node-0-0-x", "node", 0, "Running", "t", job="mine")
     running["metadata"]["namespace"] = "team-a"
     await kube.create(PODS, "team-a", running)
-    view = await c.job_view(TrainJob.model_validate(stored))
+    view = await c.get_job("mine")
     assert (view.name, view.num_nodes, view.runtime and view.runtime.name, [s.name for s in view.steps]) == (
         "mine",
         2,
         "torch-distributed",
         ["node-0"],
     )
-    assert [r.name for r in await c.runtime_views()] == ["torch-distributed"]
+    assert [r.name for r in await c.list_runtimes()] == ["torch-distributed"]
+    assert sorted(j.name for j in await c.list_jobs(await c.get_runtime("torch-distributed"))) == sorted(
+        ["mine", generated]
+    )
+    assert isinstance(view.trainjob, TrainJob) and view.trainjob.metadata.name == "mine"
 
 
 async def test_a_given_namespace_wins_over_the_manifests() -> None:
@@ -274,3 +290,127 @@ async def test_old_positional_arguments_warn_and_still_work(monkeypatch: pytest.
         await c.wait_for_job_status("done", {"Complete"}, 5, 0)
     with pytest.warns(DeprecationWarning, match="follow"), pytest.raises(NotFoundError):
         [line async for line in c.get_job_logs("missing", "node", 1, pod_timeout=1)]
+
+
+# --------------------------------------------------------------------------- BuiltinTrainer
+
+
+TORCHTUNE = SAMPLES / "upstream" / "torchtune-llama3.2-1b.yaml"
+
+
+def upstream_runtime(doc: dict[str, Any]) -> Any:
+    """The kubeflow SDK's ``Runtime`` of a ClusterTrainingRuntime, read by the SDK's own reader."""
+    from kubeflow.trainer.backends.kubernetes import utils
+    from kubeflow_trainer_api import models
+
+    cr = models.TrainerV1alpha1ClusterTrainingRuntime.from_dict(doc)
+    assert cr is not None and cr.spec.template.spec is not None and cr.metadata is not None
+    framework = cr.metadata.labels["trainer.kubeflow.org/framework"]
+    trainer = utils.get_runtime_trainer(framework, cr.spec.template.spec.replicated_jobs, cr.spec.ml_policy)
+    return upstream.Runtime(name=doc["metadata"]["name"], trainer=trainer, kind=upstream.RuntimeKind(doc["kind"]))
+
+
+def upstream_spec(runtime: Any, trainer: Any, initializer: Any = None) -> dict[str, Any]:
+    """The TrainJob spec the kubeflow SDK's Kubernetes backend builds (``_get_trainjob_spec``, no cluster needed)."""
+    from kubeflow.trainer.backends.kubernetes.backend import KubernetesBackend
+
+    backend = object.__new__(KubernetesBackend)  # its __init__ loads a kubeconfig; the builder reads none
+    spec: dict[str, Any] = backend._get_trainjob_spec(
+        runtime=runtime, initializer=initializer, trainer=trainer
+    ).to_dict()
+    return spec
+
+
+def as_upstream(obj: Any) -> Any:
+    """The kubeflow SDK's object of the same type name and fields (enums by value)."""
+    import dataclasses
+    import enum
+
+    if isinstance(obj, enum.Enum):
+        return getattr(upstream, type(obj).__name__)(obj.value)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {f.name: as_upstream(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return getattr(upstream, type(obj).__name__)(**fields)
+    return obj
+
+
+def wire(data: Any) -> Any:
+    """``data`` as the apiserver stores it: without empty lists (the SDK sends ``env: []``), numbers
+    as quantity strings (it sends ``cpu: 8.0`` where this client sends ``"8"``)."""
+    if isinstance(data, dict):
+        return {k: wire(v) for k, v in data.items() if v != []}
+    if isinstance(data, list):
+        return [wire(v) for v in data]
+    if isinstance(data, float) and data.is_integer():
+        return str(int(data))
+    return str(data) if isinstance(data, int) and not isinstance(data, bool) else data
+
+
+BUILTIN_CASES = [
+    sdk.BuiltinTrainer(sdk.TorchTuneConfig()),
+    sdk.BuiltinTrainer(
+        sdk.TorchTuneConfig(
+            dtype=sdk.DataType.BF16,
+            batch_size=8,
+            epochs=2,
+            loss=sdk.Loss.CEWithChunkedOutputLoss,
+            num_nodes=2,
+            peft_config=sdk.LoraConfig(lora_rank=8, lora_alpha=16, lora_dropout=0.1, apply_lora_to_mlp=True),
+            dataset_preprocess_config=sdk.TorchTuneInstructDataset(
+                source=sdk.DataFormat.PARQUET,
+                split="train[:10%]",
+                train_on_input=False,
+                new_system_prompt="Be brief.",
+                column_map={"input": "question", "output": "answer"},
+            ),
+            resources_per_node={"gpu": 2, "cpu": 8, "memory": "64Gi"},
+        )
+    ),
+]
+INITIALIZERS = [
+    None,
+    sdk.Initializer(dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="hf://tatsu-lab/alpaca/data")),
+    sdk.Initializer(
+        dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="tatsu-lab/alpaca/data/train.parquet"),
+        model=sdk.HuggingFaceModelInitializer(storage_uri="hf://meta-llama/Llama-3.2-1B-Instruct"),
+    ),
+    sdk.Initializer(dataset=sdk.HuggingFaceDatasetInitializer(storage_uri="hf://tatsu-lab")),
+]
+
+
+@pytest.mark.parametrize("initializer", INITIALIZERS)
+@pytest.mark.parametrize("builtin", BUILTIN_CASES)
+async def test_a_builtin_trainer_makes_the_trainjob_the_kubeflow_sdk_makes(
+    builtin: sdk.BuiltinTrainer, initializer: sdk.Initializer | None
+) -> None:
+    doc = yaml.safe_load(TORCHTUNE.read_text())
+    c, kube = client("team-a")
+    kube.put(doc)
+    name = await c.train("torchtune-llama3.2-1b", initializer, builtin)
+    ours = (await kube.get(TRAINJOBS, "team-a", name))["spec"]
+    theirs = upstream_spec(upstream_runtime(doc), as_upstream(builtin), as_upstream(initializer))
+    assert wire(ours) == wire(theirs)
+    assert ours["trainer"]["command"] == ["tune", "run"]
+
+
+async def test_a_builtin_trainer_is_refused_where_it_cannot_run() -> None:
+    c, _ = client("team-a")
+    builtin = sdk.BuiltinTrainer(sdk.TorchTuneConfig())
+    with pytest.raises(ValueError, match="BuiltinTrainer can't be used with runtime torch-distributed"):
+        await c.train("torch-distributed", trainer=builtin)
+    with pytest.raises(ValueError, match=re.escape("CustomTrainer can't be used with runtime torchtune-llama3.2-1b")):
+        runtime = runtime_of(runtime_from_dict(yaml.safe_load(TORCHTUNE.read_text())))
+        await c.train(runtime, trainer=sdk.CustomTrainer(func=train_with))
+    for config, field in [
+        (sdk.TorchTuneConfig(dtype=cast(Any, "bf16")), "config.dtype must be one of DataType.BF16"),
+        (sdk.TorchTuneConfig(loss=cast(Any, "ce")), "config.loss must be one of"),
+        (sdk.TorchTuneConfig(peft_config=cast(Any, {"lora_rank": 8})), "config.peft_config must be a LoraConfig"),
+        (
+            sdk.TorchTuneConfig(dataset_preprocess_config=sdk.TorchTuneInstructDataset(source=cast(Any, "csv"))),
+            "config.dataset_preprocess_config.source must be one of",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(field)):
+            await c.train(runtime, trainer=sdk.BuiltinTrainer(config))
+    with pytest.raises(ValueError, match=re.escape("BuiltinTrainer.config must be a TorchTuneConfig")):
+        await c.train(runtime, trainer=sdk.BuiltinTrainer(cast(Any, {"epochs": 1})))

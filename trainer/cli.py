@@ -1,7 +1,8 @@
 """The ``trainer`` command line (typer + rich): submit, inspect, follow and delete TrainJobs, and run
 the operator.
 
-Every command is a thin layer over :class:`trainer.client.AsyncTrainerClient`; what is pure here
+Every command is a thin layer over :class:`trainer.client.AsyncTrainerClient` and, for the :mod:`api`
+objects it prints, :class:`trainer.client.AsyncJobClient`; what is pure here
 (output formatting, exit codes) is tested without a cluster in ``tests/test_cli.py``.
 """
 
@@ -733,8 +734,9 @@ def target(args: Sequence[str]) -> tuple[JobKind[Any], str]:
 
 
 def job_client(c: AsyncTrainerClient, kind: JobKind[Any]) -> AsyncJobClient[Any]:
-    """A client of ``kind`` on ``c``'s connection and namespace."""
-    return c if kind is TRAINJOB else AsyncJobClient(c.kube, c.namespace, kind)
+    """The client of the :mod:`api` objects of ``kind`` (what the CLI prints) on ``c``'s connection
+    and namespace."""
+    return AsyncJobClient(c.kube, c.namespace, kind)
 
 
 def show_jobs(jobs: Sequence[Job], data: Any, output: Output, namespaces: bool = False) -> None:
@@ -755,7 +757,9 @@ async def watch_jobs(
 ) -> None:
     """``-w``: print the jobs (the one named ``name``, or those ``label_selector`` selects and
     ``keep`` keeps), then each one again whenever it changes, until interrupted; as a table whose
-    header is printed once, as names, or as one JSON/YAML object each. Raises :class:`ApiError`."""
+    header is printed once, as names, or as one JSON/YAML object each. Raises
+    :class:`NotFoundError` when the job ``name`` does not exist when the watch starts (as ``kubectl
+    get NAME -w``; a deletion later does not end it), :class:`ApiError`."""
     out = console()
     namespace = None if all_namespaces else c.namespace
     field_selector = f"metadata.name={name}" if name else None
@@ -792,6 +796,8 @@ async def watch_jobs(
 
     while True:
         items, version = await c.kube.list(kind.resource, namespace, label_selector, field_selector=field_selector)
+        if name and not items and not seen:
+            raise NotFoundError(kind.resource.kind, c.namespace, name)
         emit(items)
         try:
             async for type_, obj in watch_objects(
@@ -962,7 +968,7 @@ def runtimes(
     s = settings(ctx, kubeconfig, namespace, output)
 
     async def listed(c: AsyncTrainerClient) -> list[TrainingRuntime | ClusterTrainingRuntime]:
-        found = await c.list_runtimes()
+        found = await c._runtime_objects()  # all of them, not only those the kubeflow SDK lists
         for res in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
             if not found and not await crd_installed(c, res):
                 raise CRDNotInstalledError(res)

@@ -5,7 +5,9 @@
 arguments and return shapes (:mod:`trainer.client.shapes`), the same ``CustomTrainer``,
 ``CustomTrainerContainer`` and ``Initializer`` (:mod:`trainer.client.trainers`), plus manifests
 (dicts, YAML paths or strings, :mod:`api` objects), Kueue and Volcano queues and MultiKueue.
-:class:`AsyncTrainerClient` is the asyncio client underneath; it returns the :mod:`api` objects::
+:class:`AsyncTrainerClient` is the asyncio client underneath, with the same methods, arguments and
+shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`api` objects of any job kind
+(TrainJob, MPIJob)::
 
     from trainer.client import CustomTrainer, TrainerClient
 
@@ -37,14 +39,21 @@ from trainer.client.multicluster import CheckState, WorkloadInfo, for_multiclust
 from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, Step, TrainerType, TrainJob
 from trainer.client.sync import KubernetesBackendConfig, TrainerClient
 from trainer.client.trainers import (
+    BuiltinTrainer,
     CustomTrainer,
     CustomTrainerContainer,
     DataCacheInitializer,
+    DataFormat,
+    DataType,
     HuggingFaceDatasetInitializer,
     HuggingFaceModelInitializer,
     Initializer,
+    LoraConfig,
+    Loss,
     S3DatasetInitializer,
     S3ModelInitializer,
+    TorchTuneConfig,
+    TorchTuneInstructDataset,
 )
 from trainer.client.types import (
     COMPLETE,
@@ -72,10 +81,13 @@ __all__ = [
     "AlreadyExistsError",
     "AsyncJobClient",
     "AsyncTrainerClient",
+    "BuiltinTrainer",
     "CheckState",
     "CustomTrainer",
     "CustomTrainerContainer",
     "DataCacheInitializer",
+    "DataFormat",
+    "DataType",
     "Event",
     "HuggingFaceDatasetInitializer",
     "HuggingFaceModelInitializer",
@@ -85,6 +97,8 @@ __all__ = [
     "JobKind",
     "KubernetesBackendConfig",
     "LogsUnavailableError",
+    "LoraConfig",
+    "Loss",
     "Manifest",
     "ManifestError",
     "NotFoundError",
@@ -94,6 +108,8 @@ __all__ = [
     "S3DatasetInitializer",
     "S3ModelInitializer",
     "Step",
+    "TorchTuneConfig",
+    "TorchTuneInstructDataset",
     "TrainJob",
     "TrainerClient",
     "TrainerClientError",

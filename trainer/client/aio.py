@@ -1,13 +1,14 @@
-"""The asyncio client: :class:`AsyncJobClient` for any training-job kind, and
-:class:`AsyncTrainerClient` for TrainJobs and their runtimes.
+"""The asyncio client: :class:`AsyncTrainerClient` for TrainJobs and their runtimes, in the kubeflow
+SDK's shapes, and :class:`AsyncJobClient` for the :mod:`api` objects of any training-job kind
+(TrainJob, MPIJob).
 
-Method names and semantics follow the kubeflow SDK's ``TrainerClient``
-(``kubeflow/trainer/api/trainer_client.py``, ``backends/kubernetes/backend.py``, kubeflow 0.5.0)
-where they overlap: ``list_runtimes``, ``get_runtime``, ``list_jobs``, ``get_job``,
-``wait_for_job_status``, ``get_job_logs``, ``get_job_events``, ``delete_job``. Differences: objects
-are the :mod:`api` pydantic models; waits follow a watch on the object instead of polling; logs
-wait for the pod to start instead of returning nothing (kubeflow/sdk#182), and say why when the
-apiserver cannot give them.
+Method names, positional arguments and semantics follow the kubeflow SDK's ``TrainerClient``
+(``kubeflow/trainer/api/trainer_client.py``, ``backends/kubernetes/backend.py``, kubeflow 0.5.0):
+``list_runtimes``, ``get_runtime``, ``get_runtime_packages``, ``train``, ``list_jobs``, ``get_job``,
+``get_job_logs``, ``get_job_events``, ``wait_for_job_status``, ``delete_job``. Differences: they
+are coroutines (``get_job_logs`` an async generator); waits follow a watch on the object instead of
+polling; logs wait for the pod to start instead of returning nothing (kubeflow/sdk#182), and say
+why when the apiserver cannot give them.
 
 All HTTP goes through :class:`trainer.kube.client.Kube`; the two streams it has no verb for (a watch
 with a field selector, and pod logs) use its ``api.call_api`` the way :meth:`Kube.watch` does.
@@ -65,13 +66,15 @@ from trainer.client.errors import (
 from trainer.client.manifest import Manifest, Source, load_manifests, load_trainjob, wire_dict, with_namespace
 from trainer.client.multicluster import JOB_UID_LABEL, WorkloadInfo, for_multicluster, owned_workload
 from trainer.client.shapes import Runtime, runtime_of, trainjob_of
-from trainer.client.shapes import TrainJob as View
+from trainer.client.shapes import TrainJob as Shape
 from trainer.client.trainers import (
+    BuiltinTrainer,
     CustomTrainer,
     CustomTrainerContainer,
     Initializer,
     Option,
     RuntimeChoice,
+    builtin_trainer_spec,
     initializer_spec,
     trainer_spec,
 )
@@ -647,17 +650,49 @@ def _creation_key(obj: Any) -> tuple[str, str]:
     return (meta.creation_timestamp or "", meta.name or "")
 
 
-class AsyncTrainerClient(AsyncJobClient[TrainJob]):
-    """TrainJobs (``trainer.kubeflow.org/v1alpha1``) and their runtimes in one namespace.
+RuntimeCache = dict[tuple[str, str], Runtime | None]
+"""Runtimes in the kubeflow SDK's shape by ``(kind, name)`` (None: not found), read once per call."""
+
+
+def _train_packages() -> None:
+    """Prints what :meth:`AsyncTrainerClient.get_runtime_packages` shows (run in the runtime's image)."""
+    import shutil
+    import subprocess
+    import sys
+
+    print(f"Python: {sys.version}")
+    if shutil.which("pip"):
+        print(subprocess.run(["pip", "list"], capture_output=True, text=True).stdout)
+    else:
+        print("Unable to get installed packages: pip command not found")
+    if shutil.which("nvidia-smi"):
+        print("Available GPUs on the single training node")
+        print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
+
+
+class AsyncTrainerClient:
+    """TrainJobs (``trainer.kubeflow.org/v1alpha1``) and their runtimes in one namespace: the kubeflow
+    SDK's ``TrainerClient`` (``kubeflow/trainer/api/trainer_client.py``, kubeflow 0.5.0) as
+    coroutines, with its method names, positional arguments and return shapes
+    (:mod:`trainer.client.shapes`: ``TrainJob``, ``Runtime``; :class:`Event`), plus manifests
+    (:meth:`create_job`, :meth:`apply`), queues, :meth:`get_workload` and :meth:`get_podgroup`.
+    The :mod:`api` objects a shape was read from are its ``trainjob``/``object`` attribute;
+    :class:`AsyncJobClient` gives them directly, for any job kind.
 
     Create with :meth:`connect` (or around an existing :class:`Kube`); use as an async context
     manager or call :meth:`close`.
     """
 
     def __init__(self, kube: Kube, namespace: str | None = None, owns_kube: bool = False) -> None:
-        super().__init__(kube, namespace or "default", TRAINJOB, owns_kube)
+        self.kube = kube
+        self._jobs = AsyncJobClient(kube, namespace or "default", TRAINJOB, owns_kube)
         self.namespace_given = namespace is not None
         """Whether the namespace was given (it then wins over a manifest's own), not defaulted."""
+
+    @property
+    def namespace(self) -> str:
+        """The namespace the client works in."""
+        return self._jobs.namespace
 
     @classmethod
     async def connect(
@@ -675,6 +710,178 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
         client.namespace_given = namespace is not None
         return client
 
+    async def close(self) -> None:
+        """Close the connection if this client opened it."""
+        await self._jobs.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ----------------------------------------------------------------------- runtimes
+
+    async def _runtime_objects(self) -> list[TrainingRuntime | ClusterTrainingRuntime]:
+        """Every TrainingRuntime of the namespace, then every ClusterTrainingRuntime, each by name:
+        also those without the ``trainer.kubeflow.org/framework`` label, and a name present in both
+        scopes twice (``spec.runtimeRef.kind`` picks one); none of a kind whose CRD is not
+        installed. Raises :class:`ApiError`."""
+        out: list[TrainingRuntime | ClusterTrainingRuntime] = []
+        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
+            try:
+                items, _ = await self.kube.list(res, ns)
+            except ApiError as e:
+                if e.not_found:  # the CRD is not installed
+                    continue
+                raise
+            out += sorted((runtime_from_dict(i) for i in items), key=lambda r: r.metadata.name or "")
+        return out
+
+    async def list_runtimes(self) -> list[Runtime]:
+        """The runtimes as the kubeflow SDK lists them (:func:`trainer.client.shapes.runtime_of`):
+        the namespace's TrainingRuntimes, then the ClusterTrainingRuntimes, each by name; a
+        TrainingRuntime hides a ClusterTrainingRuntime of the same name, and a runtime without the
+        label ``trainer.kubeflow.org/framework`` is left out (with a logged warning). Raises
+        :class:`ApiError`."""
+        seen: dict[str, Runtime] = {}
+        for obj in await self._runtime_objects():
+            name = obj.metadata.name or ""
+            if name in seen:
+                continue
+            if runtime_framework(obj) is None:
+                log.warning("runtime %s has no %s label; left out, as the kubeflow SDK does", name, FRAMEWORK_LABEL)
+                continue
+            seen[name] = runtime_of(obj)
+        return list(seen.values())
+
+    async def get_runtime(self, name: str) -> Runtime:
+        """The TrainingRuntime ``name`` of the namespace, else the ClusterTrainingRuntime (as the SDK),
+        as :func:`trainer.client.shapes.runtime_of` reads it. Raises :class:`NotFoundError` (a
+        ``RuntimeError`` too, as the SDK raises) when neither exists."""
+        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
+            obj = await self.kube.get_or_none(res, ns, name)
+            if obj is not None:
+                return runtime_of(runtime_from_dict(obj))
+        raise NotFoundError("TrainingRuntime or ClusterTrainingRuntime", None, name)
+
+    async def _runtime_of_kind(self, name: str, kind: str, cache: RuntimeCache) -> Runtime | None:
+        """The runtime ``name`` of ``kind`` (``TrainingRuntime`` or ``ClusterTrainingRuntime``) in
+        the SDK's shape, None when it does not exist; read once per ``cache``."""
+        key = (kind, name)
+        if key not in cache:
+            res, ns = (
+                (TRAINING_RUNTIMES, self.namespace)
+                if kind == TrainingRuntime.KIND
+                else (CLUSTER_TRAINING_RUNTIMES, None)
+            )
+            obj = await self.kube.get_or_none(res, ns, name)
+            cache[key] = runtime_of(runtime_from_dict(obj)) if obj is not None else None
+        return cache[key]
+
+    async def get_runtime_packages(self, runtime: Runtime) -> None:
+        """Print the Python version, packages and GPUs of ``runtime``'s image, as the SDK does: runs a
+        one-node TrainJob (1 CPU unless the runtime has GPUs), waits for it, prints its logs and
+        deletes it. Raises ``ValueError`` for a builtin-trainer runtime; what :meth:`train`,
+        :meth:`wait_for_job_status` and :meth:`get_job_logs` raise."""
+        if runtime.trainer.trainer_type.value != "CustomTrainer":
+            raise ValueError("Cannot get Runtime packages for BuiltinTrainer")
+        resources = {"cpu": 1} if runtime.trainer.device != "gpu" else None
+        trainer = CustomTrainer(func=_train_packages, num_nodes=1, resources_per_node=resources)
+        name = None
+        try:
+            name = await self.train(runtime, trainer=trainer)
+            await self.wait_for_job_status(name)
+            print("\n".join([line async for line in self.get_job_logs(name)]))
+        finally:
+            if name is not None:
+                await self.delete_job(name)
+
+    # ----------------------------------------------------------------------- jobs
+
+    async def _shape(self, job: TrainJob, runtimes: RuntimeCache | None = None) -> Shape:
+        """``job`` in the kubeflow SDK's shape (:func:`trainer.client.shapes.trainjob_of`): its runtime
+        (None when it does not exist; ``runtimes`` caches them) and its pods as steps. Raises
+        :class:`ApiError`."""
+        ref = job.spec.runtime_ref
+        cache = {} if runtimes is None else runtimes
+        runtime = await self._runtime_of_kind(ref.name, ref.kind or ClusterTrainingRuntime.KIND, cache)
+        pods, _ = await self.kube.list(
+            PODS, job.metadata.namespace or self.namespace, pod_selector(TRAINJOB, job.metadata.name or "")
+        )
+        return trainjob_of(job, runtime, pods)
+
+    async def train(
+        self,
+        runtime: RuntimeChoice = None,
+        initializer: Initializer | None = None,
+        trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
+        options: list[Option] | None = None,
+    ) -> str:
+        """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`api` runtime; default
+        ``$DEFAULT_TRAINING_RUNTIME``, else ``torch-distributed``), an optional :class:`Initializer`
+        and trainer, in the client's namespace; returns its name (``options`` may set it, else a
+        letter and 11 hex digits), as the kubeflow SDK's ``train``
+        (``kubeflow/trainer/backends/kubernetes/backend.py``).
+
+        ``trainer`` becomes ``spec.trainer`` (:func:`trainer.client.trainers.trainer_spec`: a
+        :class:`CustomTrainer`'s function becomes the container command;
+        :func:`trainer.client.trainers.builtin_trainer_spec`: a :class:`BuiltinTrainer` on a
+        torchtune runtime becomes ``command: [tune, run]`` and its config's overrides as ``args``,
+        the spec the kubeflow SDK makes, which this operator refuses at ``spec.trainer.command``:
+        it does not derive the recipe and config from the runtime as Kubeflow Trainer does). ``options`` are called as
+        the kubeflow SDK calls its options, ``option(job_spec, trainer, client)``, on a dict whose
+        ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
+        ``spec.runtimePatches`` and ``spec.activeDeadlineSeconds`` are used (the SDK's own
+        Kubernetes options refuse any client but its own; ``Name`` works).
+
+        Raises ``ValueError`` for a trainer of another type or one the runtime cannot run (naming
+        the field); :class:`NotFoundError` when the runtime does not exist; what
+        :meth:`create_job` raises.
+        """
+        if runtime is None:
+            runtime = os.getenv("DEFAULT_TRAINING_RUNTIME", "torch-distributed")
+        if isinstance(runtime, str):
+            runtime = await self.get_runtime(runtime)
+        elif isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
+            runtime = runtime_of(runtime)
+        job_spec: JSON = {}
+        for option in options or []:
+            option(job_spec, trainer, self)
+        meta = job_spec.get("metadata") or {}
+        given = job_spec.get("spec") or {}
+        spec: JSON = {"runtimeRef": {"name": runtime.name, "kind": runtime.kind.value}}
+        if isinstance(trainer, CustomTrainer | CustomTrainerContainer):
+            trainer_fields = trainer_spec(runtime, trainer)
+        elif isinstance(trainer, BuiltinTrainer):
+            trainer_fields = builtin_trainer_spec(runtime, trainer, initializer)
+        elif trainer is None:
+            trainer_fields = {}
+        else:
+            raise ValueError(
+                f"trainer {type(trainer).__name__} is not supported; "
+                "use CustomTrainer, CustomTrainerContainer or BuiltinTrainer"
+            )
+        trainer_fields.update({k: v for k, v in (given.get("trainer") or {}).items() if k in ("command", "args")})
+        if trainer_fields:
+            spec["trainer"] = trainer_fields
+        init = initializer_spec(initializer) if initializer else None
+        if init:
+            spec["initializer"] = init
+        for key in ("runtimePatches", "activeDeadlineSeconds"):
+            if given.get(key):
+                spec[key] = given[key]
+        name = str(meta.get("name") or random.choice(string.ascii_lowercase) + uuid.uuid4().hex[:11])
+        metadata: JSON = {"name": name}
+        for key in ("labels", "annotations"):
+            if meta.get(key):
+                metadata[key] = dict(meta[key])
+        body = {"apiVersion": TrainJob.model_fields["api_version"].default, "kind": TrainJob.KIND, "metadata": metadata}
+        await self._create(load_trainjob({**body, "spec": spec}), None, None, False)
+        return name
+
     def _namespace_for(self, obj: Manifest, namespace: str | None) -> str | None:
         """Where a namespaced object goes: ``namespace`` if given, else the client's when it was
         given, else the object's own, else the client's (its context's)."""
@@ -686,12 +893,25 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
             return self.namespace
         return obj.metadata.namespace or self.namespace
 
+    async def _create(self, job: TrainJob, namespace: str | None, queue: str | None, multicluster: bool) -> TrainJob:
+        """Create ``job`` where :meth:`create_job` says; returns the stored object."""
+        ns = self._namespace_for(job, namespace)
+        body = with_namespace(_dispatched(wire_dict(job), queue, multicluster), ns)
+        try:
+            created = await self.kube.create(TRAINJOBS, ns, body)
+        except ApiError as e:
+            if e.conflict:
+                raise AlreadyExistsError(job.kind, ns, job.metadata.name or "") from None
+            raise
+        return TrainJob.model_validate(created)
+
     async def create_job(
         self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
-    ) -> TrainJob:
-        """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or a
-        :class:`TrainJob`), in ``namespace`` if given, else in the client's when that was given
-        (``connect(namespace=...)``), else in its own, else in the client's.
+    ) -> Shape:
+        """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or an :mod:`api`
+        TrainJob), in ``namespace`` if given, else in the client's when that was given
+        (``connect(namespace=...)``), else in its own, else in the client's. Returns it as
+        :meth:`get_job` does (``.trainjob`` is the stored object).
 
         ``queue`` sets the Kueue LocalQueue label (``kueue.x-k8s.io/queue-name``). ``multicluster``
         submits it to a MultiKueue manager cluster: ``managedBy: kueue.x-k8s.io/multikueue``, the
@@ -704,16 +924,7 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
         the name is taken; :class:`ApiError` when the apiserver refuses it (e.g. 422 from the CRD's
         validation).
         """
-        job = load_trainjob(manifest)
-        ns = self._namespace_for(job, namespace)
-        body = with_namespace(_dispatched(wire_dict(job), queue, multicluster), ns)
-        try:
-            created = await self.kube.create(self.kind.resource, ns, body)
-        except ApiError as e:
-            if e.conflict:
-                raise AlreadyExistsError(job.kind, ns, job.metadata.name or "") from None
-            raise
-        return self._parse(created)
+        return await self._shape(await self._create(load_trainjob(manifest), namespace, queue, multicluster))
 
     async def apply(
         self,
@@ -724,11 +935,11 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
         queue: str | None = None,
         multicluster: bool = False,
     ) -> list[Manifest]:
-        """Server-side apply every object of ``manifests`` (TrainJobs, TrainingRuntimes,
+        """Server-side apply every object of ``manifests`` (TrainJobs, MPIJobs, TrainingRuntimes,
         ClusterTrainingRuntimes) as field manager ``trainer-client``, like ``kubectl apply
         --server-side``; namespaced objects go where :meth:`create_job` puts a TrainJob. ``queue``
         and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
-        Returns the stored objects. All are validated (and marked) before the first is sent.
+        Returns the stored :mod:`api` objects. All are validated (and marked) before the first is sent.
 
         Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
         mark); :class:`ApiError` when the apiserver refuses one (409 on a field conflict unless
@@ -747,155 +958,112 @@ class AsyncTrainerClient(AsyncJobClient[TrainJob]):
 
     async def list_jobs(
         self,
-        runtime: str | TrainingRuntime | ClusterTrainingRuntime | None = None,
+        runtime: str | Runtime | TrainingRuntime | ClusterTrainingRuntime | None = None,
         *,
         label_selector: str | None = None,
         queue: str | None = None,
         all_namespaces: bool = False,
-    ) -> list[TrainJob]:
-        """TrainJobs, oldest first; ``runtime`` (a name, or a runtime object whose kind must match
-        too) keeps those whose ``spec.runtimeRef`` names it; see :meth:`AsyncJobClient.list_jobs`."""
-        jobs = await super().list_jobs(label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
-        if runtime is None:
-            return jobs
-        if isinstance(runtime, str):
-            return [j for j in jobs if j.spec.runtime_ref.name == runtime]
-        return [
-            j
-            for j in jobs
-            if j.spec.runtime_ref.name == runtime.metadata.name
-            and (j.spec.runtime_ref.kind or ClusterTrainingRuntime.KIND) == runtime.kind
-        ]
+    ) -> list[Shape]:
+        """TrainJobs, oldest first, as :meth:`get_job` returns them; ``runtime`` keeps those whose
+        ``spec.runtimeRef`` names it (a name or a :class:`Runtime`, as the SDK; an :mod:`api`
+        runtime must match by kind too); ``label_selector``, ``queue`` and ``all_namespaces`` as
+        :meth:`AsyncJobClient.list_jobs`. Raises :class:`ApiError`."""
+        jobs = await self._jobs.list_jobs(label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
+        if isinstance(runtime, str | Runtime):
+            name = runtime if isinstance(runtime, str) else runtime.name
+            jobs = [j for j in jobs if j.spec.runtime_ref.name == name]
+        elif runtime is not None:
+            jobs = [
+                j
+                for j in jobs
+                if j.spec.runtime_ref.name == runtime.metadata.name
+                and (j.spec.runtime_ref.kind or ClusterTrainingRuntime.KIND) == runtime.kind
+            ]
+        cache: RuntimeCache = {}
+        return [await self._shape(j, cache) for j in jobs]
 
-    async def list_runtimes(self) -> list[TrainingRuntime | ClusterTrainingRuntime]:
-        """The TrainingRuntimes of the namespace, then the ClusterTrainingRuntimes, each by name.
-        Unlike the SDK, a runtime without the ``trainer.kubeflow.org/framework`` label is listed
-        too (see :func:`trainer.client.types.runtime_framework`), and a name present in both
-        scopes is listed twice (``spec.runtimeRef.kind`` picks one)."""
-        out: list[TrainingRuntime | ClusterTrainingRuntime] = []
-        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
-            try:
-                items, _ = await self.kube.list(res, ns)
-            except ApiError as e:
-                if e.not_found:  # the CRD is not installed
-                    continue
-                raise
-            out += sorted((runtime_from_dict(i) for i in items), key=lambda r: r.metadata.name or "")
-        return out
+    async def get_job(self, name: str) -> Shape:
+        """The TrainJob ``name`` in the SDK's shape (:class:`trainer.client.shapes.TrainJob`; its
+        ``runtime`` is None when the runtime does not exist, where the SDK raises). Raises
+        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises), :class:`ApiError`."""
+        return await self._shape(await self._jobs.get_job(name))
 
-    async def get_runtime(self, name: str) -> TrainingRuntime | ClusterTrainingRuntime:
-        """The TrainingRuntime ``name`` of the namespace, else the ClusterTrainingRuntime (as the
-        SDK). Raises :class:`NotFoundError` when neither exists."""
-        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
-            obj = await self.kube.get_or_none(res, ns, name)
-            if obj is not None:
-                return runtime_from_dict(obj)
-        raise NotFoundError("TrainingRuntime or ClusterTrainingRuntime", None, name)
-
-    async def runtime_view(self, name: str, kind: str | None = None) -> Runtime:
-        """:meth:`get_runtime` (of ``kind``, ``TrainingRuntime`` or ``ClusterTrainingRuntime``,
-        when given) in the kubeflow SDK's shape (:func:`trainer.client.shapes.runtime_of`). Raises
-        :class:`NotFoundError`."""
-        if kind is None:
-            return runtime_of(await self.get_runtime(name))
-        res, ns = (
-            (TRAINING_RUNTIMES, self.namespace) if kind == TrainingRuntime.KIND else (CLUSTER_TRAINING_RUNTIMES, None)
-        )
-        obj = await self.kube.get_or_none(res, ns, name)
-        if obj is None:
-            raise NotFoundError(kind, ns, name)
-        return runtime_of(runtime_from_dict(obj))
-
-    async def runtime_views(self) -> list[Runtime]:
-        """The runtimes as the kubeflow SDK lists them: a namespace's TrainingRuntime hides a
-        ClusterTrainingRuntime of the same name, and a runtime without the label
-        ``trainer.kubeflow.org/framework`` is left out (with a logged warning)."""
-        seen: dict[str, Runtime] = {}
-        for obj in await self.list_runtimes():
-            name = obj.metadata.name or ""
-            if name in seen:
-                continue
-            if runtime_framework(obj) is None:
-                log.warning("runtime %s has no %s label; left out, as the kubeflow SDK does", name, FRAMEWORK_LABEL)
-                continue
-            seen[name] = runtime_of(obj)
-        return list(seen.values())
-
-    async def job_view(self, job: TrainJob, runtimes: dict[tuple[str, str], Runtime | None] | None = None) -> View:
-        """``job`` in the kubeflow SDK's shape (:func:`trainer.client.shapes.trainjob_of`): its runtime
-        (None when it does not exist; ``runtimes`` caches them by ``(kind, name)``) and its pods as
-        steps. Raises :class:`ApiError`."""
-        cache = {} if runtimes is None else runtimes
-        ref = job.spec.runtime_ref
-        key = (ref.kind or ClusterTrainingRuntime.KIND, ref.name)
-        if key not in cache:
-            try:
-                cache[key] = await self.runtime_view(key[1], key[0])
-            except NotFoundError:
-                cache[key] = None
-        pods, _ = await self.kube.list(
-            PODS, job.metadata.namespace or self.namespace, pod_selector(TRAINJOB, job.metadata.name or "")
-        )
-        return trainjob_of(job, cache[key], pods)
-
-    async def train(
+    async def get_job_logs(
         self,
-        runtime: RuntimeChoice = None,
-        initializer: Initializer | None = None,
-        trainer: CustomTrainer | CustomTrainerContainer | None = None,
-        options: list[Option] | None = None,
-    ) -> str:
-        """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`api` runtime; default
-        ``$DEFAULT_TRAINING_RUNTIME``, else ``torch-distributed``), an optional :class:`Initializer`
-        and trainer, in the client's namespace; returns its name (``options`` may set it, else a
-        letter and 11 hex digits), as the kubeflow SDK's ``train``
-        (``kubeflow/trainer/backends/kubernetes/backend.py``).
+        name: str,
+        step: str | None = None,
+        follow: bool | int = False,
+        *,
+        node: int | None = None,
+        container: str | None = None,
+        pod_timeout: float = DEFAULT_POD_TIMEOUT,
+    ) -> AsyncGenerator[str, None]:
+        """Log lines of ``step`` (``node-0`` by default, or an initializer's name; or ``step`` and
+        ``node``); ``follow`` streams until the container ends. Waits up to ``pod_timeout`` seconds
+        for the pod to start (kubeflow/sdk#182) instead of yielding nothing. See
+        :meth:`AsyncJobClient.get_job_logs` for the arguments and what it raises
+        (:class:`LogsUnavailableError`, a ``RuntimeError``, when the apiserver cannot give them)."""
+        follow, node = legacy_node(follow, node)
+        async for line in self._jobs.get_job_logs(
+            name, step, follow, node=node, container=container, pod_timeout=pod_timeout
+        ):
+            yield line
 
-        ``trainer`` becomes ``spec.trainer`` (:func:`trainer.client.trainers.trainer_spec`: a
-        :class:`CustomTrainer`'s function becomes the container command). ``options`` are called as
-        the kubeflow SDK calls its options, ``option(job_spec, trainer, client)``, on a dict whose
-        ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
-        ``spec.runtimePatches`` and ``spec.activeDeadlineSeconds`` are used (the SDK's own
-        Kubernetes options refuse any client but its own; ``Name`` works).
+    async def get_job_events(self, name: str) -> list[Event]:
+        """Events about the TrainJob and its Jobs, Pods, PodGroup and Workload, oldest first
+        (:meth:`AsyncJobClient.get_job_events`)."""
+        return await self._jobs.get_job_events(name)
 
-        Raises ``ValueError`` for a trainer this client does not run (``BuiltinTrainer``) or one the
-        runtime cannot run; :class:`NotFoundError` when the runtime does not exist; what
-        :meth:`create_job` raises.
-        """
-        if runtime is None:
-            runtime = os.getenv("DEFAULT_TRAINING_RUNTIME", "torch-distributed")
-        if isinstance(runtime, str):
-            runtime = await self.runtime_view(runtime)
-        elif isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
-            runtime = runtime_of(runtime)
-        job_spec: JSON = {}
-        for option in options or []:
-            option(job_spec, trainer, self)
-        meta = job_spec.get("metadata") or {}
-        given = job_spec.get("spec") or {}
-        spec: JSON = {"runtimeRef": {"name": runtime.name, "kind": runtime.kind.value}}
-        if isinstance(trainer, CustomTrainer | CustomTrainerContainer):
-            trainer_fields = trainer_spec(runtime, trainer)
-        elif trainer is None:
-            trainer_fields = {}
-        else:
+    async def wait_for_job_status(
+        self,
+        name: str,
+        status: str | Collection[str] = frozenset({COMPLETE}),
+        timeout: float = DEFAULT_WAIT_TIMEOUT,
+        polling_interval: float | Iterable[Callable[[Shape], None]] = DEFAULT_POLLING_INTERVAL,
+        callbacks: Iterable[Callable[[Shape], None]] | None = None,
+    ) -> Shape:
+        """Wait (on a watch) until the TrainJob has one of ``status``; returns it as :meth:`get_job`
+        does. Each of ``callbacks`` gets every version seen, in that shape. ``polling_interval``
+        must be > 0 and < ``timeout``, as the SDK checks, and changes nothing else; callbacks as the
+        4th positional argument (this client's order before) still work, with a
+        ``DeprecationWarning``. Raises ``ValueError`` for bad arguments, :class:`JobFailedError` (a
+        ``RuntimeError``), :class:`JobFinishedError`, :class:`WaitTimeoutError` (a
+        ``TimeoutError``), :class:`NotFoundError` (see :meth:`AsyncJobClient.wait_for_job_status`)."""
+        polling_interval, callbacks = legacy_callbacks(polling_interval, callbacks)
+        if polling_interval <= 0 or polling_interval >= timeout:
             raise ValueError(
-                f"trainer {type(trainer).__name__} is not supported; use CustomTrainer or CustomTrainerContainer"
+                f"polling_interval must be positive and less than timeout, got {polling_interval} and {timeout}"
             )
-        trainer_fields.update({k: v for k, v in (given.get("trainer") or {}).items() if k in ("command", "args")})
-        if trainer_fields:
-            spec["trainer"] = trainer_fields
-        init = initializer_spec(initializer) if initializer else None
-        if init:
-            spec["initializer"] = init
-        for key in ("runtimePatches", "activeDeadlineSeconds"):
-            if given.get(key):
-                spec[key] = given[key]
-        name = str(meta.get("name") or random.choice(string.ascii_lowercase) + uuid.uuid4().hex[:11])
-        metadata: JSON = {"name": name}
-        for key in ("labels", "annotations"):
-            if meta.get(key):
-                metadata[key] = dict(meta[key])
-        body = {"apiVersion": TrainJob.model_fields["api_version"].default, "kind": TrainJob.KIND, "metadata": metadata}
-        await self.create_job({**body, "spec": spec})
-        return name
+        hooks = list(callbacks or [])
+        cache: RuntimeCache = {}
+
+        async def on_change(job: TrainJob) -> None:
+            if hooks:
+                shaped = await self._shape(job, cache)
+                for hook in hooks:
+                    hook(shaped)
+
+        done = await self._jobs._wait_for(name, status, timeout, polling_interval, on_change)
+        return await self._shape(done, cache)
+
+    async def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
+        """Delete the TrainJob (its children go by background cascading deletion); with ``wait``,
+        return once it is gone. Raises :class:`NotFoundError` (a ``RuntimeError``, as the SDK),
+        :class:`WaitTimeoutError` when ``wait`` and it is still there after ``timeout`` seconds."""
+        await self._jobs.delete_job(name, wait=wait, timeout=timeout)
+
+    async def wait_for_pod(
+        self, name: str, step: str | None = None, node: int | None = None, timeout: float = DEFAULT_POD_TIMEOUT
+    ) -> JSON:
+        """The newest started pod of ``step`` node ``node`` of the TrainJob
+        (:meth:`AsyncJobClient.wait_for_pod`)."""
+        return await self._jobs.wait_for_pod(name, step, node, timeout)
+
+    async def get_workload(self, name: str) -> WorkloadInfo | None:
+        """The TrainJob's Kueue Workload (``cluster_name``: the worker cluster it runs on), if any
+        (:meth:`AsyncJobClient.get_workload`)."""
+        return await self._jobs.get_workload(name)
+
+    async def get_podgroup(self, name: str) -> JSON | None:
+        """The Volcano PodGroup named after the TrainJob, if any (:meth:`AsyncJobClient.get_podgroup`)."""
+        return await self._jobs.get_podgroup(name)

@@ -32,7 +32,14 @@ from trainer.client.aio import (
 from trainer.client.manifest import Manifest, Source
 from trainer.client.multicluster import WorkloadInfo
 from trainer.client.shapes import Runtime, TrainJob
-from trainer.client.trainers import CustomTrainer, CustomTrainerContainer, Initializer, Option, RuntimeChoice
+from trainer.client.trainers import (
+    BuiltinTrainer,
+    CustomTrainer,
+    CustomTrainerContainer,
+    Initializer,
+    Option,
+    RuntimeChoice,
+)
 from trainer.client.types import COMPLETE, Event
 from trainer.json_codec import JSON
 
@@ -51,22 +58,6 @@ class KubernetesBackendConfig:
     config_file: str | None = None
     context: str | None = None
     client_configuration: Any = None
-
-
-def _train_packages() -> None:
-    """Prints what :meth:`TrainerClient.get_runtime_packages` shows (run in the runtime's image)."""
-    import shutil
-    import subprocess
-    import sys
-
-    print(f"Python: {sys.version}")
-    if shutil.which("pip"):
-        print(subprocess.run(["pip", "list"], capture_output=True, text=True).stdout)
-    else:
-        print("Unable to get installed packages: pip command not found")
-    if shutil.which("nvidia-smi"):
-        print("Available GPUs on the single training node")
-        print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
 
 
 class TrainerClient:
@@ -171,37 +162,24 @@ class TrainerClient:
         self.close()
 
     def list_runtimes(self) -> list[Runtime]:
-        """The runtimes, as the kubeflow SDK lists them (:meth:`AsyncTrainerClient.runtime_views`)."""
-        return self._run(self._client.runtime_views())
+        """The runtimes, as the kubeflow SDK lists them (:meth:`AsyncTrainerClient.list_runtimes`)."""
+        return self._run(self._client.list_runtimes())
 
     def get_runtime(self, name: str) -> Runtime:
         """The TrainingRuntime ``name`` of the namespace, else the ClusterTrainingRuntime. Raises
         :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
-        return self._run(self._client.runtime_view(name))
+        return self._run(self._client.get_runtime(name))
 
     def get_runtime_packages(self, runtime: Runtime) -> None:
-        """Print the Python version, packages and GPUs of ``runtime``'s image: runs a one-node
-        TrainJob (1 CPU unless the runtime has GPUs), waits for it, prints its logs and deletes it,
-        as the SDK does. Raises ``ValueError`` for a builtin-trainer runtime; what :meth:`train`,
-        :meth:`wait_for_job_status` and :meth:`get_job_logs` raise."""
-        if runtime.trainer.trainer_type.value != "CustomTrainer":
-            raise ValueError("Cannot get Runtime packages for BuiltinTrainer")
-        resources = {"cpu": 1} if runtime.trainer.device != "gpu" else None
-        trainer = CustomTrainer(func=_train_packages, num_nodes=1, resources_per_node=resources)
-        name = None
-        try:
-            name = self.train(runtime, trainer=trainer)
-            self.wait_for_job_status(name)
-            print("\n".join(self.get_job_logs(name)))
-        finally:
-            if name is not None:
-                self.delete_job(name)
+        """Print the Python version, packages and GPUs of ``runtime``'s image
+        (:meth:`AsyncTrainerClient.get_runtime_packages`)."""
+        self._run(self._client.get_runtime_packages(runtime))
 
     def train(
         self,
         runtime: RuntimeChoice = None,
         initializer: Initializer | None = None,
-        trainer: CustomTrainer | CustomTrainerContainer | None = None,
+        trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
         options: list[Option] | None = None,
     ) -> str:
         """Create a TrainJob running ``trainer`` on ``runtime``; returns its name
@@ -214,12 +192,7 @@ class TrainerClient:
         """Create one TrainJob from a dict, a YAML path or string, or an :mod:`api` TrainJob; with
         ``multicluster``, for MultiKueue to run on a worker cluster (``queue``: its LocalQueue).
         Returns it as :meth:`get_job` does (``.name``; ``.trainjob`` is the stored object)."""
-
-        async def go() -> TrainJob:
-            created = await self._client.create_job(manifest, namespace, queue=queue, multicluster=multicluster)
-            return await self._client.job_view(created)
-
-        return self._run(go())
+        return self._run(self._client.create_job(manifest, namespace, queue=queue, multicluster=multicluster))
 
     def apply(
         self,
@@ -237,11 +210,7 @@ class TrainerClient:
     def get_job(self, name: str) -> TrainJob:
         """The TrainJob ``name`` (:class:`trainer.client.shapes.TrainJob`). Raises
         :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
-
-        async def go() -> TrainJob:
-            return await self._client.job_view(await self._client.get_job(name))
-
-        return self._run(go())
+        return self._run(self._client.get_job(name))
 
     def list_jobs(
         self,
@@ -253,16 +222,9 @@ class TrainerClient:
     ) -> list[TrainJob]:
         """TrainJobs, oldest first, of ``runtime`` (a name or a runtime; a :class:`Runtime` matches
         by name, as the SDK), filtered by label selector and queue."""
-        ref = runtime.name if isinstance(runtime, Runtime) else runtime
-
-        async def go() -> list[TrainJob]:
-            jobs = await self._client.list_jobs(
-                ref, label_selector=label_selector, queue=queue, all_namespaces=all_namespaces
-            )
-            cache: dict[tuple[str, str], Runtime | None] = {}
-            return [await self._client.job_view(j, cache) for j in jobs]
-
-        return self._run(go())
+        return self._run(
+            self._client.list_jobs(runtime, label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
+        )
 
     def get_job_logs(
         self,
@@ -295,31 +257,10 @@ class TrainerClient:
         callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
     ) -> TrainJob:
         """Wait (on a watch) until the TrainJob has one of ``status``; returns it as :meth:`get_job`
-        does. Each of ``callbacks`` gets every version seen, in that shape, on the client's loop
-        thread. ``polling_interval`` must be > 0 and < ``timeout``, as the SDK checks, and changes
-        nothing else. Raises ``ValueError`` for bad arguments, :class:`JobFailedError` (a
-        ``RuntimeError``), :class:`WaitTimeoutError` (a ``TimeoutError``), :class:`NotFoundError`."""
+        does; ``callbacks`` run on the client's loop thread
+        (:meth:`AsyncTrainerClient.wait_for_job_status`, for what it raises)."""
         polling_interval, callbacks = legacy_callbacks(polling_interval, callbacks)
-        if polling_interval <= 0 or polling_interval >= timeout:
-            raise ValueError(
-                f"polling_interval must be positive and less than timeout, got {polling_interval} and {timeout}"
-            )
-        hooks = list(callbacks or [])
-        client = self._client
-
-        async def go() -> TrainJob:
-            cache: dict[tuple[str, str], Runtime | None] = {}
-
-            async def on_change(job: Any) -> None:
-                if hooks:
-                    view = await client.job_view(job, cache)
-                    for hook in hooks:
-                        hook(view)
-
-            done = await client._wait_for(name, status, timeout, polling_interval, on_change)
-            return await client.job_view(done, cache)
-
-        return self._run(go())
+        return self._run(self._client.wait_for_job_status(name, status, timeout, polling_interval, callbacks))
 
     def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Delete the TrainJob (with ``wait``, return once it is gone). Raises :class:`NotFoundError`."""

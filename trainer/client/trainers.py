@@ -1,7 +1,9 @@
 """What :meth:`trainer.client.TrainerClient.train` takes, in the kubeflow SDK's shapes
 (``kubeflow/trainer/types/types.py``, kubeflow 0.5.0): :class:`CustomTrainer` (a Python function),
-:class:`CustomTrainerContainer` (an image), :class:`Initializer` with its dataset and model
-initializers; and how they become a TrainJob's ``spec.trainer`` and ``spec.initializer``.
+:class:`CustomTrainerContainer` (an image), :class:`BuiltinTrainer` (a :class:`TorchTuneConfig` for
+a torchtune runtime), :class:`Initializer` with its dataset and model initializers; and how they
+become a TrainJob's ``spec.trainer`` and ``spec.initializer``, as the SDK's Kubernetes backend
+builds them (``kubeflow/trainer/backends/kubernetes/utils.py``).
 
 A function becomes a container command (:func:`function_command`): its source (``inspect``),
 dedented, followed by a call with ``func_args`` as keyword arguments, is written by ``bash`` to a
@@ -14,12 +16,15 @@ from __future__ import annotations
 
 import inspect
 import os
+import posixpath
 import shlex
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeAlias
+from urllib.parse import urlparse
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
 from trainer.client.shapes import Runtime, TrainerType
@@ -36,6 +41,10 @@ RuntimeChoice: TypeAlias = str | Runtime | TrainingRuntime | ClusterTrainingRunt
 """The runtime ``train`` is given: a name, a :class:`Runtime`, an :mod:`api` runtime, or None (the default)."""
 MPI_HOME = os.getenv("DEFAULT_MPI_USER_HOME", "/home/mpiuser")
 """Where an MPI runtime's function file is written (the MPI user's home, as upstream)."""
+DATASET_PATH = "/workspace/dataset"
+"""Where the dataset initializer puts the dataset (upstream's ``constants.DATASET_PATH``)."""
+TORCH_TUNE_INSTRUCT_DATASET = "torchtune.datasets.instruct_dataset"
+"""The torchtune dataset class :class:`TorchTuneInstructDataset` selects."""
 
 
 @dataclass
@@ -66,6 +75,79 @@ class CustomTrainerContainer:
     num_nodes: int | None = None
     resources_per_node: dict[str, Any] | None = None
     env: dict[str, str] | None = None
+
+
+class Loss(Enum):
+    """Loss function of the torchtune trainer; upstream's ``Loss``."""
+
+    CEWithChunkedOutputLoss = "torchtune.modules.loss.CEWithChunkedOutputLoss"
+
+
+class DataType(Enum):
+    """Data type of the model and optimizer parameters; upstream's ``DataType``."""
+
+    BF16 = "bf16"
+    FP32 = "fp32"
+
+
+class DataFormat(Enum):
+    """Format of the dataset files; upstream's ``DataFormat``."""
+
+    JSON = "json"
+    CSV = "csv"
+    PARQUET = "parquet"
+    ARROW = "arrow"
+    TEXT = "text"
+    XML = "xml"
+
+
+@dataclass
+class TorchTuneInstructDataset:
+    """A dataset of instruction prompts and responses (torchtune's ``instruct_dataset``);
+    upstream's ``TorchTuneInstructDataset``."""
+
+    source: DataFormat | None = None
+    split: str | None = None
+    train_on_input: bool | None = None
+    new_system_prompt: str | None = None
+    column_map: dict[str, str] | None = None
+
+
+@dataclass
+class LoraConfig:
+    """LoRA, QLoRA (``quantize_base``) or DoRA (``use_dora``) fine-tuning; upstream's ``LoraConfig``."""
+
+    apply_lora_to_mlp: bool | None = None
+    apply_lora_to_output: bool | None = None
+    lora_attn_modules: list[str] = field(default_factory=lambda: ["q_proj", "v_proj", "output_proj"])
+    lora_rank: int | None = None
+    lora_alpha: int | None = None
+    lora_dropout: float | None = None
+    quantize_base: bool | None = None
+    use_dora: bool | None = None
+
+
+@dataclass
+class TorchTuneConfig:
+    """Overrides of a torchtune runtime's recipe configuration; upstream's ``TorchTuneConfig``.
+    ``resources_per_node`` as :class:`CustomTrainer`'s."""
+
+    dtype: DataType | None = None
+    batch_size: int | None = None
+    epochs: int | None = None
+    loss: Loss | None = None
+    num_nodes: int | None = None
+    peft_config: LoraConfig | None = None
+    dataset_preprocess_config: TorchTuneInstructDataset | None = None
+    resources_per_node: dict[str, Any] | None = None
+
+
+@dataclass
+class BuiltinTrainer:
+    """A trainer the runtime's image already holds (torchtune), configured by ``config``;
+    upstream's ``BuiltinTrainer``."""
+
+    config: TorchTuneConfig
 
 
 @dataclass
@@ -231,17 +313,23 @@ def function_command(
     return ["bash", "-c", script + f"exec {' '.join(shlex.quote(a) for a in launcher)} {shlex.quote(path)}"]
 
 
+def _nodes_spec(num_nodes: int | None, resources: Mapping[str, Any] | None) -> JSON:
+    """``numNodes`` and ``resourcesPerNode`` (:func:`resources_per_node`) of ``spec.trainer``, when set."""
+    spec: JSON = {}
+    if num_nodes:
+        spec["numNodes"] = num_nodes
+    if resources:
+        spec["resourcesPerNode"] = resources_per_node(resources)
+    return spec
+
+
 def trainer_spec(runtime: Runtime, trainer: CustomTrainer | CustomTrainerContainer) -> JSON:
     """``spec.trainer`` of a TrainJob for ``trainer`` on ``runtime``: numNodes, resourcesPerNode,
     command (a :class:`CustomTrainer`'s function), image, env. Raises ``ValueError`` when the runtime
     runs a builtin trainer, or as :func:`function_command` and :func:`resources_per_node` do."""
     if runtime.trainer.trainer_type != TrainerType.CUSTOM_TRAINER:
         raise ValueError(f"{type(trainer).__name__} can't be used with runtime {runtime.name} (a builtin trainer)")
-    spec: JSON = {}
-    if trainer.num_nodes:
-        spec["numNodes"] = trainer.num_nodes
-    if trainer.resources_per_node:
-        spec["resourcesPerNode"] = resources_per_node(trainer.resources_per_node)
+    spec = _nodes_spec(trainer.num_nodes, trainer.resources_per_node)
     if isinstance(trainer, CustomTrainer):
         spec["command"] = function_command(
             runtime, trainer.func, trainer.func_args, trainer.packages_to_install, trainer.pip_index_urls
@@ -250,6 +338,109 @@ def trainer_spec(runtime: Runtime, trainer: CustomTrainer | CustomTrainerContain
         spec["image"] = trainer.image
     if trainer.env:
         spec["env"] = [{"name": k, "value": v} for k, v in trainer.env.items()]
+    return spec
+
+
+def _enum_value(value: Any, kind: type[Enum], where: str) -> str:
+    """``value.value`` of a member of ``kind``. Raises ``ValueError`` naming ``where`` otherwise."""
+    if not isinstance(value, kind):
+        choices = ", ".join(f"{kind.__name__}.{m.name}" for m in kind)
+        raise ValueError(f"{where} must be one of {choices}; got {value!r}")
+    return str(value.value)
+
+
+def dataset_path_args(initializer: Initializer | None) -> list[str]:
+    """``dataset.data_files=`` (a path with a file name) or ``dataset.data_dir=`` under
+    :data:`DATASET_PATH`, from the path after the repository of a HuggingFace dataset's
+    ``storage_uri`` (``.`` without one); nothing for another dataset."""
+    dataset = initializer.dataset if initializer else None
+    if not isinstance(dataset, HuggingFaceDatasetInitializer):
+        return []
+    uri = dataset.storage_uri if dataset.storage_uri.startswith("hf://") else "hf://" + dataset.storage_uri
+    parts = urlparse(uri).path.strip("/").split("/")
+    relative = "/".join(parts[1:]) if len(parts) > 1 else "."
+    if relative != "." and "." in relative:
+        return [f"dataset.data_files={posixpath.join(DATASET_PATH, relative)}"]
+    return [f"dataset.data_dir={posixpath.join(DATASET_PATH, relative)}"]
+
+
+LORA_ARGS = {
+    "apply_lora_to_mlp": "model.apply_lora_to_mlp",
+    "apply_lora_to_output": "model.apply_lora_to_output",
+    "lora_rank": "model.lora_rank",
+    "lora_alpha": "model.lora_alpha",
+    "lora_dropout": "model.lora_dropout",
+    "quantize_base": "model.quantize_base",
+    "use_dora": "model.use_dora",
+}
+"""The torchtune config keys the fields of :class:`LoraConfig` override."""
+
+
+def torchtune_args(config: TorchTuneConfig, initializer: Initializer | None = None) -> list[str]:
+    """The ``key=value`` overrides of a torchtune recipe's configuration that ``config`` (and a
+    HuggingFace dataset of ``initializer``: :func:`dataset_path_args`) make, in upstream's order:
+    ``dtype``, ``batch_size``, ``epochs``, ``loss``, the dataset path, ``model.*`` of
+    ``peft_config`` (``model.lora_attn_modules=[q_proj,...]`` last), ``dataset=`` and
+    ``dataset.*`` of ``dataset_preprocess_config``. Raises ``ValueError`` naming the field
+    (``config.dtype``, ``config.loss``, ``config.peft_config``, ...) whose value is not of its type."""
+    args = []
+    if config.dtype:
+        args.append(f"dtype={_enum_value(config.dtype, DataType, 'config.dtype')}")
+    if config.batch_size:
+        args.append(f"batch_size={config.batch_size}")
+    if config.epochs:
+        args.append(f"epochs={config.epochs}")
+    if config.loss:
+        args.append(f"loss={_enum_value(config.loss, Loss, 'config.loss')}")
+    args += dataset_path_args(initializer)
+    peft = config.peft_config
+    if peft:
+        if not isinstance(peft, LoraConfig):
+            raise ValueError(f"config.peft_config must be a LoraConfig; got {type(peft).__name__}")
+        args += [f"{key}={getattr(peft, name)}" for name, key in LORA_ARGS.items() if getattr(peft, name) is not None]
+        if peft.lora_attn_modules:
+            args.append(f"model.lora_attn_modules=[{','.join(peft.lora_attn_modules)}]")
+    data = config.dataset_preprocess_config
+    if data:
+        if not isinstance(data, TorchTuneInstructDataset):
+            raise ValueError(
+                f"config.dataset_preprocess_config must be a TorchTuneInstructDataset; got {type(data).__name__}"
+            )
+        args.append(f"dataset={TORCH_TUNE_INSTRUCT_DATASET}")
+        if data.source:
+            args.append(
+                f"dataset.source={_enum_value(data.source, DataFormat, 'config.dataset_preprocess_config.source')}"
+            )
+        if data.split:
+            args.append(f"dataset.split={data.split}")
+        if data.train_on_input is not None:
+            args.append(f"dataset.train_on_input={data.train_on_input}")
+        if data.new_system_prompt:
+            args.append(f"dataset.new_system_prompt={data.new_system_prompt}")
+        if data.column_map:
+            args.append(f"dataset.column_map={data.column_map}")
+    return args
+
+
+def builtin_trainer_spec(runtime: Runtime, trainer: BuiltinTrainer, initializer: Initializer | None = None) -> JSON:
+    """``spec.trainer`` of a TrainJob for a :class:`BuiltinTrainer` on a torchtune runtime, as the
+    kubeflow SDK builds it (``get_trainer_cr_from_builtin_trainer``): ``numNodes`` and
+    ``resourcesPerNode`` of the config, ``command`` the runtime's launcher (``[tune, run]``) and
+    ``args`` :func:`torchtune_args`. The recipe and its config file are left to the operator, which
+    derives them from the runtime (Kubeflow Trainer's torchtune plugin). Raises ``ValueError`` when
+    the runtime does not run a builtin trainer (framework label ``torchtune``), ``trainer.config``
+    is not a :class:`TorchTuneConfig`, or as :func:`torchtune_args` does."""
+    if runtime.trainer.trainer_type != TrainerType.BUILTIN_TRAINER:
+        raise ValueError(
+            f"BuiltinTrainer can't be used with runtime {runtime.name} (framework {runtime.trainer.framework}); "
+            "use a runtime labelled trainer.kubeflow.org/framework: torchtune, or CustomTrainer"
+        )
+    config = trainer.config
+    if not isinstance(config, TorchTuneConfig):
+        raise ValueError(f"BuiltinTrainer.config must be a TorchTuneConfig; got {type(config).__name__}")
+    spec = _nodes_spec(config.num_nodes, config.resources_per_node)
+    spec["command"] = list(runtime.trainer.command)
+    spec["args"] = torchtune_args(config, initializer)
     return spec
 
 
