@@ -17,10 +17,7 @@ import pytest
 
 from e2e.cluster import ExternalCluster, LocalCluster
 from e2e.helpers import ROOT, Client
-from e2e.operator_process import Operator, webhook_url
-from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
-from e2e.operator_sa import operator_kubeconfig
-from trainer.webhook import server as webhook_server
+from e2e.operator_process import Operator, running_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -55,38 +52,13 @@ def operator(
     """The operator process for one test module, started with the module's ``GANG_SCHEDULER``
     (default ``none``) as ``--gang-scheduler-name`` and its ``OPERATOR_ARGS``; it logs JSON to
     ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator.
-
-    With ``--webhook-host`` and ``--webhook-port`` in ``OPERATOR_ARGS`` the webhook configurations are
-    applied first, calling that URL (as an installer would: the operator only patches their caBundle),
-    and deleted once the operator stopped (with ``failurePolicy: Fail`` they would refuse every write
-    once nothing serves them).
-
-    With ``TRAINER_E2E_OPERATOR_SA=1`` it runs as its own ServiceAccount with the RBAC of
-    ``config/`` (the overlay of its gang scheduler; see :mod:`e2e.operator_sa`), not as admin, and its
-    Lease and certificate Secrets default to that account's namespace, where its Roles are."""
+    Webhook configurations (with ``--webhook-host`` and ``--webhook-port``) and the operator's own
+    ServiceAccount (``TRAINER_E2E_OPERATOR_SA=1``): see :func:`e2e.operator_process.running_operator`."""
     gang = getattr(request.module, "GANG_SCHEDULER", "none")
     extra = list(getattr(request.module, "OPERATOR_ARGS", []))
-    log_path = cluster.state_dir / "logs" / f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
-    kubeconfig = cluster.kubeconfig
-    env = {}
-    if os.environ.get("TRAINER_E2E_OPERATOR_SA"):
-        kubeconfig = operator_kubeconfig(cluster, gang, cluster.state_dir / "operator-sa")
-        env = {"TRAINER_WEBHOOK_NAMESPACE": OPERATOR_NAMESPACE, "TRAINER_LEADER_ELECTION_NAMESPACE": OPERATOR_NAMESPACE}
-    url = webhook_url(extra)
-    configs = tmp_path_factory.mktemp("webhook") / "configurations.yaml"
-    if url:
-        configs.write_text(webhook_server.render(url))
-        cluster.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(configs))
-    op = Operator(kubeconfig, log_path, ["--gang-scheduler-name", gang, *extra], env)
-    op.start()
-    try:
+    log_name = f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
+    with running_operator(cluster, gang, extra, log_name, tmp_path_factory.mktemp("webhook")) as op:
         yield op
-    finally:
-        try:
-            op.stop()
-        finally:
-            if url:
-                cluster.run_kubectl("delete", "--ignore-not-found", "-f", str(configs))
 
 
 @pytest.fixture(scope="session")

@@ -50,8 +50,11 @@ async def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {last!r}")
 
 
-async def kueue_sees_runtime(kube: Kube, ns: str, runtime: str, queue: str, timeout: float = 30.0) -> None:
-    """Wait until Kueue's TrainJob webhook admits a job of ``runtime`` queued to ``queue`` in ``ns``
+async def kueue_sees_runtime(
+    kube: Kube, ns: str, runtime: str, queue: str, timeout: float = 30.0, kind: str = "TrainingRuntime"
+) -> None:
+    """Wait until Kueue's TrainJob webhook admits a job of ``runtime`` (of ``kind``, or a
+    ``ClusterTrainingRuntime``) queued to ``queue`` in ``ns``
     (a dry-run create through the admission chain): it looks the runtime up in its informer cache,
     and refuses "runtime '<name>' not found" until that has the runtime just applied. Raises
     ``AssertionError`` after ``timeout`` seconds, :class:`trainer.kube.client.ApiError` on any
@@ -60,7 +63,7 @@ async def kueue_sees_runtime(kube: Kube, ns: str, runtime: str, queue: str, time
         "apiVersion": TRAINJOBS.api_version,
         "kind": "TrainJob",
         "metadata": {"generateName": "kueue-probe-", "labels": {"kueue.x-k8s.io/queue-name": queue}},
-        "spec": {"runtimeRef": {"name": runtime, "kind": "TrainingRuntime"}, "suspend": True},
+        "spec": {"runtimeRef": {"name": runtime, "kind": kind}, "suspend": True},
     }
 
     async def admitted() -> bool:

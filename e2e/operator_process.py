@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+from e2e.cluster import ExternalCluster, LocalCluster
 from e2e.helpers import ROOT
+from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from e2e.operator_sa import operator_kubeconfig
+from trainer.webhook import server as webhook_server
 
 
 def flag(args: list[str], name: str) -> str | None:
@@ -83,3 +89,41 @@ class Operator:
             self.proc.wait()
         code, self.proc = self.proc.returncode, None
         assert code in (0, -15), f"operator exited with {code}; see {self.log_path}"
+
+
+@contextlib.contextmanager
+def running_operator(
+    cluster: LocalCluster | ExternalCluster, gang: str, extra: list[str], log_name: str, workdir: Path
+) -> Iterator[Operator]:
+    """One operator process run with ``--gang-scheduler-name <gang>`` and ``extra`` flags while the
+    block runs, logging JSON to ``<cluster state>/logs/<log_name>``; stopped after it (the block fails
+    if the operator crashed).
+
+    With ``--webhook-host`` and ``--webhook-port`` in ``extra`` the webhook configurations are applied
+    first (written into ``workdir``), calling that URL (as an installer would: the operator only
+    patches their caBundle), and deleted once the operator stopped (with ``failurePolicy: Fail`` they
+    would refuse every write once nothing serves them).
+
+    With ``TRAINER_E2E_OPERATOR_SA=1`` it runs as its own ServiceAccount with the RBAC of ``config/``
+    (the overlay of ``gang``; see :mod:`e2e.operator_sa`), not as admin, and its Lease and certificate
+    Secrets default to that account's namespace, where its Roles are."""
+    kubeconfig = cluster.kubeconfig
+    env = {}
+    if os.environ.get("TRAINER_E2E_OPERATOR_SA"):
+        kubeconfig = operator_kubeconfig(cluster, gang, cluster.state_dir / "operator-sa")
+        env = {"TRAINER_WEBHOOK_NAMESPACE": OPERATOR_NAMESPACE, "TRAINER_LEADER_ELECTION_NAMESPACE": OPERATOR_NAMESPACE}
+    url = webhook_url(extra)
+    configs = workdir / "configurations.yaml"
+    if url:
+        configs.write_text(webhook_server.render(url))
+        cluster.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(configs))
+    op = Operator(kubeconfig, cluster.state_dir / "logs" / log_name, ["--gang-scheduler-name", gang, *extra], env)
+    op.start()
+    try:
+        yield op
+    finally:
+        try:
+            op.stop()
+        finally:
+            if url:
+                cluster.run_kubectl("delete", "--ignore-not-found", "-f", str(configs))

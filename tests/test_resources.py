@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from trainer.gang.base import PodSet, gang_resources
 from trainer.json_codec import JSON
-from trainer.resources import format_quantity, parse_quantity, pod_requests
+from trainer.resources import binary_resources, format_quantity, parse_quantity, pod_requests
 
 Gi = 2**30
 Mi = 2**20
@@ -220,6 +220,46 @@ def test_parse_quantity_is_exact_for_large_binary_values() -> None:
 )
 def test_format_quantity(value: Decimal, text: str) -> None:
     assert format_quantity(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "binary", "text"),
+    [  # what Go's resource.Quantity.String() prints (apimachinery quantity.go CanonicalizeBytes)
+        (Decimal(1000), False, "1k"),
+        (Decimal(8 * 10**9), False, "8G"),
+        (Decimal(12 * 10**12), False, "12T"),
+        (Decimal("0.5"), False, "500m"),
+        (Decimal(8 * Gi), True, "8Gi"),
+        (Decimal(1536 * 2**20), True, "1536Mi"),
+        (Decimal(3 * Gi + 1), True, str(3 * Gi + 1)),
+        (Decimal(512), True, "512"),  # below 1024: decimal
+        (Decimal(2000), True, "2000"),  # not a multiple of 1024: no binary suffix, and not "2k"
+        (Decimal("1.5"), True, "1500m"),
+    ],
+)
+def test_format_quantity_prints_what_kubernetes_prints(value: Decimal, binary: bool, text: str) -> None:
+    assert format_quantity(value, binary) == text
+    assert parse_quantity(text) == value
+
+
+def test_binary_resources_follow_the_first_nonzero_quantity_naming_each_resource() -> None:
+    template = {
+        "spec": {
+            "containers": [
+                {"resources": {"requests": {"memory": "0", "cpu": "1"}}},
+                {"resources": {"limits": {"memory": "2Gi", "nvidia.com/gpu": "1"}}},
+            ],
+            "initContainers": [{"resources": {"requests": {"memory": "1G", "ephemeral-storage": "1Ki"}}}],
+        }
+    }
+    assert binary_resources(template) == {"memory", "ephemeral-storage"}
+    # The gang's minResources keep that format: 4 pods x 2Gi, not 8589934592.
+    assert gang_resources([PodSet("node", jobs=1, pods_per_job=4, template=template)]) == {
+        "cpu": "4",
+        "ephemeral-storage": "4Ki",
+        "memory": "8Gi",
+        "nvidia.com/gpu": "4",
+    }
 
 
 # ----------------------------------------------------------------------------- properties

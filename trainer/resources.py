@@ -37,6 +37,10 @@ _BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 """Binary suffix -> power of two."""
 _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 """Decimal suffix -> power of ten (``n`` and ``u`` are accepted by the parser though not in the grammar)."""
+_DECIMAL_SUFFIXES = {power: suffix for suffix, power in _DECIMAL_SI.items()}
+"""Power of ten -> the suffix Kubernetes prints for it."""
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+"""Power of 1024 -> the suffix Kubernetes prints for it."""
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?:(?P<binary>[KMGTPE]i)|[eE](?P<exponent>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))"
@@ -95,15 +99,62 @@ def _parse_quantity(value: str | int | float) -> Decimal:
     return amount
 
 
-def format_quantity(value: Decimal) -> str:
-    """``value`` as a Quantity string: a whole number as an integer (``"4"``, ``"1073741824"``),
-    anything else in millis rounded up (``Decimal("0.0005")`` -> ``"1m"``). Never raises for a
-    finite ``value``."""
-    if value == value.to_integral_value():
-        return str(int(value))
+def format_quantity(value: Decimal, binary: bool = False) -> str:
+    """``value`` rounded up to whole millis, as Kubernetes prints a ``resource.Quantity``
+    (``Quantity.String``, ``CanonicalizeBytes`` in kubernetes/kubernetes
+    ``staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go``): in the decimal format the
+    integer mantissa of the largest exponent that is a multiple of 3 with its suffix (``"4"``,
+    ``"1250m"``, ``"1k"``, ``"8G"``, ``"1073741824"``); with ``binary`` (a sum whose terms were
+    written ``Ki``...``Ei``) a whole number of at least 1024 as the integer mantissa of the largest
+    power of 1024 (``"8Gi"``, ``"1536Mi"``), anything else in the decimal format. Never raises for
+    a finite ``value``."""
     with localcontext(_EXACT):
-        millis = (value * 1000).to_integral_value(rounding=ROUND_CEILING)
-    return f"{int(millis)}m"
+        value = _round_up(value, _MILLI)
+        if value == 0:
+            return "0"
+        if binary and abs(value) >= 1024 and value == value.to_integral_value():
+            mantissa, power = int(value), 0
+            while mantissa % 1024 == 0 and power < len(_BINARY_SUFFIXES) - 1:
+                mantissa, power = mantissa // 1024, power + 1
+            return f"{mantissa}{_BINARY_SUFFIXES[power]}"
+        mantissa, exponent = int(value.scaleb(3)), -3
+    while mantissa % 10 == 0:
+        mantissa, exponent = mantissa // 10, exponent + 1
+    while exponent % 3:
+        mantissa, exponent = mantissa * 10, exponent - 1
+    suffix = _DECIMAL_SUFFIXES.get(exponent)
+    return f"{mantissa}{suffix}" if suffix is not None else f"{mantissa}e{exponent}"
+
+
+def is_binary_quantity(value: Any) -> bool:
+    """Whether ``value`` is a Quantity string with a binary suffix (``"4Gi"``: Kubernetes keeps it
+    in the ``BinarySI`` format)."""
+    match = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
+    return bool(match and match["binary"])
+
+
+def binary_resources(template: Mapping[str, Any]) -> frozenset[str]:
+    """The resources of :func:`pod_requests` whose total Kubernetes keeps in the binary format:
+    those whose first non-zero quantity is written with a binary suffix (Go's ``Quantity.Add``
+    keeps the format of the first non-zero term of a sum), taken in the order ``spec.resources``
+    (requests, then limits), each container's requests then limits, the init containers' likewise,
+    ``spec.overhead``. For :func:`format_quantity`. (Where an init container's step exceeds the
+    containers' sum, Kubernetes keeps that step's format instead; the first quantity decides here.)"""
+    spec = template.get("spec") or {}
+    lists: list[Mapping[str, Any]] = []
+    for owner in [spec, *(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        res = owner.get("resources") or {}
+        lists += [res.get("requests") or {}, res.get("limits") or {}]
+    lists.append(spec.get("overhead") or {})
+    seen: dict[str, bool] = {}
+    for quantities in lists:
+        for name, qty in quantities.items():
+            try:
+                if name not in seen and parse_quantity(qty) != 0:
+                    seen[name] = is_binary_quantity(qty)
+            except ValueError:
+                continue
+    return frozenset(name for name, binary in seen.items() if binary)
 
 
 def resource_list(resources: Mapping[str, Any] | None) -> ResourceList:

@@ -22,7 +22,7 @@ from api.kinds import Resource
 from trainer.builders.labels import REPLICATED_JOB_NAME, owner_reference
 from trainer.json_codec import JSON
 from trainer.queue_choice import NO_QUEUE, QueueChoice
-from trainer.resources import ResourceList, format_quantity, pod_requests
+from trainer.resources import ResourceList, binary_resources, format_quantity, pod_requests
 
 # Condition types a gang plan may set on the job.
 COND_MISCONFIGURED = "Misconfigured"
@@ -131,15 +131,21 @@ class GangScheduler(Protocol):
 
 
 def gang_resources(pod_sets: list[PodSet]) -> dict[str, str]:
-    """minResources of a gang: resource name -> Quantity string (``{"cpu": "4", "memory": "2147483648"}``),
+    """minResources of a gang: resource name -> Quantity string (``{"cpu": "4", "memory": "8Gi"}``),
     the sum over every Pod of its requests as kube-scheduler counts them
-    (:func:`trainer.resources.pod_requests`: native sidecars included). Raises ``ValueError`` for a
-    resource value that is not a quantity."""
+    (:func:`trainer.resources.pod_requests`: native sidecars included), printed as upstream's
+    plugins print their sum of ``resource.Quantity`` (kubeflow/trainer
+    ``pkg/runtime/framework/plugins/volcano/volcano.go``): in the format of the first Pod set's
+    first non-zero quantity (:func:`trainer.resources.binary_resources`). Raises ``ValueError``
+    for a resource value that is not a quantity."""
     total: dict[str, Decimal] = {}
+    binary: dict[str, bool] = {}
     for ps in pod_sets:
         for name, qty in ps.requests.items():
             total[name] = total.get(name, Decimal(0)) + qty * ps.count
-    return {k: format_quantity(v) for k, v in sorted(total.items())}
+            if qty and name not in binary:
+                binary[name] = name in binary_resources(ps.template)
+    return {k: format_quantity(v, binary.get(k, False)) for k, v in sorted(total.items())}
 
 
 def min_member(job: GangInput) -> int:
