@@ -164,6 +164,18 @@ def write_delta(before: Counts, after: Counts) -> dict[tuple[str, str], float]:
     return {k: v for k, v in out.items() if v}
 
 
+def read_delta(before: Counts, after: Counts) -> dict[str, float]:
+    """Reads (:data:`READ_VERBS`) made between two scrapes, keyed ``"VERB resource"`` (every code summed,
+    rows that did not move left out), largest first."""
+    out: dict[str, float] = {}
+    for key in set(before) | set(after):
+        verb, resource, _code = key
+        diff = after.get(key, 0.0) - before.get(key, 0.0)
+        if verb in READ_VERBS and diff:
+            out[f"{verb} {resource}"] = out.get(f"{verb} {resource}", 0.0) + diff
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def writes_total(counts: Counts) -> float:
     """Every write in ``counts`` (a scrape), all codes."""
     return sum(v for (verb, _r, _c), v in counts.items() if verb not in READ_VERBS)
@@ -437,7 +449,11 @@ async def wait_quiet(op: Measured, quiet: float, timeout: float) -> Counts:
 
 class Tracker:
     """Distinct objects of one resource in one namespace that satisfy ``accept``, as a list+watch sees
-    them, each with the monotonic time it was first seen (``times[i]``: when the ``i+1``-th one was)."""
+    them, each with the monotonic time it was first seen (``times[i]``: when the ``i+1``-th one was).
+
+    The watch is of every namespace (objects of the others are read and dropped), so that the
+    operator's phase and the raw-client baseline, in another namespace, bear the same cost of being
+    watched, in the apiserver and in this process."""
 
     def __init__(
         self,
@@ -474,6 +490,8 @@ class Tracker:
 
     def _see(self, obj: JSON) -> None:
         name = str(obj["metadata"]["name"])
+        if obj["metadata"].get("namespace") != self.namespace:
+            return
         if name not in self.seen and self.accept(obj):
             now = time.monotonic()
             self.seen.add(name)
@@ -488,11 +506,11 @@ class Tracker:
         while True:
             try:
                 if not rv:
-                    items, rv = await self.kube.list(self.res, self.namespace)
+                    items, rv = await self.kube.list(self.res, None)
                     for obj in items:
                         self._see(obj)
                     self._synced.set()
-                async for kind, obj in self.kube.watch(self.res, self.namespace, rv, timeout_seconds=300):
+                async for kind, obj in self.kube.watch(self.res, None, rv, timeout_seconds=300):
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if kind in ("ADDED", "MODIFIED"):
                         self._see(obj)
@@ -717,6 +735,7 @@ async def operator_phase(run: Run) -> JSON:
         "writes_per_trainjob": {k: round(v, 3) for k, v in per_trainjob(delta, n).items()},
         "writes_total": total,
         "writes_per_trainjob_total": round(total / n, 3),
+        "reads": read_delta(before, after),
         "reconciles_per_trainjob": round(reconciles / n, 2),
         "cpu_seconds": round(end.cpu - start.cpu, 2),
         "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / n, 2),
@@ -949,6 +968,8 @@ def print_operator(out: JSON, side: str = "ours") -> None:
     print(f"  writes per TrainJob:      {out['writes_per_trainjob_total']:.2f} (total {out['writes_total']:.0f})")
     for k, v in out["writes_per_trainjob"].items():
         print(f"    {k:<32} {v:>7.3f}  ({v * n:.0f})")
+    reads = ", ".join(f"{k} {v:.0f}" for k, v in (out.get("reads") or {}).items()) or "none"
+    print(f"  reads:                    {reads}")
     print(f"  reconciles per TrainJob:  {out['reconciles_per_trainjob']:.2f}")
     print(f"  create to children:       {shown_tail(out.get('create_to_children'))}")
     print(

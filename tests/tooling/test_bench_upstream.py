@@ -21,6 +21,7 @@ from bench.burst import (
     parse_requests,
     pods_needed,
     raw_values,
+    read_delta,
     side_by_side,
     side_values,
     tail,
@@ -302,3 +303,14 @@ def test_webhook_configurations_call_a_url_with_the_ca_and_carry_the_prefix() ->
     assert out[0]["webhooks"][0]["failurePolicy"] == "Fail"
     assert out[1]["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/validate--v1-pod"
     assert {c["kind"] for c in out} == set(WEBHOOK_COLLECTIONS)
+
+
+def test_read_delta_keeps_reads_only_largest_first() -> None:
+    before = {("LIST", "jobs", "200"): 1.0, ("GET", "trainjobs", "200"): 2.0}
+    after = {
+        ("LIST", "jobs", "200"): 4.0,
+        ("GET", "trainjobs", "200"): 2.0,
+        ("POST", "jobs", "201"): 9.0,
+        ("WATCH", "jobs", "200"): 1.0,
+    }
+    assert read_delta(before, after) == {"LIST jobs": 3.0, "WATCH jobs": 1.0}
