@@ -55,18 +55,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import JOBS, NAMESPACES, SERVICES, TRAINJOBS, Resource
-from bench.cluster import Operator, PhaseTimeout, local_cluster, machine, pods_per_node
-from bench.raw_client import CHILD_KINDS, RawResult, owned_children, post_all, trainjob_owner
+from bench.cluster import Operator, PhaseTimeout, Usage, local_cluster, machine, pods_per_node, read_usage
+from bench.raw_client import CHILD_KINDS, RawController, owned_children, trainjob_owner
+from bench.upstream import (
+    JOBSETS,
+    TORCH_RUNTIME,
+    TRAINER_CONTROLLER,
+    Upstream,
+    ensure_upstream,
+    jobset_version,
+    upstream_owner,
+)
 from e2e.cluster import LocalCluster
+from e2e.cluster.pki import Pki
 from e2e.helpers import ROOT, condition
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
@@ -85,6 +96,8 @@ RECONCILES_METRIC = "controller_runtime_reconcile_total"
 REST_METRIC = "rest_client_requests_total"
 """Requests by ``method``, ``code`` and ``host`` (client-go's series), which every version of the operator
 exports: the fallback when :data:`REQUESTS_METRIC` is missing."""
+QUEUE_METRIC, WORKERS_METRIC = "workqueue_depth", "controller_runtime_active_workers"
+"""Items waiting in a controller's queue (by ``name``) and its reconciles running (by ``controller``)."""
 ANY_RESOURCE = "*"
 """The resource of the rows read from :data:`REST_METRIC`, which has none."""
 
@@ -151,6 +164,18 @@ def write_delta(before: Counts, after: Counts) -> dict[tuple[str, str], float]:
     return {k: v for k, v in out.items() if v}
 
 
+def read_delta(before: Counts, after: Counts) -> dict[str, float]:
+    """Reads (:data:`READ_VERBS`) made between two scrapes, keyed ``"VERB resource"`` (every code summed,
+    rows that did not move left out), largest first."""
+    out: dict[str, float] = {}
+    for key in set(before) | set(after):
+        verb, resource, _code = key
+        diff = after.get(key, 0.0) - before.get(key, 0.0)
+        if verb in READ_VERBS and diff:
+            out[f"{verb} {resource}"] = out.get(f"{verb} {resource}", 0.0) + diff
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def writes_total(counts: Counts) -> float:
     """Every write in ``counts`` (a scrape), all codes."""
     return sum(v for (verb, _r, _c), v in counts.items() if verb not in READ_VERBS)
@@ -171,6 +196,40 @@ def slope_per_1000(points: list[tuple[float, float]]) -> float:
     points or when every x is the same."""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     return statistics.linear_regression(xs, ys).slope * 1000
+
+
+def create_to_children(created: dict[str, float], children: Iterable[dict[str, float]]) -> list[float]:
+    """Per TrainJob of ``created`` (name -> monotonic time its create was answered) that has a child in
+    ``children`` (name -> when its last child of one kind was seen, one mapping per kind): seconds from
+    its create to its last child, in ``created`` order. A child seen before its create was answered
+    counts as 0 s."""
+    last: dict[str, float] = {}
+    for kind in children:
+        for name, t in kind.items():
+            last[name] = max(t, last.get(name, t))
+    return [max(0.0, last[name] - t) for name, t in created.items() if name in last]
+
+
+def tail(seconds: list[float]) -> dict[str, float] | None:
+    """``{"median", "p99", "max"}`` of ``seconds`` (p99: ``statistics.quantiles(n=100,
+    method="inclusive")``, the 99th cut point), rounded to 3 decimals; ``None`` when empty."""
+    if not seconds:
+        return None
+    p99 = statistics.quantiles(seconds, n=100, method="inclusive")[98] if len(seconds) > 1 else seconds[0]
+    return {"median": round(statistics.median(seconds), 3), "p99": round(p99, 3), "max": round(max(seconds), 3)}
+
+
+def gauge_sum(text: str, metric: str, label: str, values: Iterable[str] | None = None) -> float:
+    """The sum of the samples of ``metric`` in a Prometheus text exposition whose ``label`` is one of
+    ``values`` (every sample with ``values`` ``None``); 0 when there is none. Raises ``ValueError`` on
+    text the Prometheus parser refuses."""
+    wanted = None if values is None else set(values)
+    return sum(
+        float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == metric and (wanted is None or s.labels.get(label) in wanted)
+    )
 
 
 COMPARED = (
@@ -229,6 +288,87 @@ def compare(this: JSON, ref: JSON) -> dict[str, JSON]:
     return {key: {"this": a[key], "ref": b[key], "ratio": ratio(a[key], b[key])} for key, _ in COMPARED}
 
 
+SIDE_FIGURES = (
+    ("children_seconds", "seconds to every child"),
+    ("complete_seconds", "seconds to every Complete"),
+    ("cpu_ms_per_trainjob", "controller CPU ms per TrainJob"),
+    ("writes_per_trainjob", "writes per TrainJob"),
+    ("rss_peak_mib", "peak RSS, MiB"),
+    ("apiserver_cpu_seconds", "apiserver CPU s (burst)"),
+    ("median_seconds", "create to children, median s"),
+    ("p99_seconds", "create to children, p99 s"),
+    ("p99_over_median", "p99 / median"),
+    ("rss_slope_mib_per_1000", "RSS slope, MiB per 1,000 kept"),
+    ("ready_seconds", "restart: s to ready"),
+    ("queue_empty_seconds", "restart: s to empty queue"),
+    ("restart_writes", "restart: writes until quiet"),
+    ("restart_cpu_seconds", "restart: CPU s to empty queue"),
+)
+"""The figures ``--upstream`` prints side by side: ``(key of`` :func:`side_values` ``, label)``."""
+
+
+def side_values(run: JSON) -> dict[str, float | None]:
+    """The :data:`SIDE_FIGURES` of one side's figures (``operator``, ``keep`` or ``restart`` phase);
+    what it did not measure is ``None``."""
+    out: dict[str, float | None] = dict.fromkeys(key for key, _ in SIDE_FIGURES)
+    base = summary(run)
+    for key in ("children_seconds", "complete_seconds", "cpu_ms_per_trainjob", "writes_per_trainjob"):
+        out[key] = base[key]
+    out["rss_peak_mib"], out["rss_slope_mib_per_1000"] = base["rss_peak_mib"], base["rss_slope_mib_per_1000"]
+    op = run.get("operator") or {}
+    out["apiserver_cpu_seconds"] = op.get("apiserver_cpu_seconds")
+    t = op.get("create_to_children") or {}
+    out["median_seconds"], out["p99_seconds"] = t.get("median"), t.get("p99")
+    out["p99_over_median"] = ratio(t.get("p99"), t.get("median")) if t else None
+    restart = run.get("restart") or {}
+    if restart:
+        out["ready_seconds"] = restart.get("ready_seconds")
+        out["queue_empty_seconds"] = restart.get("queue_empty_seconds")
+        out["restart_writes"] = restart.get("writes")
+        out["restart_cpu_seconds"] = restart.get("cpu_seconds_to_empty")
+        out["rss_peak_mib"] = restart.get("rss_peak_mib")
+        out["apiserver_cpu_seconds"] = restart.get("apiserver_cpu_seconds")
+    return out
+
+
+def raw_values(baseline: JSON | None) -> dict[str, float | None]:
+    """The :data:`SIDE_FIGURES` the raw-client baseline has (time, writes, apiserver CPU, tail)."""
+    out: dict[str, float | None] = dict.fromkeys(key for key, _ in SIDE_FIGURES)
+    if not baseline:
+        return out
+    t = baseline.get("create_to_children") or {}
+    out.update(
+        children_seconds=baseline.get("seconds"),
+        writes_per_trainjob=baseline.get("writes_per_trainjob"),
+        apiserver_cpu_seconds=baseline.get("apiserver_cpu_seconds"),
+        median_seconds=t.get("median"),
+        p99_seconds=t.get("p99"),
+        p99_over_median=ratio(t.get("p99"), t.get("median")) if t else None,
+    )
+    return out
+
+
+def side_by_side(ours_run: JSON, upstream_run: JSON | None) -> dict[str, JSON]:
+    """Per :data:`SIDE_FIGURES` key: ``{"ours", "upstream", "raw", "ours/upstream", "ours/raw"}`` of this
+    project's run (with its ``baseline``) and upstream's (:func:`side_values`, :func:`raw_values`,
+    :func:`ratio`); rows no side measured are left out."""
+    a = side_values(ours_run)
+    b = side_values(upstream_run) if upstream_run else dict.fromkeys(a)
+    r = raw_values(ours_run.get("baseline"))
+    rows: dict[str, JSON] = {}
+    for key, _ in SIDE_FIGURES:
+        if a[key] is None and b[key] is None and r[key] is None:
+            continue
+        rows[key] = {
+            "ours": a[key],
+            "upstream": b[key],
+            "raw": r[key],
+            "ours/upstream": ratio(a[key], b[key]),
+            "ours/raw": ratio(a[key], r[key]),
+        }
+    return rows
+
+
 # --- the operator process and its requests -----------------------------------------------------------
 
 
@@ -251,8 +391,43 @@ class CountedOperator(Operator):
         """Its TrainJob reconciles so far (:func:`parse_reconciles`)."""
         return parse_reconciles(await self.metrics())
 
+    async def queue(self) -> tuple[float, float]:
+        """``(items queued, workers busy)`` of its TrainJob controller (``workqueue_depth``,
+        ``controller_runtime_active_workers``)."""
+        text = await self.metrics()
+        return gauge_sum(text, QUEUE_METRIC, "name", ["trainjob"]), gauge_sum(
+            text, WORKERS_METRIC, "controller", ["trainjob"]
+        )
 
-async def wait_quiet(op: CountedOperator, quiet: float, timeout: float) -> Counts:
+
+class CountedUpstream(Upstream):
+    """Upstream Trainer + JobSet (:class:`bench.upstream.Upstream`) read like :class:`CountedOperator`:
+    requests of both processes from :data:`REST_METRIC`, TrainJob reconciles and queue of Trainer's
+    ``trainjob_controller``."""
+
+    metric: str | None = REST_METRIC
+
+    async def scrape(self) -> Counts:
+        """Both processes' requests now, summed (:func:`parse_requests` with :data:`REST_METRIC`)."""
+        out: Counts = {}
+        for text in (await self.metrics_texts()).values():
+            for key, value in parse_requests(text, REST_METRIC).items():
+                out[key] = out.get(key, 0.0) + value
+        return out
+
+    async def reconciles(self) -> float:
+        """Trainer's TrainJob reconciles so far."""
+        return parse_reconciles((await self.metrics_texts())["trainer"], TRAINER_CONTROLLER)
+
+    async def queue(self) -> tuple[float, float]:
+        """``(items queued, workers busy)`` of Trainer's TrainJob controller and JobSet's controllers."""
+        texts = await self.metrics_texts()
+        depth = sum(gauge_sum(t, QUEUE_METRIC, "name") for t in texts.values())
+        busy = sum(gauge_sum(t, WORKERS_METRIC, "controller") for t in texts.values())
+        return depth, busy
+
+
+async def wait_quiet(op: Measured, quiet: float, timeout: float) -> Counts:
     """Wait until the operator made no write for ``quiet`` seconds (its metrics read every 0.5 s);
     returns the last scrape. Raises :class:`PhaseTimeout` when it still writes ``timeout`` seconds on."""
     first = last = await op.scrape()
@@ -274,13 +449,26 @@ async def wait_quiet(op: CountedOperator, quiet: float, timeout: float) -> Count
 
 class Tracker:
     """Distinct objects of one resource in one namespace that satisfy ``accept``, as a list+watch sees
-    them, each with the monotonic time it was first seen (``times[i]``: when the ``i+1``-th one was)."""
+    them, each with the monotonic time it was first seen (``times[i]``: when the ``i+1``-th one was).
 
-    def __init__(self, kube: Kube, res: Resource, namespace: str, accept: Callable[[JSON], bool]) -> None:
-        """Describe the watch; :meth:`start` runs it."""
-        self.kube, self.res, self.namespace, self.accept = kube, res, namespace, accept
+    The watch is of every namespace (objects of the others are read and dropped), so that the
+    operator's phase and the raw-client baseline, in another namespace, bear the same cost of being
+    watched, in the apiserver and in this process."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        res: Resource,
+        namespace: str,
+        accept: Callable[[JSON], bool],
+        owner: Callable[[JSON], str | None] = lambda _obj: None,
+    ) -> None:
+        """Describe the watch; :meth:`start` runs it. ``owner`` names the TrainJob an object belongs to
+        (``by_owner[name]``: when the last new object of that TrainJob was seen)."""
+        self.kube, self.res, self.namespace, self.accept, self.owner = kube, res, namespace, accept, owner
         self.seen: set[str] = set()
         self.times: list[float] = []
+        self.by_owner: dict[str, float] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._synced = asyncio.Event()
@@ -302,9 +490,15 @@ class Tracker:
 
     def _see(self, obj: JSON) -> None:
         name = str(obj["metadata"]["name"])
+        if obj["metadata"].get("namespace") != self.namespace:
+            return
         if name not in self.seen and self.accept(obj):
+            now = time.monotonic()
             self.seen.add(name)
-            self.times.append(time.monotonic())
+            self.times.append(now)
+            owner = self.owner(obj)
+            if owner is not None:
+                self.by_owner[owner] = now
             self._changed.set()
 
     async def _run(self) -> None:
@@ -312,11 +506,11 @@ class Tracker:
         while True:
             try:
                 if not rv:
-                    items, rv = await self.kube.list(self.res, self.namespace)
+                    items, rv = await self.kube.list(self.res, None)
                     for obj in items:
                         self._see(obj)
                     self._synced.set()
-                async for kind, obj in self.kube.watch(self.res, self.namespace, rv, timeout_seconds=300):
+                async for kind, obj in self.kube.watch(self.res, None, rv, timeout_seconds=300):
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if kind in ("ADDED", "MODIFIED"):
                         self._see(obj)
@@ -385,15 +579,20 @@ def trainjobs(indexes: Iterable[int], namespace: str, suspend: bool) -> list[JSO
     return out
 
 
-async def create_all(kube: Kube, objs: list[JSON], concurrency: int) -> tuple[float, float]:
+async def create_all(
+    kube: Kube, objs: list[JSON], concurrency: int, created: dict[str, float] | None = None
+) -> tuple[float, float]:
     """POST every TrainJob of ``objs`` with at most ``concurrency`` in flight; returns the monotonic
-    times just before the first was sent and when the last was answered. Raises
-    :class:`trainer.kube.client.ApiError` on a refused one."""
+    times just before the first was sent and when the last was answered; ``created`` (when given) gets
+    each TrainJob's name -> when its POST was answered. Raises :class:`trainer.kube.client.ApiError`
+    on a refused one."""
     gate = asyncio.Semaphore(concurrency)
+    answered = {} if created is None else created
 
     async def one(obj: JSON) -> None:
         async with gate:
             await kube.create(TRAINJOBS, obj["metadata"]["namespace"], obj)
+        answered[str(obj["metadata"]["name"])] = time.monotonic()
 
     started = time.monotonic()
     await asyncio.gather(*(one(o) for o in objs))
@@ -403,15 +602,74 @@ async def create_all(kube: Kube, objs: list[JSON], concurrency: int) -> tuple[fl
 # --- the phases --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Side:
+    """What one side of the bench makes of a TrainJob: ``name`` (``ours``, ``upstream``), the ``kinds``
+    of its children watched in ``bench``, how many of some of them each TrainJob gets (``expected``,
+    waited for) and the TrainJob a child belongs to (``owner``; ``None``: not a child)."""
+
+    name: str
+    kinds: tuple[Resource, ...]
+    expected: tuple[tuple[Resource, int], ...]
+    owner: Callable[[JSON], str | None]
+
+
+def ours(jobs_per: int) -> Side:
+    """This project's operator: Jobs, Services, ConfigMaps and Secrets owned by the TrainJob; ``jobs_per``
+    Jobs and one Service each waited for (the ConfigMaps, whose number depends on the runtime, are read
+    once it is quiet)."""
+    return Side("ours", CHILD_KINDS, ((JOBS, jobs_per), (SERVICES, 1)), trainjob_owner)
+
+
+def upstream(jobs_per: int) -> Side:
+    """Upstream Trainer + JobSet: the JobSet the TrainJob owns, and the Jobs and Service the JobSet owns
+    (:func:`bench.upstream.upstream_owner`); one JobSet, ``jobs_per`` Jobs and one Service each."""
+    return Side("upstream", (JOBSETS, JOBS, SERVICES), ((JOBSETS, 1), (JOBS, jobs_per), (SERVICES, 1)), upstream_owner)
+
+
+class Measured(Protocol):
+    """What the phases read of the controllers measured: :class:`CountedOperator` or :class:`CountedUpstream`."""
+
+    metric: str | None
+
+    @property
+    def pid(self) -> int:
+        """The main process id."""
+        ...
+
+    async def scrape(self) -> Counts:
+        """Requests so far, by ``(verb, resource, code)``."""
+        ...
+
+    async def reconciles(self) -> float:
+        """TrainJob reconciles so far."""
+        ...
+
+    async def queue(self) -> tuple[float, float]:
+        """``(items queued, workers busy)`` of the TrainJob controller now."""
+        ...
+
+    def usage(self) -> Usage:
+        """CPU and memory now."""
+        ...
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Until ready."""
+        ...
+
+
 @dataclass
 class Run:
-    """What every phase shares: the flags, the admin client, the operator and the watches of ``bench``."""
+    """What every phase shares: the flags, the admin client, the controllers measured, the side they are
+    and the watches of ``bench``; ``apiserver``: the kube-apiserver's pid (its CPU is read from ``/proc``)."""
 
     args: argparse.Namespace
     kubeconfig: Path
     kube: Kube
-    op: CountedOperator
+    op: Measured
     jobs_per: int
+    side: Side
+    apiserver: int | None = None
     children: list[Tracker] = field(default_factory=list)
     completed: Tracker | None = None
     figures: JSON = field(default_factory=dict)
@@ -429,11 +687,16 @@ class Run:
         }
 
     async def wait_children(self, total: int, since: float, what: str) -> None:
-        """Wait until ``total`` TrainJobs have their Jobs and Service (``since``: the phase's start).
-        Raises :class:`PhaseTimeout` naming ``what`` after ``--timeout`` seconds from ``since``."""
+        """Wait until ``total`` TrainJobs have the children the side expects (:attr:`Side.expected`;
+        ``since``: the phase's start). Raises :class:`PhaseTimeout` naming ``what`` after ``--timeout``
+        seconds from ``since``."""
         deadline = since + float(self.args.timeout)
-        await self.child(JOBS).wait(total * self.jobs_per, deadline, what)
-        await self.child(SERVICES).wait(total, deadline, what)
+        for res, each in self.side.expected:
+            await self.child(res).wait(total * each, deadline, what)
+
+    def apiserver_cpu(self) -> float:
+        """The kube-apiserver's CPU seconds so far (0 when its pid is unknown)."""
+        return 0.0 if self.apiserver is None else read_usage(self.apiserver).cpu
 
     def children_seconds(self, since: float) -> float:
         """Seconds from ``since`` to the last child of any kind seen (read once the operator is quiet,
@@ -446,11 +709,13 @@ async def operator_phase(run: Run) -> JSON:
     n, args, op = run.args.n, run.args, run.op
     assert run.completed is not None
     before, start, reconciled = await op.scrape(), op.usage(), await op.reconciles()
-    t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency)
-    await run.wait_children(n, t0, "operator phase, children")
+    api_cpu, at = run.apiserver_cpu(), dict[str, float]()
+    t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency, at)
+    await run.wait_children(n, t0, f"{run.side.name} phase, children")
+    api_cpu = run.apiserver_cpu() - api_cpu
     done = None
     if not args.suspend:
-        done = await run.completed.wait(n, t0 + float(args.timeout), "operator phase, Complete") - t0
+        done = await run.completed.wait(n, t0 + float(args.timeout), f"{run.side.name} phase, Complete") - t0
     after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
     end = op.usage()
     reconciles = await op.reconciles() - reconciled
@@ -458,7 +723,10 @@ async def operator_phase(run: Run) -> JSON:
     delta = write_delta(before, after)
     total = sum(delta.values())
     out: JSON = {
+        "side": run.side.name,
         "trainjobs": n,
+        "apiserver_cpu_seconds": round(api_cpu, 2),
+        "create_to_children": tail(create_to_children(at, [t.by_owner for t in run.children])),
         "pid": op.pid,
         "create_seconds": round(created - t0, 2),
         "children_seconds": round(children, 2),
@@ -467,13 +735,14 @@ async def operator_phase(run: Run) -> JSON:
         "writes_per_trainjob": {k: round(v, 3) for k, v in per_trainjob(delta, n).items()},
         "writes_total": total,
         "writes_per_trainjob_total": round(total / n, 3),
+        "reads": read_delta(before, after),
         "reconciles_per_trainjob": round(reconciles / n, 2),
         "cpu_seconds": round(end.cpu - start.cpu, 2),
         "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / n, 2),
         "rss_mib": {"start": round(start.rss, 1), "after": round(end.rss, 1), "peak": round(end.peak, 1)},
     }
     run.figures["operator"] = out
-    print_operator(out)
+    print_operator(out, run.side.name)
     idle = float(args.idle_seconds)
     quiet = await op.scrape()
     await asyncio.sleep(idle)
@@ -484,34 +753,46 @@ async def operator_phase(run: Run) -> JSON:
 
 
 async def baseline_phase(run: Run, operator_seconds: float) -> JSON:
-    """The same TrainJobs and children POSTed in ``raw`` by a plain client; the ratio to the operator."""
+    """The same TrainJobs created in ``raw`` and their children POSTed, on each TrainJob's watch event,
+    by a plain controller (:class:`bench.raw_client.RawController`); the ratio to the operator."""
     n, args = run.args.n, run.args
     children = await owned_children(run.kube, BENCH_NS)
     if len(children) != n:
         raise PhaseTimeout(f"baseline: children of {len(children)}/{n} TrainJobs found in {BENCH_NS}")
     raw_jobs = Tracker(run.kube, JOBS, RAW_NS, complete)
     await raw_jobs.start()
+    kube = await Kube.connect(str(run.kubeconfig))
+    controller = RawController(kube, RAW_NS, children, args.concurrency)
     try:
-        kube = await Kube.connect(str(run.kubeconfig))
+        await controller.start()
+        api_cpu, at = run.apiserver_cpu(), dict[str, float]()
+        t0, created = await create_all(run.kube, trainjobs(range(n), RAW_NS, args.suspend), args.concurrency, at)
         try:
-            raw = trainjobs(range(n), RAW_NS, args.suspend)
-            result: RawResult = await post_all(kube, raw, children, RAW_NS, args.concurrency)
-        finally:
-            await kube.close()
+            await controller.wait(n, t0 + float(args.timeout))
+        except TimeoutError:
+            raise PhaseTimeout(f"baseline: children of {len(controller.result.done)}/{n} TrainJobs") from None
+        api_cpu = run.apiserver_cpu() - api_cpu
+        result = controller.result
+        last = max(result.done.values())
         jobs = sum(1 for kids in children.values() for c in kids if c.get("kind") == JOBS.kind)
         raw_done = None
         if not args.suspend:  # the raw Jobs' pods run to the end: the cluster is quiet when the run ends
             deadline = time.monotonic() + float(args.timeout)
-            raw_done = await raw_jobs.wait(jobs, deadline, "baseline, raw Jobs Complete") - result.started
+            raw_done = await raw_jobs.wait(jobs, deadline, "baseline, raw Jobs Complete") - t0
     finally:
+        await controller.stop()
+        await kube.close()
         await raw_jobs.stop()
     out: JSON = {
-        "trainjobs": result.trainjobs,
+        "trainjobs": n,
         "children_posted": result.children,
-        "trainjobs_seconds": round(result.trainjobs_seconds, 2),
-        "seconds": round(result.seconds, 2),
+        "writes_per_trainjob": round(result.children / n, 3),
+        "trainjobs_seconds": round(created - t0, 2),
+        "seconds": round(last - t0, 2),
+        "apiserver_cpu_seconds": round(api_cpu, 2),
+        "create_to_children": tail(create_to_children(at, [result.done])),
         "raw_jobs_complete_seconds": None if raw_done is None else round(raw_done, 2),
-        "ratio": round(result.seconds / operator_seconds, 3),
+        "ratio": round((last - t0) / operator_seconds, 3),
     }
     run.figures["baseline"] = out
     print_baseline(out)
@@ -591,13 +872,94 @@ async def keep_phase(run: Run) -> JSON:
     return out
 
 
+async def wait_drained(op: Measured, reconciles: float, deadline: float, what: str) -> None:
+    """Until the controllers reconciled ``reconciles`` TrainJobs and their queues are empty with no
+    reconcile running (metrics read every 0.25 s). Raises :class:`PhaseTimeout` naming ``what`` at
+    ``deadline`` (monotonic)."""
+    while True:
+        done = await op.reconciles()
+        depth, busy = await op.queue()
+        if done >= reconciles and depth == 0 and busy == 0:
+            return
+        if time.monotonic() >= deadline:
+            raise PhaseTimeout(
+                f"{what}: {done:.0f}/{reconciles:.0f} reconciles, {depth:.0f} queued, {busy:.0f} running"
+            )
+        await asyncio.sleep(0.25)
+
+
+async def restart_phase(run: Run) -> JSON:
+    """``--n`` suspended TrainJobs settled (every child, the controllers quiet), then the controllers
+    killed (SIGKILL) and started again: seconds until ready and until every TrainJob was reconciled
+    with the queue empty, the writes of the new process(es) until quiet, their CPU."""
+    args, op = run.args, run.op
+    timeout = float(args.timeout)
+    for first in range(0, args.n, args.batch):
+        batch = trainjobs(range(first, min(args.n, first + args.batch)), BENCH_NS, True)
+        t0, _ = await create_all(run.kube, batch, args.concurrency)
+        await run.wait_children(first + len(batch), t0, f"restart, children of {first + len(batch)}")
+        print(f"  {first + len(batch)} TrainJobs settling ({time.monotonic() - t0:.1f} s)", flush=True)
+    await wait_quiet(op, args.quiet_seconds, timeout)
+    before = op.usage()
+    assert isinstance(op, (CountedOperator, CountedUpstream))
+    op.kill()
+    api_cpu = run.apiserver_cpu()
+    began = time.monotonic()
+    op.start()
+    await op.wait_ready(timeout)
+    ready = time.monotonic() - began
+    await wait_drained(op, float(args.n), began + timeout, "restart, re-sync")
+    drained = time.monotonic() - began
+    at_drain = op.usage()
+    api_cpu = run.apiserver_cpu() - api_cpu
+    after = await wait_quiet(op, args.quiet_seconds, timeout)
+    end = op.usage()
+    delta = write_delta({}, after)
+    out: JSON = {
+        "side": run.side.name,
+        "trainjobs": args.n,
+        "rss_before_kill_mib": round(before.rss, 1),
+        "ready_seconds": round(ready, 2),
+        "queue_empty_seconds": round(drained, 2),
+        "cpu_seconds_to_empty": round(at_drain.cpu, 2),
+        "cpu_seconds": round(end.cpu, 2),
+        "apiserver_cpu_seconds": round(api_cpu, 2),
+        "writes": sum(delta.values()),
+        "writes_by_kind": {f"{v} {r}": c for (v, r), c in sorted(delta.items())},
+        "rss_mib": round(end.rss, 1),
+        "rss_peak_mib": round(end.peak, 1),
+    }
+    run.figures["restart"] = out
+    print(f"restart of {run.side.name} with {args.n} settled TrainJobs (SIGKILL, then started again)")
+    print(f"  ready (/readyz 200):      {ready:.1f} s")
+    print(f"  queue empty:              {drained:.1f} s (every TrainJob reconciled, nothing queued or running)")
+    shown = ", ".join(f"{k} {c:.0f}" for k, c in out["writes_by_kind"].items()) or "none"
+    print(f"  writes until quiet:       {out['writes']:.0f} ({shown})")
+    print(f"  CPU:                      {at_drain.cpu:.1f} s to empty queue, {end.cpu:.1f} s until quiet")
+    print(f"  apiserver CPU:            {api_cpu:.1f} s (start to empty queue)")
+    print(
+        f"  RSS:                      {end.rss:.1f} MiB after, {end.peak:.1f} MiB peak;"
+        f" {before.rss:.1f} before the kill"
+    )
+    sys.stdout.flush()
+    return out
+
+
 # --- printing ----------------------------------------------------------------------------------------
 
 
-def print_operator(out: JSON) -> None:
-    """The operator phase's figures."""
+def shown_tail(t: JSON | None) -> str:
+    """A :func:`tail` as text."""
+    if not t:
+        return "-"
+    return f"median {t['median']:.2f} s, p99 {t['p99']:.2f} s, max {t['max']:.2f} s"
+
+
+def print_operator(out: JSON, side: str = "ours") -> None:
+    """The operator phase's figures (``side``: whose controllers)."""
     n = out["trainjobs"]
-    print(f"operator ({n} TrainJobs in namespace {BENCH_NS})")
+    who = "operator" if side == "ours" else "upstream Trainer + JobSet"
+    print(f"{who} ({n} TrainJobs in namespace {BENCH_NS})")
     print(f"  TrainJobs created:        {out['create_seconds']:.1f} s")
     kinds = ", ".join(f"{v['count']} {k} {v['seconds']:.1f} s" for k, v in out["children"].items())
     print(f"  every child exists:       {out['children_seconds']:.1f} s  ({kinds})")
@@ -606,7 +968,14 @@ def print_operator(out: JSON) -> None:
     print(f"  writes per TrainJob:      {out['writes_per_trainjob_total']:.2f} (total {out['writes_total']:.0f})")
     for k, v in out["writes_per_trainjob"].items():
         print(f"    {k:<32} {v:>7.3f}  ({v * n:.0f})")
+    reads = ", ".join(f"{k} {v:.0f}" for k, v in (out.get("reads") or {}).items()) or "none"
+    print(f"  reads:                    {reads}")
     print(f"  reconciles per TrainJob:  {out['reconciles_per_trainjob']:.2f}")
+    print(f"  create to children:       {shown_tail(out.get('create_to_children'))}")
+    print(
+        f"  apiserver CPU:            {out.get('apiserver_cpu_seconds', 0):.1f} s"
+        " (from the first create to every child)"
+    )
     print(
         f"  CPU: {out['cpu_seconds']:.1f} s over the burst, {out['cpu_ms_per_trainjob']:.1f} ms per TrainJob"
         f" (pid {out.get('pid', '?')})"
@@ -621,6 +990,8 @@ def print_baseline(out: JSON) -> None:
     print(f"raw-client baseline ({out['trainjobs']} TrainJobs in namespace {RAW_NS})")
     print(f"  TrainJobs POSTed:         {out['trainjobs_seconds']:.1f} s")
     print(f"  every child POSTed:       {out['seconds']:.1f} s  ({out['children_posted']} children)")
+    print(f"  create to children:       {shown_tail(out.get('create_to_children'))}")
+    print(f"  apiserver CPU:            {out.get('apiserver_cpu_seconds', 0):.1f} s")
     if out["raw_jobs_complete_seconds"] is not None:
         print(f"  raw Jobs Complete:        {out['raw_jobs_complete_seconds']:.1f} s")
     print(f"  ratio baseline/operator time-to-children: {out['ratio']:.2f} (1.0 = as fast as the raw client)")
@@ -631,35 +1002,51 @@ def print_baseline(out: JSON) -> None:
 
 
 async def measure(
-    run_args: argparse.Namespace, cluster: LocalCluster, op: CountedOperator, figures: JSON, baseline: bool = True
+    run_args: argparse.Namespace,
+    cluster: LocalCluster,
+    op: CountedOperator | CountedUpstream,
+    figures: JSON,
+    baseline: bool = True,
+    runtime: JSON | None = None,
 ) -> None:
-    """Every phase the flags ask for, on the running cluster and operator (the raw-client baseline only
-    with ``baseline``); figures go to ``figures``."""
+    """Every phase the flags ask for, on the running cluster and controllers (the raw-client baseline
+    only with ``baseline``; ``runtime``: the torch ClusterTrainingRuntime, this project's sample by
+    default); figures go to ``figures``."""
     kube = await Kube.connect(str(cluster.kubeconfig))
-    runtime = load("torch-distributed.yaml")
-    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per_trainjob(runtime), figures=figures)
+    runtime = load("torch-distributed.yaml") if runtime is None else runtime
+    jobs_per = jobs_per_trainjob(runtime)
+    side = upstream(jobs_per) if isinstance(op, CountedUpstream) else ours(jobs_per)
+    apiserver = cluster.status().get("kube-apiserver")
+    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per, side, apiserver, figures=figures)
     try:
         for ns in (BENCH_NS, RAW_NS):
             await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         await kube.apply(runtime, "bench")
-        op.start()
+        if isinstance(op, CountedUpstream):
+            op.start(cluster.api())
+        else:
+            op.start()
         figures["operator_pid"] = op.pid
         await op.wait_ready(float(run_args.timeout))
         await wait_quiet(op, run_args.quiet_seconds, float(run_args.timeout))
         figures["writes_metric"] = op.metric
-        print(f"operator pid {op.pid} ready, watching namespace {BENCH_NS}", flush=True)
+        print(f"{side.name}: pid {op.pid} ready", flush=True)
         if op.metric == REST_METRIC:
             print(
-                f"  this operator has no {REQUESTS_METRIC}: writes are read from {REST_METRIC}, by method only "
+                f"  no {REQUESTS_METRIC}: writes are read from {REST_METRIC}, by method only "
                 f"(every method but GET is a write; resource {ANY_RESOURCE})",
                 flush=True,
             )
-        run.children = [Tracker(kube, res, BENCH_NS, owned_by_trainjob) for res in CHILD_KINDS]
+        owned = side.owner
+        run.children = [Tracker(kube, res, BENCH_NS, lambda o: owned(o) is not None, owned) for res in side.kinds]
         run.completed = Tracker(kube, TRAINJOBS, BENCH_NS, complete)
         for t in (*run.children, run.completed):
             await t.start()
         if run_args.keep:
             await keep_phase(run)
+            return
+        if run_args.restart:
+            await restart_phase(run)
             return
         result = await operator_phase(run)
         if baseline:
@@ -742,6 +1129,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--suspend", action="store_true", help="suspended TrainJobs: wait for their children, not Complete (no pods)"
     )
     p.add_argument(
+        "--restart",
+        action="store_true",
+        help="restart instead: settle --n suspended TrainJobs (--batch at a time), SIGKILL the operator, start it",
+    )
+    p.add_argument(
+        "--upstream",
+        action="store_true",
+        help="also measure upstream Kubeflow Trainer + JobSet (e2e/build.sh upstream) and print ours/upstream",
+    )
+    p.add_argument(
         "--compare",
         metavar="REF",
         help="also measure the operator of git ref REF (first, on its own cluster) and print the ratios this/REF",
@@ -754,6 +1151,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run this checkout's operator under cProfile and write its statistics to PATH (read with pstats)",
     )
     args = p.parse_args(argv)
+    if args.keep and args.restart:
+        p.error("--keep and --restart are two modes: pick one")
+    if args.upstream and args.compare:
+        p.error("--upstream and --compare: pick one")
     if args.n < 1 or args.batch < 1 or args.concurrency < 1 or args.idle_seconds <= 0:
         p.error("--n, --batch, --concurrency must be >= 1 and --idle-seconds > 0")
     return args
@@ -762,8 +1163,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseline: bool) -> int:
     """Start a fresh cluster (the CRDs of ``checkout``), measure the operator of ``checkout`` on it and
     stop both; figures go to ``figures``. Returns 0, or 1 when a phase timed out."""
-    pods = 2 * (min(args.batch, args.n) if args.keep else args.n)
-    per_node = pods_per_node(pods)
+    per_node = pods_per_node(pods_needed(args))
     with local_cluster(
         "bench-burst-",
         per_node,
@@ -774,15 +1174,58 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         log = cluster.state_dir / "operator.log"
         profile = args.profile if checkout.root == ROOT else None
         op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root, profile=profile)
-        try:
-            asyncio.run(measure(args, cluster, op, figures, baseline))
-        except PhaseTimeout as e:
-            print(f"TIMEOUT: {e}", flush=True)
-            figures["timeout"] = str(e)
-            return 1
-        finally:
-            op.stop()
+        return timed(measure(args, cluster, op, figures, baseline), op, figures)
+
+
+def run_upstream(args: argparse.Namespace, figures: JSON) -> int:
+    """Start a fresh cluster with upstream's CRDs, measure upstream Trainer + JobSet
+    (:class:`CountedUpstream`, built by :func:`bench.upstream.ensure_upstream`) with upstream's torch
+    runtime, and stop both; figures go to ``figures``. Returns 0, or 1 when a phase timed out."""
+    directory = ensure_upstream()
+    figures["upstream"] = {"directory": directory.name, "jobset": jobset_version(directory)}
+    runtime: JSON = yaml.safe_load((directory / TORCH_RUNTIME).read_text())
+    per_node = pods_per_node(pods_needed(args))
+    with local_cluster(
+        "bench-upstream-", per_node, node_cpu=str(per_node), node_memory=f"{2 * per_node}Gi", crds=directory / "crds"
+    ) as cluster:
+        op = CountedUpstream(directory, cluster.kubeconfig, cluster.state_dir, Pki(cluster.state_dir / "pki"))
+        return timed(measure(args, cluster, op, figures, baseline=False, runtime=runtime), op, figures)
+
+
+def timed(phases: Coroutine[Any, Any, None], op: CountedOperator | CountedUpstream, figures: JSON) -> int:
+    """Run ``phases``, then stop ``op``; 0, or 1 when a phase timed out (printed, and in ``figures``)."""
+    try:
+        asyncio.run(phases)
+    except PhaseTimeout as e:
+        print(f"TIMEOUT: {e}", flush=True)
+        figures["timeout"] = str(e)
+        return 1
+    finally:
+        op.stop()
     return 0
+
+
+def pods_needed(args: argparse.Namespace) -> int:
+    """Pods that may exist at once: 2 per TrainJob of a burst or of a ``--keep`` batch; none when
+    suspended or with ``--restart`` (whose TrainJobs are suspended)."""
+    if args.suspend or args.restart:
+        return 0
+    return 2 * int(min(args.batch, args.n) if args.keep else args.n)
+
+
+def print_sides(rows: dict[str, JSON]) -> None:
+    """One line per figure of :func:`side_by_side`: ours, upstream, raw and the two ratios."""
+    print("=== ours / upstream and ours / raw (one run: ours then raw on one cluster, upstream on its own) ===")
+    head = ("ours", "upstream", "raw", "ours/upstream", "ours/raw")
+    print(f"  {'':<34}" + "".join(f"{h:>14}" for h in head))
+
+    def shown(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    labels = dict(SIDE_FIGURES)
+    for key, row in rows.items():
+        print(f"  {labels[key]:<34}" + "".join(f"{shown(row[h]):>14}" for h in head))
+    sys.stdout.flush()
 
 
 def print_ratios(rows: dict[str, JSON], this: str, ref: str, ref_metric: str | None = REQUESTS_METRIC) -> None:
@@ -819,17 +1262,27 @@ def main(argv: list[str] | None = None) -> int:
     mode = (
         f"--keep, batches of {args.batch}{', suspended' if args.suspend else ''}"
         if args.keep
+        else f"--restart, {args.n} suspended TrainJobs settled, then SIGKILL and start"
+        if args.restart
         else "phases: operator (namespace bench) first, then the raw-client baseline (namespace raw)"
+        + (", then upstream on its own cluster" if args.upstream else "")
     )
     print(
         f"machine: {m['cores']} cores, {m['memory_gib']:.1f} GiB memory; N = {args.n} TrainJobs (numNodes 2), "
         f"{args.concurrency} creates in flight; {mode}",
         flush=True,
     )
-    figures["phase_order"] = ["keep"] if args.keep else ["operator", "baseline"]
+    figures["phase_order"] = ["keep"] if args.keep else ["restart"] if args.restart else ["operator", "baseline"]
     if ref_commit is None:
         figures["checkout"] = this.describe()
-        code = run_once(args, this, figures, baseline=True)
+        code = run_once(args, this, figures, baseline=not args.restart)
+        if args.upstream:
+            side: JSON = {"keep": None}
+            print("=== upstream Kubeflow Trainer + JobSet, on a fresh cluster of its own ===", flush=True)
+            code = max(code, run_upstream(args, side))
+            figures["upstream_run"] = side
+            figures["sides"] = side_by_side(figures, side)
+            print_sides(figures["sides"])
     else:
         del figures["keep"]
         with worktree(ref_commit) as ref:

@@ -126,6 +126,24 @@ def read_usage(pid: int) -> Usage:
     )
 
 
+async def wait_readyz(proc: subprocess.Popen[bytes] | None, port: int, deadline: float, what: str, log: Path) -> None:
+    """Wait until ``http://127.0.0.1:<port>/readyz`` answers 200 (read every 0.2 s). Raises
+    :class:`PhaseTimeout` naming ``what`` at ``deadline`` (monotonic) and ``RuntimeError`` naming
+    ``log`` when ``proc`` exits."""
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"{what} exited ({proc.returncode}); log: {log}")
+            try:
+                async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise PhaseTimeout(f"{what} start: /readyz not 200 in time")
+
+
 class Operator:
     """``python -m trainer`` of the checkout at ``root`` (its cwd and ``PYTHONPATH``, so that checkout's
     ``trainer`` package is imported; this interpreter) on the cluster as its own process, with its
@@ -185,19 +203,7 @@ class Operator:
     async def wait_ready(self, timeout: float) -> None:
         """Wait until ``/readyz`` answers 200 (caches synced). Raises :class:`PhaseTimeout` after
         ``timeout`` seconds and ``RuntimeError`` when the process exits."""
-        deadline = time.monotonic() + timeout
-        async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise RuntimeError(f"the operator exited ({self.proc.returncode}); log: {self.log}")
-                try:
-                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as r:
-                        if r.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-        raise PhaseTimeout(f"operator start: /readyz not 200 after {timeout:.0f} s")
+        await wait_readyz(self.proc, self.health_port, time.monotonic() + timeout, "operator", self.log)
 
     async def metrics(self) -> str:
         """The Prometheus text exposition of its ``/metrics`` now. Raises ``aiohttp.ClientError`` when
@@ -211,6 +217,12 @@ class Operator:
     def usage(self) -> Usage:
         """Its CPU and memory now (see :func:`read_usage`)."""
         return read_usage(self.pid)
+
+    def kill(self) -> None:
+        """SIGKILL, and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 30 s."""

@@ -1,11 +1,12 @@
-"""The raw-client baseline of ``bench.burst``: the operator's children written by a plain client.
+"""The raw-client baseline of ``bench.burst``: the operator's children written by a plain controller.
 
 What the operator wrote for each TrainJob of one namespace is read back (:func:`owned_children`),
 stripped of what the apiserver and the Job controller set (:func:`raw_copy`), and written again in
-another namespace, which the operator does not watch, by :func:`post_all`: each TrainJob is POSTed,
-then its children with their owner reference pointing at the new TrainJob, as fast as the apiserver
-takes them with a bounded number of requests in flight. That is the least work any controller could
-do to make the same objects: the time it takes is the yardstick of the operator's time-to-children.
+another namespace, which the operator does not watch, by :class:`RawController`: it lists and watches
+the TrainJobs of that namespace and, on the first event of each (``ADDED``, or the list), POSTs its
+children with their owner reference pointing at that TrainJob's uid, with a bounded number of requests
+in flight. That is the least work any controller could do to make the same objects from the same
+watch events: the time it takes is the yardstick of the operator's time-to-children.
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINJOBS, Resource, resource_of
 from trainer.json_codec import JSON
-from trainer.kube.client import Kube
-
-T = TypeVar("T")
+from trainer.kube.client import ApiError, Kube
 
 CHILD_KINDS: tuple[Resource, ...] = (JOBS, SERVICES, CONFIGMAPS, SECRETS)
 """The kinds a TrainJob on a torch runtime can own (trainer/controllers/trainjob.py also declares
@@ -70,8 +69,8 @@ def raw_copy(child: JSON, namespace: str, owner_uid: str) -> JSON:
     obj = copy.deepcopy(child)
     obj.pop("status", None)
     meta = obj.setdefault("metadata", {})
-    for field in SERVER_METADATA:
-        meta.pop(field, None)
+    for key in SERVER_METADATA:
+        meta.pop(key, None)
     meta["namespace"] = namespace
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == TRAINJOBS.kind:
@@ -102,61 +101,125 @@ async def owned_children(kube: Kube, namespace: str) -> dict[str, list[JSON]]:
     return out
 
 
-class Creator(Protocol):
-    """What :func:`post_all` needs of a client: :meth:`trainer.kube.client.Kube.create`."""
+class Client(Protocol):
+    """What :class:`RawController` needs of a client: :class:`trainer.kube.client.Kube`'s ``create``,
+    ``list`` and ``watch``."""
 
     async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
         """POST ``obj``; returns the stored object."""
         ...
 
+    async def list(self, res: Resource, namespace: str | None) -> tuple[list[JSON], str]:
+        """Every object of ``res`` in ``namespace`` and the list's resourceVersion."""
+        ...
+
+    def watch(self, res: Resource, namespace: str | None, resource_version: str) -> AsyncIterator[tuple[str, JSON]]:
+        """Watch events ``(type, object)`` from ``resource_version``."""
+        ...
+
 
 @dataclass
 class RawResult:
-    """What :func:`post_all` did: ``started`` (monotonic) just before the first POST was sent,
-    ``seconds`` from then to the last child POST answered, ``trainjobs_seconds`` to the last TrainJob
-    POST answered, and the POSTs made (TrainJobs, children)."""
+    """What :class:`RawController` did by the time it is read: per TrainJob name, the monotonic time
+    its first watch event arrived (``seen``) and its last child POST was answered (``done``); the
+    children POSTed."""
 
-    started: float
-    seconds: float
-    trainjobs_seconds: float
-    trainjobs: int
-    children: int
+    seen: dict[str, float] = field(default_factory=dict)
+    done: dict[str, float] = field(default_factory=dict)
+    children: int = 0
 
 
-async def post_all(
-    kube: Creator, trainjobs: Iterable[JSON], children: dict[str, list[JSON]], namespace: str, concurrency: int
-) -> RawResult:
-    """POST each TrainJob of ``trainjobs`` in ``namespace``, then its ``children`` (by TrainJob name, as
-    :func:`owned_children` gives them, copied by :func:`raw_copy` with the new TrainJob's uid), with
-    at most ``concurrency`` requests in flight (first come, first served). Raises
-    :class:`trainer.kube.client.ApiError` on the first refused POST."""
-    gate = asyncio.Semaphore(concurrency)
-    last_trainjob = last_child = 0.0
-    posted = 0
+class RawController:
+    """POSTs the children of each TrainJob of ``namespace`` on its first watch event: ``templates`` by
+    TrainJob name, as :func:`owned_children` gives them, copied by :func:`raw_copy` with the uid the
+    event carries; at most ``concurrency`` POSTs in flight. A TrainJob without templates gets none."""
 
-    async def limited(call: Awaitable[T]) -> T:
-        async with gate:
-            return await call
+    def __init__(self, kube: Client, namespace: str, templates: dict[str, list[JSON]], concurrency: int) -> None:
+        """Describe the controller; :meth:`start` runs its watch."""
+        self.kube, self.namespace, self.templates = kube, namespace, templates
+        self.gate = asyncio.Semaphore(concurrency)
+        self.result = RawResult()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._watch: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self.error: BaseException | None = None
 
-    async def one(tj: JSON) -> None:
-        nonlocal last_trainjob, last_child, posted
-        body = {**tj, "metadata": {**tj["metadata"], "namespace": namespace}}
-        created = await limited(kube.create(TRAINJOBS, namespace, body))
-        last_trainjob = max(last_trainjob, time.monotonic())
-        uid = str(created["metadata"]["uid"])
-        copies = [raw_copy(c, namespace, uid) for c in children.get(str(tj["metadata"]["name"]), [])]
-        await asyncio.gather(*(limited(kube.create(resource_of(c), namespace, c)) for c in copies))
-        if copies:
-            last_child = max(last_child, time.monotonic())
-        posted += len(copies)
+    def handle(self, obj: JSON) -> None:
+        """One watch event's TrainJob: the first one of its name starts the POSTs of its children."""
+        name = str(obj["metadata"]["name"])
+        if name in self.result.seen:
+            return
+        self.result.seen[name] = time.monotonic()
+        task = asyncio.create_task(self._children(name, str(obj["metadata"]["uid"])))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
 
-    items = list(trainjobs)
-    started = time.monotonic()
-    await asyncio.gather(*(one(tj) for tj in items))
-    return RawResult(
-        started=started,
-        seconds=max(last_child, last_trainjob) - started,
-        trainjobs_seconds=last_trainjob - started,
-        trainjobs=len(items),
-        children=posted,
-    )
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self.error is None:
+            self.error = task.exception()
+        self._changed.set()
+
+    async def _post(self, child: JSON) -> None:
+        async with self.gate:
+            await self.kube.create(resource_of(child), self.namespace, child)
+
+    async def _children(self, name: str, uid: str) -> None:
+        copies = [raw_copy(c, self.namespace, uid) for c in self.templates.get(name, [])]
+        await asyncio.gather(*(self._post(c) for c in copies))
+        self.result.children += len(copies)
+        self.result.done[name] = time.monotonic()
+
+    async def _run(self, synced: asyncio.Event) -> None:
+        rv = ""
+        while True:
+            if not rv:
+                items, rv = await self.kube.list(TRAINJOBS, self.namespace)
+                for obj in items:
+                    self.handle(obj)
+                synced.set()
+            try:
+                async for kind, obj in self.kube.watch(TRAINJOBS, self.namespace, rv):
+                    rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                    if kind == "ADDED":
+                        self.handle(obj)
+            except ApiError as e:
+                if not e.gone:
+                    raise
+                rv = ""  # too old: list again
+            await asyncio.sleep(0.1)  # the server closed the watch: open it again shortly
+
+    async def start(self) -> None:
+        """List, then watch in the background; returns once the list is handled. Raises what the
+        list raised."""
+        synced = asyncio.Event()
+        self._watch = asyncio.create_task(self._run(synced))
+        waiter = asyncio.ensure_future(synced.wait())
+        await asyncio.wait({self._watch, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self._watch.done():
+            self._watch.result()
+
+    async def wait(self, count: int, deadline: float) -> None:
+        """Until ``count`` TrainJobs have every child POSTed. Raises the first refused POST's error,
+        the watch's, and ``TimeoutError`` at ``deadline`` (monotonic)."""
+        while len(self.result.done) < count:
+            if self.error is not None:
+                raise self.error
+            if self._watch is not None and self._watch.done():
+                self._watch.result()
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), max(0.0, min(1.0, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+        if self.error is not None:
+            raise self.error
+
+    async def stop(self) -> None:
+        """Stop the watch and any POST still running."""
+        tasks = [*self._tasks, *((self._watch,) if self._watch else ())]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

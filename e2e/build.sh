@@ -7,7 +7,7 @@
 #
 # Usage: e2e/build.sh                  # build every component that is missing, print the bin directory
 #        e2e/build.sh volcano kueue    # build only the named components
-# Components: etcd kwok kubernetes volcano kueue helm
+# Components: etcd kwok kubernetes volcano kueue helm upstream (only when named: the bench's upstream side)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -322,11 +322,60 @@ build_helm() {
   GOBIN="$out" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$ver"
 }
 
+# wrapper_build DIR MODULE VERSION PACKAGE OUT: build PACKAGE of MODULE@VERSION into OUT (unless it
+# exists) through a wrapper module in DIR that requires only MODULE: MODULE's own dependency
+# versions, and no version list read from the proxy (which refuses lists here).
+wrapper_build() {
+  local dir="$1" module="$2" ver="$3" pkg="$4" out="$5"
+  [ -x "$out" ] && return 0
+  mkdir -p "$dir"
+  {
+    echo "module local/$(basename "$out")-build"
+    echo
+    awk '$1 == "go" {print; exit}' "$(go env GOMODCACHE)/cache/download/$module/@v/$ver.mod"
+    echo
+    echo "require $module $ver"
+  } >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/tools.go"
+  (cd "$dir" && go mod tidy)
+  log "$module $ver: building $(basename "$out")"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+}
+
+# build_upstream: upstream Kubeflow Trainer's controller manager (UPSTREAM_TRAINER_VERSION) and the
+# JobSet controller (its main package) at the version Trainer's go.mod requires, for the bench's
+# upstream side (bench/upstream.py); in crds/ the CRDs of both, in runtimes/ Trainer's
+# ClusterTrainingRuntimes, in webhooks/ Trainer's and JobSet's admission webhook configurations.
+build_upstream() {
+  local ver="$UPSTREAM_TRAINER_VERSION" out="$cache/bin/upstream-$UPSTREAM_TRAINER_VERSION"
+  [ -x "$out/trainer-controller-manager" ] && [ -x "$out/jobset-controller" ] && \
+    [ -f "$out/crds/trainer.kubeflow.org_trainjobs.yaml" ] && [ -f "$out/crds/jobset.x-k8s.io_jobsets.yaml" ] && \
+    [ -f "$out/runtimes/torch_distributed.yaml" ] && [ -f "$out/webhooks/jobset.yaml" ] && return 0
+  local mod="$cache/src/upstream-$ver" src gomod jobset jsrc
+  mkdir -p "$out"
+  log "upstream trainer $ver: resolving modules in $mod"
+  src="$(module_dir github.com/kubeflow/trainer/v2 "$ver")"
+  gomod="$(go env GOMODCACHE)/cache/download/github.com/kubeflow/trainer/v2/@v/$ver.mod"
+  jobset="$(required_version "$gomod" sigs.k8s.io/jobset)"
+  jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
+  wrapper_build "$mod/trainer" github.com/kubeflow/trainer/v2 "$ver" \
+    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "$out/trainer-controller-manager"
+  wrapper_build "$mod/jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-controller"
+  copy_crds "$out/crds" "$src/manifests/base/crds"/trainer.kubeflow.org_*.yaml \
+    "$jsrc/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
+  copy_crds "$out/runtimes" "$src/manifests/base/runtimes"/*.yaml
+  mkdir -p "$out/webhooks"
+  install -m 0644 "$src/manifests/base/webhook/manifests.yaml" "$out/webhooks/trainer.yaml"
+  install -m 0644 "$jsrc/config/components/webhook/manifests.yaml" "$out/webhooks/jobset.yaml"
+  printf '%s\n' "$jobset" >"$out/JOBSET_VERSION"
+}
+
 components=(etcd kwok kubernetes volcano kueue helm)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm upstream"
     exit 2
   fi
 done

@@ -235,3 +235,30 @@ async def test_proxy_from_the_environment_is_read_once_and_honoured(
         assert len(proxy.received) == 2
     finally:
         await proxy.stop()
+
+
+async def paged_configmaps(server: HttpDouble[int], request: web.Request) -> web.StreamResponse:
+    """A list of 5 ConfigMaps served ``limit`` at a time with ``continue`` tokens (an offset)."""
+    limit, start = int(request.query["limit"]), int(request.query.get("continue") or 0)
+    names = [f"cm-{i}" for i in range(5)][start : start + limit]
+    meta: dict[str, Any] = {"resourceVersion": "77"}
+    if start + limit < 5:
+        meta["continue"] = str(start + limit)
+    items = [{"metadata": {"name": n, "namespace": "n"}} for n in names]
+    return web.json_response({"kind": "ConfigMapList", "metadata": meta, "items": items})
+
+
+async def test_lists_are_read_in_pages_following_continue_tokens(tmp_path: Path, no_proxy_env: None) -> None:
+    async with HttpDouble(paged_configmaps) as server:
+        kube = await Kube.connect(write_kubeconfig(tmp_path, server.url))
+        try:
+            pages = [(len(items), rv) async for items, rv in kube.list_pages(CONFIGMAPS, "n", limit=2)]
+            assert pages == [(2, "77"), (2, "77"), (1, "77")]
+            items, rv = await kube.list(CONFIGMAPS, "n")
+            assert [i["metadata"]["name"] for i in items] == [f"cm-{i}" for i in range(5)] and rv == "77"
+            assert all(i["kind"] == "ConfigMap" and i["apiVersion"] == "v1" for i in items)
+            queries = [dict(r.query) for r in server.received]
+            assert queries[:3] == [{"limit": "2"}, {"limit": "2", "continue": "2"}, {"limit": "2", "continue": "4"}]
+            assert queries[3] == {"limit": "500"}
+        finally:
+            await kube.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import statistics
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,11 @@ from bench.burst import (
     writes_total,
 )
 from bench.cluster import NODES, Operator, cpu_seconds, pods_per_node, status_mib
-from bench.raw_client import post_all, raw_copy, trainjob_owner
+from bench.raw_client import RawController, raw_copy, trainjob_owner
 from e2e.helpers import ROOT
 from tests.kube_double import RecordingKube
 from trainer.json_codec import JSON
+from trainer.kube.client import ApiError
 from trainer.metrics import Metrics
 
 OLD_UID = "11111111-1111-1111-1111-111111111111"
@@ -507,18 +509,35 @@ def test_raw_copy_keeps_config_map_data_and_other_owners() -> None:
     assert out["metadata"]["ownerReferences"] == [owner_ref(NEW_UID), other]
 
 
-async def test_post_all_posts_each_trainjob_then_its_children_owned_by_the_new_uid() -> None:
+async def test_raw_controller_posts_the_children_of_each_trainjob_event_owned_by_its_uid() -> None:
     kube = RecordingKube()
     service = {"apiVersion": "v1", "kind": "Service", "metadata": server_meta("burst-0"), "spec": {"clusterIP": "None"}}
-    children = {"burst-0": [job_as_read(), service]}
-    result = await post_all(kube, trainjobs(range(2), "bench", False), children, "raw", concurrency=2)
-    assert (result.trainjobs, result.children) == (2, 2)
-    assert result.seconds >= result.trainjobs_seconds >= 0
-    order = [(w.kind, w.key) for w in kube.writes]
-    assert order.index(("TrainJob", ("raw", "burst-0"))) < order.index(("Job", ("raw", "burst-0-node-0")))
-    assert order.index(("TrainJob", ("raw", "burst-0"))) < order.index(("Service", ("raw", "burst-0")))
-    assert ("TrainJob", ("raw", "burst-1")) in order and len(order) == 4
+    controller = RawController(kube, "raw", {"burst-0": [job_as_read(), service]}, concurrency=2)
+    for tj in trainjobs(range(2), "raw", False):
+        created = await kube.create(TRAINJOBS, "raw", tj)
+        controller.handle(created)
+        controller.handle(created)  # a second event of the same TrainJob writes nothing more
+    await controller.wait(2, time.monotonic() + 5)
+    result = controller.result
+    assert (result.children, sorted(result.done), sorted(result.seen)) == (
+        2,
+        ["burst-0", "burst-1"],
+        ["burst-0", "burst-1"],
+    )
+    assert all(result.done[name] >= result.seen[name] for name in result.done)
+    creates = [(w.kind, w.key) for w in kube.writes if w.kind != "TrainJob"]
+    assert sorted(creates) == [("Job", ("raw", "burst-0-node-0")), ("Service", ("raw", "burst-0"))]
     uid = kube.objects[(TRAINJOBS, ("raw", "burst-0"))]["metadata"]["uid"]
     for res, name in ((JOBS, "burst-0-node-0"), (SERVICES, "burst-0")):
         assert kube.objects[(res, ("raw", name))]["metadata"]["ownerReferences"][0]["uid"] == uid
     assert not any(res == CONFIGMAPS for res, _ in kube.objects)
+    await controller.stop()
+
+
+async def test_raw_controller_wait_raises_a_refused_post() -> None:
+    kube = RecordingKube(refuse={"Job": (422, "spec.template: Invalid value")})
+    controller = RawController(kube, "raw", {"burst-0": [job_as_read()]}, concurrency=1)
+    controller.handle(await kube.create(TRAINJOBS, "raw", trainjobs(range(1), "raw", False)[0]))
+    with pytest.raises(ApiError) as err:
+        await controller.wait(1, time.monotonic() + 5)
+    assert err.value.status == 422

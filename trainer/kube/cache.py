@@ -24,7 +24,7 @@ import contextlib
 import copy
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -231,16 +231,23 @@ class Informer:
                 log.exception("cache handler failed", resource=self.res.plural)
 
     async def _relist(self, kube: Lister) -> str:
-        items, rv = await kube.list(self.res, self.namespace, self.label_selector, field_selector=self.field_selector)
-        fresh = {key_of(o): o for o in items}
+        """List (a page at a time from :class:`Kube`: only one page of whole objects is held before
+        projection), cache what is new or changed, then drop what the list no longer has."""
+        fresh: set[Key] = set()
+        rv = ""
+        async for items, page_rv in _pages(kube, self.res, self.namespace, self.label_selector, self.field_selector):
+            rv = page_rv
+            for obj in items:
+                key = key_of(obj)
+                fresh.add(key)
+                old = self._store.get(key)
+                if old is None or (old.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get(
+                    "resourceVersion"
+                ):
+                    self._set(obj)
+            del items
         for key in [k for k in self._store if k not in fresh]:
             self._remove(key)
-        for key, obj in fresh.items():
-            old = self._store.get(key)
-            if old is None or (old.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get(
-                "resourceVersion"
-            ):
-                self._set(obj)
         self.synced.set()
         self.resource_version = rv
         return rv
@@ -346,6 +353,18 @@ class Informer:
             except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as e:
                 wait = self._failed(e)
             await self._sleep(wait)
+
+
+async def _pages(
+    kube: Lister, res: Resource, namespace: str | None, label_selector: str | None, field_selector: str | None
+) -> AsyncIterator[tuple[list[JSON], str]]:
+    """The pages of one list: :meth:`Kube.list_pages`, or the whole list as one page from another
+    :class:`Lister` (a test's double)."""
+    if isinstance(kube, Kube):
+        async for page in kube.list_pages(res, namespace, label_selector, field_selector=field_selector):
+            yield page
+        return
+    yield await kube.list(res, namespace, label_selector, field_selector=field_selector)
 
 
 def _prompt(kube: Lister) -> Lister:

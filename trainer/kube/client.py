@@ -37,6 +37,8 @@ HTTP status as text or ``"<error>"`` when no answer came, as client-go labels
 WriteGuard = Callable[[str, str], None]
 """Asked ``(method, path)`` right before a write is sent; raises to refuse it (then nothing is sent)."""
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LIST_PAGE_SIZE = 500
+"""Objects per page of a list (client-go ``tools/pager``'s ``defaultPageSize``)."""
 """Methods a write guard is not asked about: reads (GET, LIST, WATCH)."""
 
 
@@ -485,14 +487,42 @@ class Kube:
         field_selector: str | None = None,
     ) -> tuple[list[JSON], str]:
         """Every object (in ``namespace`` or all, optionally narrowed by label and field selectors),
-        and the list's resourceVersion to watch from."""
-        query = {"labelSelector": label_selector, "fieldSelector": field_selector}
-        data = await self.request("GET", res.path(namespace), query)
-        items = data.get("items") or []
-        for item in items:  # list items lack kind/apiVersion
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
-        return items, str((data.get("metadata") or {}).get("resourceVersion", ""))
+        and the list's resourceVersion to watch from (read in pages: :meth:`list_pages`)."""
+        items: builtins.list[JSON] = []
+        rv = ""
+        async for page, page_rv in self.list_pages(res, namespace, label_selector, field_selector=field_selector):
+            items += page
+            rv = page_rv
+        return items, rv
+
+    async def list_pages(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        *,
+        field_selector: str | None = None,
+        limit: int = LIST_PAGE_SIZE,
+    ) -> AsyncIterator[tuple[builtins.list[JSON], str]]:
+        """The objects of one list, ``limit`` at a time: ``(page, resourceVersion)`` per page, the
+        resourceVersion that of the list's snapshot (each page's ``continue`` token asks for the next;
+        client-go ``tools/pager``, as its reflector lists). Raises :class:`ApiError`: 410 Gone when the
+        token expired mid-list (the caller lists again)."""
+        token: str | None = None
+        while True:
+            query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": str(limit)}
+            if token:
+                query["continue"] = token
+            data = await self.request("GET", res.path(namespace), query)
+            items = data.get("items") or []
+            for item in items:  # list items lack kind/apiVersion
+                item.setdefault("apiVersion", res.api_version)
+                item.setdefault("kind", res.kind)
+            meta = data.get("metadata") or {}
+            yield items, str(meta.get("resourceVersion", ""))
+            token = meta.get("continue") or None
+            if not token:
+                return
 
     async def watch(
         self,
