@@ -131,6 +131,12 @@ class LocalCluster:
 
     ``volcano`` and ``kueue`` add those real components (off by default); ``extra_crds`` are CRD
     manifests (files or directories) applied once the core is up and before they start.
+
+    ``pod_ready_delay`` and ``pod_complete_delay`` (seconds, None: the defaults of
+    ``kwok-stages.yaml``, 0 and 1) are how long a pod without the KWOK delay annotations stays
+    Pending before Running and Ready (a kubelet pulling its image and starting it), then Running
+    before Succeeded (its containers' run time), for workloads whose manifests cannot carry those
+    annotations.
     """
 
     def __init__(
@@ -145,9 +151,12 @@ class LocalCluster:
         volcano: bool = False,
         kueue: bool = False,
         extra_crds: Sequence[Path] = (),
+        pod_ready_delay: float | None = None,
+        pod_complete_delay: float | None = None,
     ) -> None:
         """Describe the cluster; nothing is started before :meth:`start`."""
         self.state_dir = Path(state_dir).resolve()
+        self.pod_delays = {"pod-ready": pod_ready_delay, "pod-complete": pod_complete_delay}
         self.volcano = volcano
         self.kueue = kueue
         self.extra_crds = [Path(path).resolve() for path in extra_crds]
@@ -461,7 +470,7 @@ class LocalCluster:
             "kwok",
             [
                 f"--kubeconfig={self.state_dir / 'kubeconfigs' / 'kwok.yaml'}",
-                f"--config={STAGES_FILE}",
+                f"--config={self._stages_file()}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--manage-nodes-with-label-selector=",
@@ -474,6 +483,19 @@ class LocalCluster:
             # kwok also reads $KWOK_WORKDIR/kwok.yaml (default ~/.kwok): keep it in state_dir.
             env={"KWOK_WORKDIR": str(self.state_dir / "kwok")},
         )
+
+    def _stages_file(self) -> Path:
+        """``kwok-stages.yaml``, or a copy in ``state_dir`` with the pod delays asked for."""
+        delays = {name: delay for name, delay in self.pod_delays.items() if delay is not None}
+        if not delays:
+            return STAGES_FILE
+        stages = list(yaml.safe_load_all(STAGES_FILE.read_text()))
+        for stage in stages:
+            if stage["metadata"]["name"] in delays:
+                stage["spec"]["delay"]["durationMilliseconds"] = round(delays[stage["metadata"]["name"]] * 1000)
+        path = self.state_dir / "kwok-stages.yaml"
+        path.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+        return path
 
     # --- optional components: CRDs, Volcano, Kueue ----------------------------------------------
 

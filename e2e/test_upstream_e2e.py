@@ -1,0 +1,146 @@
+"""Kubeflow Trainer's own end-to-end suite (``test/e2e`` of ``github.com/kubeflow/trainer/v2`` at
+``TRAINER_E2E_VERSION``, ginkgo), compiled from the Go module proxy by ``e2e/build.sh trainer_e2e``
+and run unchanged against this operator, set up as upstream's ``hack/e2e-setup-cluster.sh`` sets up
+its own: the CRDs, the admission webhooks, the runtimes of ``manifests/base/runtimes`` (applied with
+``kubectl apply -k``) and ``examples/flux/flux-runtime.yaml``.
+
+The suite runs on a cluster of its own: KWOK pods there take 2 s from creation to Running and Ready
+(a kubelet pulling an image and starting it) and 15 s from Ready to Succeeded (the run time of a
+container), where the shared cluster's take 0 s and 1 s. Upstream's Its rely on both: they look for a
+Job that is active but not ready yet, time a 10 s ``activeDeadlineSeconds`` out, and suspend a
+running TrainJob. The JobSet CRD is installed (no JobSet controller): the suite reads JobSets and
+expects NotFound, and this operator creates none.
+
+Skipped Its, by name (:data:`SKIPPED`): the runtime status one runs a python script in the pod that
+calls the operator's status server (KWOK nodes run no containers); the Flux one needs
+``mlPolicy.flux``, which this operator refuses (the apiserver refuses the ``flux-distributed``
+runtime with a message naming the field, asserted here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.cluster.binaries import component_dir, ensure
+from e2e.cluster.cluster import LocalCluster, reserved_ports
+from e2e.helpers import ROOT
+
+pytestmark = pytest.mark.e2e
+
+(PORT,) = reserved_ports(1)
+OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
+POD_READY_DELAY, POD_COMPLETE_DELAY = 2.0, 15.0
+"""Seconds a pod of the suite's cluster is Pending, then Running (see the module docstring)."""
+SKIPPED = {
+    "should inject runtime configuration which allows the runtime status endpoint to be called": (
+        "runs python3 in the trainer container to POST progress to the status server; KWOK runs no containers"
+    ),
+    "should create TrainJob with Flux runtime reference": (
+        "mlPolicy.flux is refused by this operator (its flux-distributed runtime is refused at creation)"
+    ),
+}
+"""The Its (leaf texts) skipped, with why."""
+SUITE_TIMEOUT = "170s"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A local cluster of the suite's own (pod timings of :data:`POD_READY_DELAY` and
+    :data:`POD_COMPLETE_DELAY`), with this operator's CRDs and the JobSet CRD; replaces the session's
+    cluster for this module (so the ``operator`` fixture runs against it)."""
+    if os.environ.get("TRAINER_E2E_KUBECONFIG"):
+        pytest.skip("upstream's suite runs on a local cluster of its own (KWOK pod timings)")
+    ensure("e2e.test")
+    local = LocalCluster(
+        Path(tmp_path_factory.mktemp("upstream-cluster")),
+        nodes=4,
+        node_cpu="16",
+        pod_ready_delay=POD_READY_DELAY,
+        pod_complete_delay=POD_COMPLETE_DELAY,
+        extra_crds=[ROOT / "config" / "crd" / "bases", component_dir("trainer_e2e") / "crds"],
+    )
+    local.start()
+    try:
+        yield local
+    finally:
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            local.stop()
+
+
+def webhooks_patched(cluster: LocalCluster) -> bool:
+    """Both webhook configurations carry the operator's caBundle on every webhook."""
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        got = cluster.run_kubectl("get", kind, "trainer-webhook", "-o", "json", check=False)
+        if got.returncode != 0:
+            return False
+        hooks = json.loads(got.stdout).get("webhooks") or []
+        if not hooks or not all(h.get("clientConfig", {}).get("caBundle") for h in hooks):
+            return False
+    return True
+
+
+def specs(report_path: Path) -> list[dict[str, str]]:
+    """The Its of a ginkgo JSON report: ``name`` (container texts and leaf text), ``leaf``, ``state``
+    (``passed``, ``skipped``, ``failed``, ``timedout``...) and ``failure`` (its message, if any)."""
+    found = []
+    for suite in json.loads(report_path.read_text()):
+        for spec in suite.get("SpecReports") or []:
+            if spec.get("LeafNodeType") != "It":
+                continue
+            leaf = spec.get("LeafNodeText", "")
+            found.append(
+                {
+                    "name": " ".join([*(spec.get("ContainerHierarchyTexts") or []), leaf]),
+                    "leaf": leaf,
+                    "state": spec.get("State", ""),
+                    "failure": (spec.get("Failure") or {}).get("Message", ""),
+                }
+            )
+    return found
+
+
+def test_upstream_e2e_suite_passes(cluster: LocalCluster, tmp_path: Path) -> None:
+    began = time.monotonic()
+    upstream = component_dir("trainer_e2e")
+    deadline = time.monotonic() + 30
+    while not webhooks_patched(cluster):
+        assert time.monotonic() < deadline, "the operator did not patch the webhook configurations"
+        time.sleep(0.5)
+    cluster.run_kubectl("apply", "--server-side", "-k", str(upstream / "runtimes"))
+    flux = cluster.run_kubectl(
+        "apply", "--server-side", "-f", str(upstream / "flux" / "flux-runtime.yaml"), check=False
+    )
+    assert flux.returncode != 0 and "spec.mlPolicy.flux" in flux.stderr, flux.stdout + flux.stderr
+
+    report = tmp_path / "report.json"
+    skip = "|".join(re.escape(name) for name in SKIPPED)
+    run = subprocess.run(
+        [
+            str(upstream / "e2e.test"),
+            f"--ginkgo.skip={skip}",
+            f"--ginkgo.timeout={SUITE_TIMEOUT}",
+            f"--ginkgo.json-report={report}",
+            "--ginkgo.no-color",
+        ],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    elapsed = time.monotonic() - began
+    got = specs(report)
+    for spec in got:
+        print(f"{spec['state']:>8}  {spec['name']}")
+    print(f"upstream e2e suite {upstream.name}: {elapsed:.1f}s")
+    assert {s["leaf"] for s in got if s["state"] == "skipped"} == set(SKIPPED), run.stdout[-4000:]
+    failed = [f"{s['name']}: {s['state']}\n{s['failure']}" for s in got if s["state"] not in ("passed", "skipped")]
+    assert not failed, "\n\n".join(failed) + "\n" + run.stdout[-4000:]
+    assert len(got) > len(SKIPPED) and run.returncode == 0, run.stdout[-4000:]
