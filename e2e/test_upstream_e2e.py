@@ -12,7 +12,8 @@ running TrainJob. The JobSet CRD is installed (no JobSet controller): the suite 
 expects NotFound, and this operator creates none.
 
 Skipped Its, by name (:data:`SKIPPED`): the runtime status one runs a python script in the pod that
-calls the operator's status server (KWOK nodes run no containers); the Flux one needs
+calls the operator's status server (KWOK nodes run no containers; ``e2e/test_upstream_e2e_real.py`` runs
+it on a real node); the Flux one needs
 ``mlPolicy.flux``, which this operator refuses (the apiserver refuses the ``flux-distributed``
 runtime with a message naming the field, asserted here)."""
 
@@ -41,6 +42,7 @@ POD_READY_DELAY, POD_COMPLETE_DELAY = 2.0, 15.0
 SKIPPED = {
     "should inject runtime configuration which allows the runtime status endpoint to be called": (
         "runs python3 in the trainer container to POST progress to the status server; KWOK runs no containers"
+        " (test_upstream_e2e_real.py runs it on a real node)"
     ),
     "should create TrainJob with Flux runtime reference": (
         "mlPolicy.flux is refused by this operator (its flux-distributed runtime is refused at creation)"
@@ -50,10 +52,10 @@ SKIPPED = {
 SUITE_TIMEOUT = "170s"
 
 
-def upstream_cluster(state: Path, nodes: int = 4) -> LocalCluster:
+def upstream_cluster(state: Path, nodes: int = 4, service_accounts: bool = False) -> LocalCluster:
     """A local cluster for upstream's suite (``nodes`` KWOK nodes, pod timings of
-    :data:`POD_READY_DELAY` and :data:`POD_COMPLETE_DELAY`) with this operator's CRDs and the JobSet
-    CRD, started."""
+    :data:`POD_READY_DELAY` and :data:`POD_COMPLETE_DELAY`, the ServiceAccount admission plugin
+    with ``service_accounts``) with this operator's CRDs and the JobSet CRD, started."""
     ensure("e2e.test")
     local = LocalCluster(
         state,
@@ -61,6 +63,7 @@ def upstream_cluster(state: Path, nodes: int = 4) -> LocalCluster:
         node_cpu="16",
         pod_ready_delay=POD_READY_DELAY,
         pod_complete_delay=POD_COMPLETE_DELAY,
+        service_account_admission=service_accounts,
         extra_crds=[ROOT / "config" / "crd" / "bases", component_dir("trainer_e2e") / "crds"],
     )
     local.start()

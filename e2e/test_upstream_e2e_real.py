@@ -8,7 +8,9 @@ operator's status server, and exits; the It waits for ``trainerStatus`` to show 
 ``Complete``. The cluster has one real node (kubelet + containerd, :mod:`e2e.realnode.node`) and no
 KWOK node; the runtime's image (``pytorch/pytorch``) is the training image (Debian with python3) under
 that name, imported into the node as upstream's setup loads its images into kind. The operator's
-status server is called at the bridge's address (``--status-server-host`` 10.88.0.1).
+status server is called at the bridge's address (``--status-server-host`` 10.88.0.1). The apiserver runs
+its ServiceAccount admission plugin, as every real cluster does (the local cluster turns it off for
+KWOK): the injected projected token needs the pod's ``serviceAccountName``, which it sets.
 
 Needs root and what ``make e2e-real`` needs; skipped unless ``TRAINER_E2E_REAL=1``. Only one real-node
 cluster runs on a machine at a time: run it under ``flock /tmp/realnode.lock``.
@@ -67,7 +69,7 @@ def torch_runtime_image() -> str:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The suite's cluster with no KWOK node and one real node that has the runtime's image."""
-    local = upstream_cluster(Path(tmp_path_factory.mktemp("upstream-real")), nodes=0)
+    local = upstream_cluster(Path(tmp_path_factory.mktemp("upstream-real")), nodes=0, service_accounts=True)
     work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
     nodes = RealNodes(local, 1, work, ("training",))
     try:

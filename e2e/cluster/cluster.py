@@ -137,6 +137,11 @@ class LocalCluster:
     Pending before Running and Ready (a kubelet pulling its image and starting it), then Running
     before Succeeded (its containers' run time), for workloads whose manifests cannot carry those
     annotations.
+
+    ``service_account_admission`` turns on the apiserver's ServiceAccount admission plugin (off by
+    default: fake pods need no token volume, and pods need not wait for their namespace's
+    ServiceAccount), as a real cluster has it: pods get ``serviceAccountName: default`` and its
+    token volume, and a pod may carry a projected ServiceAccount token of its own.
     """
 
     def __init__(
@@ -153,10 +158,12 @@ class LocalCluster:
         extra_crds: Sequence[Path] = (),
         pod_ready_delay: float | None = None,
         pod_complete_delay: float | None = None,
+        service_account_admission: bool = False,
     ) -> None:
         """Describe the cluster; nothing is started before :meth:`start`."""
         self.state_dir = Path(state_dir).resolve()
         self.pod_delays = {"pod-ready": pod_ready_delay, "pod-complete": pod_complete_delay}
+        self.service_account_admission = service_account_admission
         self.volcano = volcano
         self.kueue = kueue
         self.extra_crds = [Path(path).resolve() for path in extra_crds]
@@ -432,7 +439,7 @@ class LocalCluster:
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 # Fake pods need no token volume, and pods need not wait for their ServiceAccount.
-                "--disable-admission-plugins=ServiceAccount",
+                *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
                 "--profiling=false",
             ],
         )
