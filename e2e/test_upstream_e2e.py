@@ -4,7 +4,7 @@ and run unchanged against this operator, set up as upstream's ``hack/e2e-setup-c
 its own: the CRDs, the admission webhooks, the runtimes of ``manifests/base/runtimes`` (applied with
 ``kubectl apply -k``) and ``examples/flux/flux-runtime.yaml``.
 
-The suite runs on a cluster of its own: KWOK pods there take 2 s from creation to Running and Ready
+The suite runs on a cluster of its own: KWOK pods there take 3 s from creation to Running and Ready
 (a kubelet pulling an image and starting it) and 15 s from Ready to Succeeded (the run time of a
 container), where the shared cluster's take 0 s and 1 s. Upstream's Its rely on both: they look for a
 Job that is active but not ready yet, time a 10 s ``activeDeadlineSeconds`` out, and suspend a
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e
 
 (PORT,) = reserved_ports(1)
 OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
-POD_READY_DELAY, POD_COMPLETE_DELAY = 2.0, 15.0
+POD_READY_DELAY, POD_COMPLETE_DELAY = 3.0, 15.0
 """Seconds a pod of the suite's cluster is Pending, then Running (see the module docstring)."""
 SKIPPED = {
     "should inject runtime configuration which allows the runtime status endpoint to be called": (
