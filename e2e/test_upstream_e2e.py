@@ -1,8 +1,8 @@
 """Kubeflow Trainer's own end-to-end suite (``test/e2e`` of ``github.com/kubeflow/trainer/v2`` at
-``TRAINER_E2E_VERSION``, ginkgo), compiled from the Go module proxy by ``e2e/build.sh trainer_e2e``
-and run unchanged against this operator, set up as upstream's ``hack/e2e-setup-cluster.sh`` sets up
-its own: the CRDs, the admission webhooks, the runtimes of ``manifests/base/runtimes`` (applied with
-``kubectl apply -k``) and ``examples/flux/flux-runtime.yaml``.
+``UPSTREAM_TRAINER_VERSION`` in ``e2e/versions.env``, ginkgo), compiled from the Go module proxy by
+``e2e/build.sh trainer_e2e`` and run unchanged against this operator, set up as upstream's
+``hack/e2e-setup-cluster.sh`` sets up its own: the CRDs, the admission webhooks, the runtimes of
+``manifests/base/runtimes`` (applied with ``kubectl apply -k``) and ``examples/flux/flux-runtime.yaml``.
 
 The suite runs on a cluster of its own: KWOK pods there take 3 s from creation to Running and Ready
 (a kubelet pulling an image and starting it) and 15 s from Ready to Succeeded (the run time of a

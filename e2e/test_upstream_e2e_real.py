@@ -8,12 +8,13 @@ operator's status server, and exits; the It waits for ``trainerStatus`` to show 
 ``Complete``. The cluster has one real node (kubelet + containerd, :mod:`e2e.realnode.node`) and no
 KWOK node; the runtime's image (``pytorch/pytorch``) is the training image (Debian with python3) under
 that name, imported into the node as upstream's setup loads its images into kind. The operator's
-status server is called at the bridge's address (``--status-server-host`` 10.88.0.1). The apiserver runs
-its ServiceAccount admission plugin, as every real cluster does (the local cluster turns it off for
-KWOK): the injected projected token needs the pod's ``serviceAccountName``, which it sets.
+status server is called at the pod network's gateway (``--status-server-host`` 10.88.0.1). The
+apiserver runs its ServiceAccount admission plugin, as every real cluster does (the local cluster turns
+it off for KWOK): the injected projected token needs the pod's ``serviceAccountName``, which it sets.
 
-Needs root and what ``make e2e-real`` needs; skipped unless ``TRAINER_E2E_REAL=1``. Only one real-node
-cluster runs on a machine at a time: run it under ``flock /tmp/realnode.lock``.
+Needs what ``e2e/test_real_pods.py`` needs (root, cgroups, Debian's packages), and is skipped as it is
+where the machine cannot run real nodes or with ``TRAINER_E2E_REAL=0``. Only one real-node cluster
+runs on a machine at a time: run it under ``flock /tmp/realnode.lock``.
 """
 
 from __future__ import annotations
@@ -31,27 +32,14 @@ import yaml
 from e2e.cluster.binaries import component_dir
 from e2e.cluster.cluster import LocalCluster, reserved_ports
 from e2e.realnode import images
-from e2e.realnode.node import GATEWAY, RealNodes
+from e2e.realnode.node import RealNodes, status_server_args, unavailable
 from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("TRAINER_E2E_REAL") != "1", reason="real pods: set TRAINER_E2E_REAL=1"),
-]
+WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
 
 WEBHOOK_PORT, STATUS_PORT = reserved_ports(2)
-OPERATOR_ARGS = [
-    "--webhook-port",
-    str(WEBHOOK_PORT),
-    "--webhook-host",
-    "127.0.0.1",
-    "--status-server-port",
-    str(STATUS_PORT),
-    "--status-server-host",
-    GATEWAY,
-    "--status-write-interval",
-    "1",
-]
+OPERATOR_ARGS = ["--webhook-port", str(WEBHOOK_PORT), "--webhook-host", "127.0.0.1", *status_server_args(STATUS_PORT)]
 IT = "should inject runtime configuration which allows the runtime status endpoint to be called"
 assert IT in SKIPPED
 
