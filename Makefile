@@ -70,7 +70,7 @@ e2e: venv binaries
 
 # Real pods on real kubelets (root, Debian; builds kubelet, CoreDNS and the training image once).
 e2e-real: venv binaries
-	TRAINER_E2E_REAL=1 $(PY) -m pytest e2e/test_real_pods.py -v -s
+	TRAINER_E2E_REAL=1 $(PY) -m pytest e2e/test_real_pods.py e2e/test_upstream_e2e_real.py -v -s
 
 # The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
 test: venv binaries lint

@@ -7,7 +7,8 @@
 #
 # Usage: e2e/build.sh                  # build every component that is missing, print the bin directory
 #        e2e/build.sh volcano kueue    # build only the named components
-# Components: etcd kwok kubernetes volcano kueue helm upstream (only when named: the bench's upstream side)
+# Components: etcd kwok kubernetes volcano kueue helm trainer_e2e
+#             upstream (only when named: the bench's upstream side)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -371,11 +372,41 @@ build_upstream() {
   printf '%s\n' "$jobset" >"$out/JOBSET_VERSION"
 }
 
-components=(etcd kwok kubernetes volcano kueue helm)
+# build_trainer_e2e: Kubeflow Trainer's own end-to-end suite (test/e2e, ginkgo) compiled as a test
+# binary, with the runtimes its setup (hack/e2e-setup-cluster.sh) installs: the kustomization
+# manifests/base/runtimes in runtimes/ (for `kubectl apply -k`) and examples/flux in flux/; and in
+# crds/ the JobSet CRD of the version Trainer's go.mod requires. The module zip is read-only: it is
+# copied to a writable directory first, and GOFLAGS=-mod=mod lets go resolve the test-only
+# dependencies from the proxy. The suite is run as published (e2e/test_upstream_e2e.py), never edited.
+build_trainer_e2e() {
+  local ver="$UPSTREAM_TRAINER_VERSION" out="$cache/bin/trainer_e2e-$UPSTREAM_TRAINER_VERSION"
+  [ -x "$out/e2e.test" ] && [ -f "$out/runtimes/kustomization.yaml" ] && [ -f "$out/flux/flux-runtime.yaml" ] && \
+    [ -f "$out/crds/jobset.x-k8s.io_jobsets.yaml" ] && return 0
+  local mod="$cache/src/trainer_e2e-$ver" src
+  mkdir -p "$out"
+  log "trainer e2e $ver: resolving modules"
+  src="$(module_dir github.com/kubeflow/trainer/v2 "$ver")"
+  rm -rf "$mod"
+  cp -R "$src" "$mod"
+  chmod -R u+w "$mod"
+  log "trainer e2e $ver: building e2e.test"
+  (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/e2e.test.tmp" ./test/e2e)
+  mv "$out/e2e.test.tmp" "$out/e2e.test"
+  rm -rf "$out/runtimes" "$out/flux"
+  cp -R "$src/manifests/base/runtimes" "$out/runtimes"
+  chmod -R u+w "$out/runtimes"
+  copy_crds "$out/flux" "$src/examples/flux/flux-runtime.yaml"
+  # The suite reads JobSets (expecting NotFound): the JobSet CRD of the version Trainer requires.
+  local jobset
+  jobset="$(module_dir sigs.k8s.io/jobset "$(required_version "$src/go.mod" sigs.k8s.io/jobset)")"
+  copy_crds "$out/crds" "$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
+}
+
+components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm upstream"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream"
     exit 2
   fi
 done

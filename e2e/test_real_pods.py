@@ -57,7 +57,7 @@ from e2e.cluster import LocalCluster
 from e2e.cluster.cluster import reserved_ports
 from e2e.helpers import ROOT, Client, condition, wait_for
 from e2e.realnode import images
-from e2e.realnode.node import GATEWAY, NODE_SELECTOR, RealNodes, unavailable
+from e2e.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
 from e2e.test_trainjob import trainjob
 from trainer.json_codec import JSON
 
@@ -66,14 +66,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"
 IMAGE = images.TRAINING_IMAGE
 # The status server, where the real nodes' pods reach the host: the pod network's gateway address.
 (STATUS_PORT,) = reserved_ports(1)  # bound minutes after import, in the whole suite
-OPERATOR_ARGS = [
-    "--status-server-port",
-    str(STATUS_PORT),
-    "--status-server-host",
-    GATEWAY,
-    "--status-write-interval",
-    "1",
-]
+OPERATOR_ARGS = status_server_args(STATUS_PORT)
 DIGITS = ROOT / "config" / "samples" / "digits"
 
 # Every rank adds rank + 1: the sum over WORLD ranks is WORLD * (WORLD + 1) / 2.

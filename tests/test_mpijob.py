@@ -232,3 +232,45 @@ def test_trainjob_with_an_mpi_runtime_shares_the_hostfile_and_ssh_machinery() ->
     npod = node["spec"]["template"]["spec"]
     assert {"name": "ssh-auth", "mountPath": "/home/mpiuser/.ssh"} in npod["containers"][0]["volumeMounts"]
     assert "PET_NNODES" not in env(lnode)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "node_pods", "extra"),
+    [
+        # Upstream's DeepSpeed runtime as published (numNodes 1, runLauncherAsNode): the node Job still
+        # runs one pod (never zero), with or without trainer.numNodes.
+        (None, 1, {}),
+        ({"numNodes": 1}, 1, {}),
+        ({"numNodes": 2}, 1, {}),
+        ({"numNodes": 3}, 2, {}),
+        # Without trainer.numNodes the node Job has the runtime's own count: its template's parallelism
+        # (mlPolicy.numNodes sizes only a replicated job labelled the trainer step).
+        (None, 1, {"numNodes": 4}),
+        (None, 3, {"parallelism": 3}),
+    ],
+)
+def test_the_node_job_of_an_mpi_runtime_is_sized_as_upstreams_mpi_plugin_sizes_it(
+    trainer: JSON | None, node_pods: int, extra: dict[str, int]
+) -> None:
+    """kubeflow/trainer ``plugins/mpi`` ``EnforceMLPolicy``: ``max(numNodes - 1, 1)`` with
+    runLauncherAsNode, and without ``trainer.numNodes`` the PodSet count of the runtime."""
+    from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+    from trainer.builders.jobs import build_children
+
+    raw = load_sample("upstream/deepspeed-distributed.yaml")
+    if "numNodes" in extra:
+        raw["spec"]["mlPolicy"]["numNodes"] = extra["numNodes"]
+    node_rjob = next(r for r in raw["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "node")
+    if "parallelism" in extra:
+        node_rjob["template"]["spec"]["parallelism"] = extra["parallelism"]
+    runtime = ClusterTrainingRuntime.model_validate(raw)
+    spec: JSON = {"runtimeRef": {"name": "deepspeed-distributed"}} | ({"trainer": trainer} if trainer else {})
+    tj = TrainJob.model_validate({"metadata": {"name": "ds", "namespace": "ns", "uid": "u"}, "spec": spec})
+    children = build_children(info(tj, runtime, []), suspend=False)
+    node = next(j for j in children.jobs if j["metadata"]["name"] == "ds-node-0")
+    assert node["spec"]["parallelism"] == node["spec"]["completions"] == node_pods
+    (cm,) = children.config_maps
+    assert cm["data"]["hostfile"].splitlines() == [
+        *(f"ds-node-0-{i}.ds slots=1" for i in range(node_pods)),
+        "ds-launcher-0-0.ds slots=1",
+    ]

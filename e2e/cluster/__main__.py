@@ -45,6 +45,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="CRD manifests (files or directories) to apply before Volcano and Kueue start (up)",
     )
+    for stage, default in (("ready", 0), ("complete", 1)):
+        parser.add_argument(
+            f"--pod-{stage}-delay",
+            type=float,
+            metavar="SECONDS",
+            help=f"seconds before a pod without KWOK delay annotations is {stage} (default {default}; up)",
+        )
     return parser
 
 
@@ -93,7 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["multicluster"]:
         return multicluster_main(argv[1:])
     args = _parser().parse_args(argv)
-    cluster = LocalCluster(args.dir, nodes=args.nodes, volcano=args.volcano, kueue=args.kueue, extra_crds=args.crds)
+    cluster = LocalCluster(
+        args.dir,
+        nodes=args.nodes,
+        volcano=args.volcano,
+        kueue=args.kueue,
+        extra_crds=args.crds,
+        pod_ready_delay=args.pod_ready_delay,
+        pod_complete_delay=args.pod_complete_delay,
+    )
     if args.command == "up":
         cluster.start()
         print(f"export KUBECONFIG={cluster.kubeconfig}")

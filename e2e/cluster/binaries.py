@@ -35,11 +35,18 @@ OPTIONAL_BINARIES: dict[str, tuple[str, str]] = {
     "kueue": ("KUEUE_VERSION", "kueue"),
 }
 # Client tools the tests run (not cluster components), built on first use by ensure().
-TOOLS: dict[str, tuple[str, str]] = {"helm": ("HELM_VERSION", "helm")}
+TOOLS: dict[str, tuple[str, str]] = {
+    "helm": ("HELM_VERSION", "helm"),
+    # Kubeflow Trainer's own e2e suite (test/e2e), compiled (e2e/test_upstream_e2e.py runs it).
+    "e2e.test": ("UPSTREAM_TRAINER_VERSION", "trainer_e2e"),
+}
 # build.sh components that also install CRDs into their crds/ directory.
 COMPONENTS_WITH_CRDS = ("volcano", "kueue")
 # Other directories a build.sh component installs beside its binaries (present, possibly empty).
-COMPONENT_DIRS: dict[str, tuple[str, ...]] = {"kueue": ("conversion", "webhooks")}
+COMPONENT_DIRS: dict[str, tuple[str, ...]] = {
+    "kueue": ("conversion", "webhooks"),
+    "trainer_e2e": ("runtimes", "flux", "crds"),
+}
 
 
 def cache_dir() -> Path:

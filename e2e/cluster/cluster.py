@@ -131,6 +131,17 @@ class LocalCluster:
 
     ``volcano`` and ``kueue`` add those real components (off by default); ``extra_crds`` are CRD
     manifests (files or directories) applied once the core is up and before they start.
+
+    ``pod_ready_delay`` and ``pod_complete_delay`` (seconds, None: the defaults of
+    ``kwok-stages.yaml``, 0 and 1) are how long a pod without the KWOK delay annotations stays
+    Pending before Running and Ready (a kubelet pulling its image and starting it), then Running
+    before Succeeded (its containers' run time), for workloads whose manifests cannot carry those
+    annotations.
+
+    ``service_account_admission`` turns on the apiserver's ServiceAccount admission plugin (off by
+    default: fake pods need no token volume, and pods need not wait for their namespace's
+    ServiceAccount), as a real cluster has it: pods get ``serviceAccountName: default`` and its
+    token volume, and a pod may carry a projected ServiceAccount token of its own.
     """
 
     def __init__(
@@ -145,9 +156,14 @@ class LocalCluster:
         volcano: bool = False,
         kueue: bool = False,
         extra_crds: Sequence[Path] = (),
+        pod_ready_delay: float | None = None,
+        pod_complete_delay: float | None = None,
+        service_account_admission: bool = False,
     ) -> None:
         """Describe the cluster; nothing is started before :meth:`start`."""
         self.state_dir = Path(state_dir).resolve()
+        self.pod_delays = {"pod-ready": pod_ready_delay, "pod-complete": pod_complete_delay}
+        self.service_account_admission = service_account_admission
         self.volcano = volcano
         self.kueue = kueue
         self.extra_crds = [Path(path).resolve() for path in extra_crds]
@@ -423,7 +439,7 @@ class LocalCluster:
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 # Fake pods need no token volume, and pods need not wait for their ServiceAccount.
-                "--disable-admission-plugins=ServiceAccount",
+                *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
                 "--profiling=false",
             ],
         )
@@ -461,7 +477,7 @@ class LocalCluster:
             "kwok",
             [
                 f"--kubeconfig={self.state_dir / 'kubeconfigs' / 'kwok.yaml'}",
-                f"--config={STAGES_FILE}",
+                f"--config={self._stages_file()}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--manage-nodes-with-label-selector=",
@@ -474,6 +490,19 @@ class LocalCluster:
             # kwok also reads $KWOK_WORKDIR/kwok.yaml (default ~/.kwok): keep it in state_dir.
             env={"KWOK_WORKDIR": str(self.state_dir / "kwok")},
         )
+
+    def _stages_file(self) -> Path:
+        """``kwok-stages.yaml``, or a copy in ``state_dir`` with the pod delays asked for."""
+        delays = {name: delay for name, delay in self.pod_delays.items() if delay is not None}
+        if not delays:
+            return STAGES_FILE
+        stages = list(yaml.safe_load_all(STAGES_FILE.read_text()))
+        for stage in stages:
+            if stage["metadata"]["name"] in delays:
+                stage["spec"]["delay"]["durationMilliseconds"] = round(delays[stage["metadata"]["name"]] * 1000)
+        path = self.state_dir / "kwok-stages.yaml"
+        path.write_text(yaml.safe_dump_all(stages, sort_keys=False))
+        return path
 
     # --- optional components: CRDs, Volcano, Kueue ----------------------------------------------
 

@@ -68,6 +68,12 @@ def _log(message: str) -> None:
     print(f"[realnode] {message}", file=sys.stderr, flush=True)
 
 
+def status_server_args(port: int) -> list[str]:
+    """The operator's flags for a status server that pods on real nodes call: on ``port``, at the pod
+    network's gateway (:data:`GATEWAY`, where they reach the host), writing at most once a second."""
+    return ["--status-server-port", str(port), "--status-server-host", GATEWAY, "--status-write-interval", "1"]
+
+
 def unavailable() -> str | None:
     """Why real nodes cannot run on this machine (one line), None when they can: they need root
     (kubelet, containerd, network namespaces), cgroups, and Debian's packages (:data:`PACKAGES`,

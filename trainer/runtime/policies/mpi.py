@@ -5,9 +5,10 @@ Mirrors kubeflow/trainer ``pkg/runtime/framework/plugins/mpi/mpi.go`` (v2.0) on 
 MPIJob uses (:mod:`trainer.builders.mpi`): Secret ``<trainjob>-mpi-ssh-auth`` (made once) mounted at
 ``sshAuthMountPath`` in the launcher and the nodes, ConfigMap ``<trainjob>-mpi-hostfile`` (key
 ``hostfile``) mounted at /etc/mpi in the launcher, with the implementation's launcher environment
-(whose names are reserved). The ``node`` replicated job runs ``numNodes`` pods, one fewer when
-``runLauncherAsNode`` (the launcher is then the first host). Its validation: ``numProcPerNode`` must
-be an integer.
+(whose names are reserved). The ``node`` replicated job runs ``trainer.numNodes`` pods, one fewer
+(but at least one) when ``runLauncherAsNode`` (the launcher is then the first host); without
+``trainer.numNodes``, as many as the runtime gives it (:func:`node_pods`). Its validation:
+``numProcPerNode`` must be an integer.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import SECRETS
-from api.trainer_v1alpha1 import NODE_CONTAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
+from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.builders.labels import JOBSET_NAME
 from trainer.builders.merge import find_named
 from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
 from trainer.json_codec import JSON
 from trainer.resources import gpus_per_node
 from trainer.runtime.policies.base import Created, Expansion, Policy
+from trainer.runtime.shape import step_of
 
 if TYPE_CHECKING:
     from trainer.runtime.info import RuntimeInfo
@@ -41,9 +43,24 @@ def hostfile_name(job: TrainJob) -> str:
     return f"{job.metadata.name}-mpi-hostfile"
 
 
-def node_pods(policy: MPIMLPolicySource, num_nodes: int) -> int:
-    """Pods of the ``node`` replicated job."""
-    return max(num_nodes - (1 if policy.run_launcher_as_node else 0), 0)
+def node_pods(
+    job: TrainJob, runtime: TrainingRuntimeSpec, policy: MPIMLPolicySource, rjob: ReplicatedJob
+) -> int | None:
+    """Pods per Job of the ``node`` replicated job ``rjob``, as kubeflow/trainer sizes its PodSet
+    (``pkg/runtime/framework/plugins/mpi/mpi.go`` ``EnforceMLPolicy``, from
+    ``pkg/runtime/core/trainingruntime.go``): with the TrainJob's ``trainer.numNodes`` n, n, or
+    max(n - 1, 1) when ``runLauncherAsNode`` (one host is the launcher, and the ``node`` Job never
+    has fewer than one pod); without it, the runtime's own count of the PodSet: ``mlPolicy.numNodes``
+    (default 1) when ``rjob`` is labelled the trainer step, else the template's parallelism (default
+    1), at least 1. Upstream's JobSet plugin (``SyncParallelCount``) then sets the Job's parallelism
+    and completions to that count."""
+    n = job.spec.trainer.num_nodes if job.spec.trainer else None
+    if n is not None:
+        return max(n - 1, 1) if policy.run_launcher_as_node else n
+    if step_of(rjob) == STEP_TRAINER:
+        return (runtime.ml_policy.num_nodes if runtime.ml_policy else None) or 1
+    parallelism = (rjob.template.get("spec") or {}).get("parallelism")
+    return max(int(parallelism) if parallelism is not None else 1, 1)
 
 
 def slots(job: TrainJob, policy: MPIMLPolicySource, resources: JSON | None = None) -> int:
@@ -66,9 +83,9 @@ def hosts(info: RuntimeInfo, policy: MPIMLPolicySource) -> list[Host]:
     n, s = info.job.metadata.name, slots(info.job, policy, info.node_resources)
     subdomain = info.subdomain or str(n)
     names = [r.name for r in info.rjobs]
-    node_replicas = next((r.replicas for r in info.rjobs if r.name == NODE_RJOB), 1)
-    pods = node_pods(policy, info.num_nodes or 1)
-    out = [Host(f"{n}-{NODE_RJOB}-{r}-{i}.{subdomain}", s) for r in range(node_replicas) for i in range(pods)]
+    node = next((ps for ps in info.pod_sets if ps.name == NODE_RJOB), None)
+    jobs, pods = (node.jobs, node.pods_per_job) if node is not None else (0, 0)
+    out = [Host(f"{n}-{NODE_RJOB}-{r}-{i}.{subdomain}", s) for r in range(jobs) for i in range(pods)]
     if policy.run_launcher_as_node:
         launcher = info.trainer or "launcher"
         first = launcher not in names or NODE_RJOB not in names or names.index(launcher) < names.index(NODE_RJOB)
@@ -109,9 +126,9 @@ class MPIPolicy(Policy):
     def pods_per_job(self, x: Expansion, rjob: ReplicatedJob) -> int | None:
         """:func:`node_pods` for the ``node`` replicated job; the launcher keeps its template's."""
         source = self.source(x.runtime)
-        if x.num_nodes is None or source is None or rjob.name != NODE_RJOB:
+        if source is None or rjob.name != NODE_RJOB:
             return None
-        return node_pods(source, x.num_nodes)
+        return node_pods(x.job, x.runtime, source, rjob)
 
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
         """:func:`apply_mpi`, the launcher being the trainer's replicated job (``EnforceMLPolicy``); the

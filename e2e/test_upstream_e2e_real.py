@@ -1,0 +1,78 @@
+"""The It of Kubeflow Trainer's own e2e suite that needs a container to run (``should inject runtime
+configuration which allows the runtime status endpoint to be called``), unchanged, on a real node.
+
+Its TrainJob runs upstream's ``test/e2e/testdata/status_update.py`` with ``python3 -c`` in the trainer
+container of the ``torch-distributed`` runtime: the script reads ``KUBEFLOW_TRAINER_SERVER_URL``, the
+CA and the token the operator injects, posts progress 42 %, 120 s remaining and two metrics to the
+operator's status server, and exits; the It waits for ``trainerStatus`` to show them and for
+``Complete``. The cluster has one real node (kubelet + containerd, :mod:`e2e.realnode.node`) and no
+KWOK node; the runtime's image (``pytorch/pytorch``) is the training image (Debian with python3) under
+that name, imported into the node as upstream's setup loads its images into kind. The operator's
+status server is called at the pod network's gateway (``--status-server-host`` 10.88.0.1). The
+apiserver runs its ServiceAccount admission plugin, as every real cluster does (the local cluster turns
+it off for KWOK): the injected projected token needs the pod's ``serviceAccountName``, which it sets.
+
+Needs what ``e2e/test_real_pods.py`` needs (root, cgroups, Debian's packages), and is skipped as it is
+where the machine cannot run real nodes or with ``TRAINER_E2E_REAL=0``. Only one real-node cluster
+runs on a machine at a time: run it under ``flock /tmp/realnode.lock``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e.cluster.binaries import component_dir
+from e2e.cluster.cluster import LocalCluster, reserved_ports
+from e2e.realnode import images
+from e2e.realnode.node import RealNodes, status_server_args, unavailable
+from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster
+
+WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
+
+WEBHOOK_PORT, STATUS_PORT = reserved_ports(2)
+OPERATOR_ARGS = ["--webhook-port", str(WEBHOOK_PORT), "--webhook-host", "127.0.0.1", *status_server_args(STATUS_PORT)]
+IT = "should inject runtime configuration which allows the runtime status endpoint to be called"
+assert IT in SKIPPED
+
+
+def torch_runtime_image() -> str:
+    """The image of the trainer container of upstream's ``torch-distributed`` runtime, as containerd
+    names it (``docker.io/`` added to a Docker Hub name)."""
+    runtime = yaml.safe_load((component_dir("trainer_e2e") / "runtimes" / "torch_distributed.yaml").read_text())
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    image: str = pod["containers"][0]["image"]
+    first = image.split("/", 1)[0]
+    return image if "/" in image and ("." in first or ":" in first) else f"docker.io/{image}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The suite's cluster with no KWOK node and one real node that has the runtime's image."""
+    local = upstream_cluster(Path(tmp_path_factory.mktemp("upstream-real")), nodes=0, service_accounts=True)
+    work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
+    nodes = RealNodes(local, 1, work, ("training",))
+    try:
+        nodes.start()
+        for node in nodes.nodes:
+            node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, torch_runtime_image())
+        yield local
+    finally:
+        nodes.stop()
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            local.stop()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def test_upstream_status_server_it_passes_on_a_real_node(cluster: LocalCluster, tmp_path: Path) -> None:
+    install_runtimes(cluster)
+    got = run_suite(cluster, tmp_path, [f"--ginkgo.focus={re.escape(IT)}"])
+    assert [s["leaf"] for s in got if s["state"] == "passed"] == [IT]
