@@ -142,6 +142,23 @@ def test_a_serving_key_that_does_not_fit_its_certificate_is_replaced() -> None:
     assert fixed is not None and fixed.ca == a.ca and fixed.cert != a.cert
 
 
+def test_a_certificate_without_a_host_now_configured_is_reissued_for_both_and_then_kept(tmp_path: Path) -> None:
+    """An operator started with another --status-server-host (the pods' gateway) than the one that made
+    the Secret: the certificate gets the new address too (same CA), and keeps the old one for a replica
+    still configured with it; then nothing more changes."""
+    now = utcnow()
+    old = generate(DNS, IPS, now)
+    with pytest.raises(ssl.SSLError):
+        handshake(tmp_path, old, old.ca, host="10.88.0.1")
+    dns, ips = serving_names("trainer-webhook-service", NS, "10.88.0.1")
+    new = renew(old, dns, ips, now)
+    assert new is not None and new.ca == old.ca
+    handshake(tmp_path, new, old.ca, host="10.88.0.1")
+    handshake(tmp_path, new, old.ca, host="127.0.0.1")
+    assert renew(new, dns, ips, now) is None
+    assert renew(new, DNS, IPS, now) is None
+
+
 def test_check_interval_derives_from_the_validity() -> None:
     assert check_interval(365 * 86400) == 3600
     assert check_interval(30) == 5

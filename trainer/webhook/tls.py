@@ -103,6 +103,35 @@ def _serving_due(
     return cert.not_valid_after_utc > now + validity + max(MAX_BACKDATE, validity / 10)
 
 
+def sans(cert: x509.Certificate) -> tuple[list[str], list[str]]:
+    """The DNS names and IP addresses (as strings) of ``cert``'s subjectAltName; empty without one."""
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return [], []
+    return ext.get_values_for_type(x509.DNSName), [str(i) for i in ext.get_values_for_type(x509.IPAddress)]
+
+
+def _missing_sans(bundle: Bundle, dns_names: list[str], ips: list[str]) -> bool:
+    """True when the serving certificate does not name every one of ``dns_names`` and ``ips`` (the
+    operator was started with another ``--status-server-host``, say), or cannot be read."""
+    try:
+        have_dns, have_ips = sans(bundle.serving())
+    except ValueError:
+        return True
+    return not (set(dns_names) <= set(have_dns) and {str(ipaddress.ip_address(i)) for i in ips} <= set(have_ips))
+
+
+def _union(bundle: Bundle, dns_names: list[str], ips: list[str]) -> tuple[list[str], list[str]]:
+    """``dns_names`` and ``ips`` plus the names the current serving certificate has, in that order: a new
+    certificate still serves a replica started with the other names, so two never take turns."""
+    try:
+        have_dns, have_ips = sans(bundle.serving())
+    except ValueError:
+        return dns_names, ips
+    return list(dict.fromkeys([*dns_names, *have_dns])), list(dict.fromkeys([*ips, *have_ips]))
+
+
 def renew(
     bundle: Bundle | None,
     dns_names: list[str],
@@ -116,8 +145,9 @@ def renew(
     * None, or no readable CA: a fresh CA and serving certificate.
     * No key of a CA in ``ca.crt``, or that CA in the last third of its lifetime: a new CA (valid
       ``ca_validity``) appended to the unexpired CAs, and a serving certificate signed by it.
-    * The serving certificate due (see :func:`_serving_due`): a new one (valid ``validity``, for
-      ``dns_names`` and ``ips``) signed by the same CA; ``ca.crt`` keeps its unexpired CAs.
+    * The serving certificate due (see :func:`_serving_due`) or not naming every one of ``dns_names``
+      and ``ips``: a new one (valid ``validity``, for those plus the names it had) signed by the same
+      CA; ``ca.crt`` keeps its unexpired CAs.
     * Only an expired CA in ``ca.crt``: the same certificates, that CA dropped.
 
     Raises ``ValueError`` for empty SANs or a non-positive validity.
@@ -138,8 +168,9 @@ def renew(
         ca_cert, ca_key = new_ca(now, ca_validity)
         cert, key = issue(ca_cert, ca_key, dns_names, ips, now, validity)
         return Bundle(ca=_pems(live) + ca_cert, cert=cert, key=key, ca_key=ca_key)
-    if _serving_due(bundle, signer, now, validity):
-        cert, key = issue(_pems([signer]), bundle.ca_key, dns_names, ips, now, validity)
+    if _serving_due(bundle, signer, now, validity) or _missing_sans(bundle, dns_names, ips):
+        names, addresses = _union(bundle, dns_names, ips)
+        cert, key = issue(_pems([signer]), bundle.ca_key, names, addresses, now, validity)
         return Bundle(ca=_pems(live), cert=cert, key=key, ca_key=bundle.ca_key)
     if len(live) < len(cas):
         return Bundle(ca=_pems(live), cert=bundle.cert, key=bundle.key, ca_key=bundle.ca_key)
