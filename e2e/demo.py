@@ -35,11 +35,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from api.kinds import TRAINJOBS
+from api.trainer_v1alpha1 import TrainJob
 from e2e.cluster import LocalCluster
 from e2e.cluster.cluster import free_ports
 from e2e.helpers import ROOT, Client, condition
 from e2e.operator_process import Operator
 from e2e.realnode import node as realnode
+from trainer.client.types import Holding, holding_condition
 from trainer.json_codec import JSON
 
 CACHE = Path(os.environ.get("TRAINER_CACHE", Path.home() / ".cache" / "trainer"))
@@ -57,10 +59,9 @@ def say(message: str) -> None:
     console.print(f"[dim]\\[demo {time.strftime('%H:%M:%S')}][/dim] {message}")
 
 
-def state_of(tj: JSON) -> str:
-    """The condition that holds the job, as ``trainer get`` shows it: the last True one, else Created."""
-    true = [c for c in (tj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-    return str(true[-1].get("reason") or true[-1]["type"]) if true else "Created"
+def holding(tj: JSON) -> Holding:
+    """The condition that holds the job, as ``trainer get`` shows it in STATE."""
+    return holding_condition(TrainJob.model_validate(tj))
 
 
 def metrics_of(tj: JSON) -> dict[str, str]:
@@ -68,8 +69,9 @@ def metrics_of(tj: JSON) -> dict[str, str]:
     return {m["name"]: m["value"] for m in ts.get("metrics") or []}
 
 
-async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple[str, bool]:
-    """Install the digits runtime, create one TrainJob of it and follow it; (its name, Complete)."""
+async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple[str, bool, dict[str, str]]:
+    """Install the digits runtime, create one TrainJob of it and follow it; (its name, Complete, its last
+    reported metrics)."""
     client = await Client.connect(cluster)
     try:
         cluster.run_kubectl("apply", "-n", NAMESPACE, "-k", str(SAMPLE))
@@ -84,14 +86,15 @@ async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple
         created = await client.kube.create(TRAINJOBS, NAMESPACE, job)
         name = created["metadata"]["name"]
         say(f"created TrainJob [bold]{NAMESPACE}/{name}[/bold] from {(SAMPLE / 'trainjob.yaml').relative_to(ROOT)}")
-        ok = await follow(client, name, real, timeout)
-        return name, ok
+        ok, metrics = await follow(client, name, real, timeout)
+        return name, ok, metrics
     finally:
         await client.close()
 
 
-async def follow(client: Client, name: str, real: bool, timeout: float) -> bool:
-    """Print state and pod changes as lines and the trainer's progress as a bar until the TrainJob ends."""
+async def follow(client: Client, name: str, real: bool, timeout: float) -> tuple[bool, dict[str, str]]:
+    """Print state and pod changes as lines and the trainer's progress as a bar until the TrainJob ends;
+    (Complete, the last reported metrics)."""
     deadline, last_state, last_pods = time.monotonic() + timeout, "", ""
     columns: list[Any] = [
         TextColumn("[bold]training[/bold]"),
@@ -104,9 +107,10 @@ async def follow(client: Client, name: str, real: bool, timeout: float) -> bool:
         task = bar.add_task("train", total=100, eta="-", metrics="waiting for the first report", visible=real)
         while time.monotonic() < deadline:
             tj = await client.trainjob(NAMESPACE, name) or {}
-            state = state_of(tj)
-            if state != last_state:
-                say(f"state {state}" + (f": {m}" if (m := _message(tj)) else ""))
+            held = holding(tj) if tj else None
+            state = held.state if held else ""
+            if held and state != last_state:
+                say(f"state {state}" + (f": {held.message}" if held.message else ""))
                 last_state = state
             pods = await client.pods(NAMESPACE, f"jobset.sigs.k8s.io/jobset-name={name}")
             where = ", ".join(
@@ -131,15 +135,10 @@ async def follow(client: Client, name: str, real: bool, timeout: float) -> bool:
                 if c and c.get("status") == "True":
                     if kind == "Failed":
                         say(f"[red]TrainJob failed[/red]: {c.get('message')}")
-                    return kind == "Complete"
+                    return kind == "Complete", metrics_of(tj)
             await asyncio.sleep(0.5)
     say(f"TrainJob did not end within {timeout:.0f}s")
-    return False
-
-
-def _message(tj: JSON) -> str:
-    true = [c for c in (tj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
-    return str(true[-1].get("message") or "") if true else ""
+    return False, {}
 
 
 def cli(cluster: LocalCluster, *args: str) -> str:
@@ -148,11 +147,10 @@ def cli(cluster: LocalCluster, *args: str) -> str:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT).stdout
 
 
-def report(cluster: LocalCluster, name: str, real: bool) -> None:
-    """The final metrics, the end of rank 0's log and where to look further."""
-    client_metrics = asyncio.run(_final(cluster, name))
-    if client_metrics:
-        say("final metrics: " + ", ".join(f"{k} {v}" for k, v in client_metrics.items()))
+def report(cluster: LocalCluster, name: str, real: bool, metrics: dict[str, str]) -> None:
+    """The final ``metrics``, the end of rank 0's log and where to look further."""
+    if metrics:
+        say("final metrics: " + ", ".join(f"{k} {v}" for k, v in metrics.items()))
     if real:
         for node in (0, 1):
             head = [ln for ln in cli(cluster, "logs", name, "--node", str(node)).splitlines() if ln.startswith("rank")]
@@ -167,14 +165,6 @@ def report(cluster: LocalCluster, name: str, real: bool) -> None:
         f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} logs {name} --all-pods --prefix\n"
         f"  stop it all: {sys.executable} -m e2e.demo --down"
     )
-
-
-async def _final(cluster: LocalCluster, name: str) -> dict[str, str]:
-    client = await Client.connect(cluster)
-    try:
-        return metrics_of(await client.trainjob(NAMESPACE, name) or {})
-    finally:
-        await client.close()
 
 
 def down(state_dirs: list[Path]) -> int:
@@ -221,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     operator.start()
     say(f"operator running (log {operator.log_path}), status server on {host}:{port}")
     try:
-        name, ok = asyncio.run(run_sample(cluster, real, args.timeout))
+        name, ok, metrics = asyncio.run(run_sample(cluster, real, args.timeout))
     finally:
         operator.stop()
     say(f"{'[green]Complete[/green]' if ok else '[red]NOT complete[/red]'} after {time.monotonic() - started:.1f}s")
-    report(cluster, name, real)
+    report(cluster, name, real, metrics)
     return 0 if ok else 1
 
 
