@@ -290,6 +290,7 @@ def compare(this: JSON, ref: JSON) -> dict[str, JSON]:
 
 SIDE_FIGURES = (
     ("children_seconds", "seconds to every child"),
+    ("status_seconds", "seconds to every status"),
     ("complete_seconds", "seconds to every Complete"),
     ("cpu_ms_per_trainjob", "controller CPU ms per TrainJob"),
     ("writes_per_trainjob", "writes per TrainJob"),
@@ -317,6 +318,7 @@ def side_values(run: JSON) -> dict[str, float | None]:
     out["rss_peak_mib"], out["rss_slope_mib_per_1000"] = base["rss_peak_mib"], base["rss_slope_mib_per_1000"]
     op = run.get("operator") or {}
     out["apiserver_cpu_seconds"] = op.get("apiserver_cpu_seconds")
+    out["status_seconds"] = op.get("status_seconds")
     t = op.get("create_to_children") or {}
     out["median_seconds"], out["p99_seconds"] = t.get("median"), t.get("p99")
     out["p99_over_median"] = ratio(t.get("p99"), t.get("median")) if t else None
@@ -542,6 +544,11 @@ def owned_by_trainjob(obj: JSON) -> bool:
     return trainjob_owner(obj) is not None
 
 
+def has_condition(obj: JSON) -> bool:
+    """Whether ``obj`` has any condition in its status (its first status was written)."""
+    return bool((obj.get("status") or {}).get("conditions"))
+
+
 def complete(obj: JSON) -> bool:
     """Whether ``obj`` (a TrainJob or a Job) has condition ``Complete=True``."""
     c = condition(obj, "Complete")
@@ -672,6 +679,8 @@ class Run:
     apiserver: int | None = None
     children: list[Tracker] = field(default_factory=list)
     completed: Tracker | None = None
+    statused: Tracker | None = None
+    """TrainJobs with a condition (their first status written)."""
     figures: JSON = field(default_factory=dict)
 
     def child(self, res: Resource) -> Tracker:
@@ -720,6 +729,8 @@ async def operator_phase(run: Run) -> JSON:
     end = op.usage()
     reconciles = await op.reconciles() - reconciled
     children = run.children_seconds(t0)
+    statused = run.statused.times if run.statused is not None else []
+    status = round(statused[-1] - t0, 2) if len(statused) >= n else None
     delta = write_delta(before, after)
     total = sum(delta.values())
     out: JSON = {
@@ -731,6 +742,7 @@ async def operator_phase(run: Run) -> JSON:
         "create_seconds": round(created - t0, 2),
         "children_seconds": round(children, 2),
         "children": run.last_child(t0),
+        "status_seconds": status,
         "complete_seconds": None if done is None else round(done, 2),
         "writes_per_trainjob": {k: round(v, 3) for k, v in per_trainjob(delta, n).items()},
         "writes_total": total,
@@ -963,6 +975,8 @@ def print_operator(out: JSON, side: str = "ours") -> None:
     print(f"  TrainJobs created:        {out['create_seconds']:.1f} s")
     kinds = ", ".join(f"{v['count']} {k} {v['seconds']:.1f} s" for k, v in out["children"].items())
     print(f"  every child exists:       {out['children_seconds']:.1f} s  ({kinds})")
+    if out.get("status_seconds") is not None:
+        print(f"  every status written:     {out['status_seconds']:.1f} s (each TrainJob has a condition)")
     if out["complete_seconds"] is not None:
         print(f"  every TrainJob Complete:  {out['complete_seconds']:.1f} s")
     print(f"  writes per TrainJob:      {out['writes_per_trainjob_total']:.2f} (total {out['writes_total']:.0f})")
@@ -1040,7 +1054,8 @@ async def measure(
         owned = side.owner
         run.children = [Tracker(kube, res, BENCH_NS, lambda o: owned(o) is not None, owned) for res in side.kinds]
         run.completed = Tracker(kube, TRAINJOBS, BENCH_NS, complete)
-        for t in (*run.children, run.completed):
+        run.statused = Tracker(kube, TRAINJOBS, BENCH_NS, has_condition)
+        for t in (*run.children, run.completed, run.statused):
             await t.start()
         if run_args.keep:
             await keep_phase(run)
@@ -1052,7 +1067,7 @@ async def measure(
         if baseline:
             await baseline_phase(run, float(result["children_seconds"]))
     finally:
-        for t in (*run.children, *((run.completed,) if run.completed else ())):
+        for t in (*run.children, *(t for t in (run.completed, run.statused) if t is not None)):
             await t.stop()
         await kube.close()
 

@@ -166,6 +166,10 @@ class TerminalError(Exception):
     object reconciles it again."""
 
 
+def _nothing_waits(_besides: Key) -> int:
+    return 0
+
+
 @dataclass(frozen=True, kw_only=True)
 class Context:
     """What the manager hands a reconciler factory; a kind's own settings are bound in its declaration."""
@@ -185,6 +189,10 @@ class Context:
     progress_clock: ProgressClock = field(default_factory=ProgressClock)
     """Since when each job's progress-only status change waits; the manager starts it when a child
     changes (see :mod:`trainer.reconciler.status_writer`)."""
+    backlog: Callable[[Key], int] = _nothing_waits
+    """New jobs other than the one named waiting for their first reconcile (the controller's queue's
+    urgent keys): while any wait, a job's first status waits behind them (see
+    :mod:`trainer.reconciler.status_writer`)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

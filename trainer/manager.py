@@ -125,6 +125,7 @@ class Manager:
                 status_coalesce_seconds=settings.status_coalesce_seconds,
                 own_writes=own_writes,
                 progress_clock=clock,
+                backlog=queue.urgent,
             )
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
@@ -199,9 +200,9 @@ class Manager:
                 delay = queue.add_rate_limited(key)
                 log.exception("reconcile failed", error=repr(e), retry_in=round(delay, 3))
             else:
-                result = RESULT_REQUEUE_AFTER if requeue else RESULT_SUCCESS
+                result = RESULT_SUCCESS if requeue is None else RESULT_REQUEUE_AFTER
                 queue.forget(key)
-                if requeue:
+                if requeue is not None:  # 0: again at once, behind the urgent keys
                     queue.add_after(key, requeue)
                 log.debug("reconciled", seconds=round(time.monotonic() - started, 4))
             finally:

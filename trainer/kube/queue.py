@@ -11,6 +11,9 @@ waiting key, first in first out among themselves; a waiting key added again as u
 manager adds a primary object that has just appeared as urgent, so that in a burst every new job gets its
 children before the status of older ones is counted again (as controller-runtime's priority queue,
 sigs.k8s.io/controller-runtime ``pkg/controller/priorityqueue``, hands out higher priorities first).
+A reconcile that returns 0 seconds to requeue after is queued again at once, behind every urgent key
+(:meth:`urgent` counts them): how a job's first status waits for the children of newer jobs in a burst
+(:mod:`trainer.reconciler.status_writer`).
 """
 
 from __future__ import annotations
@@ -79,6 +82,11 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+    def urgent(self, besides: K | None = None) -> int:
+        """Keys other than ``besides`` added as urgent and not handed out since (new jobs waiting for
+        their first reconcile)."""
+        return len(self._urgent) - (besides in self._urgent)
 
     def add(self, key: K, urgent: bool = False) -> None:
         """Queue ``key`` unless it is already waiting; ``urgent``: ahead of every key that is not (a

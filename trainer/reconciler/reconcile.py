@@ -171,6 +171,7 @@ class Reconciler(Generic[J, I]):
             ctx.progress_clock,
             delay=ctx.status_coalesce_seconds,
             metrics=ctx.metrics,
+            backlog=ctx.backlog,
         )
         self._failures: BoundedDict[str, tuple[int | None, int]] = BoundedDict(MAX_FAILING)
         """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""
@@ -181,7 +182,7 @@ class Reconciler(Generic[J, I]):
         # Read: the cache, or this controller's own last write while the cache is behind.
         obj = self.children.latest(kind.resource, *key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            ctx.progress_clock.stop(key)
+            self.status.forget(key)
             return None
         # managedBy: another controller's (e.g. MultiKueue's): not even a status write.
         if not kind.managed_by_us(obj):

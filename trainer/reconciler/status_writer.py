@@ -15,6 +15,13 @@ the change. A reconcile that finds a progress change whose clock has not started
 clock of a job stops when its status is written, found unchanged, or the job is gone. The same
 gathering as k8s.io/kubernetes ``pkg/controller/job/job_controller.go``, whose status updates follow pod
 changes batched by ``syncJobBatchPeriod`` (1 s).
+
+A job's first status (``Suspended`` or ``Created``, with its event) waits while newer jobs wait for
+their children (the queue's urgent keys, ``backlog``): the reconcile asks to be queued again at once,
+which puts it behind every new job. In a burst every job's children come first and the statuses follow
+(a status patch of a custom resource costs the apiserver about twice a create), at the latest
+:data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile; alone, a job's first status is
+written by its first reconcile. A first status that tells of a problem (a warning condition) is never held.
 """
 
 from __future__ import annotations
@@ -44,6 +51,12 @@ MAX_COUNTED = 100_000
 """Outcomes remembered as counted at most (the oldest go first)."""
 Event = tuple[str, str, str]
 """``(type, reason, message)`` of an event."""
+FIRST_STATUS_MAX_WAIT = 60.0
+"""Seconds a job's first status waits at most for the children of newer jobs."""
+
+
+def _nothing_waits(_besides: Key) -> int:
+    return 0
 
 
 class ProgressClock:
@@ -51,18 +64,18 @@ class ProgressClock:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._since: dict[Key, float] = {}
-        self._clock = clock
+        self.now = clock
 
     def __len__(self) -> int:
         return len(self._since)
 
     def start(self, key: Key) -> float:
         """Start ``key``'s clock now unless it runs already; returns when it started."""
-        return self._since.setdefault(key, self._clock())
+        return self._since.setdefault(key, self.now())
 
     def waited(self, key: Key) -> float:
         """Seconds since ``key``'s clock started, starting it now when it was not running (0.0)."""
-        return self._clock() - self.start(key)
+        return self.now() - self.start(key)
 
     def stop(self, key: Key) -> None:
         """Stop ``key``'s clock (its status was written or has nothing to write, or the job is gone)."""
@@ -83,9 +96,12 @@ class StatusWriter:
         *,
         delay: float,
         metrics: Metrics | None,
+        backlog: Callable[[Key], int] = _nothing_waits,
     ) -> None:
         self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
-        self.clock, self.delay, self.metrics = clock, delay, metrics
+        self.clock, self.delay, self.metrics, self.backlog = clock, delay, metrics, backlog
+        self._first = ProgressClock(clock.now)
+        """Since when each job's first status waits for the children of newer jobs."""
         self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
         """Outcome events already counted: (job uid, event, restart)."""
 
@@ -113,6 +129,9 @@ class StatusWriter:
             waited = self.clock.waited(key)
             if waited < self.delay:
                 return self.delay - waited
+        if not old and self._first_waits(key, merged):
+            return 0.0  # queued again behind the new jobs; nothing told or written yet
+        self._first.stop(key)
         self.clock.stop(key)
         # Events first: whoever sees the new condition finds its event too.
         for type_, reason, message in self.kind.events(info):
@@ -130,6 +149,21 @@ class StatusWriter:
         self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
         self._count_outcomes(obj, old, new)
         return None
+
+    def forget(self, key: Key) -> None:
+        """The job ``key`` is gone: stop its clocks."""
+        self.clock.stop(key)
+        self._first.stop(key)
+
+    def _first_waits(self, key: Key, conditions: list[Condition]) -> bool:
+        """Whether a job's first status (``conditions``) waits behind new jobs: some wait for their first
+        reconcile, none of ``conditions`` is a warning turned True, and it has waited less than
+        :data:`FIRST_STATUS_MAX_WAIT` seconds."""
+        if self.backlog(key) <= 0:
+            return False
+        if any(c.type in self.kind.warning_conditions and c.status == "True" for c in conditions):
+            return False
+        return self._first.waited(key) < FIRST_STATUS_MAX_WAIT
 
     def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
         """Count what this status write records: the first status, success, failure, a restart; each

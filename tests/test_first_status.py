@@ -1,0 +1,115 @@
+"""A job's first status waits behind the children of newer jobs (trainer/reconciler/status_writer.py):
+in a burst every new job gets its children before any first status is patched; alone, or once the new
+jobs are served, the first status and its event are written as before."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from api.kinds import TRAINJOBS
+from tests.harness import RuntimeWrapper, TrainJobWrapper, World
+from trainer.json_codec import JSON
+from trainer.kube.cache import Key, key_of
+from trainer.kube.queue import WorkQueue
+from trainer.reconciler import status_writer
+
+NEWER = ("default", "newer")
+
+
+def suspended(*names: str) -> World:
+    """A World of the torch runtime and suspended TrainJobs of these names (the first is ``w.key``)."""
+    jobs: list[JSON] = []
+    for name in names:
+        tj = TrainJobWrapper().obj()
+        tj["metadata"]["name"] = name
+        tj["spec"]["suspend"] = True
+        jobs.append(tj)
+    w = World(objects=[RuntimeWrapper().obj(), *jobs])
+    w.key = key_of(jobs[0])
+    return w
+
+
+def statuses(w: World) -> int:
+    return w.kube.count("patch_status", TRAINJOBS.kind)
+
+
+def events(w: World) -> int:
+    return w.kube.count(kind="Event")
+
+
+def queue(w: World) -> WorkQueue[Key]:
+    return w.manager.queues[w.controller]
+
+
+async def test_the_first_status_waits_while_a_new_job_waits_then_is_written_with_its_event() -> None:
+    w = suspended("first")
+    queue(w).add(NEWER, urgent=True)
+    later = await w.reconciler().reconcile(w.key)
+    assert later == 0.0, "queued again at once (behind the new job)"
+    assert w.jobs(), "the children are written"
+    assert statuses(w) == 0 and events(w) == 0, w.kube.writes
+    assert "status" not in w.obj
+    assert await w.reconcile() == 0, "again while the new job waits: nothing"
+
+    while await queue(w).get() != NEWER:  # the new job is handed out (after this one's own entry)
+        pass
+    assert await w.reconcile() == 2, "then the status and its event"
+    assert statuses(w) == 1 and events(w) == 1
+    assert [c["type"] for c in w.obj["status"]["conditions"]], w.obj["status"]
+    assert await w.reconcile() == 0, "settled"
+
+
+async def test_a_job_does_not_wait_for_itself() -> None:
+    w = suspended("first")
+    queue(w).add(w.key, urgent=True)  # its own key, not yet handed out, counts for nothing
+    await w.settle()
+    assert statuses(w) == 1
+
+
+async def test_a_first_status_that_tells_of_a_problem_is_not_held() -> None:
+    w = World(objects=[TrainJobWrapper().obj()])  # its runtime does not exist
+    queue(w).add(NEWER, urgent=True)
+    await w.settle()
+    conditions = {c["type"]: c["status"] for c in w.obj["status"]["conditions"]}
+    assert "True" in conditions.values() and statuses(w) == 1, conditions
+    assert events(w) >= 1
+
+
+async def test_a_first_status_waits_at_most_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = suspended("first")
+    now = [100.0]
+    w.reconciler().status._first.now = lambda: now[0]
+    queue(w).add(NEWER, urgent=True)
+    assert await w.reconciler().reconcile(w.key) == 0.0
+    now[0] += status_writer.FIRST_STATUS_MAX_WAIT - 1
+    assert await w.reconcile() == 0
+    now[0] += 1
+    assert await w.reconcile() == 2, "the bound passed: written although the new job still waits"
+
+
+async def test_later_statuses_are_not_held() -> None:
+    w = suspended("first")
+    await w.settle()
+    queue(w).add(NEWER, urgent=True)
+    w.kube.put({**w.obj, "spec": {**w.obj["spec"], "suspend": False}})
+    await w.settle()
+    assert statuses(w) == 2, "resumed: written although a new job waits"
+    assert not w.obj["status"].get("conditions"), w.obj["status"]
+
+
+async def test_in_a_burst_one_worker_writes_every_child_before_any_first_status() -> None:
+    w = suspended("burst-0", "burst-1", "burst-2")
+    worker = asyncio.create_task(w.manager._worker(w.controller))
+    try:
+        for _ in range(500):
+            if statuses(w) == 3 and len(queue(w)) == 0 and not w.manager._busy:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        worker.cancel()
+    kinds = [x.kind if x.verb != "patch_status" else "status" for x in w.kube.writes]
+    assert kinds.count("status") == 3, kinds
+    first_status = kinds.index("status")
+    assert kinds.count("Job") == 3 and kinds[:first_status].count("Job") == 3, kinds
