@@ -6,11 +6,14 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from tests.kube_double import RecordingKube
 from trainer.json_codec import JSON
+from trainer.kube import projection as projection_module
 from trainer.kube.cache import Informer
-from trainer.kube.projection import projection
+from trainer.kube.projection import LEAF_ITEMS, projection
 from trainer.reconciler.child_writer import needs_apply, with_hash
 from trainer.reconciler.reconcile import kept_job, kept_secret
 
@@ -97,7 +100,7 @@ def test_a_projected_job_is_not_drift_but_a_changed_desire_is() -> None:
     changed = copy.deepcopy(desired)
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = "y"
     assert needs_apply(with_hash(changed), cached, projection(kept_job)) is True, "the hash still tells a new Pod spec"
-    cached["spec"]["parallelism"] = 1  # someone edited the Job
+    cached = {**cached, "spec": {**cached["spec"], "parallelism": 1}}  # someone edited the Job
     assert needs_apply(desired, cached, projection(kept_job)) is True, "drift in a kept field is still seen"
 
 
@@ -128,3 +131,39 @@ def test_a_new_version_reuses_what_is_equal_in_the_version_cached_before() -> No
     assert after["metadata"]["labels"]["extra"] == "yes" and after["status"] == {"active": 2, "ready": 1}
     assert before["metadata"]["resourceVersion"] != "99" and "extra" not in before["metadata"]["labels"]
     assert project(raw, {"spec": [1]})["spec"] == after["spec"], "a part of another type is not reused"
+
+
+def test_equal_leaves_are_held_once_across_cached_objects_and_other_types_are_not() -> None:
+    project = projection(kept_job)
+    one, two = (project(json.loads(json.dumps(observed_job()))) for _ in range(2))
+    assert one["spec"] is two["spec"], "a Job spec of scalars, equal in both: one dict"
+    assert one["metadata"]["ownerReferences"][0] is two["metadata"]["ownerReferences"][0]
+    assert one["metadata"]["ownerReferences"] is not two["metadata"]["ownerReferences"], "not a leaf: its own"
+    service = {
+        "metadata": {"name": "tj", "ownerReferences": copy.deepcopy(observed_job()["metadata"]["ownerReferences"])}
+    }
+    kept = projection()(service)
+    assert kept["metadata"]["ownerReferences"][0] is one["metadata"]["ownerReferences"][0], "across kinds too"
+    ints, bools = (projection()({"metadata": {"name": "x"}, "spec": {"a": v}}) for v in (1, True))
+    assert ints["spec"] is not bools["spec"] and ints["spec"]["a"] is not True and bools["spec"]["a"] is True
+    floats = projection()({"metadata": {"name": "x"}, "spec": {"a": 1.0}})
+    assert type(floats["spec"]["a"]) is float, "1.0 is not the integer 1"
+    big = {str(i): i for i in range(LEAF_ITEMS + 1)}
+    a, b = (projection()({"metadata": {"name": "x"}, "data": dict(big)}) for _ in range(2))
+    assert a["data"] == b["data"] and a["data"] is not b["data"], "too large to be a leaf"
+
+
+def test_shared_leaves_are_bounded_and_the_least_recently_used_go_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(projection_module, "MAX_LEAVES", 3)
+    monkeypatch.setattr(projection_module, "_leaves", {})
+
+    def spec(i: int) -> JSON:
+        kept: JSON = projection()({"spec": {"i": i}})["spec"]
+        return kept
+
+    kept = [spec(i) for i in range(3)]
+    assert spec(0) is kept[0], "used again: now the most recent"
+    spec(3)  # drops {"i": 1}, the least recently used
+    assert len(projection_module._leaves) == 3
+    assert spec(0) is kept[0] and spec(2) is kept[2]
+    assert spec(1) == kept[1] and spec(1) is not kept[1], "forgotten, then held anew"

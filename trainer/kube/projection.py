@@ -10,6 +10,10 @@ cache never looks like drift.
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
 snapshots recur across cached objects; interned, each is held once (and freed with its last user).
+So are equal leaves, dicts and lists of a few scalars (a Job's spec, a Service's ports, the owner
+reference every child of a job carries, the operator's own ``managedFields`` mark): one container for
+all, the least recently used forgotten past :data:`MAX_LEAVES`. Cached objects are shared this way and
+are never changed in place by their readers (as client-go's informer caches).
 A new version of a cached object reuses what is equal in the version cached before it (its spec, its
 labels when only the status changed): a watch reports whole objects, mostly unchanged, and an equality
 test runs in C where interning walks every value in Python. Equal means equal as Python compares JSON
@@ -62,10 +66,15 @@ def interned(value: Any, like: Any = None) -> Any:
 
 
 def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]]) -> Any:
-    """``like`` when it equals ``value``; an interned string or a kept scalar; else a new, empty container
-    that :func:`interned` fills from ``stack``."""
+    """``like`` when it equals ``value``; :data:`UPDATE_MARK` itself (one list for every cached object
+    that carries it); an interned string or a kept scalar; else a new, empty container that
+    :func:`interned` fills from ``stack``."""
+    if value is UPDATE_MARK:
+        return value
     if like is not None and type(value) is type(like) and _equal(value, like):
         return like
+    if isinstance(value, (dict, list)) and len(value) <= LEAF_ITEMS and (leaf := _shared_leaf(value)) is not None:
+        return leaf
     if isinstance(value, dict):
         new: dict[str, Any] = {}
         stack.append((value, like, new))
@@ -77,6 +86,41 @@ def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]]) -> Any:
     if isinstance(value, str):
         return sys.intern(value)
     return value
+
+
+LEAF_ITEMS = 16
+"""Entries a dict or list may have to be shared as a leaf (see :func:`_shared_leaf`)."""
+MAX_LEAVES = 8192
+"""Shared leaves remembered at most (the least recently used go first)."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_leaves: dict[tuple[Any, ...], Any] = {}
+"""Leaf key (:func:`_shared_leaf`) -> the one interned container cached objects hold for it."""
+
+
+def _shared_leaf(value: dict[str, Any] | list[Any]) -> Any:
+    """The one cached container equal to ``value`` when ``value`` is a leaf (a dict or list of at most
+    :data:`LEAF_ITEMS` strings, numbers, booleans or nulls), else None. Equal leaves recur across cached
+    objects (a Job's spec, a Service's ports, a runtime reference, the owner reference every child of a
+    job carries, a condition written in the same second): each is held once, as strings are by
+    interning. Equal means the same keys in the same order with values of the same JSON type (``1`` and
+    ``true`` are two leaves). Cached objects are read, never changed, so sharing is safe."""
+    key: list[Any] = [type(value)]
+    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+        if type(v) not in _SCALARS:
+            return None
+        key += (k, type(v), v)
+    ident = tuple(key)
+    try:
+        shared = _leaves.pop(ident)
+    except KeyError:
+        if isinstance(value, dict):
+            shared = {sys.intern(k): sys.intern(v) if type(v) is str else v for k, v in value.items()}
+        else:
+            shared = [sys.intern(v) if type(v) is str else v for v in value]
+        if len(_leaves) >= MAX_LEAVES:
+            del _leaves[next(iter(_leaves))]
+    _leaves[ident] = shared  # the most recently used last
+    return shared
 
 
 def _equal(a: Any, b: Any) -> bool:
