@@ -12,7 +12,7 @@ from api.kinds import TRAINJOBS
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World
 from trainer.json_codec import JSON
 from trainer.kube.cache import Key, key_of
-from trainer.kube.queue import WorkQueue
+from trainer.kube.queue import IDLE_QUIET, WorkQueue
 from trainer.reconciler import status_writer
 
 NEWER = ("default", "newer")
@@ -45,20 +45,42 @@ def queue(w: World) -> WorkQueue[Key]:
 
 async def test_the_first_status_waits_while_a_new_job_waits_then_is_written_with_its_event() -> None:
     w = suspended("first")
-    queue(w).add(NEWER, urgent=True)
-    later = await w.reconciler().reconcile(w.key)
-    assert later == 0.0, "queued again at once (behind the new job)"
+    q, now = queue(w), [100.0]
+    q.clock = lambda: now[0]
+    while len(q):  # what the informers queued
+        q.done(await q.get())
+    q.add(NEWER, urgent=True)
+    assert await w.reconciler().reconcile(w.key) is None
     assert w.jobs(), "the children are written"
     assert statuses(w) == 0 and events(w) == 0, w.kube.writes
     assert "status" not in w.obj
+    assert q.idle_waiting() == 1, "left in the idle lane"
     assert await w.reconcile() == 0, "again while the new job waits: nothing"
 
-    while await queue(w).get() != NEWER:  # the new job is handed out (after this one's own entry)
-        pass
+    assert await q.get() == NEWER  # the new job is handed out ...
+    q.done(NEWER)
+    assert await w.reconcile() == 0, "... but it came less than a second ago: more may be on their way"
+    now[0] += IDLE_QUIET
+    await asyncio.sleep(IDLE_QUIET + 0.1)  # the lane's check
+    assert q.idle_waiting() == 0 and len(q) == 1 and await q.get() == w.key, "queued again once idle"
     assert await w.reconcile() == 2, "then the status and its event"
     assert statuses(w) == 1 and events(w) == 1
-    assert [c["type"] for c in w.obj["status"]["conditions"]], w.obj["status"]
+    assert [c["type"] for c in w.obj["status"]["conditions"]] == ["Suspended"], w.obj["status"]
     assert await w.reconcile() == 0, "settled"
+
+
+async def test_the_idle_lane_lets_a_job_go_at_its_bound_while_new_jobs_keep_coming() -> None:
+    q: WorkQueue[Key] = WorkQueue()
+    now = [100.0]
+    q.clock = lambda: now[0]
+    q.add(NEWER, urgent=True)
+    q.add_when_idle(("default", "old"), at_most=0.5)
+    assert q.busy(("default", "old")) and not q.busy(NEWER)
+    now[0] += 0.5
+    await asyncio.sleep(IDLE_QUIET + 0.1)
+    assert q.idle_waiting() == 0, "gone at its bound although a new job still waits"
+    assert {await q.get(), await q.get()} == {NEWER, ("default", "old")}
+    q.shutdown()
 
 
 async def test_a_job_does_not_wait_for_itself() -> None:
@@ -82,7 +104,7 @@ async def test_a_first_status_waits_at_most_the_bound(monkeypatch: pytest.Monkey
     now = [100.0]
     w.reconciler().status._first.now = lambda: now[0]
     queue(w).add(NEWER, urgent=True)
-    assert await w.reconciler().reconcile(w.key) == 0.0
+    assert await w.reconciler().reconcile(w.key) is None and statuses(w) == 0
     now[0] += status_writer.FIRST_STATUS_MAX_WAIT - 1
     assert await w.reconcile() == 0
     now[0] += 1
@@ -103,7 +125,7 @@ async def test_in_a_burst_one_worker_writes_every_child_before_any_first_status(
     w = suspended("burst-0", "burst-1", "burst-2")
     worker = asyncio.create_task(w.manager._worker(w.controller))
     try:
-        for _ in range(500):
+        for _ in range(1000):
             if statuses(w) == 3 and len(queue(w)) == 0 and not w.manager._busy:
                 break
             await asyncio.sleep(0.01)

@@ -25,7 +25,7 @@ from trainer.json_codec import JSON
 from trainer.kube.cache import Index, Key, controller_uid, key_of
 from trainer.kube.projection import Projection, strip_managed_fields
 from trainer.reconciler.own_writes import OwnWrites
-from trainer.reconciler.status_writer import ProgressClock
+from trainer.reconciler.status_writer import IdleLane, NoLane, ProgressClock
 
 __all__ = [
     "Context",
@@ -166,10 +166,6 @@ class TerminalError(Exception):
     object reconciles it again."""
 
 
-def _nothing_waits(_besides: Key) -> int:
-    return 0
-
-
 @dataclass(frozen=True, kw_only=True)
 class Context:
     """What the manager hands a reconciler factory; a kind's own settings are bound in its declaration."""
@@ -189,10 +185,9 @@ class Context:
     progress_clock: ProgressClock = field(default_factory=ProgressClock)
     """Since when each job's progress-only status change waits; the manager starts it when a child
     changes (see :mod:`trainer.reconciler.status_writer`)."""
-    backlog: Callable[[Key], int] = _nothing_waits
-    """New jobs other than the one named waiting for their first reconcile (the controller's queue's
-    urgent keys): while any wait, a job's first status waits behind them (see
-    :mod:`trainer.reconciler.status_writer`)."""
+    lane: IdleLane = field(default_factory=NoLane)
+    """The controller's work queue as a job's first status sees it: whether other jobs are new, and
+    queueing a job once they are served (see :mod:`trainer.reconciler.status_writer`)."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]

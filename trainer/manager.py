@@ -125,7 +125,7 @@ class Manager:
                 status_coalesce_seconds=settings.status_coalesce_seconds,
                 own_writes=own_writes,
                 progress_clock=clock,
-                backlog=queue.urgent,
+                lane=queue,
             )
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()

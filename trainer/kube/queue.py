@@ -11,20 +11,25 @@ waiting key, first in first out among themselves; a waiting key added again as u
 manager adds a primary object that has just appeared as urgent, so that in a burst every new job gets its
 children before the status of older ones is counted again (as controller-runtime's priority queue,
 sigs.k8s.io/controller-runtime ``pkg/controller/priorityqueue``, hands out higher priorities first).
-A reconcile that returns 0 seconds to requeue after is queued again at once, behind every urgent key
-(:meth:`urgent` counts them): how a job's first status waits for the children of newer jobs in a burst
-(:mod:`trainer.reconciler.status_writer`).
+A key may also wait for the queue to be idle of new keys (:meth:`add_when_idle`): it is queued once no
+urgent key waits and none was added for :data:`IDLE_QUIET` seconds (a burst of new jobs is over, as far
+as the watch has told), or once its own bound passes. That is how a job's first status waits for the
+children of the jobs created with it (:mod:`trainer.reconciler.status_writer`); :meth:`busy` tells
+whether it should.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
+IDLE_QUIET = 1.0
+"""Seconds without a new (urgent) key after which the queue counts as idle of new keys."""
 
 
 class QueueMetrics(Protocol[K_contra]):
@@ -61,7 +66,11 @@ class WorkQueue(Generic[K]):
     """Keys to reconcile. ``add`` is synchronous so that cache handlers can call it."""
 
     def __init__(
-        self, base_delay: float = 0.05, max_delay: float = 300.0, metrics: QueueMetrics[K] | None = None
+        self,
+        base_delay: float = 0.05,
+        max_delay: float = 300.0,
+        metrics: QueueMetrics[K] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._entries: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
         """``(0 urgent / 1 not, sequence, key)``; an entry whose key is no longer waiting (it was taken at
@@ -79,14 +88,46 @@ class WorkQueue(Generic[K]):
         """Keys whose pending timer is a batch's (:meth:`add_batched`): an :meth:`add` makes it moot."""
         self.base_delay, self.max_delay = base_delay, max_delay
         self.metrics: QueueMetrics[K] = metrics if metrics is not None else _NoMetrics()
+        self.clock = clock
+        self._arrivals: list[tuple[float, K]] = []
+        """The last two urgent adds: (clock, key), the newest last."""
+        self._idle: dict[K, float] = {}
+        """Keys waiting for the queue to be idle of new keys -> the clock at which they go anyway."""
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def urgent(self, besides: K | None = None) -> int:
-        """Keys other than ``besides`` added as urgent and not handed out since (new jobs waiting for
-        their first reconcile)."""
-        return len(self._urgent) - (besides in self._urgent)
+    def busy(self, besides: K) -> bool:
+        """Whether keys other than ``besides`` are new: added as urgent and not handed out yet, or added
+        as urgent less than :data:`IDLE_QUIET` seconds ago (more may be on their way)."""
+        if len(self._urgent) - (besides in self._urgent) > 0:
+            return True
+        now = self.clock()
+        return any(now - at < IDLE_QUIET and key != besides for at, key in self._arrivals)
+
+    def add_when_idle(self, key: K, at_most: float) -> None:
+        """Queue ``key`` once no other key is new (:meth:`busy` says False for it), checked every
+        :data:`IDLE_QUIET` seconds, or after ``at_most`` seconds, whichever comes first (an earlier
+        bound of a key already waiting so stays)."""
+        deadline = self.clock() + at_most
+        self._idle[key] = min(self._idle.get(key, deadline), deadline)
+        if self._idle_timer is None:
+            self._idle_timer = asyncio.get_running_loop().call_later(IDLE_QUIET, self._release_idle)
+
+    def idle_waiting(self) -> int:
+        """Keys waiting for the queue to be idle of new keys (:meth:`add_when_idle`)."""
+        return len(self._idle)
+
+    def _release_idle(self) -> None:
+        self._idle_timer = None
+        now = self.clock()
+        for key, deadline in list(self._idle.items()):
+            if deadline <= now or not self.busy(key):
+                del self._idle[key]
+                self.add(key)
+        if self._idle:
+            self._idle_timer = asyncio.get_running_loop().call_later(IDLE_QUIET, self._release_idle)
 
     def add(self, key: K, urgent: bool = False) -> None:
         """Queue ``key`` unless it is already waiting; ``urgent``: ahead of every key that is not (a
@@ -97,6 +138,8 @@ class WorkQueue(Generic[K]):
             pending = self._timers.pop(key, None)
             if pending is not None:
                 pending.cancel()
+        if urgent:
+            self._arrivals = [*self._arrivals[-1:], (self.clock(), key)]
         if urgent and key not in self._urgent:
             self._urgent.add(key)
             if key in self._waiting:
@@ -186,5 +229,7 @@ class WorkQueue(Generic[K]):
         """Cancel pending timers."""
         for timer in self._timers.values():
             timer.cancel()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self._timers.clear()
         self._batched.clear()

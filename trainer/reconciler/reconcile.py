@@ -171,7 +171,7 @@ class Reconciler(Generic[J, I]):
             ctx.progress_clock,
             delay=ctx.status_coalesce_seconds,
             metrics=ctx.metrics,
-            backlog=ctx.backlog,
+            lane=ctx.lane,
         )
         self._failures: BoundedDict[str, tuple[int | None, int]] = BoundedDict(MAX_FAILING)
         """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""

@@ -16,19 +16,21 @@ clock of a job stops when its status is written, found unchanged, or the job is 
 gathering as k8s.io/kubernetes ``pkg/controller/job/job_controller.go``, whose status updates follow pod
 changes batched by ``syncJobBatchPeriod`` (1 s).
 
-A job's first status (``Suspended`` or ``Created``, with its event) waits while newer jobs wait for
-their children (the queue's urgent keys, ``backlog``): the reconcile asks to be queued again at once,
-which puts it behind every new job. In a burst every job's children come first and the statuses follow
-(a status patch of a custom resource costs the apiserver about twice a create), at the latest
-:data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile; alone, a job's first status is
-written by its first reconcile. A first status that tells of a problem (a warning condition) is never held.
+A job's first status (``Suspended`` or ``Created``, with its event) waits while other jobs are new
+(waiting for their first reconcile, or created less than a second ago: :meth:`IdleLane.busy`): the
+reconcile writes the children and leaves the job in the queue's idle lane, from which it is queued again
+once the burst is served (:meth:`IdleLane.add_when_idle`). In a burst every job's children come first and
+the statuses follow (a status patch of a custom resource costs the apiserver about twice a create), at
+the latest :data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile; alone, a job's first
+status is written by its first reconcile. A first status that tells of a problem (a warning condition)
+is never held.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -55,8 +57,26 @@ FIRST_STATUS_MAX_WAIT = 60.0
 """Seconds a job's first status waits at most for the children of newer jobs."""
 
 
-def _nothing_waits(_besides: Key) -> int:
-    return 0
+class IdleLane(Protocol):
+    """What a first status asks of the work queue (:class:`trainer.kube.queue.WorkQueue` is one)."""
+
+    def busy(self, besides: Key) -> bool:
+        """Whether jobs other than ``besides`` are new."""
+        ...
+
+    def add_when_idle(self, key: Key, at_most: float) -> None:
+        """Queue ``key`` once no other job is new, or after ``at_most`` seconds."""
+        ...
+
+
+class NoLane:
+    """No queue: no job is ever new (a first status is written at once)."""
+
+    def busy(self, besides: Key) -> bool:
+        return False
+
+    def add_when_idle(self, key: Key, at_most: float) -> None:
+        raise RuntimeError("nothing is busy: nothing waits")
 
 
 class ProgressClock:
@@ -96,10 +116,11 @@ class StatusWriter:
         *,
         delay: float,
         metrics: Metrics | None,
-        backlog: Callable[[Key], int] = _nothing_waits,
+        lane: IdleLane | None = None,
     ) -> None:
         self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
-        self.clock, self.delay, self.metrics, self.backlog = clock, delay, metrics, backlog
+        self.clock, self.delay, self.metrics = clock, delay, metrics
+        self.lane: IdleLane = lane if lane is not None else NoLane()
         self._first = ProgressClock(clock.now)
         """Since when each job's first status waits for the children of newer jobs."""
         self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
@@ -129,8 +150,9 @@ class StatusWriter:
             waited = self.clock.waited(key)
             if waited < self.delay:
                 return self.delay - waited
-        if not old and self._first_waits(key, merged):
-            return 0.0  # queued again behind the new jobs; nothing told or written yet
+        if not old and (wait := self._first_wait(key, merged)) is not None:
+            self.lane.add_when_idle(key, wait)  # nothing told or written yet
+            return None
         self._first.stop(key)
         self.clock.stop(key)
         # Events first: whoever sees the new condition finds its event too.
@@ -155,15 +177,16 @@ class StatusWriter:
         self.clock.stop(key)
         self._first.stop(key)
 
-    def _first_waits(self, key: Key, conditions: list[Condition]) -> bool:
-        """Whether a job's first status (``conditions``) waits behind new jobs: some wait for their first
-        reconcile, none of ``conditions`` is a warning turned True, and it has waited less than
-        :data:`FIRST_STATUS_MAX_WAIT` seconds."""
-        if self.backlog(key) <= 0:
-            return False
+    def _first_wait(self, key: Key, conditions: list[Condition]) -> float | None:
+        """The seconds a job's first status (``conditions``) may still wait behind new jobs, or None when
+        it is written now: no other job is new, one of ``conditions`` is a warning turned True, or it has
+        waited :data:`FIRST_STATUS_MAX_WAIT` seconds."""
+        if not self.lane.busy(key):
+            return None
         if any(c.type in self.kind.warning_conditions and c.status == "True" for c in conditions):
-            return False
-        return self._first.waited(key) < FIRST_STATUS_MAX_WAIT
+            return None
+        left = FIRST_STATUS_MAX_WAIT - self._first.waited(key)
+        return left if left > 0 else None
 
     def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
         """Count what this status write records: the first status, success, failure, a restart; each
