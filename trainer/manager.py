@@ -200,9 +200,9 @@ class Manager:
                 delay = queue.add_rate_limited(key)
                 log.exception("reconcile failed", error=repr(e), retry_in=round(delay, 3))
             else:
-                result = RESULT_SUCCESS if requeue is None else RESULT_REQUEUE_AFTER
+                result = RESULT_REQUEUE_AFTER if requeue else RESULT_SUCCESS
                 queue.forget(key)
-                if requeue is not None:  # 0: again at once, behind the urgent keys
+                if requeue:
                     queue.add_after(key, requeue)
                 log.debug("reconciled", seconds=round(time.monotonic() - started, 4))
             finally:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -89,7 +90,7 @@ class WorkQueue(Generic[K]):
         self.base_delay, self.max_delay = base_delay, max_delay
         self.metrics: QueueMetrics[K] = metrics if metrics is not None else _NoMetrics()
         self.clock = clock
-        self._arrivals: list[tuple[float, K]] = []
+        self._arrivals: deque[tuple[float, K]] = deque(maxlen=2)
         """The last two urgent adds: (clock, key), the newest last."""
         self._idle: dict[K, float] = {}
         """Keys waiting for the queue to be idle of new keys -> the clock at which they go anyway."""
@@ -139,7 +140,7 @@ class WorkQueue(Generic[K]):
             if pending is not None:
                 pending.cancel()
         if urgent:
-            self._arrivals = [*self._arrivals[-1:], (self.clock(), key)]
+            self._arrivals.append((self.clock(), key))
         if urgent and key not in self._urgent:
             self._urgent.add(key)
             if key in self._waiting:

@@ -116,11 +116,11 @@ class StatusWriter:
         *,
         delay: float,
         metrics: Metrics | None,
-        lane: IdleLane | None = None,
+        lane: IdleLane,
     ) -> None:
         self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
         self.clock, self.delay, self.metrics = clock, delay, metrics
-        self.lane: IdleLane = lane if lane is not None else NoLane()
+        self.lane = lane
         self._first = ProgressClock(clock.now)
         """Since when each job's first status waits for the children of newer jobs."""
         self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
