@@ -35,7 +35,17 @@ class Trainer:
     def start(self, *args: str) -> Streamed:
         """Start ``trainer ... ARGS`` without waiting for it (a watch): its stdout lines as they come."""
         cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args]
-        return Streamed(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT))
+        # SIGINT as at a terminal: a test run started in the background (nohup, `&`) ignores it, and an
+        # ignored signal is inherited, so Ctrl-C (Streamed.stop) would never reach the command.
+        process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        return Streamed(process)
 
 
 class Streamed:
