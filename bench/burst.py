@@ -81,6 +81,7 @@ from e2e.cluster.pki import Pki
 from e2e.helpers import ROOT, condition
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
+from trainer.main import EVENT_LOOPS
 
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"
@@ -1215,7 +1216,9 @@ def run_upstream(args: argparse.Namespace, figures: JSON) -> int:
 def timed(phases: Coroutine[Any, Any, None], op: CountedOperator | CountedUpstream, figures: JSON) -> int:
     """Run ``phases``, then stop ``op``; 0, or 1 when a phase timed out (printed, and in ``figures``)."""
     try:
-        asyncio.run(phases)
+        # the raw client (and the creates and watches of both phases) on the operator's default loop
+        with asyncio.Runner(loop_factory=EVENT_LOOPS["uvloop"]) as runner:
+            runner.run(phases)
     except PhaseTimeout as e:
         print(f"TIMEOUT: {e}", flush=True)
         figures["timeout"] = str(e)

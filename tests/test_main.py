@@ -3,6 +3,8 @@ the log format (JSON lines, or the console renderer on a terminal)."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import os
 import pty
@@ -10,7 +12,9 @@ import subprocess
 import sys
 
 import pytest
+import uvloop
 
+from trainer import main as operator_main
 from trainer.main import parse_args
 
 
@@ -48,6 +52,23 @@ def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     ):
         assert flag in text
     assert "TRAINER_<FLAG>" in text
+
+
+def test_runs_on_uvloop_unless_told_the_standard_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def run(args: argparse.Namespace) -> int:
+        loops.append(asyncio.get_running_loop())
+        return 7
+
+    monkeypatch.setattr(operator_main, "run", run)
+    assert operator_main.main(["--log-level", "error"]) == 7
+    assert operator_main.main(["--event-loop", "asyncio", "--log-level", "error"]) == 7
+    monkeypatch.setenv("TRAINER_EVENT_LOOP", "asyncio")
+    assert operator_main.main(["--log-level", "error"]) == 7
+    assert [isinstance(loop, uvloop.Loop) for loop in loops] == [True, False, False]
+    with pytest.raises(SystemExit):
+        parse_args(["--event-loop", "trio"])
 
 
 LOG_ONE_LINE = (

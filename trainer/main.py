@@ -22,6 +22,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import structlog
+import uvloop
 
 from trainer import gang
 from trainer.kube.cache import wait_synced
@@ -34,6 +35,14 @@ from trainer.statusserver import server as status_server
 from trainer.statusserver.server import StatusServerSettings
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts
 from trainer.wiring import Settings, new_manager
+
+EVENT_LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+"""The event loops the operator can run on (``--event-loop``): uvloop (the default; libuv and its TLS
+in C: the operator's CPU per TrainJob in a burst is about 0.6-0.8 of the standard library's loop, see
+docs/benchmarks.md) and the standard library's, kept for diagnosis."""
 
 
 def _env(flag: str, default: str | None = None) -> str | None:
@@ -178,6 +187,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "5",
         "at most one trainerStatus write per TrainJob per this many seconds; later posts are coalesced "
         "into the next write (default 5)",
+    )
+    p.add_argument(
+        "--event-loop",
+        choices=sorted(EVENT_LOOPS),
+        default=_env("event-loop", "uvloop"),
+        help="asyncio event loop: uvloop (default) or asyncio, the standard library's",
     )
     p.add_argument(
         "--log-format",
@@ -374,7 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parse_args(argv)
     configure_logging(args.log_format, args.log_level)
-    return asyncio.run(run(args))
+    with asyncio.Runner(loop_factory=EVENT_LOOPS[args.event_loop]) as runner:
+        return runner.run(run(args))
 
 
 if __name__ == "__main__":
