@@ -81,7 +81,7 @@ from e2e.cluster.pki import Pki
 from e2e.helpers import ROOT, condition
 from trainer.json_codec import JSON
 from trainer.kube.client import ApiError, Kube
-from trainer.main import EVENT_LOOPS
+from trainer.main import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"
@@ -1217,7 +1217,7 @@ def timed(phases: Coroutine[Any, Any, None], op: CountedOperator | CountedUpstre
     """Run ``phases``, then stop ``op``; 0, or 1 when a phase timed out (printed, and in ``figures``)."""
     try:
         # the raw client (and the creates and watches of both phases) on the operator's default loop
-        with asyncio.Runner(loop_factory=EVENT_LOOPS["uvloop"]) as runner:
+        with asyncio.Runner(loop_factory=EVENT_LOOPS[DEFAULT_EVENT_LOOP]) as runner:
             runner.run(phases)
     except PhaseTimeout as e:
         print(f"TIMEOUT: {e}", flush=True)

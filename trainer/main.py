@@ -43,6 +43,8 @@ EVENT_LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
 """The event loops the operator can run on (``--event-loop``): uvloop (the default; libuv and its TLS
 in C: the operator's CPU per TrainJob in a burst is about 0.6-0.8 of the standard library's loop, see
 docs/benchmarks.md) and the standard library's, kept for diagnosis."""
+DEFAULT_EVENT_LOOP = "uvloop"
+"""The name in :data:`EVENT_LOOPS` the operator runs on unless ``--event-loop`` says otherwise."""
 
 
 def _env(flag: str, default: str | None = None) -> str | None:
@@ -191,8 +193,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--event-loop",
         choices=sorted(EVENT_LOOPS),
-        default=_env("event-loop", "uvloop"),
-        help="asyncio event loop: uvloop (default) or asyncio, the standard library's",
+        default=_env("event-loop", DEFAULT_EVENT_LOOP),
+        help=f"asyncio event loop: uvloop or asyncio, the standard library's (default {DEFAULT_EVENT_LOOP})",
     )
     p.add_argument(
         "--log-format",
