@@ -1,6 +1,6 @@
 """Every kind the project reads or writes, declared once: group, version, kind, plural and scope.
 
-The pure core (builders, gang modules, admission rules), the HTTP shell (:mod:`trainer.kube.client`,
+The pure core (builders, gang modules, admission rules), the HTTP shell (:mod:`trainer.framework.kube.client`,
 the informers), CRD generation (:mod:`api.crd`) and the webhook routes all take a kind's coordinates
 from here, so a group, version or plural is spelled in one place only. Upstream sources of the
 third-party kinds: volcano-sh/apis ``pkg/apis/scheduling/v1beta1`` (PodGroup, Queue),

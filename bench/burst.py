@@ -79,8 +79,8 @@ from bench.upstream import (
 from e2e.cluster import LocalCluster
 from e2e.cluster.pki import Pki
 from e2e.helpers import ROOT, condition
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError, Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError, Kube
 from trainer.main import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 
 SAMPLES = ROOT / "config" / "samples"
@@ -592,7 +592,7 @@ async def create_all(
 ) -> tuple[float, float]:
     """POST every TrainJob of ``objs`` with at most ``concurrency`` in flight; returns the monotonic
     times just before the first was sent and when the last was answered; ``created`` (when given) gets
-    each TrainJob's name -> when its POST was answered. Raises :class:`trainer.kube.client.ApiError`
+    each TrainJob's name -> when its POST was answered. Raises :class:`trainer.framework.kube.client.ApiError`
     on a refused one."""
     gate = asyncio.Semaphore(concurrency)
     answered = {} if created is None else created

@@ -22,7 +22,7 @@ from e2e import chaos
 from e2e.cluster import LocalCluster
 from e2e.helpers import Client
 from e2e.operator_process import Operator
-from trainer.kube.client import Kube
+from trainer.framework.kube.client import Kube
 
 NAMESPACE = "chaos"
 

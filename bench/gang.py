@@ -51,8 +51,8 @@ from bench.raw_client import raw_copy, trainjob_owner
 from e2e.cluster import LocalCluster
 from e2e.cluster.api import ApiClient
 from e2e.cluster.cluster import free_ports
-from trainer.json_codec import JSON
-from trainer.kube.client import Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import Kube
 from trainer.webhook import server as webhook_server
 
 ADMISSION_METRIC = "apiserver_admission_webhook_admission_duration_seconds"

@@ -25,7 +25,7 @@ from api.kinds import MPIJOBS, TRAINJOBS
 from bench.cluster import Operator, local_cluster, machine
 from e2e.cluster import LocalCluster
 from e2e.helpers import ROOT, Client
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 SAMPLES = ROOT / "config" / "samples"
 RUN_FOR = {  # KWOK completes pods carrying these after ~delay

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINJOBS, Resource, resource_of
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError, Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError, Kube
 
 CHILD_KINDS: tuple[Resource, ...] = (JOBS, SERVICES, CONFIGMAPS, SECRETS)
 """The kinds a TrainJob on a torch runtime can own (trainer/controllers/trainjob.py also declares
@@ -90,7 +90,7 @@ def raw_copy(child: JSON, namespace: str, owner_uid: str) -> JSON:
 
 async def owned_children(kube: Kube, namespace: str) -> dict[str, list[JSON]]:
     """Every object of :data:`CHILD_KINDS` in ``namespace`` that a TrainJob owns, by TrainJob name,
-    each list in kind order then by name. Raises :class:`trainer.kube.client.ApiError`."""
+    each list in kind order then by name. Raises :class:`trainer.framework.kube.client.ApiError`."""
     out: dict[str, list[JSON]] = {}
     for res in CHILD_KINDS:
         items, _ = await kube.list(res, namespace)
@@ -102,7 +102,7 @@ async def owned_children(kube: Kube, namespace: str) -> dict[str, list[JSON]]:
 
 
 class Client(Protocol):
-    """What :class:`RawController` needs of a client: :class:`trainer.kube.client.Kube`'s ``create``,
+    """What :class:`RawController` needs of a client: :class:`trainer.framework.kube.client.Kube`'s ``create``,
     ``list`` and ``watch``."""
 
     async def create(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:

@@ -49,7 +49,7 @@ from e2e.cluster.api import ApiClient
 from e2e.cluster.binaries import BUILD_SCRIPT, cache_dir, versions
 from e2e.cluster.cluster import free_ports
 from e2e.cluster.pki import Pki, write_serving_cert
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 """JobSet (sigs.k8s.io/jobset ``api/jobset/v1alpha2``): what upstream Trainer makes of a TrainJob."""

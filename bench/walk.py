@@ -19,7 +19,7 @@ import yaml
 
 from api.kinds import JOBS
 from tests.kube_double import RecordingKube
-from trainer.kube.cache import key_of
+from trainer.framework.kube.cache import key_of
 from trainer.main import configure_logging
 from trainer.wiring import Settings, new_manager
 
@@ -86,7 +86,7 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
             what = WRITES[name].format(kind=obj.get("kind"))
             if what in STEPS and what not in paths:
                 paths[what] = chain(frame.f_back)
-        if name == "add" and rel == "trainer/kube/queue.py" and "watch event -> queue" not in paths:
+        if name == "add" and rel == "trainer/framework/kube/queue.py" and "watch event -> queue" not in paths:
             paths["watch event -> queue"] = chain(frame)
 
     sys.setprofile(profile)

@@ -41,8 +41,8 @@ import yaml
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES, TRAINJOBS, Resource
 from e2e.helpers import ROOT
 from e2e.operator_process import Operator
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError, Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError, Kube
 
 T = TypeVar("T")
 SAMPLES = ROOT / "config" / "samples"

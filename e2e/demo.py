@@ -42,7 +42,7 @@ from e2e.helpers import ROOT, Client, condition
 from e2e.operator_process import Operator
 from e2e.realnode import node as realnode
 from trainer.client.types import Holding, holding_condition
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 CACHE = Path(os.environ.get("TRAINER_CACHE", Path.home() / ".cache" / "trainer"))
 DEFAULT_DIR = CACHE / "clusters" / "demo"

@@ -1,4 +1,4 @@
-"""Helpers of the end-to-end tests: a thin client over :class:`trainer.kube.client.Kube` and waits."""
+"""Helpers of the end-to-end tests: a thin client over :class:`trainer.framework.kube.client.Kube` and waits."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from api.kinds import (
 from api.trainer_v1alpha1 import TrainJob
 from e2e.cluster import LocalCluster
 from trainer.client.types import trainjob_status
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError, Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError, Kube
 from trainer.webhook.server import CONFIG_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ async def kueue_sees_runtime(
     ``ClusterTrainingRuntime``) queued to ``queue`` in ``ns``
     (a dry-run create through the admission chain): it looks the runtime up in its informer cache,
     and refuses "runtime '<name>' not found" until that has the runtime just applied. Raises
-    ``AssertionError`` after ``timeout`` seconds, :class:`trainer.kube.client.ApiError` on any
+    ``AssertionError`` after ``timeout`` seconds, :class:`trainer.framework.kube.client.ApiError` on any
     other refusal."""
     probe = {
         "apiVersion": TRAINJOBS.api_version,

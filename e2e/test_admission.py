@@ -16,8 +16,8 @@ from e2e.operator_process import Operator
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 

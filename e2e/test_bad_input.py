@@ -25,8 +25,8 @@ from e2e.helpers import Client, condition, deep_json, nested, wait_for
 from e2e.operator_process import Operator
 from e2e.test_mpijob import mpijob, wait_cond
 from e2e.test_trainjob import rjob, runtime, trainjob
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 

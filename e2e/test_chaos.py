@@ -25,8 +25,8 @@ from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
 from e2e.helpers import Client, condition
 from e2e.operator_process import Operator
 from e2e.test_trainjob import trainjob
-from trainer.json_codec import JSON
-from trainer.kube.client import Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import Kube
 
 pytestmark = pytest.mark.e2e
 TRAINJOBS_N = 60  # a third of them on the mpi runtime

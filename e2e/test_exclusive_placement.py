@@ -12,7 +12,7 @@ from api.kinds import TRAINJOBS, Resource
 from e2e.cluster.cluster import NODE_PREFIX
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 NODES = Resource("", "v1", "Node", "nodes", namespaced=False)

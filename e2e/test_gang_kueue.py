@@ -22,7 +22,7 @@ from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
 from e2e.helpers import Client, condition, kueue_sees_runtime, log_events, size, wait_for
 from e2e.operator_process import Operator
 from e2e.test_trainjob import rjob, runtime, trainjob
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "kueue"

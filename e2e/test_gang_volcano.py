@@ -19,8 +19,8 @@ from api.kinds import (
 )
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "volcano"

@@ -58,8 +58,8 @@ from e2e.helpers import ROOT, Client, log_events, size, wait_for, webhook_ca_pat
 from e2e.operator_process import Operator
 from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
 from e2e.test_trainjob import trainjob
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 from trainer.webhook.server import CONFIG_NAME
 
 pytestmark = pytest.mark.e2e

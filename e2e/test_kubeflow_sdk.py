@@ -55,7 +55,7 @@ import trainer.client
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, TRAINJOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 SDK_MANAGER = "trainer.kubeflow.org/kubeflow-sdk"

@@ -16,7 +16,7 @@ import pytest
 from api.kinds import JOBS, PODS, SERVICES, TRAINING_RUNTIMES, TRAINJOBS
 from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"

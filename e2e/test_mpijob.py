@@ -13,7 +13,7 @@ import pytest
 
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from e2e.helpers import ROOT, Client, condition, wait_for
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 SAMPLE: JSON = __import__("yaml").safe_load((ROOT / "config" / "samples" / "mpijob.yaml").read_text())

@@ -36,9 +36,9 @@ from e2e.operator_sa import operator_kubeconfig
 from e2e.test_trainjob import rjob, runtime, trainjob
 from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.aio import observe
-from trainer.json_codec import JSON
-from trainer.kube.client import Kube
-from trainer.queue_choice import KUEUE_QUEUE_LABEL
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import Kube
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.e2e
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}

@@ -36,8 +36,8 @@ from e2e.image import Dockerfile, build_locally
 from e2e.operator_process import Operator
 from e2e.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from e2e.test_mpijob import mpijob
-from trainer.json_codec import JSON
-from trainer.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, micro_time
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, micro_time
 
 pytestmark = pytest.mark.e2e
 # Under TRAINER_E2E_OPERATOR_SA the module's operator may only hold Leases in its own namespace.

@@ -28,7 +28,7 @@ from api.kinds import (
 from e2e.cluster.cluster import reserved_ports
 from e2e.helpers import ROOT, Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 

@@ -28,8 +28,8 @@ from e2e.cluster.cluster import reserved_ports
 from e2e.helpers import ROOT, Client, wait_for
 from e2e.operator_process import Operator
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from trainer.json_codec import JSON
-from trainer.statusserver.injection import token_audience
+from trainer.framework.json_codec import JSON
+from trainer.trainjob.runtime.injection import token_audience
 
 pytestmark = pytest.mark.e2e
 

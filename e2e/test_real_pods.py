@@ -59,7 +59,7 @@ from e2e.helpers import ROOT, Client, condition, wait_for
 from e2e.realnode import images
 from e2e.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
 from e2e.test_trainjob import trainjob
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]

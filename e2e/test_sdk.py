@@ -58,7 +58,7 @@ from trainer.client import (
     trainjob_status,
 )
 from trainer.client.types import parse_time
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 SAMPLE = ROOT / "config" / "samples" / "trainjob.yaml"

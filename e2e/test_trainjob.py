@@ -13,8 +13,8 @@ import yaml
 from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
 from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
 from e2e.operator_process import Operator
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 RUN_FOR = {  # KWOK completes pods carrying these after ~delay (jitter must exceed delay)
@@ -377,7 +377,7 @@ async def test_a_child_created_with_post_is_taken_over_so_an_apply_prunes_what_i
 ) -> None:
     """On the real apiserver: what a create by ``trainer`` wrote, a later apply by ``trainer`` prunes
     only once the create's entry was taken over (trainer/controllers/take_over.py)."""
-    from trainer.reconciler.child_writer import take_over
+    from trainer.jobs.child_writer import take_over
 
     def cm(name: str, data: dict[str, str]) -> JSON:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}

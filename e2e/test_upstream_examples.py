@@ -40,7 +40,7 @@ from e2e.helpers import Client, condition, kueue_sees_runtime, wait_for, webhook
 from e2e.operator_process import Operator, running_operator
 from e2e.test_trainjob import env
 from e2e.upstream import default_runtimes, documents, examples_dir
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 

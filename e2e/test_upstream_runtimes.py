@@ -16,7 +16,7 @@ from api.kinds import CONFIGMAPS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, T
 from e2e.helpers import ROOT, Client, wait_for
 from e2e.test_admission import refused
 from e2e.test_trainjob import env, rjob, runtime, trainjob
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 UPSTREAM = ROOT / "config" / "samples" / "upstream"

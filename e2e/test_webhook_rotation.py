@@ -28,9 +28,9 @@ from e2e.helpers import Client, log_events, wait_for, webhook_ca_patched
 from e2e.operator_process import Operator
 from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
 from e2e.test_trainjob import rjob, runtime, trainjob
-from trainer.webhook.certs import fingerprint
+from trainer.framework.certs import fingerprint
+from trainer.framework.tls import SECRET_NAME
 from trainer.webhook.server import CONFIG_NAME
-from trainer.webhook.tls import SECRET_NAME
 
 pytestmark = pytest.mark.e2e
 

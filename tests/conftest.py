@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from trainer.runtime import RuntimeInfo, runtime_info
-from trainer.statusserver.injection import Injection
+from trainer.trainjob.runtime import RuntimeInfo, runtime_info
+from trainer.trainjob.runtime.injection import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"
 

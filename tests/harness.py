@@ -13,9 +13,9 @@ from typing import Any
 from api.kinds import JOBS, MPIJOBS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
-from trainer.json_codec import JSON
-from trainer.kube.cache import key_of
-from trainer.reconciler.reconcile import Reconciler
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import key_of
+from trainer.jobs.reconcile import Reconciler
 from trainer.wiring import Settings, new_manager
 
 SAMPLES = {

@@ -1,5 +1,5 @@
 """A local HTTP server on 127.0.0.1 that speaks just enough of the Kubernetes apiserver's protocol for
-tests of the client side: :class:`~trainer.kube.client.Kube`'s transport, leader election, informers.
+tests of the client side: :class:`~trainer.framework.kube.client.Kube`'s transport, leader election, informers.
 
 Each test module says how requests are answered with a handler, usually one that takes answers from a
 script in order; the server records every request it receives and the status it answered. It is not a
@@ -22,7 +22,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 A = TypeVar("A")
 Handler = Callable[["HttpDouble[A]", web.Request], Awaitable[web.StreamResponse]]

@@ -1,4 +1,4 @@
-"""A recording double of the project's own :class:`~trainer.kube.client.KubeClient` interface, for
+"""A recording double of the project's own :class:`~trainer.framework.kube.client.KubeClient` interface, for
 reconciler-level unit tests (end-to-end tests use the real apiserver).
 
 :class:`RecordingKube` keeps objects in memory, gives them uid, resourceVersion and generation as
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.kinds import Resource, resource_of
-from trainer.controller import Reader
-from trainer.json_codec import JSON
-from trainer.kube.cache import Index, Informer, Key, controller_uid, key_of
-from trainer.kube.client import WriteGuard
+from trainer.framework.controller import Reader
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Index, Informer, Key, controller_uid, key_of
+from trainer.framework.kube.client import WriteGuard
 
 
 class TableStore:
-    """A :class:`~trainer.controller.Store` over a fixed list of objects."""
+    """A :class:`~trainer.framework.controller.Store` over a fixed list of objects."""
 
     def __init__(self, objects: list[JSON] | None = None, index_by: Index = controller_uid) -> None:
         self.objects = {key_of(o): o for o in objects or []}
@@ -174,7 +174,7 @@ class RecordingKube:
     async def get(self, res: Resource, namespace: str | None, name: str) -> JSON:
         obj = self.objects.get((res, (namespace or "" if res.namespaced else "", name)))
         if obj is None:
-            from trainer.kube.client import ApiError
+            from trainer.framework.kube.client import ApiError
 
             raise ApiError(404, {"reason": "NotFound", "message": f"{res.kind} {name} not found"})
         return copy.deepcopy(obj)
@@ -188,7 +188,7 @@ class RecordingKube:
         key = key_of(obj)
         self.writes.append(Write("apply", res.kind, key, obj))
         if res.kind in self.refuse:
-            from trainer.kube.client import ApiError
+            from trainer.framework.kube.client import ApiError
 
             status, message = self.refuse[res.kind]
             raise ApiError(status, {"reason": "Invalid", "message": message})
@@ -222,7 +222,7 @@ class RecordingKube:
         return self._store(res, obj)
 
     async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
-        from trainer.kube.client import ApiError
+        from trainer.framework.kube.client import ApiError
 
         self.writes.append(Write("create", res.kind, key_of(obj), obj))
         if res.kind in self.refuse:
@@ -244,7 +244,7 @@ class RecordingKube:
     async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: list[JSON]) -> JSON:
         """The ``replace`` ops of ``metadata`` fields the operator sends; a resourceVersion that is not
         the stored one is a 409, as the apiserver answers."""
-        from trainer.kube.client import ApiError
+        from trainer.framework.kube.client import ApiError
 
         key = (namespace or "", name)
         self.writes.append(Write("json_patch", res.kind, key, {"ops": ops}))

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_sample
-from trainer.json_codec import JSON
-from trainer.runtime_validation import RFC1035
+from trainer.framework.certs import Bundle, generate
+from trainer.framework.json_codec import JSON
+from trainer.trainjob.validation import RFC1035
 from trainer.webhook import rules
-from trainer.webhook.certs import Bundle, generate
 from trainer.webhook.server import review_response
 
 RUNTIME = load_sample("torch-distributed.yaml")

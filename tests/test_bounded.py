@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.bounded import BoundedDict
+from trainer.framework.bounded import BoundedDict
 
 
 def test_a_new_key_beyond_the_limit_drops_the_oldest() -> None:

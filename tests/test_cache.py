@@ -17,10 +17,10 @@ from aiohttp import web
 from api.kinds import CONFIGMAPS, TRAINJOBS
 from tests.http_double import HttpDouble, free_port, status_response, without_proxies, write_kubeconfig
 from tests.kube_double import RecordingKube
-from trainer.json_codec import JSON
-from trainer.kube.cache import NOT_FOUND_GRACE, TRANSIENT_WAIT, Backoff, Informer
-from trainer.kube.client import ApiError, Kube
-from trainer.probes import probes_app, serve
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import NOT_FOUND_GRACE, TRANSIENT_WAIT, Backoff, Informer
+from trainer.framework.kube.client import ApiError, Kube
+from trainer.framework.probes import probes_app, serve
 from trainer.wiring import Settings, new_manager
 
 NS = "n"

@@ -27,8 +27,8 @@ from tests.http_double import HttpDouble, without_proxies, write_kubeconfig
 from trainer import cli
 from trainer.client import STATUSES, TRAINJOB, Event, JobFailedError, ManifestError, WaitTimeoutError
 from trainer.client.types import MPIJOB, Holding, holding_condition
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 
 NOW = datetime(2026, 1, 1, 0, 10, 0, tzinfo=UTC)
 runner = CliRunner()

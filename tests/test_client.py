@@ -35,7 +35,7 @@ from trainer.client.aio import pick_container, resolve_step
 from trainer.client.errors import JobFailedError, UnknownStepError
 from trainer.client.manifest import unknown_fields, wire_dict, with_namespace
 from trainer.client.types import TRAINJOB, Event, in_queue, parse_time, pod_selector, related_events
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 
 def job(*conditions: tuple[str, str], jobs_status: list[JobStatus] | None = None, **meta: Any) -> TrainJob:

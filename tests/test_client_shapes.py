@@ -28,7 +28,7 @@ from trainer.client.errors import LogsUnavailableError
 from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, TrainerType, runtime_of, steps_of, trainjob_of
 from trainer.client.trainers import function_command, initializer_spec, resources_per_node, trainer_spec
 from trainer.client.types import Event
-from trainer.kube.client import Kube
+from trainer.framework.kube.client import Kube
 
 
 def sample_runtime() -> ClusterTrainingRuntime:

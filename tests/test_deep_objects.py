@@ -10,9 +10,9 @@ from api.kinds import TRAINJOBS
 from e2e.helpers import nested
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
-from trainer.json_codec import JSON, deepest
-from trainer.kube.cache import Informer
-from trainer.kube.projection import interned, projection
+from trainer.framework.json_codec import JSON, deepest
+from trainer.framework.kube.cache import Informer
+from trainer.framework.kube.projection import interned, projection
 from trainer.webhook.rules import MAX_DEPTH, nesting_errors
 
 

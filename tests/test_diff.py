@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainer.reconciler.child_writer import HASH_ANNOTATION, is_subset, needs_apply, with_hash
+from trainer.jobs.child_writer import HASH_ANNOTATION, is_subset, needs_apply, with_hash
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),

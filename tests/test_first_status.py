@@ -1,4 +1,4 @@
-"""A job's first status waits behind the children of newer jobs (trainer/reconciler/status_writer.py):
+"""A job's first status waits behind the children of newer jobs (trainer/jobs/status_writer.py):
 in a burst every new job gets its children before any first status is patched; alone, or once the new
 jobs are served, the first status and its event are written as before."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from api.kinds import TRAINJOBS
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World
-from trainer.json_codec import JSON
-from trainer.kube.cache import Key, key_of
-from trainer.kube.queue import IDLE_QUIET, WorkQueue
-from trainer.reconciler import status_writer
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Key, key_of
+from trainer.framework.kube.queue import IDLE_QUIET, WorkQueue
+from trainer.jobs import status_writer
 
 NEWER = ("default", "newer")
 

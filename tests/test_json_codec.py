@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainer import json_codec
+from trainer.framework import json_codec
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)  # every integer Kubernetes sends
 JSON_VALUES = st.recursive(

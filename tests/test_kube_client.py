@@ -17,7 +17,7 @@ from kubernetes_asyncio import client, config
 
 from api.kinds import CONFIGMAPS
 from tests.http_double import TOKEN, HttpDouble, status_response, without_proxies, write_kubeconfig
-from trainer.kube.client import ApiError, Kube, retry_after
+from trainer.framework.kube.client import ApiError, Kube, retry_after
 
 PATH = CONFIGMAPS.path("n", "x")
 Answer = tuple[int, dict[str, str]]

@@ -1,4 +1,4 @@
-"""Leader election decisions, given a Lease and the clock (the pure part of trainer.kube.leader), and the
+"""Leader election decisions, given a Lease and the clock (the pure part of trainer.framework.kube.leader), and the
 fencing of writes by the renew deadline: through a real HTTP client against a small local server, with a
 fake monotonic clock standing for a paused process."""
 
@@ -15,11 +15,11 @@ from structlog.testing import capture_logs
 
 from api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
 from tests.http_double import HttpDouble, status_response, without_proxies, write_kubeconfig
-from trainer.controller import Context, Controller, Reconcile
-from trainer.json_codec import JSON
-from trainer.kube.cache import Key
-from trainer.kube.client import Kube
-from trainer.kube.leader import (
+from trainer.framework.controller import Context, Controller, Reconcile
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Key
+from trainer.framework.kube.client import Kube
+from trainer.framework.kube.leader import (
     LEASE_DURATION,
     RENEW_DEADLINE,
     RETRY_PERIOD,

@@ -10,7 +10,7 @@ import copy
 from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, SERVICES
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 from trainer.trainjob.failure_policy import decide
 
 RESTART = "RestartJobSetFailurePolicyAction"

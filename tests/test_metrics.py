@@ -7,10 +7,10 @@ import pytest
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from trainer.kube.client import request_kind
-from trainer.kube.queue import WorkQueue
-from trainer.metrics import Metrics
-from trainer.probes import metrics_app, parse_bind_address, probes_app, serve
+from trainer.framework.kube.client import request_kind
+from trainer.framework.kube.queue import WorkQueue
+from trainer.framework.metrics import Metrics
+from trainer.framework.probes import metrics_app, parse_bind_address, probes_app, serve
 
 NAMES = {
     "controller_runtime_reconcile": "counter",

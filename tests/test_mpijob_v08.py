@@ -11,8 +11,8 @@ from typing import Any
 from api.kinds import EVENTS, JOBS, MPIJOBS
 from tests.harness import World, ago
 from tests.kube_double import RecordingKube
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 from trainer.mpijob.children import REPLICA_INDEX_LABEL, worker_replica_index
 
 KUEUE_DIRECTIVES: JSON = {
@@ -103,7 +103,7 @@ async def test_resuming_carries_kueues_scheduling_directives_to_the_launcher_tha
 def _world_on(kube: RecordingKube) -> World:
     """A :class:`World` of the MPIJob sample over ``kube``."""
     from tests.conftest import load_sample
-    from trainer.kube.cache import key_of
+    from trainer.framework.kube.cache import key_of
     from trainer.wiring import Settings, new_manager
 
     w = World.__new__(World)

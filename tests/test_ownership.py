@@ -1,6 +1,6 @@
 """The operator writes and deletes only what a job controls: an object of a child's name that someone
 else made is left as it is, and the job says so (condition, Warning event); a child of an earlier job
-of the same name is waited for (:mod:`trainer.reconciler.child_writer`)."""
+of the same name is waited for (:mod:`trainer.jobs.child_writer`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, VOLCANO_PODGROUPS, Resource
 from tests.harness import World
-from trainer.builders.labels import JOBSET_NAME
-from trainer.json_codec import JSON
-from trainer.reconciler.child_writer import REASON_PREVIOUS, REASON_RESOURCE_EXISTS, RETRY_FIRST
+from trainer.framework.json_codec import JSON
+from trainer.jobs.child_writer import REASON_PREVIOUS, REASON_RESOURCE_EXISTS, RETRY_FIRST
+from trainer.jobs.labels import JOBSET_NAME
 
 
 def theirs(res: Resource, namespace: str, name: str, **extra: Any) -> JSON:

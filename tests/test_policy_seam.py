@@ -13,13 +13,13 @@ from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import CONFIGMAPS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntimeSpec, TrainJob
 from tests.conftest import info, load_sample
-from trainer.builders.jobs import build_children
-from trainer.builders.merge import find_named
-from trainer.json_codec import JSON
-from trainer.runtime import RuntimeInfo
-from trainer.runtime import policies as registry
-from trainer.runtime.policies import Created, Expansion, Policy
-from trainer.runtime_validation import runtime_errors, trainjob_errors
+from trainer.framework.json_codec import JSON
+from trainer.jobs.merge import find_named
+from trainer.trainjob import policies as registry
+from trainer.trainjob.builders.jobs import build_children
+from trainer.trainjob.policies import Created, Expansion, Policy
+from trainer.trainjob.runtime import RuntimeInfo
+from trainer.trainjob.validation import runtime_errors, trainjob_errors
 from trainer.webhook.rules import AdmissionFacts, validate_trainjob
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainer.reconciler.status_writer import ProgressClock
+from trainer.jobs.status_writer import ProgressClock
 
 
 class Clock:

@@ -10,12 +10,12 @@ import pytest
 
 from api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from tests.kube_double import RecordingKube
-from trainer.json_codec import JSON
-from trainer.kube import projection as projection_module
-from trainer.kube.cache import Informer
-from trainer.kube.projection import LEAF_ITEMS, projection
-from trainer.reconciler.child_writer import needs_apply, with_hash
-from trainer.reconciler.reconcile import kept_job, kept_secret
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube import projection as projection_module
+from trainer.framework.kube.cache import Informer
+from trainer.framework.kube.projection import LEAF_ITEMS, projection
+from trainer.jobs.child_writer import needs_apply, with_hash
+from trainer.jobs.reconcile import kept_job, kept_secret
 
 MANAGED = [{"manager": "trainer", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from trainer.kube.queue import WorkQueue
+from trainer.framework.kube.queue import WorkQueue
 
 
 async def test_a_key_is_queued_once() -> None:

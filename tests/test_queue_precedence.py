@@ -14,14 +14,14 @@ from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import TrainJob
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube, reader
-from trainer import gang
 from trainer.client.types import queue_of
-from trainer.controller import Context
-from trainer.json_codec import JSON
-from trainer.kube.events import EventRecorder
+from trainer.framework.controller import Context
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.events import EventRecorder
+from trainer.jobs import gang
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.jobs.reconcile import Blocked
 from trainer.mpijob import controller as mpijob
-from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
-from trainer.reconciler.reconcile import Blocked
 from trainer.trainjob import controller as trainjob
 from trainer.webhook import rules
 

@@ -1,5 +1,5 @@
 """The reconcilers over a recording double of the project's ``Kube`` (tests/kube_double.py), wired by
-the real :class:`~trainer.manager.Manager` from the controllers' declarations.
+the real :class:`~trainer.framework.manager.Manager` from the controllers' declarations.
 
 For every sample (torch TrainJob, TrainJob on the mpi runtime, MPIJob) and every gang scheduler: a
 reconcile of a settled object writes nothing (no apply, no status patch, no event), at each stage of
@@ -27,12 +27,12 @@ from api.kinds import (
 from tests.conftest import load_sample
 from tests.harness import SAMPLES, World, complete_condition
 from tests.kube_double import RecordingKube
-from trainer import gang
-from trainer.controller import Controller, Owns, UndeclaredRead
-from trainer.json_codec import JSON
-from trainer.kube.cache import key_of
-from trainer.reconciler.child_writer import RETRY_FIRST
-from trainer.reconciler.reconcile import Reconciler
+from trainer.framework.controller import Controller, Owns, UndeclaredRead
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import key_of
+from trainer.jobs import gang
+from trainer.jobs.child_writer import RETRY_FIRST
+from trainer.jobs.reconcile import Reconciler
 from trainer.trainjob import controller as trainjob
 from trainer.wiring import Settings, new_manager
 
@@ -115,7 +115,7 @@ async def test_a_spec_the_operator_cannot_read_is_failed_once_and_not_retried() 
     obj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
     obj["spec"]["trainer"] = {"numNodes": "many"}
     w.kube.put(obj)
-    from trainer.controller import TerminalError
+    from trainer.framework.controller import TerminalError
 
     with pytest.raises(TerminalError, match="numNodes"):
         await w.reconcile()
@@ -146,7 +146,7 @@ async def test_a_terminal_failure_is_counted_once_and_its_own_status_write_does_
 async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from trainer.reconciler.reconcile import RECONCILE_ATTEMPTS
+    from trainer.jobs.reconcile import RECONCILE_ATTEMPTS
 
     w = World("torch", "none")
 
@@ -202,7 +202,7 @@ async def test_an_exception_that_stops_happening_leaves_no_condition(monkeypatch
 
 
 async def test_the_apiservers_errors_are_retried_not_turned_into_a_condition() -> None:
-    from trainer.kube.client import ApiError
+    from trainer.framework.kube.client import ApiError
 
     w = World("torch", "none")
     w.kube.refuse["Job"] = (500, "etcdserver: request timed out")
@@ -286,7 +286,7 @@ async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop
         raise ValueError("not a quantity: 'lots'")
 
     monkeypatch.setattr("trainer.trainjob.controller.build_children", cannot)
-    from trainer.controller import TerminalError
+    from trainer.framework.controller import TerminalError
 
     with pytest.raises(TerminalError):
         await w.reconcile()
@@ -302,7 +302,7 @@ async def test_malformed_runtime_patches_fail_the_job_with_the_field_named() -> 
     garbage = {"template": {"spec": {"replicatedJobs": "garbage"}}}
     obj["spec"]["runtimePatches"] = [{"manager": "me", "trainingRuntimeSpec": garbage}]
     w.kube.put(obj)
-    from trainer.controller import TerminalError
+    from trainer.framework.controller import TerminalError
 
     with pytest.raises(TerminalError):
         await w.reconcile()
@@ -470,8 +470,8 @@ async def test_a_runtime_quantity_the_apiserver_cannot_read_fails_the_job_before
 
 
 def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
     from trainer.main import parse_args
-    from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
     from trainer.webhook.server import cache_facts
 
     assert parse_args([]).max_nodes_per_job == DEFAULT_MAX_NODES_PER_JOB > 0

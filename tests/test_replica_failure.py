@@ -11,9 +11,9 @@ import pytest
 from api.kinds import EVENTS, JOBS, MPIJOBS, TRAINJOBS
 from tests.harness import World, ago
 from tests.kube_double import TableStore
-from trainer.controller import Reader
-from trainer.json_codec import JSON
-from trainer.replica_failure import (
+from trainer.framework.controller import Reader
+from trainer.framework.json_codec import JSON
+from trainer.jobs.replica_failure import (
     COND_REPLICA_FAILURE,
     FIELD_SELECTOR,
     REASON_FAILED_CREATE,
@@ -22,7 +22,7 @@ from trainer.replica_failure import (
     replica_failure,
     same_cause,
 )
-from trainer.replica_failure import about as about_uid
+from trainer.jobs.replica_failure import about as about_uid
 
 QUOTA = (
     'pods "{pod}" is forbidden: exceeded quota: pods, requested: count/pods=1, used: count/pods=0, '

@@ -14,7 +14,7 @@ from api.jobset_v1alpha2 import IN_PLACE_RESTART_MESSAGE, FailurePolicy, Failure
 from api.kinds import EVENTS, JOBS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 from trainer.trainjob.failure_policy import decide
 from trainer.webhook import rules as admission
 

@@ -13,8 +13,8 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from tests.conftest import info
-from trainer.reconciler.status_writer import merge_conditions, transitions
-from trainer.runtime import RuntimeInfo
+from trainer.jobs.status_writer import merge_conditions, transitions
+from trainer.trainjob.runtime import RuntimeInfo
 from trainer.trainjob.status import desired_conditions, jobs_status
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from api.kinds import JOBS, SERVICES, TRAINJOBS
 from tests.harness import World
-from trainer.json_codec import JSON
-from trainer.kube.projection import UPDATE_MARK, owned_by_update, projection
-from trainer.reconciler.child_writer import taken_over, union
-from trainer.reconciler.reconcile import kept_job
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.projection import UPDATE_MARK, owned_by_update, projection
+from trainer.jobs.child_writer import taken_over, union
+from trainer.jobs.reconcile import kept_job
 
 CREATED: JSON = {
     "manager": "trainer",
@@ -83,7 +83,7 @@ async def test_a_child_created_with_post_is_taken_over_once_before_its_first_app
 
 
 async def test_a_take_over_that_lost_a_race_is_retried() -> None:
-    from trainer.kube.client import ApiError
+    from trainer.framework.kube.client import ApiError
 
     w = World("torch", "none")
     await w.settle()

@@ -12,10 +12,10 @@ from api.kinds import JOBS, TRAINJOBS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from tests.conftest import load_sample
 from tests.harness import World
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
-from trainer.runtime.policies.mpi import MPI
-from trainer.runtime_validation import runtime_errors
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
+from trainer.trainjob.policies.mpi import MPI
+from trainer.trainjob.validation import runtime_errors
 from trainer.webhook.rules import default_patch
 
 PRTE = {

@@ -14,9 +14,10 @@ import yaml
 
 from api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from tests.test_webhook_tls import FakeKube
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
-from trainer.webhook import rules, tls
+from trainer.framework import tls
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
+from trainer.webhook import rules
 from trainer.webhook.server import (
     CONFIG_NAME,
     MUTATE,

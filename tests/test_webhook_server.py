@@ -1,7 +1,7 @@
 """The admission webhook's HTTP side (trainer/webhook/server.py): what it reads, what it refuses before
 any rule runs, and how long it waits for a client.
 
-A real aiohttp server on 127.0.0.1:0 (plain HTTP: the certificates are trainer/webhook/tls.py's
+A real aiohttp server on 127.0.0.1:0 (plain HTTP: the certificates are trainer/framework/tls.py's
 business, tested apart) answers real posts; slow clients are raw sockets.
 """
 
@@ -20,8 +20,8 @@ from aiohttp import web
 
 from tests.kube_double import RecordingKube
 from tests.test_admission import facts, tj
-from trainer.json_codec import JSON
-from trainer.kube.client import Kube
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import Kube
 from trainer.webhook import server as webhook
 from trainer.webhook.server import MAX_REVIEW_BYTES, WebhookServer, WebhookSettings
 

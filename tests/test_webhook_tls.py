@@ -21,10 +21,10 @@ import pytest
 from aiohttp import web
 
 from api.kinds import SECRETS, Resource
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
-from trainer.webhook.certs import Bundle, fingerprint, generate, issue
-from trainer.webhook.tls import SECRET_NAME, WebhookTLS, check_interval, renew, serving_names
+from trainer.framework.certs import Bundle, fingerprint, generate, issue
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
+from trainer.framework.tls import SECRET_NAME, WebhookTLS, check_interval, renew, serving_names
 
 DAY = datetime.timedelta(days=1)
 NS = "ops"

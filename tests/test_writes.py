@@ -12,10 +12,10 @@ import pytest
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
 from tests.harness import World, complete_condition
 from tests.kube_double import RecordingKube
-from trainer.controller import Reader
-from trainer.json_codec import JSON
-from trainer.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
-from trainer.reconciler.own_writes import OwnWrites
+from trainer.framework.controller import Reader
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
+from trainer.jobs.own_writes import OwnWrites
 
 
 def events(w: World, reason: str | None = None) -> list[JSON]:
@@ -317,7 +317,7 @@ async def test_the_children_of_a_stage_are_written_together_and_jobs_last(monkey
 
 
 async def test_a_failed_write_of_a_stage_is_raised_as_it_is() -> None:
-    from trainer.kube.client import ApiError
+    from trainer.framework.kube.client import ApiError
 
     w = World("torch", "none")
     w.kube.refuse["Service"] = (500, "etcdserver: request timed out")

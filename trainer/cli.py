@@ -64,8 +64,8 @@ from trainer.client.types import (
     progress_text,
     trainer_status_of,
 )
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
 
 T = TypeVar("T")
 

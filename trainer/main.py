@@ -24,13 +24,13 @@ from typing import Any
 import structlog
 import uvloop
 
-from trainer import gang
-from trainer.kube.cache import wait_synced
-from trainer.kube.client import Kube
-from trainer.kube.leader import LeaderElector, LeadershipLost, default_namespace
-from trainer.metrics import Metrics
-from trainer.probes import metrics_app, probes_app, serve
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
+from trainer.framework.kube.cache import wait_synced
+from trainer.framework.kube.client import Kube
+from trainer.framework.kube.leader import LeaderElector, LeadershipLost, default_namespace
+from trainer.framework.metrics import Metrics
+from trainer.framework.probes import metrics_app, probes_app, serve
+from trainer.jobs import gang
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.statusserver import server as status_server
 from trainer.statusserver.server import StatusServerSettings
 from trainer.webhook.server import WebhookServer, WebhookSettings, cache_facts

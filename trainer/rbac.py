@@ -60,9 +60,9 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
+from trainer.framework.tls import SECRET_NAME as WEBHOOK_SECRET
 from trainer.statusserver.server import SECRET_NAME as STATUS_SERVER_SECRET
 from trainer.webhook import server as webhook
-from trainer.webhook.tls import SECRET_NAME as WEBHOOK_SECRET
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 CLUSTER_ROLE = "trainer-operator"

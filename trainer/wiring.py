@@ -2,7 +2,7 @@
 
 :class:`Settings` holds the command-line flags; :func:`controllers` declares the TrainJob and MPIJob
 controllers with their own options under the chosen gang scheduler; :func:`new_manager` hands them to
-the generic :class:`~trainer.manager.Manager`. As a controller-runtime ``main.go`` sets up each
+the generic :class:`~trainer.framework.manager.Manager`. As a controller-runtime ``main.go`` sets up each
 reconciler with ``SetupWithManager``.
 """
 
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer import gang
-from trainer.controller import Controller
-from trainer.gang.base import GangScheduler
-from trainer.kube.client import KubeClient
-from trainer.kube.leader import LeaderElector
-from trainer.manager import Manager, ManagerOptions
-from trainer.metrics import Metrics
+from trainer.framework.controller import Controller
+from trainer.framework.kube.client import KubeClient
+from trainer.framework.kube.leader import LeaderElector
+from trainer.framework.manager import Manager, ManagerOptions
+from trainer.framework.metrics import Metrics
+from trainer.jobs import gang
+from trainer.jobs.gang.base import GangScheduler
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.mpijob import controller as mpijob
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
-from trainer.statusserver.injection import Injection
 from trainer.trainjob import controller as trainjob
+from trainer.trainjob.runtime.injection import Injection
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +79,7 @@ def new_manager(
     elector: LeaderElector | None = None,
     declared: list[Controller] | None = None,
 ) -> Manager:
-    """A :class:`~trainer.manager.Manager` of :func:`controllers` (or ``declared``) under the gang
+    """A :class:`~trainer.framework.manager.Manager` of :func:`controllers` (or ``declared``) under the gang
     scheduler ``settings.gang_scheduler_name``. Raises ``ValueError`` for an unknown gang scheduler."""
     scheduler = gang.get(settings.gang_scheduler_name)
     if declared is None:

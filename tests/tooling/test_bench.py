@@ -45,9 +45,9 @@ from bench.cluster import NODES, Operator, cpu_seconds, pods_per_node, status_mi
 from bench.raw_client import RawController, raw_copy, trainjob_owner
 from e2e.helpers import ROOT
 from tests.kube_double import RecordingKube
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError
-from trainer.metrics import Metrics
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
+from trainer.framework.metrics import Metrics
 
 OLD_UID = "11111111-1111-1111-1111-111111111111"
 JOB_UID = "22222222-2222-2222-2222-222222222222"

@@ -45,7 +45,7 @@ from bench.upstream import (
 )
 from e2e.cluster.binaries import VERSIONS_FILE
 from e2e.cluster.pki import ensure_pki
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 # --- the build -----------------------------------------------------------------------------------------
 

@@ -37,14 +37,15 @@ from api.kinds import (
     Resource,
 )
 from tests.kube_double import reader
-from trainer import gang, rbac
-from trainer.builders.labels import owner_reference
-from trainer.gang.base import GangInput, PodSet
-from trainer.kube.client import Kube
+from trainer import rbac
+from trainer.framework.kube.client import Kube
+from trainer.framework.tls import WebhookTLS
+from trainer.jobs import gang
+from trainer.jobs.gang.base import GangInput, PodSet
+from trainer.jobs.labels import owner_reference
 from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.controller import TTL_CHILDREN
 from trainer.webhook import server as webhook
-from trainer.webhook.tls import WebhookTLS
 from trainer.wiring import Settings, new_manager
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,24 +65,24 @@ VERBS = {
     "delete": ("delete",),
     "request": (),
 }
-"""What each :class:`~trainer.kube.client.Kube` method asks of RBAC."""
+"""What each :class:`~trainer.framework.kube.client.Kube` method asks of RBAC."""
 DYNAMIC = {
-    ("trainer/kube/cache.py", "list"): "informers",
-    ("trainer/kube/cache.py", "watch"): "informers",
-    ("trainer/reconciler/child_writer.py", "apply"): "children",
-    ("trainer/reconciler/child_writer.py", "create"): "children",
-    ("trainer/reconciler/child_writer.py", "delete"): "deletes",
-    ("trainer/reconciler/child_writer.py", "merge_patch"): "patches",
-    ("trainer/reconciler/child_writer.py", "get"): "children",
-    ("trainer/reconciler/child_writer.py", "get_or_none"): "children",
-    ("trainer/reconciler/child_writer.py", "json_patch"): "children",
-    ("trainer/reconciler/status_writer.py", "patch_status"): "primaries",
+    ("trainer/framework/kube/cache.py", "list"): "informers",
+    ("trainer/framework/kube/cache.py", "watch"): "informers",
+    ("trainer/jobs/child_writer.py", "apply"): "children",
+    ("trainer/jobs/child_writer.py", "create"): "children",
+    ("trainer/jobs/child_writer.py", "delete"): "deletes",
+    ("trainer/jobs/child_writer.py", "merge_patch"): "patches",
+    ("trainer/jobs/child_writer.py", "get"): "children",
+    ("trainer/jobs/child_writer.py", "get_or_none"): "children",
+    ("trainer/jobs/child_writer.py", "json_patch"): "children",
+    ("trainer/jobs/status_writer.py", "patch_status"): "primaries",
     ("trainer/webhook/server.py", "get_or_none"): "webhook configurations",
     ("trainer/webhook/server.py", "json_patch"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
 Grant = rbac.Grant
-OWN_NAMESPACE = {"trainer/kube/leader.py": "leader", "trainer/webhook/tls.py": "certificates"}
+OWN_NAMESPACE = {"trainer/framework/kube/leader.py": "leader", "trainer/framework/tls.py": "certificates"}
 """Modules whose calls all go to the operator's own namespace, and the Role that grants them."""
 
 
@@ -93,7 +94,7 @@ def certificate_secrets() -> set[str]:
     return {default, str(status)}
 
 
-NAMED = {"trainer/webhook/tls.py": certificate_secrets()}
+NAMED = {"trainer/framework/tls.py": certificate_secrets()}
 """Modules whose calls name their object with a variable, and the objects they can be."""
 
 
@@ -138,9 +139,9 @@ def call_sites() -> list[tuple[str, str, Resource | None, str, str | None]]:
 
 def test_the_scan_sees_the_known_call_sites() -> None:
     sites = {(f, m, r.plural if r else None, n) for f, m, r, _, n in call_sites()}
-    assert ("trainer/kube/events.py", "create", "events", None) in sites
-    assert ("trainer/reconciler/child_writer.py", "patch_status", "jobs", None) in sites
-    assert ("trainer/kube/leader.py", "update", "leases", None) in sites
+    assert ("trainer/framework/kube/events.py", "create", "events", None) in sites
+    assert ("trainer/jobs/child_writer.py", "patch_status", "jobs", None) in sites
+    assert ("trainer/framework/kube/leader.py", "update", "leases", None) in sites
     assert ("trainer/webhook/server.py", "json_patch", None, "trainer-webhook") in sites
 
 

@@ -9,8 +9,8 @@ from bench.walk import walk
 async def test_the_walk_follows_one_trainjob_to_its_job_and_its_status() -> None:
     files, paths = await walk()
     assert {"watch event -> queue", "create Job", "status write"} <= paths.keys(), paths.keys()
-    for step in ("trainer/reconciler/reconcile.py", "trainer/reconciler/child_writer.py"):
+    for step in ("trainer/jobs/reconcile.py", "trainer/jobs/child_writer.py"):
         assert step in files, files
     status = [frame.split(":")[1] for frame in paths["status write"]]
     assert status[-2:] == ["reconcile", "write"], "the status is written by the one reconcile, through one writer"
-    assert [frame.split(":")[0] for frame in paths["create Job"]] == ["trainer/reconciler/child_writer.py"] * 2
+    assert [frame.split(":")[0] for frame in paths["create Job"]] == ["trainer/jobs/child_writer.py"] * 2

@@ -10,7 +10,7 @@ are coroutines (``get_job_logs`` an async generator); waits follow a watch on th
 polling; logs wait for the pod to start instead of returning nothing (kubeflow/sdk#182), and say
 why when the apiserver cannot give them.
 
-All HTTP goes through :class:`trainer.kube.client.Kube`; the two streams it has no verb for (a watch
+All HTTP goes through :class:`trainer.framework.kube.client.Kube`; the two streams it has no verb for (a watch
 with a field selector, and pod logs) use its ``api.call_api`` the way :meth:`Kube.watch` does.
 """
 
@@ -90,10 +90,10 @@ from trainer.client.types import (
     related_events,
     runtime_framework,
 )
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError, Kube
-from trainer.queue_choice import KUEUE_QUEUE_LABEL
-from trainer.runtime.snapshot import runtime_of_snapshot, snapshot_name
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError, Kube
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL
+from trainer.trainjob.runtime.snapshot import runtime_of_snapshot, snapshot_name
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"

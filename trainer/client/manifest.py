@@ -21,7 +21,7 @@ from api.base import Model, ObjectMeta
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.errors import ManifestError
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 Manifest: TypeAlias = TrainJob | TrainingRuntime | ClusterTrainingRuntime | MPIJob
 """An object the client can create or apply."""

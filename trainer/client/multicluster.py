@@ -25,8 +25,8 @@ from api.base import Model
 from api.kinds import MPIJOBS, TRAINJOBS
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
-from trainer.json_codec import JSON
-from trainer.queue_choice import KUEUE_QUEUE_LABEL
+from trainer.framework.json_codec import JSON
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Label Kueue puts on a job's Workload: the job's uid."""

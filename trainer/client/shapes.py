@@ -28,9 +28,9 @@ from api.trainer_v1alpha1 import (
     TrainJobSpec,
 )
 from api.trainer_v1alpha1 import TrainJob as TrainJobObject
-from trainer.builders.labels import REPLICATED_JOB_NAME
 from trainer.client.types import COMPLETION_INDEX_LABEL, parse_time, trainjob_status
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
+from trainer.jobs.labels import REPLICATED_JOB_NAME
 
 UNKNOWN = "Unknown"
 """Upstream's value for what cannot be told (``kubeflow/common/constants.py``)."""

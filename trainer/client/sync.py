@@ -41,7 +41,7 @@ from trainer.client.trainers import (
     RuntimeChoice,
 )
 from trainer.client.types import COMPLETE, Event
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 T = TypeVar("T")
 

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
 from trainer.client.shapes import Runtime, TrainerType
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 DEFAULT_PIP_INDEX_URLS: list[str] = os.getenv("DEFAULT_PIP_INDEX_URLS", "https://pypi.org/simple").split(",")
 """Where packages are installed from: the first is pip's index URL, the rest extra ones (environment

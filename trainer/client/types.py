@@ -24,10 +24,10 @@ from api.trainer_v1alpha1 import (
     TrainingRuntime,
     TrainJob,
 )
-from trainer.builders.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
-from trainer.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
-from trainer.json_codec import JSON
-from trainer.queue_choice import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.framework.json_codec import JSON
+from trainer.jobs.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
+from trainer.jobs.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 
 J = TypeVar("J", bound=Model)
 
@@ -278,7 +278,7 @@ def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: i
 
 
 def queue_of(obj: Model, gang: str = "") -> str | None:
-    """The queue a job asks for, by the operator's one rule (:func:`trainer.queue_choice.resolve_queue`);
+    """The queue a job asks for, by the operator's one rule (:func:`trainer.jobs.queues.resolve_queue`);
     ``gang`` is the operator's ``--gang-scheduler-name`` when known (it decides between a Kueue
     label and a Volcano annotation set together). None when the job names none; a default queue
     its runtime's template may carry is not looked up here."""

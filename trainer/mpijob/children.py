@@ -1,5 +1,5 @@
 """Expand an MPIJob into its children: a headless Service, the hostfile ConfigMap, a worker Job and a
-launcher Job (the SSH Secret is made once by the reconciler, see :mod:`trainer.builders.mpi`).
+launcher Job (the SSH Secret is made once by the reconciler, see :mod:`trainer.jobs.mpi`).
 
 Names follow kubeflow/mpi-operator v2: Service ``<job>``, ConfigMap ``<job>-config``, Secret
 ``<job>-ssh``, launcher ``<job>-launcher``. Workers are one Indexed Job ``<job>-worker`` with
@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
-from trainer.builders.labels import owner_reference
-from trainer.builders.merge import upsert_env
-from trainer.builders.mpi import Host, config_map, mount_config, mount_ssh
-from trainer.json_codec import JSON, copy_json
+from trainer.framework.json_codec import JSON, copy_json
+from trainer.jobs.labels import owner_reference
+from trainer.jobs.merge import upsert_env
+from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"

@@ -1,8 +1,8 @@
-"""The MPIJob controller: its declaration and the functions of its :class:`~trainer.reconciler.reconcile.Kind`.
+"""The MPIJob controller: its declaration and the functions of its :class:`~trainer.jobs.reconcile.Kind`.
 
 Declared once (:func:`controller`): MPIJobs; the Jobs, Services, ConfigMaps and Secrets they own,
 each carrying ``training.kubeflow.org/job-name``; the gang scheduler's owned and watched objects.
-The reconcile is :meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the
+The reconcile is :meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module supplies the
 children (:mod:`trainer.mpijob.children`; the SSH Secret made once) and ``runPolicy``: when the job
 finishes, ``cleanPodPolicy`` (All: the worker Job and all its pods go; Running: the worker Job is
 suspended, which stops its running pods and keeps finished ones; None: nothing), the PodGroup is
@@ -26,9 +26,13 @@ from api.kubeflow_v2beta1 import (
     JobCondition,
     MPIJob,
 )
-from trainer.builders.mpi import new_ssh_secret
-from trainer.controller import Context, Controller
-from trainer.gang.base import (
+from trainer.framework.controller import Context, Controller
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import key_of
+from trainer.framework.kube.events import now_rfc3339
+from trainer.jobs.child_writer import Desired, Once
+from trainer.jobs.facts import finished, finished_at, managed_by, seconds_left, started
+from trainer.jobs.gang.base import (
     COND_MISCONFIGURED,
     GangInput,
     GangPlan,
@@ -38,10 +42,11 @@ from trainer.gang.base import (
     gang_conditions,
     problem,
 )
-from trainer.job_facts import finished, finished_at, managed_by, seconds_left, started
-from trainer.json_codec import JSON
-from trainer.kube.cache import key_of
-from trainer.kube.events import now_rfc3339
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
+from trainer.jobs.mpi import new_ssh_secret
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.jobs.reconcile import Blocked, Kind, declare, kept_conditions
+from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
 from trainer.mpijob.children import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -51,16 +56,7 @@ from trainer.mpijob.children import (
     worker_replicas,
 )
 from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
-from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.reconciler.child_writer import Desired, Once
-from trainer.reconciler.reconcile import Blocked, Kind, declare, kept_conditions
-from trainer.replica_failure import COND_REPLICA_FAILURE
-from trainer.runtime_validation import (
-    DEFAULT_MAX_NODES_PER_JOB,
-    REASON_NODE_LIMIT,
-    mpijob_errors,
-    mpijob_worker_limit_errors,
-)
+from trainer.mpijob.validation import mpijob_errors, mpijob_worker_limit_errors
 
 
 @dataclass(frozen=True)
@@ -236,7 +232,7 @@ def requeue_after(info: MPIJobInfo) -> float | None:
 
 
 def kind(options: MPIJobOptions) -> Kind[MPIJob, MPIJobInfo]:
-    """The MPIJob kind as :meth:`~trainer.reconciler.reconcile.Reconciler.reconcile` runs it."""
+    """The MPIJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it."""
     return Kind(
         resource=MPIJOBS,
         model=MPIJob,

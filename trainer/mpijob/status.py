@@ -28,8 +28,8 @@ from api.kubeflow_v2beta1 import (
     MPIJob,
     ReplicaStatus,
 )
-from trainer.job_facts import job_finished
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
+from trainer.jobs.facts import job_finished
 from trainer.mpijob.children import JOB_NAME_LABEL, JOB_ROLE_LABEL, worker_replicas
 
 TERMINAL = (COND_SUCCEEDED, COND_FAILED)

@@ -2,7 +2,7 @@
 
 Each TrainJob this operator runs gets the ConfigMap ``<trainjob>-tls-config`` (``ca.crt``: the PEM of
 the status server's CA), owned by the TrainJob, which its pods mount through the projected volume of
-:mod:`~trainer.statusserver.injection` (upstream
+:mod:`~trainer.trainjob.runtime.injection` (upstream
 ``pkg/runtime/framework/plugins/trainjobstatus/trainjobstatus.go``); it is made for every TrainJob
 and updated when the CA changes.
 """
@@ -14,14 +14,14 @@ import asyncio
 import structlog
 
 from api.kinds import CONFIGMAPS, TRAINJOBS
-from trainer.builders.labels import JOBSET_NAME, owned_config_map
-from trainer.controller import Reader
-from trainer.job_facts import trainjob_managed_by_us
-from trainer.json_codec import JSON
-from trainer.kube.cache import Key, key_of
-from trainer.kube.client import ApiError
-from trainer.reconciler.child_writer import ChildWriter
-from trainer.statusserver.injection import CA_KEY, ca_config_map_name
+from trainer.framework.controller import Reader
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Key, key_of
+from trainer.framework.kube.client import ApiError
+from trainer.jobs.child_writer import ChildWriter
+from trainer.jobs.facts import trainjob_managed_by_us
+from trainer.jobs.labels import JOBSET_NAME, owned_config_map
+from trainer.trainjob.runtime.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from api.trainer_v1alpha1 import TrainerStatus
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
 
 INT32_MAX = 2**31 - 1
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from trainer.json_codec import JSON
-from trainer.kube.cache import Key
-from trainer.kube.client import ApiError
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Key
+from trainer.framework.kube.client import ApiError
 
 log = structlog.get_logger("trainer.statusserver")
 

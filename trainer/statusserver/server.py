@@ -18,7 +18,7 @@ with ``Authorization: Bearer <token>`` (:mod:`~trainer.statusserver.auth`) and a
 Writes go through :class:`~trainer.statusserver.rate_limit.WriteLimiter`.
 
 **TLS** (:class:`StatusServer`): the webhook's certificate machinery
-(:class:`~trainer.webhook.tls.WebhookTLS`: CA, serving certificate, renewal, live reload) on a Secret
+(:class:`~trainer.framework.tls.WebhookTLS`: CA, serving certificate, renewal, live reload) on a Secret
 of its own, ``trainer-status-server-certs`` in ``--webhook-namespace``, with the SANs of the Service
 ``--webhook-service`` and of ``--status-server-host``. Its CA reaches the pods through the ConfigMap
 ``<trainjob>-tls-config`` (:class:`~trainer.statusserver.ca_publisher.CAPublisher`).
@@ -36,21 +36,21 @@ import structlog
 from aiohttp import web
 
 from api.kinds import TRAINJOBS
-from trainer.json_codec import JSON
-from trainer.kube.cache import Key
-from trainer.kube.client import ApiError, KubeClient
-from trainer.reconciler.child_writer import ChildWriter
-from trainer.reconciler.own_writes import OwnWrites
+from trainer.framework.certs import VALIDITY
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Key
+from trainer.framework.kube.client import ApiError, KubeClient
+from trainer.framework.tls import WebhookTLS, serving_names
+from trainer.jobs.child_writer import ChildWriter
+from trainer.jobs.own_writes import OwnWrites
 from trainer.statusserver.auth import TokenAuthenticator
 from trainer.statusserver.ca_publisher import CAPublisher
-from trainer.statusserver.injection import base_url, status_path
 from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
-from trainer.webhook.certs import VALIDITY
-from trainer.webhook.tls import WebhookTLS, serving_names
+from trainer.trainjob.runtime.injection import base_url, status_path
 
 if TYPE_CHECKING:
-    from trainer.manager import Manager
+    from trainer.framework.manager import Manager
 
 log = structlog.get_logger("trainer.statusserver")
 

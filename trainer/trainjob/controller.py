@@ -1,12 +1,12 @@
-"""The TrainJob controller: its declaration and the functions of its :class:`~trainer.reconciler.reconcile.Kind`.
+"""The TrainJob controller: its declaration and the functions of its :class:`~trainer.jobs.reconcile.Kind`.
 
 Declared once (:func:`controller`): TrainJobs; the Jobs, Services, ConfigMaps, Secrets and
 PersistentVolumeClaims (``volumeClaimPolicies``) it owns,
 each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned objects (PodGroups);
 the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
-:meth:`trainer.reconciler.reconcile.Reconciler.reconcile`; this module supplies the runtime info
-(:func:`trainer.runtime.runtime_info`), the children (:func:`trainer.builders.jobs.build_children`,
+:meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module supplies the runtime info
+(:func:`trainer.trainjob.runtime.runtime_info`), the children (:func:`trainer.trainjob.builders.jobs.build_children`,
 what the ML policy makes once, such as the MPI SSH Secret) and the conditions
 (:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
 TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
@@ -44,15 +44,10 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
-from trainer.builders import volume_claims
-from trainer.builders.jobs import build_children
-from trainer.builders.labels import JOBSET_NAME
-from trainer.controller import Context, Controller, Key, Reader, Watches
-from trainer.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
-from trainer.job_facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
-from trainer.json_codec import JSON
-from trainer.kube.cache import key_of
-from trainer.reconciler.child_writer import (
+from trainer.framework.controller import Context, Controller, Key, Reader, Watches
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import key_of
+from trainer.jobs.child_writer import (
     FOREIGN,
     PREVIOUS,
     REASON_RESOURCE_EXISTS,
@@ -61,10 +56,16 @@ from trainer.reconciler.child_writer import (
     claim,
     taken_message,
 )
-from trainer.reconciler.reconcile import Blocked, Kind, declare, first_error, kept_conditions
-from trainer.reconciler.status_writer import Event
-from trainer.replica_failure import COND_REPLICA_FAILURE
-from trainer.runtime import (
+from trainer.jobs.facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
+from trainer.jobs.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
+from trainer.jobs.labels import JOBSET_NAME
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
+from trainer.jobs.reconcile import Blocked, Kind, declare, first_error, kept_conditions
+from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
+from trainer.jobs.status_writer import Event
+from trainer.trainjob.builders import volume_claims
+from trainer.trainjob.builders.jobs import build_children
+from trainer.trainjob.runtime import (
     SNAPSHOT_SUFFIX,
     RuntimeInfo,
     runtime_info,
@@ -73,15 +74,7 @@ from trainer.runtime import (
     snapshot_config_map,
     snapshot_name,
 )
-from trainer.runtime_validation import (
-    DEFAULT_MAX_NODES_PER_JOB,
-    REASON_NODE_LIMIT,
-    node_limit_errors,
-    running_pods,
-    runtime_errors,
-    trainjob_errors,
-)
-from trainer.statusserver.injection import Injection
+from trainer.trainjob.runtime.injection import Injection
 from trainer.trainjob.status import (
     COND_RESTARTING,
     COND_RUNTIME_NOT_FOUND,
@@ -89,6 +82,12 @@ from trainer.trainjob.status import (
     job_restarts_status,
     jobs_status,
     runtime_not_found,
+)
+from trainer.trainjob.validation import (
+    node_limit_errors,
+    running_pods,
+    runtime_errors,
+    trainjob_errors,
 )
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
@@ -311,7 +310,7 @@ def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -
 
 
 def kind(options: TrainJobOptions) -> Kind[TrainJob, RuntimeInfo]:
-    """The TrainJob kind as :meth:`~trainer.reconciler.reconcile.Reconciler.reconcile` runs it."""
+    """The TrainJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it."""
     runtimes = (
         Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
         Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),

@@ -25,12 +25,12 @@ from api.trainer_v1alpha1 import (
     REASON_SUSPENDED,
     JobStatus,
 )
-from trainer.builders.labels import REPLICATED_JOB_NAME
-from trainer.job_facts import job_finished, pods_wanted
-from trainer.json_codec import JSON
+from trainer.framework.json_codec import JSON
+from trainer.jobs.facts import job_finished, pods_wanted
+from trainer.jobs.labels import REPLICATED_JOB_NAME
 
 if TYPE_CHECKING:
-    from trainer.runtime.info import RuntimeInfo
+    from trainer.trainjob.runtime.info import RuntimeInfo
 
 COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
 COND_RESTARTING = "RestartingJobSet"

@@ -3,7 +3,7 @@
 What the apiserver cannot check by itself (the CRD schemas already enforce types, enums, bounds
 and immutability with CEL). Every refusal names the field and the fix. Follows kubeflow/trainer
 ``pkg/webhooks`` and ``pkg/runtime/framework/plugins/jobset`` validations (v2.0-v2.3; the ML policies'
-own, e.g. their reserved environment, are theirs: :mod:`trainer.runtime.policies`)
+own, e.g. their reserved environment, are theirs: :mod:`trainer.trainjob.policies`)
 and mpi-operator ``pkg/apis/kubeflow/validation``; the Volcano queue rules are those Volcano's
 vcjob admission applies (``pkg/webhooks/admission/jobs/validate/admit_job.go``), which its own
 PodGroup webhook lacks.
@@ -26,11 +26,12 @@ from api.trainer_v1alpha1 import (
     TrainJob,
     runtime_from_dict,
 )
-from trainer import json_codec
-from trainer.builders.labels import COMPLETION_INDEX_ANNOTATION
-from trainer.builders.overrides import POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES, override_targets
-from trainer.gang.volcano import queue_problems
-from trainer.json_codec import JSON
+from trainer.framework import json_codec
+from trainer.framework.json_codec import JSON
+from trainer.jobs.gang.volcano import queue_problems
+from trainer.jobs.labels import COMPLETION_INDEX_ANNOTATION
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
 from trainer.mpijob.children import (
     JOB_NAME_LABEL,
     OPERATOR_NAME,
@@ -40,17 +41,17 @@ from trainer.mpijob.children import (
     worker_replica_index,
 )
 from trainer.mpijob.children import validate as validate_mpijob_spec
-from trainer.queue_choice import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.runtime import runtime_info, runtime_ref
-from trainer.runtime.policies import active
-from trainer.runtime.shape import replicated_jobs, step_of
-from trainer.runtime_validation import (
-    DEFAULT_MAX_NODES_PER_JOB,
-    RFC1035,
-    mpijob_errors,
-    runtime_errors,
-    trainjob_errors,
+from trainer.mpijob.validation import mpijob_errors
+from trainer.trainjob.builders.overrides import (
+    POD_SPEC_OVERRIDES,
+    POD_TEMPLATE_OVERRIDES,
+    RUNTIME_PATCHES,
+    override_targets,
 )
+from trainer.trainjob.policies import active
+from trainer.trainjob.runtime import runtime_info, runtime_ref
+from trainer.trainjob.runtime.shape import replicated_jobs, step_of
+from trainer.trainjob.validation import RFC1035, runtime_errors, trainjob_errors
 
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
@@ -185,7 +186,7 @@ def check_queue_change(obj: JSON, old: JSON, kind: str, facts: AdmissionFacts) -
 
 def _check_against_runtime(job: TrainJob, runtime: TrainingRuntime | ClusterTrainingRuntime) -> list[str]:
     """Overrides of containers the runtime lacks, of the environment of the step containers, and of
-    environment the runtime's ML policies reserve (:meth:`trainer.runtime.policies.base.Policy.reserves`)."""
+    environment the runtime's ML policies reserve (:meth:`trainer.trainjob.policies.base.Policy.reserves`)."""
     errors = []
     rjobs = _rjob_containers(runtime)
     policies = active(runtime.spec)
@@ -235,7 +236,7 @@ def _check_expansion(
     facts: AdmissionFacts,
 ) -> list[str]:
     """Expand the TrainJob as the reconciler will (the pure core) and check what it produces, as the
-    reconciler does when the webhook does not run (:func:`trainer.runtime_validation.trainjob_errors`,
+    reconciler does when the webhook does not run (:func:`trainer.trainjob.validation.trainjob_errors`,
     ``--max-nodes-per-job`` included); input the core cannot expand is refused here rather than failing in
     the reconcile."""
     problems = runtime_errors(runtime.spec)
@@ -282,7 +283,7 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
 
 
 def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
-    """The queue admission checks: :func:`trainer.queue_choice.resolve_queue`, the reconcilers' rule, with
+    """The queue admission checks: :func:`trainer.jobs.queues.resolve_queue`, the reconcilers' rule, with
     the TrainJob's runtime from the caches."""
     runtime = None
     if obj.get("kind") != "MPIJob":

@@ -13,7 +13,7 @@ patches their ``caBundle`` (:meth:`WebhookServer.install`, RBAC ``get``/``patch`
 name), as kubeflow/trainer ships ``manifests/base/webhook/manifests.yaml`` and lets its
 cert-controller inject the CA. Out of a cluster (``--webhook-host``) the configurations call a URL:
 ``python -m trainer.webhook.server --url https://HOST:PORT`` prints them for ``kubectl apply``. The
-certificates (the shared Secret, rotation, reloading in place) are :mod:`trainer.webhook.tls`'s
+certificates (the shared Secret, rotation, reloading in place) are :mod:`trainer.framework.tls`'s
 business; it calls :meth:`WebhookServer.install` when the CAs change.
 
 ``failurePolicy: Fail`` on CREATE and UPDATE only: while the operator is down no invalid object gets
@@ -48,15 +48,15 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
-from trainer import json_codec
-from trainer.controller import Reader
-from trainer.json_codec import JSON
-from trainer.kube.client import ApiError, Kube
+from trainer.framework import json_codec
+from trainer.framework.certs import VALIDITY
+from trainer.framework.controller import Reader
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError, Kube
+from trainer.framework.tls import WebhookTLS, serving_names
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.mpijob.children import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
-from trainer.runtime_validation import DEFAULT_MAX_NODES_PER_JOB
 from trainer.webhook import rules
-from trainer.webhook.certs import VALIDITY
-from trainer.webhook.tls import WebhookTLS, serving_names
 
 log = structlog.get_logger("trainer.webhook")
 CONFIG_NAME = "trainer-webhook"
@@ -408,7 +408,7 @@ class WebhookServer:
         """Serve until cancelled: certificates, then the listener, then the configurations (only once
         this replica can answer; before it when its start put a new CA in the Secret, which configurations
         patched earlier would not trust), then keep the certificate current (see
-        :class:`~trainer.webhook.tls.WebhookTLS`). A configuration missing or not patchable is logged
+        :class:`~trainer.framework.tls.WebhookTLS`). A configuration missing or not patchable is logged
         and tried again, never fatal (see :meth:`not_ready`). Raises :class:`ApiError` when the
         certificate Secret cannot be read or written at start, ``OSError`` when the port cannot be bound."""
         s = self.settings
@@ -438,7 +438,7 @@ def cache_facts(
     readers: dict[str, Reader], gang: str, max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
 ) -> rules.AdmissionFacts:
     """Admission facts read from the controllers' caches (``readers`` by controller name, as
-    :attr:`trainer.manager.Manager.readers`), under ``--gang-scheduler-name=gang`` and
+    :attr:`trainer.framework.manager.Manager.readers`), under ``--gang-scheduler-name=gang`` and
     ``--max-nodes-per-job=max_nodes_per_job``."""
     trainjobs, mpijobs = readers["trainjob"], readers["mpijob"]
 

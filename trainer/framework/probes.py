@@ -1,0 +1,105 @@
+"""The operator's two small HTTP servers (aiohttp), as controller-runtime's manager runs them:
+
+* metrics on ``--metrics-bind-address`` (default ``:8080``): ``GET /metrics``, the Prometheus text
+  format of the operator's own registry (:class:`trainer.framework.metrics.Metrics`);
+* probes on ``--health-probe-bind-address`` (default ``:8081``): ``GET /healthz`` answers 200 while
+  the process serves at all (liveness), ``GET /readyz`` 200 while every cache has listed and is
+  being watched, else 500 with the check that failed and why, as controller-runtime's ``healthz``
+  handler words it (``sigs.k8s.io/controller-runtime`` ``pkg/healthz/healthz.go``), e.g.
+  ``[-]informers-synced failed: not watching: trainjobs.trainer.kubeflow.org``; with the webhook also
+  ``webhook-configurations`` (its configurations carry the served CA, see
+  :meth:`trainer.webhook.server.WebhookServer.not_ready`). A standby replica waiting for the leader
+  Lease is ready: it would take over with warm caches.
+
+A bind address is ``host:port``; ``:port`` listens on every interface, port ``0`` on a free port
+(the one chosen is logged and returned), and the address ``0`` alone disables the server, as in
+controller-runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import structlog
+from aiohttp import web
+
+from trainer.framework.metrics import CONTENT_TYPE, Metrics
+
+log = structlog.get_logger("trainer.framework.probes")
+
+
+def parse_bind_address(value: str) -> tuple[str | None, int] | None:
+    """``"host:port"`` as ``(host, port)``; host None for every interface (``":8080"``); None for
+    ``"0"`` or "" (disabled). ``[::1]:8080`` names an IPv6 host. Raises ``ValueError`` otherwise."""
+    value = value.strip()
+    if value in ("", "0"):
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"bind address {value!r} is not host:port, :port or 0")
+    host = host.strip("[]")
+    return (host or None, int(port))
+
+
+def metrics_app(metrics: Metrics) -> web.Application:
+    """``GET /metrics``."""
+
+    async def handle(request: web.Request) -> web.Response:
+        body = metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    return app
+
+
+READY_CHECK = "informers-synced"
+"""The name of the readiness check, as controller-runtime's manager names its cache check."""
+
+
+def probes_app(
+    not_ready: Callable[[], str | None], more: Mapping[str, Callable[[], str | None]] | None = None
+) -> web.Application:
+    """``GET /healthz`` (always 200) and ``GET /readyz``: 200 ``ok`` when ``not_ready()`` and every
+    check of ``more`` (by name, e.g. ``webhook-configurations``; read at each request, so the caller may
+    add checks later) answer None, else 500 with one line
+    ``[-]<name> failed: <reason>`` per failed check (``informers-synced`` for ``not_ready``) and
+    ``healthz check failed``, as controller-runtime answers failed checks."""
+    more = more if more is not None else {}
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(request: web.Request) -> web.Response:
+        checks = [(READY_CHECK, not_ready), *more.items()]  # read now: checks may be added after the start
+        failed = [(name, reason) for name, check in checks if (reason := check()) is not None]
+        if not failed:
+            return web.Response(text="ok")
+        lines = "".join(f"[-]{name} failed: {reason}\n" for name, reason in failed)
+        return web.Response(status=500, text=f"{lines}healthz check failed\n")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def serve(app: web.Application, address: str, what: str) -> tuple[web.AppRunner, int] | None:
+    """Serve ``app`` on ``address`` (see :func:`parse_bind_address`); returns the runner (``await
+    runner.cleanup()`` stops it) and the port bound, or None when ``address`` disables it. Raises
+    ``OSError`` when the address cannot be bound, ``ValueError`` when it is malformed."""
+    bind = parse_bind_address(address)
+    if bind is None:
+        log.info(f"{what} server disabled")
+        return None
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, bind[0], bind[1], reuse_address=True)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    port = int(runner.addresses[0][1])
+    log.info(f"serving {what}", address=f"{bind[0] or ''}:{port}")
+    return runner, port

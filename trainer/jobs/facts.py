@@ -1,0 +1,106 @@
+"""Facts about jobs, each read one way everywhere: whether a job or a batch/v1 Job has finished and
+when, whether it has started, the seconds left of a TTL or a deadline, whose ``managedBy`` it is.
+
+The reconcilers, their status logic and admission ask here rather than reading conditions themselves,
+so a rule has one spelling. Conditions are the API models (:class:`api.base.Condition`); a batch/v1
+Job is JSON as the caches keep it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from api.base import Condition
+from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, MANAGED_BY_TRAINER
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.events import parse_time
+from trainer.jobs.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
+
+TRAINJOB_TERMINAL = (COND_COMPLETE, COND_FAILED)
+"""The condition types that end a TrainJob (an MPIJob's are ``trainer.mpijob.status.TERMINAL``)."""
+
+
+def attempt_of(job: JSON) -> int:
+    """The restart attempt a batch/v1 Job belongs to (label ``jobset.sigs.k8s.io/restart-attempt``; 0
+    when unset), as JobSet reads it."""
+    return _count_label(job, RESTART_ATTEMPT)
+
+
+def job_attempt_of(job: JSON) -> int:
+    """How many times a batch/v1 Job's index was recreated alone before it (label
+    ``jobset.sigs.k8s.io/job-restart-attempt``; 0 when unset)."""
+    return _count_label(job, JOB_RESTART_ATTEMPT)
+
+
+def _count_label(job: JSON, key: str) -> int:
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(key) or "0"
+    return int(value) if str(value).isdigit() else 0
+
+
+def job_finished(job: JSON) -> str | None:
+    """``"Complete"`` or ``"Failed"`` when a batch/v1 Job has that condition True, else None."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return str(cond["type"])
+    return None
+
+
+def pods_wanted(job: JSON) -> int:
+    """Pods a batch/v1 Job runs at once when all are there: ``parallelism`` (default 1), at most
+    ``completions`` when set."""
+    spec = job.get("spec") or {}
+    count = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
+    completions = spec.get("completions")
+    return min(count, int(completions)) if completions is not None else count
+
+
+def pods_missing(job: JSON) -> int:
+    """Pods a running batch/v1 Job wants and does not have: :func:`pods_wanted` less its ``active`` and
+    ``succeeded`` pods (0 when it has them all, is suspended or finished). The Job controller counts a
+    pod ``active`` from its creation on (pending or running), so a Job with none missing has created
+    every pod it wants now."""
+    if (job.get("spec") or {}).get("suspend") or job_finished(job) is not None:
+        return 0
+    status = job.get("status") or {}
+    have = int(status.get("active") or 0) + int(status.get("succeeded") or 0)
+    return max(pods_wanted(job) - have, 0)
+
+
+def started(jobs: Iterable[JSON]) -> bool:
+    """Whether any of a job's batch/v1 Jobs is not suspended (its pods may run or have run)."""
+    return any(not (j.get("spec") or {}).get("suspend") for j in jobs)
+
+
+def finished(conditions: Iterable[Condition], terminal: Iterable[str]) -> bool:
+    """Whether a condition of a ``terminal`` type (TrainJob: Complete, Failed; MPIJob: Succeeded,
+    Failed) is True."""
+    types = set(terminal)
+    return any(c.type in types and c.status == "True" for c in conditions)
+
+
+def finished_at(conditions: Iterable[Condition], terminal: Iterable[str]) -> str | None:
+    """The transition time of the first True condition of a ``terminal`` type, or None (also when
+    that condition carries no time)."""
+    types = set(terminal)
+    return next((c.last_transition_time for c in conditions if c.type in types and c.status == "True"), None)
+
+
+def seconds_left(seconds: float | None, since: str | None, now: datetime) -> float | None:
+    """Seconds until ``seconds`` have passed since the RFC 3339 time ``since`` (<= 0: passed), or None
+    when either is unset: what is left of a ``ttlSecondsAfterFinished`` or an ``activeDeadlineSeconds``."""
+    if seconds is None or not since:
+        return None
+    return seconds - (now - parse_time(since)).total_seconds()
+
+
+def trainjob_managed_by_us(obj: JSON) -> bool:
+    """Whether a TrainJob's ``spec.managedBy`` is unset or this controller's
+    (``trainer.kubeflow.org/trainjob-controller``), read before its spec is parsed."""
+    return managed_by((obj.get("spec") or {}).get("managedBy"), MANAGED_BY_TRAINER)
+
+
+def managed_by(value: str | None, ours: str) -> bool:
+    """Whether a ``managedBy`` of ``value`` is this operator's: unset, empty or ``ours`` (upstream's
+    controller name, ``trainer.kubeflow.org/trainjob-controller`` or ``kubeflow.org/mpi-operator``)."""
+    return value in (None, "", ours)

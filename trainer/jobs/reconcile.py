@@ -1,0 +1,389 @@
+"""The reconcile every kind shares, in one function that reads top to bottom:
+read -> validate -> managedBy -> info -> gang plan -> desired -> write children -> write status.
+
+A kind (TrainJob, MPIJob) is a :class:`Kind`: a frozen spec of plain functions (its info, its gang
+input, its desired children, its conditions, how its status is spelled) and a few facts about it; no
+subclass, no hooks. :meth:`Reconciler.reconcile` is the one path; every child write goes through the
+controller's :class:`~trainer.jobs.child_writer.ChildWriter`, every status write through its
+:class:`~trainer.jobs.status_writer.StatusWriter`. Everything is level-triggered and idempotent:
+objects are read from the controller's caches only, a child is written only when it differs, and the
+status is patched only when it changed, so a second reconcile of a settled object writes nothing.
+
+A spec the operator cannot parse gets condition ``Failed`` once and raises
+:class:`~trainer.framework.controller.TerminalError` (not retried). A child the apiserver refuses (422, 403)
+becomes a Warning event ``TrainJobResourcesCreationFailed`` on the job and condition ``Misconfigured``,
+and is sent again with backoff; a child whose name someone else's object holds, ``ErrResourceExists``
+(see :mod:`~trainer.jobs.child_writer`). Any
+other exception of ours on a job's input is retried a few times (:data:`RECONCILE_ATTEMPTS`), then said
+on the job as ``Misconfigured``/``ReconcileError`` and not retried; each of these is written once, so
+the error counters stop growing. Mirrors the flow of kubeflow/trainer
+``pkg/controller/trainjob_controller.go`` (``Reconcile``) and kubernetes-sigs/jobset
+``pkg/controllers/jobset_controller.go`` (``reconcile``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from api.base import Condition
+from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
+from trainer.framework.bounded import BoundedDict
+from trainer.framework.controller import (
+    Context,
+    Controller,
+    Key,
+    Owns,
+    Reconcile,
+    TerminalError,
+    UndeclaredRead,
+    Watches,
+    every_primary,
+)
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
+from trainer.framework.kube.projection import strip_managed_fields
+from trainer.jobs.child_writer import REASON_CREATION_FAILED, REASON_RESOURCE_EXISTS, ChildWriter, Desired
+from trainer.jobs.facts import job_finished
+from trainer.jobs.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
+from trainer.jobs.replica_failure import COND_REPLICA_FAILURE, replica_failure
+from trainer.jobs.replica_failure import watches as failed_create_events
+from trainer.jobs.status_writer import Event, StatusWriter
+
+log = structlog.get_logger("trainer.jobs")
+REASON_RECONCILE_ERROR = "ReconcileError"
+"""Reason of the ``Misconfigured`` condition that says an unexpected exception stopped the reconcile."""
+RECONCILE_ATTEMPTS = 5
+"""Reconciles of one job (at one generation) that may raise an unexpected exception, each retried with
+the work queue's backoff, before the exception is said on the job and the job is no longer retried."""
+MAX_FAILING = 10000
+"""Jobs whose consecutive failures are remembered at most (the oldest go first)."""
+INPUT_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
+"""What the pure core raises on input the schema let through but it cannot expand."""
+RETRIED = (TerminalError, UndeclaredRead, ApiError, aiohttp.ClientError, OSError)
+"""Raised as they are: said already (terminal); a wiring bug of ours; the apiserver's trouble, an answer
+or none at all (connection refused or cut, timeout: it restarts), retried with backoff."""
+
+J = TypeVar("J", bound=BaseModel)
+I = TypeVar("I")  # noqa: E741 (the kind's derived info)
+
+
+@dataclass
+class Blocked:
+    """The job cannot be expanded now (e.g. its runtime is missing): write ``desired`` and, unless
+    None, these conditions; no children are built."""
+
+    conditions: list[Condition] | None
+    desired: Desired = field(default_factory=Desired)
+
+
+def _no_events(_info: Any) -> list[Event]:
+    return []
+
+
+def _unchanged(_ctx: Context, info: I, _desired: Desired) -> I:
+    return info
+
+
+def _never(_info: Any) -> float | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Kind(Generic[J, I]):
+    """What one kind of job supplies to :meth:`Reconciler.reconcile`: plain functions and facts."""
+
+    resource: Resource
+    model: type[J]
+    child_label: str
+    """The label every child carries (its informers list only those)."""
+    succeeded_condition: str
+    """The condition type of success (``Complete``, MPIJob's ``Succeeded``), for the outcome counters."""
+    warning_conditions: frozenset[str]
+    """Condition types told as Warning events when they turn True."""
+    managed_by_us: Callable[[JSON], bool]
+    """Whether this operator reconciles the object (its ``managedBy``, read before the spec is parsed)."""
+    invalid: Callable[[JSON, str], list[Condition]]
+    """``(object, message) -> conditions`` of a job whose spec cannot be parsed or expanded."""
+    info: Callable[[Context, JSON, J], I | Blocked]
+    """Everything derived from the job and what it depends on, once per reconcile."""
+    gang_input: Callable[[I], GangInput]
+    desired: Callable[[Context, I, GangPlan], Desired]
+    """The writes the job needs now."""
+    conditions: Callable[[I, GangPlan], list[Condition] | None]
+    """The conditions the job should carry (without timestamps); None: write no status."""
+    status: Callable[[JSON, I | None, list[JSON] | None], JSON]
+    """The whole status to write (info None: the job could not be expanded); every key it names is
+    compared with the stored status and merge-patched (None deletes)."""
+    events: Callable[[I | None], list[Event]] = _no_events
+    """Events to record with a status write besides those of condition transitions (a restart)."""
+    written: Callable[[Context, I, Desired], I] = _unchanged
+    """``info`` as the child writes just made left the children (read through the writer's own
+    writes), so the reconcile that their watch echoes bring finds nothing to write."""
+    requeue_after: Callable[[I], float | None] = _never
+    """Seconds after which to look again although nothing changed (a TTL), or None."""
+    progress_fields: frozenset[str] = frozenset()
+    """Status fields that only count progress (coalesced; see :mod:`trainer.jobs.status_writer`)."""
+    quiet_transitions: frozenset[tuple[str, str]] = frozenset()
+    """Condition ``(type, status)`` transitions written without an event (an MPIJob's ``Running``
+    turning False: mpi-operator tells only that it runs)."""
+    retold_conditions: frozenset[str] = frozenset({COND_REPLICA_FAILURE})
+    """Condition types told again (an event) when their message changes while they stay True
+    (``ReplicaFailure``: another Job, or another refusal)."""
+    announce_creations: bool = True
+    """Whether the children one reconcile creates are told in one ``SuccessfulCreate`` event."""
+    also_owns: tuple[Resource, ...] = ()
+    """Owned resources besides Jobs, Services, ConfigMaps and Secrets (a TrainJob's PVCs)."""
+    watches: tuple[Watches, ...] = ()
+
+    @property
+    def settles_children(self) -> bool:
+        """Whether a reconcile reads its child writes back (:attr:`written`) before its status, so that
+        the watch's echo of exactly such a write needs no reconcile."""
+        return self.written is not _unchanged
+
+
+class Reconciler(Generic[J, I]):
+    """Reconciles one object of ``kind`` per call of :meth:`reconcile`: raises to retry with backoff,
+    returns seconds to requeue after, raises :class:`~trainer.framework.controller.TerminalError` for what no
+    retry fixes."""
+
+    def __init__(self, kind: Kind[J, I], ctx: Context) -> None:
+        self.kind, self.ctx = kind, ctx
+        self.children = ChildWriter(
+            ctx.kube,
+            ctx.reader,
+            ctx.events,
+            ctx.own_writes,
+            settles=kind.settles_children,
+            announce=kind.announce_creations,
+        )
+        self.status = StatusWriter(
+            kind,
+            ctx.kube,
+            ctx.events,
+            ctx.own_writes,
+            ctx.progress_clock,
+            delay=ctx.status_coalesce_seconds,
+            metrics=ctx.metrics,
+            lane=ctx.lane,
+        )
+        self._failures: BoundedDict[str, tuple[int | None, int]] = BoundedDict(MAX_FAILING)
+        """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Bring the children and the status of the object ``key`` in line with its spec."""
+        kind, ctx = self.kind, self.ctx
+        # Read: the cache, or this controller's own last write while the cache is behind.
+        obj = self.children.latest(kind.resource, *key)
+        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self.status.forget(key)
+            return None
+        # managedBy: another controller's (e.g. MultiKueue's): not even a status write.
+        if not kind.managed_by_us(obj):
+            return None
+        # Validate: a spec that does not parse is said once, not retried.
+        try:
+            job = kind.model.model_validate(obj)
+        except ValidationError as e:
+            message = f"invalid {kind.resource.kind}: {first_error(e)}"
+            await self._terminal(obj, kind.invalid(obj, message), message, e)
+            return None
+        try:
+            try:
+                # Info: everything derived from the job and what it depends on, once.
+                info = kind.info(ctx, obj, job)
+                if not isinstance(info, Blocked):
+                    # Gang plan, then the desired children.
+                    plan = ctx.gang.plan(kind.gang_input(info), ctx.reader)
+                    desired = kind.desired(ctx, info, plan)
+            except UndeclaredRead:
+                raise  # a wiring bug of ours (a KeyError), not the user's input
+            except INPUT_ERRORS as e:
+                # Input the schema let through that the pure core cannot expand (the webhook, when it
+                # runs, refuses it first): said on the job, not retried until it changes.
+                message = f"cannot expand the {kind.resource.kind}: {e!r}; fix its spec or its runtime"
+                await self._terminal(obj, [*kept_conditions(obj), problem("InvalidSpec", message)], message, e)
+                return None
+            if isinstance(info, Blocked):
+                await self.children.write(obj, info.desired)
+                if info.conditions is not None:
+                    await self.status.write(obj, None, self._with_replica_failure(obj, info.conditions))
+                later = None
+            else:
+                # Write the children, then read those writes back into the info.
+                written = await self.children.write(obj, desired)
+                info = kind.written(ctx, info, desired)
+                # Write the status: the conditions (a refusal folded into Misconfigured), the kind's events.
+                conditions = kind.conditions(info, plan)
+                later = soonest(kind.requeue_after(info), written.retry_in)
+                if conditions is not None:
+                    conditions = self._with_replica_failure(obj, conditions)
+                    for reason in (REASON_RESOURCE_EXISTS, REASON_CREATION_FAILED):
+                        if messages := written.messages(reason):
+                            conditions = _with_problem(conditions, problem(reason, "; ".join(messages)))
+                    later = soonest(later, await self.status.write(obj, info, conditions))
+        except RETRIED:
+            raise
+        except Exception as e:
+            await self._unexpected(obj, e)
+            return None
+        self._failures.pop(str((obj.get("metadata") or {}).get("uid") or ""), None)
+        return later
+
+    def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
+        """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
+        now (:func:`trainer.jobs.replica_failure.replica_failure`), none once ``conditions`` say it finished."""
+        kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
+        if any(c.type in (self.kind.succeeded_condition, "Failed") and c.status == "True" for c in kept):
+            return kept
+        reader = self.ctx.reader
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        jobs = [j for j in reader.owned(JOBS, uid) if not (j.get("metadata") or {}).get("deletionTimestamp")]
+        current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
+        failure = replica_failure(jobs, lambda job: reader.about(EVENTS, job), current)
+        return kept if failure is None else [*kept, failure]
+
+    async def _terminal(self, obj: JSON, conditions: list[Condition], message: str, cause: Exception) -> None:
+        """Say a failure no retry can fix on the job (its last condition of ``conditions``) and raise
+        :class:`TerminalError`, once: when the job already carries that condition (the reconcile its own
+        status write triggers, or any later one), return None, so the error counters stop growing."""
+        if _carries(obj, conditions[-1]):
+            log.debug("reconcile failure already said on the job", error=message)
+            return None
+        await self.status.write(obj, None, conditions)
+        raise TerminalError(message) from cause
+
+    async def _unexpected(self, obj: JSON, e: Exception) -> None:
+        """An exception of ours on this job's input (a bug, not the apiserver's trouble): re-raised (retried
+        with backoff) for the first :data:`RECONCILE_ATTEMPTS` - 1 failures at one generation; then said on
+        the job as ``Misconfigured`` with reason :data:`REASON_RECONCILE_ERROR` and the exception text, and
+        :class:`TerminalError` is raised (not retried until the job or one of its children changes). A job
+        already carrying that condition is left be (returns None). Raises ``ApiError`` when the condition
+        cannot be written."""
+        meta = obj.get("metadata") or {}
+        uid, generation = str(meta.get("uid") or ""), meta.get("generation")
+        seen, failures = self._failures.get(uid, (generation, 0))
+        failures = (failures if seen == generation else 0) + 1
+        self._failures[uid] = (generation, failures)
+        if failures < RECONCILE_ATTEMPTS:
+            raise e
+        if any(
+            c.get("type") == COND_MISCONFIGURED and c.get("reason") == REASON_RECONCILE_ERROR
+            for c in (obj.get("status") or {}).get("conditions") or []
+        ):
+            log.warning("reconcile failed again; already said on the job, not retrying", error=repr(e))
+            return None
+        message = (
+            f"the operator failed to reconcile this {self.kind.resource.kind} {RECONCILE_ATTEMPTS} times: {e!r}; "
+            "not retried until it or one of its children changes (a bug of the operator: please report it)"
+        )
+        log.error("reconcile failed; said on the job, not retrying", error=repr(e), exc_info=e)
+        try:
+            await self.status.write(obj, None, [*kept_conditions(obj), problem(REASON_RECONCILE_ERROR, message)])
+        except ApiError:
+            raise
+        except Exception as again:
+            log.error("cannot write the reconcile error on the job", error=repr(again))
+        raise TerminalError(message) from e
+
+
+def declare(name: str, kind: Kind[Any, Any], gang: GangScheduler) -> Controller:
+    """A job controller's declaration: its primary is ``kind.resource``; it owns its Jobs, Services,
+    ConfigMaps and Secrets and ``kind.also_owns`` (each carrying ``kind.child_label``) and the gang
+    scheduler's objects (PodGroups); it watches ``kind.watches``, its Jobs' ``FailedCreate`` Events
+    (:mod:`trainer.jobs.replica_failure`), each mapped to the job that controls the Job, and the gang
+    scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
+    Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
+    has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
+    to it."""
+    primary = kind.resource
+
+    def build(ctx: Context) -> Reconcile:
+        return Reconciler(kind, ctx).reconcile
+
+    return Controller(
+        name=name,
+        for_=primary,
+        build=build,
+        owns=(
+            Owns(JOBS, kind.child_label, keep=kept_job, urgent=just_finished),
+            Owns(SECRETS, kind.child_label, keep=kept_secret),
+            *(Owns(r, kind.child_label) for r in (SERVICES, CONFIGMAPS, *kind.also_owns)),
+            *(Owns(r) for r in gang.owns),
+        ),
+        watches=(
+            *kind.watches,
+            failed_create_events(primary),
+            *(Watches(r, every_primary(primary)) for r in gang.watches),
+        ),
+    )
+
+
+def kept_job(obj: JSON) -> JSON:
+    """What a job controller reads of a child Job: no managedFields, no Pod template, no selector. A
+    Job's Pod template is immutable once created (but for a suspended Job's scheduling directives, which
+    the operator itself sets), and what the operator wants of it is in the desired-hash annotation."""
+    out = strip_managed_fields(obj)
+    spec = out.get("spec")
+    if not isinstance(spec, dict) or ("template" not in spec and "selector" not in spec):
+        return out
+    return {**out, "spec": {k: v for k, v in spec.items() if k not in ("template", "selector")}}
+
+
+def kept_secret(obj: JSON) -> JSON:
+    """What a job controller reads of a child Secret (an SSH key, created once, never read back): no
+    managedFields, no ``data``/``stringData``."""
+    out = strip_managed_fields(obj)
+    if "data" not in out and "stringData" not in out:
+        return out
+    return {k: v for k, v in out.items() if k not in ("data", "stringData")}
+
+
+def just_finished(old: JSON | None, new: JSON) -> bool:
+    """Whether a Job's change is its finishing (``Complete`` or ``Failed`` turned True)."""
+    return bool(job_finished(new)) and not (old and job_finished(old))
+
+
+def soonest(*waits: float | None) -> float | None:
+    """The shortest of the waits (seconds) that are set, or None when none is."""
+    known = [w for w in waits if w is not None]
+    return min(known) if known else None
+
+
+def first_error(e: ValidationError) -> str:
+    """``field.path: message`` of a validation error's first entry."""
+    err = e.errors()[0]
+    return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+
+
+def kept_conditions(obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:
+    """The job's conditions but those of type ``dropped`` (which the caller sets anew)."""
+    return [
+        Condition.model_validate(c)
+        for c in (obj.get("status") or {}).get("conditions") or []
+        if c.get("type") != dropped
+    ]
+
+
+def _carries(obj: JSON, cond: Condition) -> bool:
+    """Whether ``obj`` already has ``cond`` (same type, status, reason and message)."""
+    return any(
+        (c.get("type"), c.get("status"), c.get("reason", ""), c.get("message", ""))
+        == (cond.type, cond.status, cond.reason, cond.message)
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _with_problem(conditions: list[Condition], extra: Condition) -> list[Condition]:
+    """``conditions`` with ``extra`` folded into their ``Misconfigured`` condition (one per job)."""
+    for i, c in enumerate(conditions):
+        if c.type == COND_MISCONFIGURED:
+            merged = c.model_copy(update={"message": f"{c.message}; {extra.message}"})
+            return [*conditions[:i], merged, *conditions[i + 1 :]]
+    return [*conditions, extra]

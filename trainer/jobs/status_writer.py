@@ -1,0 +1,269 @@
+"""The one writer of a job's status: conditions merged, events told, outcomes counted, progress coalesced.
+
+:meth:`StatusWriter.write` merges the desired conditions into the stored ones (transition times kept
+unless a status changes), renders the kind's whole status, and merge-patches it once, only when it
+changed. Each condition transition becomes an event (Warning for the kind's warning conditions turning
+True), and so does a new message of a condition the kind retells (``ReplicaFailure``), recorded before
+the status so whoever sees the condition finds its event; each outcome (first status, success,
+failure, restart) is counted once per job in :class:`~trainer.framework.metrics.Metrics`.
+
+A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
+waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
+starts the owner's :class:`ProgressClock` (the time of the watch event), so the reconcile that the
+children batch (``--children-batch-seconds``) brings later finds the wait done and both sees and writes
+the change. A reconcile that finds a progress change whose clock has not started starts it then; the
+clock of a job stops when its status is written, found unchanged, or the job is gone. The same
+gathering as k8s.io/kubernetes ``pkg/controller/job/job_controller.go``, whose status updates follow pod
+changes batched by ``syncJobBatchPeriod`` (1 s).
+
+A job's first status (``Suspended`` or ``Created``, with its event) waits while other jobs are new
+(waiting for their first reconcile, or created less than a second ago: :meth:`IdleLane.busy`): the
+reconcile writes the children and leaves the job in the queue's idle lane, from which it is queued again
+once the burst is served (:meth:`IdleLane.add_when_idle`). In a burst every job's children come first and
+the statuses follow (a status patch of a custom resource costs the apiserver about twice a create), at
+the latest :data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile; alone, a job's first
+status is written by its first reconcile. A first status that tells of a problem (a warning condition)
+is never held.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+from api.base import Condition
+from trainer.framework.bounded import BoundedDict
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.cache import Key, key_of
+from trainer.framework.kube.events import now_rfc3339
+from trainer.framework.kube.projection import strip_managed_fields
+
+if TYPE_CHECKING:
+    from trainer.framework.kube.client import KubeClient
+    from trainer.framework.kube.events import EventRecorder
+    from trainer.framework.metrics import Metrics
+    from trainer.jobs.own_writes import OwnWrites
+    from trainer.jobs.reconcile import Kind
+
+log = structlog.get_logger("trainer.status")
+MAX_COUNTED = 100_000
+"""Outcomes remembered as counted at most (the oldest go first)."""
+Event = tuple[str, str, str]
+"""``(type, reason, message)`` of an event."""
+FIRST_STATUS_MAX_WAIT = 60.0
+"""Seconds a job's first status waits at most for the children of newer jobs."""
+
+
+class IdleLane(Protocol):
+    """What a first status asks of the work queue (:class:`trainer.framework.kube.queue.WorkQueue` is one)."""
+
+    def busy(self, besides: Key) -> bool:
+        """Whether jobs other than ``besides`` are new."""
+        ...
+
+    def add_when_idle(self, key: Key, at_most: float) -> None:
+        """Queue ``key`` once no other job is new, or after ``at_most`` seconds."""
+        ...
+
+
+class NoLane:
+    """No queue: no job is ever new (a first status is written at once)."""
+
+    def busy(self, besides: Key) -> bool:
+        return False
+
+    def add_when_idle(self, key: Key, at_most: float) -> None:
+        raise RuntimeError("nothing is busy: nothing waits")
+
+
+class ProgressClock:
+    """Per job key ``(namespace, name)``: the monotonic time (seconds) its unwritten progress began."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._since: dict[Key, float] = {}
+        self.now = clock
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+    def start(self, key: Key) -> float:
+        """Start ``key``'s clock now unless it runs already; returns when it started."""
+        return self._since.setdefault(key, self.now())
+
+    def waited(self, key: Key) -> float:
+        """Seconds since ``key``'s clock started, starting it now when it was not running (0.0)."""
+        return self.now() - self.start(key)
+
+    def stop(self, key: Key) -> None:
+        """Stop ``key``'s clock (its status was written or has nothing to write, or the job is gone)."""
+        self._since.pop(key, None)
+
+
+class StatusWriter:
+    """Writes the status of one kind's jobs (see the module docstring); ``delay`` is
+    ``--status-coalesce-seconds``; ``metrics`` None counts nowhere."""
+
+    def __init__(
+        self,
+        kind: Kind[Any, Any],
+        kube: KubeClient,
+        recorder: EventRecorder,
+        own_writes: OwnWrites,
+        clock: ProgressClock,
+        *,
+        delay: float,
+        metrics: Metrics | None,
+        lane: IdleLane,
+    ) -> None:
+        self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
+        self.clock, self.delay, self.metrics = clock, delay, metrics
+        self.lane = lane
+        self._first = ProgressClock(clock.now)
+        """Since when each job's first status waits for the children of newer jobs."""
+        self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
+        """Outcome events already counted: (job uid, event, restart)."""
+
+    async def write(self, obj: JSON, info: Any, desired: list[Condition]) -> float | None:
+        """Merge ``desired`` into ``obj``'s conditions, record the kind's events for ``info`` (a restart)
+        and an event per transition, then
+        patch the status once, only if it changed (``info`` None: the job could not be expanded; the
+        kind's status then holds its conditions only). Returns the seconds to look again after when a
+        progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
+        old = obj.get("status") or {}
+        current = [Condition.model_validate(c) for c in old.get("conditions") or []]
+        generation = (obj.get("metadata") or {}).get("generation")
+        merged = merge_conditions(current, desired, now_rfc3339(), generation)
+        new = self.kind.status(obj, info, [c.to_dict() for c in merged] or None)
+        key = key_of(obj)
+        changed = {k for k in new if old.get(k) != new[k]}
+        if not changed:
+            self.clock.stop(key)
+            return None
+        progress = info is not None and changed <= self.kind.progress_fields
+        if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
+            self.clock.stop(key)
+            return None  # counts that are all zero, where nothing was written yet: no news
+        if progress and self.delay > 0:
+            waited = self.clock.waited(key)
+            if waited < self.delay:
+                return self.delay - waited
+        if not old and (wait := self._first_wait(key, merged)) is not None:
+            self.lane.add_when_idle(key, wait)  # nothing told or written yet
+            return None
+        self._first.stop(key)
+        self.clock.stop(key)
+        # Events first: whoever sees the new condition finds its event too.
+        for type_, reason, message in self.kind.events(info):
+            await self.recorder.emit(obj, type_, reason, message)
+        for cond in [*transitions(current, merged), *retold(current, merged, self.kind.retold_conditions)]:
+            if (cond.type, cond.status) in self.kind.quiet_transitions:
+                continue
+            warning = cond.type in self.kind.warning_conditions and cond.status == "True"
+            await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+        meta = obj["metadata"]
+        res = self.kind.resource
+        stored = await self.kube.patch_status(res, meta.get("namespace"), meta["name"], new)
+        log.debug("status written", changed=sorted(changed), status=new)
+        # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
+        self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
+        self._count_outcomes(obj, old, new)
+        return None
+
+    def forget(self, key: Key) -> None:
+        """The job ``key`` is gone: stop its clocks."""
+        self.clock.stop(key)
+        self._first.stop(key)
+
+    def _first_wait(self, key: Key, conditions: list[Condition]) -> float | None:
+        """The seconds a job's first status (``conditions``) may still wait behind new jobs, or None when
+        it is written now: no other job is new, one of ``conditions`` is a warning turned True, or it has
+        waited :data:`FIRST_STATUS_MAX_WAIT` seconds."""
+        if not self.lane.busy(key):
+            return None
+        if any(c.type in self.kind.warning_conditions and c.status == "True" for c in conditions):
+            return None
+        left = FIRST_STATUS_MAX_WAIT - self._first.waited(key)
+        return left if left > 0 else None
+
+    def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
+        """Count what this status write records: the first status, success, failure, a restart; each
+        once per job (a reconcile on a cache that has not seen the previous write yet writes again)."""
+        if self.metrics is None:
+            return
+
+        def true(status: JSON, type_: str) -> JSON | None:
+            conditions = status.get("conditions") or []
+            return next((c for c in conditions if c["type"] == type_ and c["status"] == "True"), None)
+
+        kind, ns = self.kind.resource.kind, str(obj["metadata"].get("namespace") or "")
+        runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
+        uid = str(obj["metadata"].get("uid") or "")
+        failed = true(new, "Failed")
+        succeeded = self.kind.succeeded_condition
+        events = [
+            ("created", "", not old),
+            ("succeeded", "", bool(true(new, succeeded)) and not true(old, succeeded)),
+            ("failed", str((failed or {}).get("reason") or ""), bool(failed) and not true(old, "Failed")),
+            ("restarted", "", int(new.get("restarts") or 0) > int(old.get("restarts") or 0)),
+        ]
+        for event, reason, happened in events:
+            once = (uid, event, int(new.get("restarts") or 0) if event == "restarted" else 0)
+            if not happened or once in self._counted:
+                continue
+            self._counted[once] = None
+            self.metrics.outcome(event, kind, ns, runtime, reason)
+
+
+def _nothing(value: Any) -> bool:
+    """Whether a progress field holds no count at all: absent, or entries whose numbers are all zero
+    (``[{"name": "node", "active": 0, "ready": 0, ...}]``)."""
+    entries = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else []
+    if value not in (None, [], {}) and not entries:
+        return False
+    return all(
+        isinstance(e, dict) and all(not v for k, v in e.items() if isinstance(v, int) and not isinstance(v, bool))
+        for e in entries
+    )
+
+
+def merge_conditions(
+    current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
+) -> list[Condition]:
+    """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
+    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
+    latest thing that happened); conditions the controller no longer wants are dropped, except
+    Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
+    out = [c.model_copy() for c in current]
+    by_type = {c.type: i for i, c in enumerate(out)}
+    wanted = {c.type for c in desired}
+    for new in desired:
+        i = by_type.get(new.type)
+        if i is not None and out[i].status == new.status:
+            if (out[i].reason, out[i].message) != (new.reason, new.message):
+                out[i] = out[i].model_copy(update={"reason": new.reason, "message": new.message})
+            continue
+        fresh = new.model_copy(update={"last_transition_time": now, "observed_generation": generation})
+        if i is not None:
+            out[i] = fresh
+            if new.status == "True":
+                out.append(out.pop(i))
+        else:
+            out.append(fresh)
+        by_type = {c.type: j for j, c in enumerate(out)}
+    return [c for c in out if c.type in wanted]
+
+
+def transitions(before: list[Condition], after: list[Condition]) -> list[Condition]:
+    """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
+    old = {c.type: c.status for c in before}
+    return [c for c in after if old.get(c.type) != c.status]
+
+
+def retold(before: list[Condition], after: list[Condition], types: frozenset[str]) -> list[Condition]:
+    """Conditions of ``after`` of ``types`` that were True and stay True with another message (each
+    becomes an event too)."""
+    old = {c.type: c.message for c in before if c.status == "True"}
+    return [c for c in after if c.type in types and c.status == "True" and c.type in old and old[c.type] != c.message]

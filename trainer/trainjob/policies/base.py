@@ -1,0 +1,130 @@
+"""What every ML policy shares: its interface, its input and the rendezvous helpers.
+
+An ML policy is one object (a :class:`Policy`) selected by one field of the runtime's ``mlPolicy``.
+It gives, at expansion (:func:`trainer.trainjob.runtime.runtime_info`), the environment of the trainer's
+``node`` container, the pods per Job of the replicated jobs it sizes and its mutations of each pod
+template; after expansion, the children it adds (created once, or applied every reconcile); and its
+validation: reserved environment names, runtime rules and TrainJob rules. Mirrors kubeflow/trainer
+``pkg/runtime/framework/interface.go`` (``EnforceMLPolicyPlugin``, ``CustomValidationPlugin``,
+``ComponentBuilderPlugin``), each plugin holding both its enforcement and its validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from api.jobset_v1alpha2 import ReplicatedJob
+from api.kinds import Resource
+from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
+from trainer.framework.json_codec import JSON
+from trainer.jobs.labels import COMPLETION_INDEX_ANNOTATION
+from trainer.jobs.merge import find_named, upsert_env
+
+if TYPE_CHECKING:
+    from trainer.trainjob.runtime.info import RuntimeInfo
+
+MASTER_PORT = 29500
+"""``ContainerTrainerPort``: the rendezvous port of torch, JAX and XGBoost."""
+RANK_FROM_INDEX = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"}}
+"""``valueFrom`` of a rank: the pod's Job completion index."""
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What a policy reads while a TrainJob is expanded on its runtime (before the
+    :class:`~trainer.trainjob.runtime.info.RuntimeInfo` exists)."""
+
+    job: TrainJob
+    runtime: TrainingRuntimeSpec
+    trainer: str | None
+    """The trainer's replicated job (:func:`trainer.trainjob.runtime.shape.trainer_rjob`), if any."""
+    num_nodes: int | None
+    """Training nodes (:func:`trainer.trainjob.runtime.shape.num_nodes`); None without an ML policy or ``numNodes``."""
+    master: str
+    """Host name of the rank-0 pod: ``<trainjob>-<trainer rjob>-0-0.<subdomain>``."""
+    resources: JSON | None
+    """One training node's ``{requests, limits}`` (:func:`trainer.trainjob.runtime.shape.node_resources`)."""
+
+
+@dataclass(frozen=True)
+class Created:
+    """A child made once, in the TrainJob's namespace, and never rewritten (e.g. an SSH key pair)."""
+
+    resource: Resource
+    name: str
+    make: Callable[[], JSON]
+    """Builds the object; called only when the child is absent."""
+
+
+class Policy:
+    """One ML policy. The defaults are those of a policy that adds nothing: no environment, the
+    trainer's replicated job sized to ``numNodes`` pods per Job, no pod mutation, no children, no
+    reserved names and no rules. Subclasses override what their policy does."""
+
+    field: ClassVar[str] = ""
+    """The ``mlPolicy`` field that selects the policy ("" selects none: the fallback)."""
+    reserved_env: ClassVar[tuple[str, ...]] = ()
+    """Environment names the operator sets and a TrainJob may not."""
+    reserved_env_prefixes: ClassVar[tuple[str, ...]] = ()
+    """Prefixes of environment names the operator sets and a TrainJob may not."""
+
+    def source(self, runtime: TrainingRuntimeSpec) -> Any:
+        """The runtime's ``mlPolicy.<field>`` (any JSON-like value), or None when unset."""
+        if not self.field or runtime.ml_policy is None:
+            return None
+        return getattr(runtime.ml_policy, self.field, None)
+
+    def selects(self, runtime: TrainingRuntimeSpec) -> bool:
+        """Whether the runtime's ``mlPolicy`` sets this policy's field (read here, by the field's name,
+        so choosing a policy runs no code of the others)."""
+        policy = runtime.ml_policy
+        return bool(self.field) and policy is not None and getattr(policy, self.field, None) is not None
+
+    def env(self, x: Expansion) -> list[JSON]:
+        """The environment (``corev1.EnvVar`` dicts) of the trainer's ``node`` container; when not empty,
+        the expansion adds it with the rendezvous port (:func:`add_rendezvous`)."""
+        return []
+
+    def pods_per_job(self, x: Expansion, rjob: ReplicatedJob) -> int | None:
+        """Pods per Job of ``rjob`` when the policy sets them (then parallelism = completions), else
+        None (the template's). Default: ``numNodes`` for the trainer's replicated job, as
+        kubeflow/trainer ``pkg/runtime/framework/plugins/plainml/plainml.go``."""
+        return x.num_nodes if x.num_nodes is not None and rjob.name == x.trainer else None
+
+    def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
+        """Change the pod template ``pod`` of ``rjob`` in place, after the step settings and before the
+        TrainJob's overrides; ``env`` is :meth:`env`."""
+
+    def config_maps(self, info: RuntimeInfo) -> list[JSON]:
+        """ConfigMaps the pods mount, applied every reconcile."""
+        return []
+
+    def created_once(self, info: RuntimeInfo) -> list[Created]:
+        """Children created when absent and never rewritten."""
+        return []
+
+    def reserves(self, name: str) -> bool:
+        """Whether the environment variable ``name`` is set by the policy and reserved."""
+        return name in self.reserved_env or name.startswith(self.reserved_env_prefixes)
+
+    def runtime_errors(self, runtime: TrainingRuntimeSpec) -> list[str]:
+        """What is wrong with a runtime selecting this policy, one message per problem."""
+        return []
+
+    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+        """What is wrong with a TrainJob expanded under this policy, one message per problem."""
+        return []
+
+
+def add_rendezvous(pod: JSON, container: str, env: list[JSON]) -> None:
+    """Upsert ``env`` and the rendezvous containerPort 29500 on ``container`` of ``pod``, in place;
+    no-op when the pod has no such container."""
+    node = find_named((pod.get("spec") or {}).get("containers"), container)
+    if node is None:
+        return
+    upsert_env(node, env)
+    ports = node.setdefault("ports", [])
+    if not any(p.get("containerPort") == MASTER_PORT for p in ports):
+        ports.append({"containerPort": MASTER_PORT, "protocol": "TCP"})

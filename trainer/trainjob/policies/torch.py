@@ -1,0 +1,120 @@
+"""The torch ML policy: torchrun's ``PET_*`` environment.
+
+Mirrors kubeflow/trainer ``pkg/runtime/framework/plugins/torch/torch.go`` (v2.3, with v2.0-v2.1's
+string values of ``numProcPerNode``): PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the Job completion
+index), PET_MASTER_ADDR (the first pod of the trainer's first Job, ``<trainjob>-<rjob>-0-0.<subdomain>``)
+and PET_MASTER_PORT, on the trainer's ``node`` container and on every ``envInjection`` target. Its
+validation (``Validate``): the ``envInjection`` targets exist, the ``PET_*`` names are reserved, and the
+torchtune entrypoint is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from api.jobset_v1alpha2 import ReplicatedJob
+from api.trainer_v1alpha1 import TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
+from trainer.framework.json_codec import JSON
+from trainer.jobs.merge import find_named, upsert_env
+from trainer.jobs.resources import cpus_per_node, gpus_per_node
+from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
+from trainer.trainjob.runtime.shape import names, pod_spec, replicated_jobs
+
+if TYPE_CHECKING:
+    from trainer.trainjob.runtime.info import RuntimeInfo
+
+TORCHTUNE_ENTRYPOINT = ["tune", "run"]
+
+
+def num_proc_per_node(job: TrainJob, policy: TorchMLPolicySource, resources: JSON | None) -> str:
+    """PET_NPROC_PER_NODE: ``trainer.numProcPerNode``, else the runtime's (v2.0-v2.1), else ``auto``;
+    ``cpu``, and ``auto`` on a node without GPUs, become the CPUs per node (at least 1) of
+    ``resources`` (the node's ``{requests, limits}``), as upstream's torch plugin resolves them;
+    ``auto`` with GPUs and ``gpu`` are left to torchrun."""
+    value = job.spec.trainer.num_proc_per_node if job.spec.trainer else None
+    if value is None:
+        value = policy.num_proc_per_node if policy.num_proc_per_node is not None else "auto"
+    if value == "cpu" or (value == "auto" and gpus_per_node(resources) == 0):
+        return str(max(1, cpus_per_node(resources)))
+    return str(value)
+
+
+def torch_env(
+    job: TrainJob, policy: TorchMLPolicySource, master: str, num_nodes: int, resources: JSON | None
+) -> list[JSON]:
+    """The five ``PET_*`` variables; ``master``: the rank-0 pod's host name."""
+    return [
+        {"name": "PET_NNODES", "value": str(num_nodes)},
+        {"name": "PET_NPROC_PER_NODE", "value": num_proc_per_node(job, policy, resources)},
+        {"name": "PET_NODE_RANK", "valueFrom": RANK_FROM_INDEX},
+        {"name": "PET_MASTER_ADDR", "value": master},
+        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+
+
+def inject(pod: JSON, container_names: list[str], env: list[JSON]) -> list[str]:
+    """Upsert ``env`` into the named containers of ``pod`` (containers first, then init containers),
+    in place, as ``envInjection`` does. Returns the names not found."""
+    spec = pod.get("spec") or {}
+    missing = []
+    for name in container_names:
+        container = find_named(spec.get("containers"), name) or find_named(spec.get("initContainers"), name)
+        if container is None:
+            missing.append(name)
+        else:
+            upsert_env(container, env)
+    return missing
+
+
+class Torch(Policy):
+    """``mlPolicy.torch``."""
+
+    field = "torch"
+    reserved_env = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+
+    def source(self, runtime: TrainingRuntimeSpec) -> TorchMLPolicySource | None:
+        return runtime.ml_policy.torch if runtime.ml_policy is not None else None
+
+    def env(self, x: Expansion) -> list[JSON]:
+        """:func:`torch_env` (``EnforceMLPolicy``)."""
+        source = self.source(x.runtime)
+        return [] if source is None else torch_env(x.job, source, x.master, x.num_nodes or 1, x.resources)
+
+    def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
+        """Upsert ``env`` into the ``envInjection`` targets of ``rjob`` (``EnforceMLPolicy``, v2.3)."""
+        source = self.source(x.runtime)
+        targets = source.env_injection if source is not None else None
+        for target in (targets.targets if targets else None) or []:
+            if target.job_name == rjob.name:
+                inject(pod, target.container_names, env)
+
+    def runtime_errors(self, runtime: TrainingRuntimeSpec) -> list[str]:
+        """Every ``envInjection`` target container must be in its replicated job's pod template
+        (``Validate``)."""
+        source = self.source(runtime)
+        injection = source.env_injection if source else None
+        pods = {r.name: pod_spec(r) for r in replicated_jobs(runtime)}
+        errors = []
+        for target in (injection.targets if injection else None) or []:
+            pod = pods.get(target.job_name, {})
+            have = names(pod.get("containers")) | names(pod.get("initContainers"))
+            for name in target.container_names:
+                if name not in have:
+                    errors.append(
+                        f"spec.mlPolicy.torch.envInjection.targets: envInjection target podSet {target.job_name!r} "
+                        f"container {name!r} not found in runtime template"
+                    )
+        return errors
+
+    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+        """The torchtune entrypoint (``tune run``, its recipe and config derived upstream) is refused."""
+        trainer = info.job.spec.trainer
+        if trainer is not None and trainer.command == TORCHTUNE_ENTRYPOINT:
+            return [
+                "spec.trainer.command: the torchtune entrypoint [tune, run] (recipe and config derived from the "
+                "runtime's name) is not supported; give the whole command"
+            ]
+        return []
+
+
+TORCH = Torch()

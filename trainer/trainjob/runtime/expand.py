@@ -1,0 +1,157 @@
+"""Expand one TrainJob on its runtime into a :class:`~trainer.trainjob.runtime.info.RuntimeInfo`.
+
+Mirrors kubeflow/trainer ``pkg/runtime/core/trainingruntime.go`` (``NewObjects``/``buildObjects``: the
+runtime's info, each plugin's ``EnforceMLPolicy``, then the TrainJob's overrides) and the status
+side of ``pkg/controller/trainjob_controller.go`` (restart attempts, failure policy, deadline and TTL).
+The ML policy is the one :func:`trainer.trainjob.policies.policy_of` picks; it gives the trainer's
+environment, the pods per Job it sizes and its pod mutations (:mod:`trainer.trainjob.runtime.pod_template`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, FailurePolicy
+from api.trainer_v1alpha1 import (
+    COND_SUSPENDED,
+    NODE_CONTAINER,
+    TrainingRuntimeSpec,
+    TrainJob,
+)
+from trainer.framework.json_codec import JSON
+from trainer.jobs.facts import TRAINJOB_TERMINAL, attempt_of, finished_at, job_attempt_of, seconds_left, started
+from trainer.jobs.facts import finished as is_finished
+from trainer.jobs.gang.base import PodSet
+from trainer.jobs.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from trainer.jobs.queues import resolve_queue
+from trainer.trainjob.builders.overrides import job_metadata, template_metadata
+from trainer.trainjob.failure_policy import decide, failure
+from trainer.trainjob.policies import Expansion, policy_of
+from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.injection import Injection
+from trainer.trainjob.runtime.pod_template import pod_template
+from trainer.trainjob.runtime.shape import (
+    completed_first,
+    node_resources,
+    num_nodes,
+    pods_per_job,
+    replicated_jobs,
+    subdomain_of,
+    trainer_rjob,
+)
+from trainer.trainjob.status import jobs_status
+
+
+def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None:
+    """As upstream ``reconcileDeadline`` (kubeflow/trainer ``pkg/controller/trainjob_controller.go``):
+    one budget for the whole TrainJob from its creation or its last resume."""
+    seconds = job.spec.active_deadline_seconds
+    if not seconds or finished or job.spec.suspend or not job.metadata.creation_timestamp:
+        return None
+    start = str(job.metadata.creation_timestamp)
+    for c in (job.status.conditions if job.status else None) or []:
+        if c.type == COND_SUSPENDED and c.status == "False" and c.last_transition_time:
+            start = c.last_transition_time
+    return seconds_left(seconds, start, now)
+
+
+def _target(job_restarts: dict[str, list[int]], job: JSON) -> int:
+    """``jobRestarts`` of a Job's index: the job restart attempt it must carry to be current."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    counts = job_restarts.get(str(labels.get(REPLICATED_JOB_NAME) or ""), [])
+    index = str(labels.get(JOB_INDEX) or "")
+    return counts[int(index)] if index.isdigit() and int(index) < len(counts) else 0
+
+
+def _restarts_alone(policy: FailurePolicy | None) -> bool:
+    """Whether a rule of ``policy`` recreates a failed Job alone (JobSet's ``RestartJob`` feature)."""
+    return any(r.action in (RESTART_JOB, RESTART_JOB_IGNORE_MAX) for r in (policy.rules if policy else None) or [])
+
+
+def _ttl_left(job: TrainJob, runtime: TrainingRuntimeSpec, now: datetime) -> float | None:
+    ttl = runtime.template.spec.ttl_seconds_after_finished if runtime.template.spec else None
+    conditions = (job.status.conditions if job.status else None) or []
+    return seconds_left(ttl, finished_at(conditions, TRAINJOB_TERMINAL), now)
+
+
+def runtime_info(
+    obj: JSON,
+    job: TrainJob,
+    runtime: TrainingRuntimeSpec,
+    runtime_obj: JSON | None,
+    observed: list[JSON],
+    gang: str,
+    now: datetime | None = None,
+    injection: Injection | None = None,
+) -> RuntimeInfo:
+    """Derive everything about ``job`` (its JSON ``obj``) on ``runtime`` (``runtime_obj`` its JSON,
+    for the queue default) with every Job it owns (``observed``), under ``--gang-scheduler-name=gang``,
+    at ``now`` (default: the current time), with the status server's ``injection`` into trainer pods
+    when the operator serves one. Pure but for the clock. May raise ``ValueError``, ``TypeError``,
+    ``KeyError``, ``AttributeError`` or ``IndexError`` on input its schema lets through that cannot be
+    expanded (admission refuses it, see :func:`trainer.webhook.rules.validate_trainjob`)."""
+    now = now or datetime.now(UTC)
+    rjobs = replicated_jobs(runtime)
+    trainer = trainer_rjob(rjobs)
+    nodes = num_nodes(job, runtime)
+    subdomain = subdomain_of(job, runtime)
+    name = str(job.metadata.name)
+    master = f"{name}-{trainer.name if trainer else NODE_CONTAINER}-0-0.{subdomain or name}"
+    res = node_resources(job, rjobs, trainer.name if trainer else None)
+    policy = policy_of(runtime)
+    x = Expansion(job, runtime, trainer.name if trainer else None, nodes, master, res)
+    env = policy.env(x)
+    pod_sets, sized = [], set()
+    for r in rjobs:
+        pods, by_policy = pods_per_job(policy, x, r)
+        if by_policy:
+            sized.add(r.name)
+        is_trainer = trainer is not None and trainer.name == r.name
+        template = pod_template(x, policy, r, is_trainer, env, injection)
+        pod_sets.append(PodSet(name=r.name, jobs=r.replicas, pods_per_job=pods, template=template))
+    conditions = (job.status.conditions if job.status else None) or []
+    finished = is_finished(conditions, TRAINJOB_TERMINAL)
+    restarts = (job.status.restarts if job.status else None) or 0
+    counted = (job.status.restarts_count_towards_max if job.status else None) or 0
+    per_job = (job.status.replicated_jobs_status if job.status else None) or []
+    job_restarts = {e.name: list(e.job_restarts or []) for e in per_job}
+    job_counted = {e.name: list(e.job_restarts_count_towards_max or []) for e in per_job}
+    attempt = [j for j in observed if attempt_of(j) >= restarts]
+    # As JobSet: a Job behind its index's jobRestarts was restarted alone, and is replaced.
+    replaced = [j for j in attempt if job_attempt_of(j) < _target(job_restarts, j)]
+    current = [j for j in attempt if job_attempt_of(j) >= _target(job_restarts, j)]
+    failed = [j for j in current if failure(j) is not None]
+    failure_policy = runtime.template.spec.failure_policy if runtime.template.spec else None
+    total_counted = counted + sum(sum(c) for c in job_counted.values())
+    return RuntimeInfo(
+        obj=obj,
+        job=job,
+        runtime=runtime,
+        runtime_obj=runtime_obj,
+        rjobs=rjobs,
+        pod_sets=pod_sets,
+        template_metadata=template_metadata(job, runtime.template.metadata),
+        job_metadata={r.name: job_metadata(job, r.name, r.template.get("metadata")) for r in rjobs},
+        policy_sized=frozenset(sized),
+        policy=policy,
+        trainer=trainer.name if trainer else None,
+        num_nodes=nodes,
+        node_resources=res,
+        subdomain=subdomain,
+        not_in_gang=frozenset(completed_first(rjobs)),
+        queue=resolve_queue(obj, gang, runtime_obj),
+        observed=current,
+        previous=[j for j in observed if attempt_of(j) < restarts],
+        replaced=replaced,
+        statuses=jobs_status(rjobs, current),
+        finished=finished,
+        started=started(observed),
+        restarts=restarts,
+        counted_restarts=counted,
+        job_restarts=job_restarts,
+        job_restarts_counted=job_counted,
+        restarts_alone=_restarts_alone(failure_policy),
+        decision=None if finished else decide(failure_policy, failed, total_counted),
+        deadline_left=_deadline_left(job, finished, now),
+        ttl_left=_ttl_left(job, runtime, now) if finished else None,
+    )

@@ -1,0 +1,56 @@
+"""Which runtime a TrainJob expands from: its ``runtimeRef``, and the snapshot ConfigMap that freezes it.
+
+Follows kubeflow/trainer KEP-2599: at the first reconcile the runtime's kind, name and spec are
+stored in ConfigMap ``<trainjob>-runtime-snapshot`` (key ``runtime``), owned by the TrainJob; later
+edits or deletion of the runtime never change the job.
+"""
+
+from __future__ import annotations
+
+import json
+
+from api.trainer_v1alpha1 import ClusterTrainingRuntime
+from trainer.framework import json_codec
+from trainer.framework.json_codec import JSON
+from trainer.jobs import labels as L
+
+SNAPSHOT_SUFFIX = "-runtime-snapshot"
+SNAPSHOT_KEY = "runtime"
+
+
+def snapshot_name(trainjob: str) -> str:
+    """Name of the ConfigMap that freezes a TrainJob's runtime."""
+    return f"{trainjob}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
+    """The ConfigMap ``<trainjob>-runtime-snapshot`` (key ``runtime``: the runtime's kind, name and spec
+    as JSON), owned by the TrainJob ``obj`` (JSON with metadata name, namespace and uid): its runtime
+    ``runtime_obj`` as it was at the first reconcile (kubeflow/trainer KEP-2599). Later edits or
+    deletion of the runtime never change the job. Raises ``KeyError`` when ``obj`` lacks metadata."""
+    meta = obj["metadata"]
+    frozen = {
+        "apiVersion": runtime_obj.get("apiVersion"),
+        "kind": runtime_obj.get("kind"),
+        "metadata": {"name": (runtime_obj.get("metadata") or {}).get("name")},
+        "spec": runtime_obj.get("spec"),
+    }
+    data = {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)}
+    return L.owned_config_map(obj, snapshot_name(meta["name"]), data, {L.JOBSET_NAME: meta["name"]})
+
+
+def runtime_of_snapshot(config_map: JSON) -> JSON | None:
+    """The runtime (JSON) a snapshot ConfigMap froze, or None when it holds none or no JSON object."""
+    text = (config_map.get("data") or {}).get(SNAPSHOT_KEY)
+    try:
+        data = json_codec.loads(text) if text else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def runtime_ref(obj: JSON) -> tuple[str, str]:
+    """``(kind, name)`` of the runtime a TrainJob (as JSON) references; the kind defaults to
+    ClusterTrainingRuntime, as upstream."""
+    ref = (obj.get("spec") or {}).get("runtimeRef") or {}
+    return str(ref.get("kind") or ClusterTrainingRuntime.KIND), str(ref.get("name") or "")
