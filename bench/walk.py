@@ -4,7 +4,9 @@ and the status write, which project files run and how deep the project's frames 
 ``python -m bench.walk`` runs the real manager, informer, queue, worker and reconciler on the
 recording double of ``Kube`` (tests/kube_double.py; no cluster, no network), with a profiler that
 notes every project function entered, and prints the files in the order first entered and the
-deepest chain of project frames. Test and bench modules are not counted.
+deepest chain of project frames, grouped by layer (tests/test_layers.py: api, framework, job layer,
+kinds, ...): the job layer and the kinds tell the story, the framework and ``api`` are the plumbing.
+Test and bench modules are not counted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import yaml
 
 from api.kinds import JOBS
 from tests.kube_double import RecordingKube
+from tests.test_layers import LAYER_NAMES, layer_of, package_of
 from trainer.framework.kube.cache import key_of
 from trainer.main import configure_logging
 from trainer.wiring import Settings, new_manager
@@ -113,12 +116,28 @@ async def walk() -> tuple[list[str], dict[str, list[str]]]:
     return files, paths
 
 
+def layer_of_file(path: str) -> int:
+    """The layer (an index of :data:`tests.test_layers.LAYER_NAMES`) of a project file ``trainer/jobs/x.py``."""
+    parts = Path(path).with_suffix("").parts
+    return layer_of(package_of(".".join(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def by_layer(files: list[str]) -> dict[str, list[str]]:
+    """``files`` grouped by layer name, lowest layer first, each group in the order first entered."""
+    out: dict[str, list[str]] = {name: [] for name in LAYER_NAMES}
+    for f in files:
+        out[LAYER_NAMES[layer_of_file(f)]].append(f)
+    return {name: group for name, group in out.items() if group}
+
+
 def main() -> None:
     configure_logging("json", "warning")
     files, paths = asyncio.run(walk())
     print(f"project files entered from the watch event to the Job create and the status write: {len(files)}")
-    for f in files:
-        print(f"  {f}")
+    for name, group in by_layer(files).items():
+        print(f"{name}: {len(group)}")
+        for f in group:
+            print(f"  {f}")
     calls = {k: int(v) for k, v in (c.rsplit(" ", 1) for c in paths.pop("calls"))}
     on_path = sorted({frame.split(":")[0] for step in paths.values() for frame in step})
     print(f"files on the call paths below: {len(on_path)}")

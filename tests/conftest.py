@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from trainer.trainjob.runtime import RuntimeInfo, runtime_info
+from trainer.trainjob.runtime.expand import runtime_info
+from trainer.trainjob.runtime.info import RuntimeInfo
 from trainer.trainjob.runtime.injection import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"

@@ -52,7 +52,7 @@ def tj(labels: dict[str, str] | None = None, annotations: dict[str, str] | None 
 
 
 def gang_input(job: TrainJob, runtime: ClusterTrainingRuntime, name: str = "volcano", **kw: Any) -> GangInput:
-    gi = info(job, runtime, [], name).gang_input()
+    gi = info(job, runtime, [], name).gang
     return dataclasses.replace(gi, finished=kw.get("finished", False), started=kw.get("started", False))
 
 
@@ -231,7 +231,7 @@ def test_initializers_completed_first_are_outside_the_gang() -> None:
     job = TrainJob.model_validate(
         {"metadata": {"name": "t", "namespace": "ns", "uid": "u"}, "spec": {"runtimeRef": {"name": "with-init"}}}
     )
-    gi = info(job, rt, [], "volcano").gang_input()
+    gi = info(job, rt, [], "volcano").gang
     assert [(p.name, p.count) for p in gi.pod_sets] == [("node", 3)]
 
 

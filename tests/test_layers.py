@@ -32,6 +32,8 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 ENTRY = len(LAYERS)
 """The layer of every other module of ``trainer`` (the entry points)."""
+LAYER_NAMES = ("api", "framework", "job layer", "kinds", "admission and progress", "entry points")
+"""What each layer is called, lowest first (:data:`LAYERS`, then :data:`ENTRY`)."""
 
 
 def module_of(path: Path) -> str:
@@ -75,6 +77,7 @@ def package_of(module: str) -> str:
 
 
 def layer_of(package: str) -> int:
+    """The layer of a package (:func:`package_of`): its index in :data:`LAYERS`, else :data:`ENTRY`."""
     return next((i for i, layer in enumerate(LAYERS) if package in layer), ENTRY)
 
 
@@ -134,6 +137,32 @@ def test_the_check_resolves_relative_and_from_package_imports() -> None:
     volcano = ROOT / "trainer" / "jobs" / "gang" / "volcano.py"
     text = "from . import base\nfrom ..facts import finished\nfrom trainer.jobs import gang\n"
     assert list(imports(volcano, text)) == ["trainer.jobs.gang.base", "trainer.jobs.facts", "trainer.jobs.gang"]
+
+
+IMPORT_EACH = """
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ("api", "trainer")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as e:
+        failed.append(f"{name}: {e!r}")
+print("\\n".join(failed))
+"""
+
+
+def test_every_module_imports_first() -> None:
+    """Each module imports in an interpreter that has loaded nothing of the project yet, whatever the
+    order the process imports them in (an import cycle inside a package shows only then)."""
+    import subprocess
+    import sys
+
+    names = [module_of(p) for p in sources() if p.name != "__main__.py"]
+    out = subprocess.run([sys.executable, "-c", IMPORT_EACH, *names], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert not out.stdout.strip(), out.stdout
 
 
 def print_graph() -> None:

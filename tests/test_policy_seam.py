@@ -18,7 +18,7 @@ from trainer.jobs.merge import find_named
 from trainer.trainjob import policies as registry
 from trainer.trainjob.builders.jobs import build_children
 from trainer.trainjob.policies import Created, Expansion, Policy
-from trainer.trainjob.runtime import RuntimeInfo
+from trainer.trainjob.runtime.info import RuntimeInfo
 from trainer.trainjob.validation import runtime_errors, trainjob_errors
 from trainer.webhook.rules import AdmissionFacts, validate_trainjob
 

@@ -52,7 +52,7 @@ def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
         VOLCANO_PODGROUPS: [],
         **tables,
     }
-    return Context(kube=kube, reader=reader(tables), events=EventRecorder(kube), gang=gang.get(scheduler))
+    return Context(kube=kube, reader=reader(tables), events=EventRecorder(kube))
 
 
 @settings(max_examples=150, deadline=None)
@@ -81,11 +81,12 @@ def test_admission_and_the_trainjob_reconciler_name_the_same_queue(
     admitted = rules.admission_queue(obj, facts)
 
     ctx = context(scheduler, {TRAINJOBS: [obj], CLUSTER_TRAINING_RUNTIMES: [runtime]})
-    info = trainjob.info(trainjob.TrainJobOptions(), ctx, obj, TrainJob.model_validate(obj))
+    kind = trainjob.TrainJobKind(trainjob.TrainJobOptions(), scheduler)
+    info = kind.expand(ctx.reader, obj, TrainJob.model_validate(obj))
     assert not isinstance(info, Blocked)
     assert info.queue == admitted
     if scheduler == "volcano":
-        plan = ctx.gang.plan(info.gang_input(), ctx.reader)
+        plan = gang.get(scheduler).plan(info.gang, ctx.reader)
         if plan.apply:
             carried = admitted.name if admitted.scheduler in ("volcano", "") and admitted.name else "default"
             assert plan.apply[0]["spec"]["queue"] == carried
@@ -116,7 +117,7 @@ def test_admission_and_the_mpijob_reconciler_name_the_same_queue(
     )
     admitted = rules.admission_queue(obj, facts)
     ctx = context(scheduler, {MPIJOBS: [obj]})
-    info = mpijob.info(mpijob.MPIJobOptions(), ctx, obj, MPIJob.model_validate(obj))
+    info = mpijob.MPIJobKind(mpijob.MPIJobOptions(), scheduler).expand(ctx.reader, obj, MPIJob.model_validate(obj))
     assert not isinstance(info, Blocked)
     assert info.queue == admitted == resolve_queue(obj, scheduler)
     assert admitted.name == (

@@ -10,7 +10,6 @@ started, and reading an undeclared resource fails loudly.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 import aiohttp
@@ -27,7 +26,7 @@ from api.kinds import (
 from tests.conftest import load_sample
 from tests.harness import SAMPLES, World, complete_condition
 from tests.kube_double import RecordingKube
-from trainer.framework.controller import Controller, Owns, UndeclaredRead
+from trainer.framework.controller import Context, Controller, Owns, Reconcile, UndeclaredRead
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.jobs import gang
@@ -99,8 +98,12 @@ def test_every_informer_a_reconciler_can_read_is_started(scheduler: str) -> None
 
 async def test_reading_an_undeclared_resource_fails_loudly() -> None:
     kube = RecordingKube()
-    kind = trainjob.kind(trainjob.TrainJobOptions())
-    bare = Controller("trainjob", TRAINJOBS, lambda ctx: Reconciler(kind, ctx).reconcile, owns=(Owns(JOBS),))
+    kind = trainjob.TrainJobKind(trainjob.TrainJobOptions(), "none")
+
+    def build(ctx: Context) -> Reconcile:
+        return Reconciler(kind, ctx, gang.get("none"), telling=trainjob.TELLING).reconcile
+
+    bare = Controller("trainjob", TRAINJOBS, build, owns=(Owns(JOBS),))
     manager = new_manager(kube, Settings(), declared=[bare])
     kube.connect(manager.informers)
     tj = kube.put(load_sample("trainjob.yaml"))
@@ -154,7 +157,7 @@ async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries
         raise RuntimeError("boom: a bug of ours")
 
     reconciler = w.reconciler()
-    monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=broken))
+    monkeypatch.setattr(reconciler.kind, "desired", broken)
     m = w.manager.metrics
     await w.run_worker(lambda: counter(m.terminal_errors) == 1)
     tj = w.kube.objects[(TRAINJOBS, w.key)]
@@ -191,7 +194,7 @@ async def test_an_exception_that_stops_happening_leaves_no_condition(monkeypatch
             raise RuntimeError("transient")
         return desired(*args)
 
-    monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=flaky))
+    monkeypatch.setattr(reconciler.kind, "desired", flaky)
     for _ in range(2):
         with pytest.raises(RuntimeError, match="transient"):
             await w.reconcile()
@@ -483,7 +486,7 @@ def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.Mo
         parse_args(["--max-nodes-per-job=-1"])
     manager = new_manager(RecordingKube(), Settings(max_nodes_per_job=7))
     for reconcile in manager.reconcilers.values():
-        options = reconcile.__self__.kind.info.args[0]  # type: ignore[attr-defined]
+        options = reconcile.__self__.kind.options  # type: ignore[attr-defined]
         assert options.max_nodes_per_job == 7
     assert cache_facts(manager.readers, "none", 7).max_nodes_per_job == 7
 

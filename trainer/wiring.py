@@ -55,7 +55,6 @@ class Settings:
             namespace=self.namespace,
             max_concurrent_reconciles=self.max_concurrent_reconciles,
             shutdown_timeout=self.shutdown_timeout,
-            status_coalesce_seconds=self.status_coalesce_seconds,
             children_batch_seconds=self.children_batch_seconds,
         )
 
@@ -67,8 +66,11 @@ def controllers(settings: Settings, scheduler: GangScheduler) -> list[Controller
         running_condition=settings.trainjob_running_condition,
         injection=Injection(url.rstrip("/")) if url else None,
         max_nodes_per_job=settings.max_nodes_per_job,
+        status_coalesce_seconds=settings.status_coalesce_seconds,
     )
-    mpijobs = mpijob.MPIJobOptions(max_nodes_per_job=settings.max_nodes_per_job)
+    mpijobs = mpijob.MPIJobOptions(
+        max_nodes_per_job=settings.max_nodes_per_job, status_coalesce_seconds=settings.status_coalesce_seconds
+    )
     return [trainjob.controller(scheduler, trainjobs), mpijob.controller(scheduler, mpijobs)]
 
 
@@ -84,4 +86,4 @@ def new_manager(
     scheduler = gang.get(settings.gang_scheduler_name)
     if declared is None:
         declared = controllers(settings, scheduler)
-    return Manager(kube, settings.manager_options(), declared, scheduler, metrics=metrics, elector=elector)
+    return Manager(kube, settings.manager_options(), declared, metrics=metrics, elector=elector)

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+from api import jobkinds
 from api.base import Condition, Model
-from api.kinds import MPIJOBS, TRAINJOBS, Resource
+from api.jobkinds import KindFacts
+from api.kinds import Resource
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import (
     COND_FAILED,
@@ -26,7 +28,7 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
-from trainer.jobs.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
+from trainer.jobs.labels import JOB_INDEX
 from trainer.jobs.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
 
 J = TypeVar("J", bound=Model)
@@ -183,23 +185,18 @@ def metrics_text(job: TrainJob) -> str:
 
 @dataclass(frozen=True)
 class JobKind(Generic[J]):
-    """What the client needs to know about one kind of training job: where it lives, how to parse
-    it, how to read its status, and how its pods are labelled: :data:`TRAINJOB` and :data:`MPIJOB`."""
+    """What the client needs to know about one kind of training job: its facts as the operator declares
+    them (:class:`api.jobkinds.KindFacts`: where it lives, its model, how its pods are labelled) and how
+    the client shows it: :data:`TRAINJOB` and :data:`MPIJOB`."""
 
-    resource: Resource
-    """REST collection of the kind."""
-    model: type[J]
-    """The pydantic model objects are parsed into."""
+    facts: KindFacts
+    """The kind's facts, the same declaration the reconciler and admission read."""
     status_of: Callable[[J], str]
     """The object's status, one of ``statuses``."""
     failure_of: Callable[[J], str]
     """Why the object Failed (its condition's ``reason: message``)."""
     steps_of: Callable[[J], list[str]]
     """Step names the object reports (empty when unknown yet)."""
-    job_label: str
-    """Pod label holding the job's name."""
-    step_label: str
-    """Pod label holding the step (replicated job / replica type) name."""
     default_step: str
     """Step whose logs are read when none is named."""
     default_container: str
@@ -213,15 +210,33 @@ class JobKind(Generic[J]):
     related_kinds: tuple[str, ...] = field(default=("Job", "Pod", "PodGroup"))
     """Kinds of the job's children whose events belong to the job."""
 
+    @property
+    def resource(self) -> Resource:
+        """REST collection of the kind (its facts')."""
+        return self.facts.resource
+
+    @property
+    def model(self) -> type[J]:
+        """The pydantic model objects are parsed into (its facts')."""
+        model: type[J] = self.facts.model  # type: ignore[assignment]
+        return model
+
+    @property
+    def job_label(self) -> str:
+        """Pod label holding the job's name (its facts' child label)."""
+        return self.facts.child_label
+
+    @property
+    def step_label(self) -> str:
+        """Pod label holding the step (replicated job / replica type) name (its facts')."""
+        return self.facts.step_label
+
 
 TRAINJOB: JobKind[TrainJob] = JobKind(
-    resource=TRAINJOBS,
-    model=TrainJob,
+    facts=jobkinds.TRAINJOB,
     status_of=trainjob_status,
     failure_of=failure_message,
     steps_of=trainjob_steps,
-    job_label=JOBSET_NAME,
-    step_label=REPLICATED_JOB_NAME,
     default_step="node",
     default_container=NODE_CONTAINER,
     group_label=JOB_INDEX,
@@ -250,13 +265,10 @@ def mpijob_steps(job: MPIJob) -> list[str]:
 
 
 MPIJOB: JobKind[MPIJob] = JobKind(
-    resource=MPIJOBS,
-    model=MPIJob,
+    facts=jobkinds.MPIJOB,
     status_of=mpijob_status,
     failure_of=mpijob_failure,
     steps_of=mpijob_steps,
-    job_label="training.kubeflow.org/job-name",
-    step_label="training.kubeflow.org/replica-type",
     default_step="launcher",
     default_container="launcher",
 )

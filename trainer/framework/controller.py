@@ -24,12 +24,11 @@ from api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Index, Key, controller_uid, key_of
 from trainer.framework.kube.projection import Projection, strip_managed_fields
-from trainer.jobs.own_writes import OwnWrites
-from trainer.jobs.status_writer import IdleLane, NoLane, ProgressClock
 
 __all__ = [
     "Context",
     "Controller",
+    "EventFilter",
     "Key",
     "MapFn",
     "Owns",
@@ -46,8 +45,8 @@ __all__ = [
 if TYPE_CHECKING:
     from trainer.framework.kube.client import KubeClient
     from trainer.framework.kube.events import EventRecorder
+    from trainer.framework.kube.queue import WorkQueue
     from trainer.framework.metrics import Metrics
-    from trainer.jobs.gang.base import GangScheduler
 
 
 class Store(Protocol):
@@ -168,26 +167,22 @@ class TerminalError(Exception):
 
 @dataclass(frozen=True, kw_only=True)
 class Context:
-    """What the manager hands a reconciler factory; a kind's own settings are bound in its declaration."""
+    """What the manager hands a reconciler factory: the client to write through, the controller's
+    reader, events, metrics and work queue. A kind's own settings are bound in its declaration."""
 
     kube: KubeClient
     reader: Reader
     events: EventRecorder
-    gang: GangScheduler
     metrics: Metrics | None = None
     """Where job outcomes are counted; None: nowhere."""
-    status_coalesce_seconds: float = 1.0
-    """``--status-coalesce-seconds``: how long a progress-only status change may wait to be written with
-    the next one (0: written at once)."""
-    own_writes: OwnWrites = field(default_factory=OwnWrites)
-    """What the reconciler wrote, until its caches have it; the manager asks it which watch events are
-    echoes of settled writes (:meth:`~trainer.jobs.own_writes.OwnWrites.settled_echo`)."""
-    progress_clock: ProgressClock = field(default_factory=ProgressClock)
-    """Since when each job's progress-only status change waits; the manager starts it when a child
-    changes (see :mod:`trainer.jobs.status_writer`)."""
-    lane: IdleLane = field(default_factory=NoLane)
-    """The controller's work queue as a job's first status sees it: whether other jobs are new, and
-    queueing a job once they are served (see :mod:`trainer.jobs.status_writer`)."""
+    queue: WorkQueue[Key] | None = None
+    """The controller's work queue (a reconciler may queue a key for later through it); None: none."""
+
+
+EventFilter = Callable[[Resource, "JSON | None", "JSON | None"], bool]
+"""``(resource, old, new) -> whether this change of a primary or an owned object is reconciled``, as
+controller-runtime's ``builder.WithEventFilter`` predicates: a False answer drops the event before any key
+is queued."""
 
 
 Reconcile = Callable[[Key], Awaitable[float | None]]
@@ -205,6 +200,8 @@ class Controller:
     build: Callable[[Context], Reconcile]
     owns: tuple[Owns, ...] = ()
     watches: tuple[Watches, ...] = field(default_factory=tuple)
+    event_filter: EventFilter | None = None
+    """Asked of every change of the primary and the owned objects before it is queued; None: all are."""
 
     def sources(self) -> list[Source]:
         """Every cache this controller reads (:class:`Source`), primary first."""

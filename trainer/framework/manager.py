@@ -38,6 +38,7 @@ from api.kinds import Resource
 from trainer.framework.controller import (
     Context,
     Controller,
+    EventFilter,
     MapFn,
     Owns,
     Reader,
@@ -47,16 +48,13 @@ from trainer.framework.controller import (
     UndeclaredRead,
 )
 from trainer.framework.json_codec import JSON
-from trainer.framework.kube.cache import Handler, Informer, Key, controller_of, key_of, wait_synced
+from trainer.framework.kube.cache import Handler, Informer, Key, key_of, owner_keys, wait_synced
 from trainer.framework.kube.client import ApiError, KubeClient
 from trainer.framework.kube.events import EventRecorder
 from trainer.framework.kube.leader import LeaderElector, LeadershipLost
 from trainer.framework.kube.projection import projection
 from trainer.framework.kube.queue import WorkQueue
 from trainer.framework.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
-from trainer.jobs.gang.base import GangScheduler
-from trainer.jobs.own_writes import OwnWrites
-from trainer.jobs.status_writer import ProgressClock
 
 log = structlog.get_logger("trainer.framework.manager")
 
@@ -71,9 +69,6 @@ class ManagerOptions:
     """Reconciles running at once, per controller."""
     shutdown_timeout: float = 20.0
     """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
-    status_coalesce_seconds: float = 1.0
-    """Seconds a progress-only status change may wait to be written together with later ones
-    (``--status-coalesce-seconds``); 0 writes each at once."""
     children_batch_seconds: float = 1.0
     """Seconds the changes of a job's children are gathered before the job is reconciled for them
     (``--children-batch-seconds``; :meth:`~trainer.framework.kube.queue.WorkQueue.add_batched`); 0: at once."""
@@ -87,7 +82,6 @@ class Manager:
         kube: KubeClient,
         settings: ManagerOptions,
         controllers: list[Controller],
-        gang: GangScheduler,
         *,
         metrics: Metrics | None = None,
         elector: LeaderElector | None = None,
@@ -108,25 +102,14 @@ class Manager:
             reader = self.readers[c.name] = Reader(c.name, dict(stores), {s.resource: s.keep for s in sources})
             queue = self.queues[c.name] = WorkQueue(metrics=self.metrics.workqueue(c.name))
             self.metrics.controller(c.name, settings.max_concurrent_reconciles)
-            own_writes, clock = OwnWrites(), ProgressClock()
-            stores[c.for_].add_handler(_enqueue_primary(queue, c.for_, own_writes))
+            stores[c.for_].add_handler(_enqueue_primary(queue, c.for_, c.event_filter))
             batch = settings.children_batch_seconds
             for owned in c.owns:
-                handler = _enqueue_owner(queue, c.for_, owned, batch, own_writes, clock)
+                handler = _enqueue_owner(queue, c.for_, owned, batch, c.event_filter)
                 stores[owned.resource].add_handler(handler)
             for watched in c.watches:
                 stores[watched.resource].add_handler(_enqueue_mapped(queue, watched.to_keys, reader))
-            context = Context(
-                kube=self.writer,
-                reader=reader,
-                events=events,
-                gang=gang,
-                metrics=self.metrics,
-                status_coalesce_seconds=settings.status_coalesce_seconds,
-                own_writes=own_writes,
-                progress_clock=clock,
-                lane=queue,
-            )
+            context = Context(kube=self.writer, reader=reader, events=events, metrics=self.metrics, queue=queue)
             self.reconcilers[c.name] = c.build(context)
         self.ready = asyncio.Event()
         """Set once the caches are synced (leading or not); see :meth:`not_ready` for ``/readyz``."""
@@ -302,13 +285,12 @@ class Manager:
                 await self.elector.release()
 
 
-def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, own_writes: OwnWrites) -> Handler:
-    """Enqueue a changed primary; one that has just appeared is urgent (its children are to be made).
-    The echo of the controller's own settled status write is not enqueued (a reconcile of it would write
-    nothing; see :meth:`~trainer.jobs.own_writes.OwnWrites.settled_echo`)."""
+def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, accepts: EventFilter | None) -> Handler:
+    """Enqueue a changed primary that the controller's event filter accepts; one that has just appeared
+    is urgent (its children are to be made)."""
 
     def handler(old: JSON | None, new: JSON | None) -> None:
-        if old is not None and new is not None and own_writes.settled_echo(primary, new):
+        if accepts is not None and not accepts(primary, old, new):
             return
         obj = new or old
         if obj is not None:
@@ -318,34 +300,25 @@ def _enqueue_primary(queue: WorkQueue[Key], primary: Resource, own_writes: OwnWr
 
 
 def _enqueue_owner(
-    queue: WorkQueue[Key], primary: Resource, owns: Owns, batch: float, own_writes: OwnWrites, clock: ProgressClock
+    queue: WorkQueue[Key], primary: Resource, owns: Owns, batch: float, accepts: EventFilter | None
 ) -> Handler:
-    """Enqueue the controller owner of a changed ``owned`` object when it is of the ``primary`` kind
-    (both the old and the new owner, should the reference have changed), within ``batch`` seconds
-    together with the other changes of its children meanwhile
-    (:meth:`~trainer.framework.kube.queue.WorkQueue.add_batched`), and start the owner's progress clock at this
-    change (:class:`~trainer.jobs.status_writer.ProgressClock`). A change the declaration calls
-    urgent (:attr:`~trainer.framework.controller.Owns.urgent`: a Job that has just finished) brings its owner's
-    reconcile at once. The echo of the controller's own settled write of the child is not enqueued (the
-    reconcile that wrote it has counted it already; see
-    :meth:`~trainer.jobs.own_writes.OwnWrites.settled_echo`)."""
+    """Enqueue the controller owner of a changed ``owned`` object that the controller's event filter
+    accepts (:func:`~trainer.framework.kube.cache.owner_keys`: both the old and the new owner, should the
+    reference have changed), within ``batch`` seconds together with the other changes of its children
+    meanwhile (:meth:`~trainer.framework.kube.queue.WorkQueue.add_batched`). A change the declaration calls
+    urgent (:attr:`~trainer.framework.controller.Owns.urgent`: a Job that has just finished) brings its
+    owner's reconcile at once."""
     owned, urgent = owns.resource, owns.urgent
 
     def handler(old: JSON | None, new: JSON | None) -> None:
-        if new is not None and own_writes.settled_echo(owned, new):
+        if accepts is not None and not accepts(owned, old, new):
             return
         finished = urgent is not None and new is not None and urgent(old, new)
-        for obj in (old, new):
-            ref = controller_of(obj) if obj is not None else None
-            if obj is None or ref is None:
-                continue
-            if ref.get("kind") == primary.kind and ref.get("apiVersion") == primary.api_version:
-                key = (key_of(obj)[0], str(ref["name"]))
-                clock.start(key)
-                if finished:
-                    queue.add(key)
-                else:
-                    queue.add_batched(key, batch)
+        for key in owner_keys(primary, old, new):
+            if finished:
+                queue.add(key)
+            else:
+                queue.add_batched(key, batch)
 
     return handler
 

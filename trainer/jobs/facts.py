@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from api.base import Condition
-from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, MANAGED_BY_TRAINER
+from api.jobkinds import RunPolicyAt
+from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import parse_time
 from trainer.jobs.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
@@ -94,13 +95,8 @@ def seconds_left(seconds: float | None, since: str | None, now: datetime) -> flo
     return seconds - (now - parse_time(since)).total_seconds()
 
 
-def trainjob_managed_by_us(obj: JSON) -> bool:
-    """Whether a TrainJob's ``spec.managedBy`` is unset or this controller's
-    (``trainer.kubeflow.org/trainjob-controller``), read before its spec is parsed."""
-    return managed_by((obj.get("spec") or {}).get("managedBy"), MANAGED_BY_TRAINER)
-
-
-def managed_by(value: str | None, ours: str) -> bool:
-    """Whether a ``managedBy`` of ``value`` is this operator's: unset, empty or ``ours`` (upstream's
-    controller name, ``trainer.kubeflow.org/trainjob-controller`` or ``kubeflow.org/mpi-operator``)."""
-    return value in (None, "", ours)
+def managed_by_us(obj: JSON, run_policy: RunPolicyAt) -> bool:
+    """Whether this operator reconciles ``obj``, read before its spec is parsed: its ``managedBy``
+    (where the kind's facts say it is) is unset, empty or this operator's (upstream's controller name,
+    ``trainer.kubeflow.org/trainjob-controller`` or ``kubeflow.org/mpi-operator``)."""
+    return run_policy.managed_by(obj) in (None, "", run_policy.ours)

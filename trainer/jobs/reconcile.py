@@ -1,9 +1,15 @@
 """The reconcile every kind shares, in one function that reads top to bottom:
-read -> validate -> managedBy -> info -> gang plan -> desired -> write children -> write status.
+read -> managedBy -> validate -> expand -> gang plan -> desired -> write children -> write status.
 
-A kind (TrainJob, MPIJob) is a :class:`Kind`: a frozen spec of plain functions (its info, its gang
-input, its desired children, its conditions, how its status is spelled) and a few facts about it; no
-subclass, no hooks. :meth:`Reconciler.reconcile` is the one path; every child write goes through the
+A kind (TrainJob, MPIJob) is its facts (:class:`api.jobkinds.KindFacts`: resource, model, labels,
+terminal conditions) and a :class:`Kind`: six methods, one per step of the reconcile, as kubeflow/trainer's
+``pkg/runtime/framework/interface.go`` declares one method per extension point. What it derives once per
+reconcile (its info) says its gang and when to look again (:class:`Expanded`). How its changes are told
+(warnings, quiet transitions, progress fields) is the status writer's (:class:`~trainer.jobs.status_writer.Telling`);
+whether a reconcile reads its child writes back, so that their watch echoes need no reconcile, the child
+writer's (:func:`declare`'s ``settles``).
+
+:meth:`Reconciler.reconcile` is the one path; every child write goes through the
 controller's :class:`~trainer.jobs.child_writer.ChildWriter`, every status write through its
 :class:`~trainer.jobs.status_writer.StatusWriter`. Everything is level-triggered and idempotent:
 objects are read from the controller's caches only, a child is written only when it differs, and the
@@ -25,13 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
 
 import aiohttp
 import structlog
 from pydantic import BaseModel, ValidationError
 
 from api.base import Condition
+from api.jobkinds import KindFacts
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import (
@@ -39,6 +47,7 @@ from trainer.framework.controller import (
     Controller,
     Key,
     Owns,
+    Reader,
     Reconcile,
     TerminalError,
     UndeclaredRead,
@@ -49,11 +58,13 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.jobs.child_writer import REASON_CREATION_FAILED, REASON_RESOURCE_EXISTS, ChildWriter, Desired
-from trainer.jobs.facts import job_finished
+from trainer.jobs.event_filter import JobEventFilter
+from trainer.jobs.facts import job_finished, managed_by_us
 from trainer.jobs.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
+from trainer.jobs.own_writes import OwnWrites
 from trainer.jobs.replica_failure import COND_REPLICA_FAILURE, replica_failure
 from trainer.jobs.replica_failure import watches as failed_create_events
-from trainer.jobs.status_writer import Event, StatusWriter
+from trainer.jobs.status_writer import Event, NoLane, ProgressClock, StatusWriter, Telling
 
 log = structlog.get_logger("trainer.jobs")
 REASON_RECONCILE_ERROR = "ReconcileError"
@@ -69,8 +80,28 @@ RETRIED = (TerminalError, UndeclaredRead, ApiError, aiohttp.ClientError, OSError
 """Raised as they are: said already (terminal); a wiring bug of ours; the apiserver's trouble, an answer
 or none at all (connection refused or cut, timeout: it restarts), retried with backoff."""
 
+Latest = Callable[[Resource, "str | None", str], "JSON | None"]
+"""``(resource, namespace, name) -> the object`` as the controller's caches and its own writes know it
+last (:meth:`~trainer.jobs.own_writes.OwnWrites.latest`)."""
+
+
+class Expanded(Protocol):
+    """What a kind derives once per reconcile (its info) says of itself."""
+
+    @property
+    def gang(self) -> GangInput:
+        """The job as its gang scheduler sees it."""
+        ...
+
+    @property
+    def requeue_after(self) -> float | None:
+        """Seconds after which to look again although nothing changed (a TTL, a deadline), or None."""
+        ...
+
+
 J = TypeVar("J", bound=BaseModel)
-I = TypeVar("I")  # noqa: E741 (the kind's derived info)
+J_contra = TypeVar("J_contra", bound=BaseModel, contravariant=True)
+I = TypeVar("I", bound=Expanded)  # noqa: E741 (the kind's derived info)
 
 
 @dataclass
@@ -82,70 +113,38 @@ class Blocked:
     desired: Desired = field(default_factory=Desired)
 
 
-def _no_events(_info: Any) -> list[Event]:
-    return []
+class Kind(Protocol[J_contra, I]):
+    """One kind of job as :meth:`Reconciler.reconcile` runs it: its facts and a method per step."""
 
+    facts: KindFacts
 
-def _unchanged(_ctx: Context, info: I, _desired: Desired) -> I:
-    return info
+    def expand(self, reader: Reader, obj: JSON, job: J_contra) -> I | Blocked:
+        """Everything derived from the job (``obj`` parsed as ``job``) and what it depends on, once per
+        reconcile; :class:`Blocked` when it cannot be expanded now."""
+        ...
 
+    def desired(self, reader: Reader, info: I, plan: GangPlan) -> Desired:
+        """The writes the job needs now."""
+        ...
 
-def _never(_info: Any) -> float | None:
-    return None
+    def settle(self, info: I, desired: Desired, latest: Latest) -> I:
+        """``info`` as the child writes of ``desired`` just left the children (read through ``latest``),
+        so the reconcile that their watch echoes would bring finds nothing to write (asked only of a kind
+        declared with ``settles``)."""
+        ...
 
+    def conditions(self, info: I, plan: GangPlan) -> list[Condition] | None:
+        """The conditions the job should carry (without timestamps); None: write no status."""
+        ...
 
-@dataclass(frozen=True)
-class Kind(Generic[J, I]):
-    """What one kind of job supplies to :meth:`Reconciler.reconcile`: plain functions and facts."""
+    def status(self, obj: JSON, info: I | None, conditions: list[JSON] | None) -> JSON:
+        """The whole status to write (info None: the job could not be expanded); every key it names is
+        compared with the stored status and merge-patched (None deletes)."""
+        ...
 
-    resource: Resource
-    model: type[J]
-    child_label: str
-    """The label every child carries (its informers list only those)."""
-    succeeded_condition: str
-    """The condition type of success (``Complete``, MPIJob's ``Succeeded``), for the outcome counters."""
-    warning_conditions: frozenset[str]
-    """Condition types told as Warning events when they turn True."""
-    managed_by_us: Callable[[JSON], bool]
-    """Whether this operator reconciles the object (its ``managedBy``, read before the spec is parsed)."""
-    invalid: Callable[[JSON, str], list[Condition]]
-    """``(object, message) -> conditions`` of a job whose spec cannot be parsed or expanded."""
-    info: Callable[[Context, JSON, J], I | Blocked]
-    """Everything derived from the job and what it depends on, once per reconcile."""
-    gang_input: Callable[[I], GangInput]
-    desired: Callable[[Context, I, GangPlan], Desired]
-    """The writes the job needs now."""
-    conditions: Callable[[I, GangPlan], list[Condition] | None]
-    """The conditions the job should carry (without timestamps); None: write no status."""
-    status: Callable[[JSON, I | None, list[JSON] | None], JSON]
-    """The whole status to write (info None: the job could not be expanded); every key it names is
-    compared with the stored status and merge-patched (None deletes)."""
-    events: Callable[[I | None], list[Event]] = _no_events
-    """Events to record with a status write besides those of condition transitions (a restart)."""
-    written: Callable[[Context, I, Desired], I] = _unchanged
-    """``info`` as the child writes just made left the children (read through the writer's own
-    writes), so the reconcile that their watch echoes bring finds nothing to write."""
-    requeue_after: Callable[[I], float | None] = _never
-    """Seconds after which to look again although nothing changed (a TTL), or None."""
-    progress_fields: frozenset[str] = frozenset()
-    """Status fields that only count progress (coalesced; see :mod:`trainer.jobs.status_writer`)."""
-    quiet_transitions: frozenset[tuple[str, str]] = frozenset()
-    """Condition ``(type, status)`` transitions written without an event (an MPIJob's ``Running``
-    turning False: mpi-operator tells only that it runs)."""
-    retold_conditions: frozenset[str] = frozenset({COND_REPLICA_FAILURE})
-    """Condition types told again (an event) when their message changes while they stay True
-    (``ReplicaFailure``: another Job, or another refusal)."""
-    announce_creations: bool = True
-    """Whether the children one reconcile creates are told in one ``SuccessfulCreate`` event."""
-    also_owns: tuple[Resource, ...] = ()
-    """Owned resources besides Jobs, Services, ConfigMaps and Secrets (a TrainJob's PVCs)."""
-    watches: tuple[Watches, ...] = ()
-
-    @property
-    def settles_children(self) -> bool:
-        """Whether a reconcile reads its child writes back (:attr:`written`) before its status, so that
-        the watch's echo of exactly such a write needs no reconcile."""
-        return self.written is not _unchanged
+    def events(self, info: I | None) -> list[Event]:
+        """Events to record with a status write besides those of condition transitions (a restart)."""
+        ...
 
 
 class Reconciler(Generic[J, I]):
@@ -153,61 +152,69 @@ class Reconciler(Generic[J, I]):
     returns seconds to requeue after, raises :class:`~trainer.framework.controller.TerminalError` for what no
     retry fixes."""
 
-    def __init__(self, kind: Kind[J, I], ctx: Context) -> None:
-        self.kind, self.ctx = kind, ctx
-        self.children = ChildWriter(
-            ctx.kube,
-            ctx.reader,
-            ctx.events,
-            ctx.own_writes,
-            settles=kind.settles_children,
-            announce=kind.announce_creations,
-        )
+    def __init__(
+        self,
+        kind: Kind[J, I],
+        ctx: Context,
+        gang: GangScheduler,
+        *,
+        telling: Telling,
+        settles: bool = False,
+        announce: bool = True,
+        own_writes: OwnWrites | None = None,
+        clock: ProgressClock | None = None,
+        status_coalesce_seconds: float = 1.0,
+    ) -> None:
+        self.kind, self.ctx, self.gang, self.settles = kind, ctx, gang, settles
+        own_writes = own_writes if own_writes is not None else OwnWrites()
+        self.children = ChildWriter(ctx.kube, ctx.reader, ctx.events, own_writes, settles=settles, announce=announce)
         self.status = StatusWriter(
             kind,
+            telling,
             ctx.kube,
             ctx.events,
-            ctx.own_writes,
-            ctx.progress_clock,
-            delay=ctx.status_coalesce_seconds,
+            own_writes,
+            clock if clock is not None else ProgressClock(),
+            delay=status_coalesce_seconds,
             metrics=ctx.metrics,
-            lane=ctx.lane,
+            lane=ctx.queue if ctx.queue is not None else NoLane(),
         )
+        self._latest = partial(own_writes.latest, ctx.reader)
         self._failures: BoundedDict[str, tuple[int | None, int]] = BoundedDict(MAX_FAILING)
         """Jobs whose reconcile raised unexpectedly: uid -> (generation, consecutive failures)."""
 
     async def reconcile(self, key: Key) -> float | None:
         """Bring the children and the status of the object ``key`` in line with its spec."""
-        kind, ctx = self.kind, self.ctx
+        kind, facts, reader = self.kind, self.kind.facts, self.ctx.reader
         # Read: the cache, or this controller's own last write while the cache is behind.
-        obj = self.children.latest(kind.resource, *key)
+        obj = self.children.latest(facts.resource, *key)
         if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
             self.status.forget(key)
             return None
         # managedBy: another controller's (e.g. MultiKueue's): not even a status write.
-        if not kind.managed_by_us(obj):
+        if not managed_by_us(obj, facts.run_policy):
             return None
         # Validate: a spec that does not parse is said once, not retried.
         try:
-            job = kind.model.model_validate(obj)
+            job: Any = facts.model.model_validate(obj)  # the kind's model (J)
         except ValidationError as e:
-            message = f"invalid {kind.resource.kind}: {first_error(e)}"
-            await self._terminal(obj, kind.invalid(obj, message), message, e)
+            message = f"invalid {facts.resource.kind}: {first_error(e)}"
+            await self._terminal(obj, invalid(obj, facts, message), message, e)
             return None
         try:
             try:
                 # Info: everything derived from the job and what it depends on, once.
-                info = kind.info(ctx, obj, job)
+                info = kind.expand(reader, obj, job)
                 if not isinstance(info, Blocked):
                     # Gang plan, then the desired children.
-                    plan = ctx.gang.plan(kind.gang_input(info), ctx.reader)
-                    desired = kind.desired(ctx, info, plan)
+                    plan = self.gang.plan(info.gang, reader)
+                    desired = kind.desired(reader, info, plan)
             except UndeclaredRead:
                 raise  # a wiring bug of ours (a KeyError), not the user's input
             except INPUT_ERRORS as e:
                 # Input the schema let through that the pure core cannot expand (the webhook, when it
                 # runs, refuses it first): said on the job, not retried until it changes.
-                message = f"cannot expand the {kind.resource.kind}: {e!r}; fix its spec or its runtime"
+                message = f"cannot expand the {facts.resource.kind}: {e!r}; fix its spec or its runtime"
                 await self._terminal(obj, [*kept_conditions(obj), problem("InvalidSpec", message)], message, e)
                 return None
             if isinstance(info, Blocked):
@@ -218,10 +225,11 @@ class Reconciler(Generic[J, I]):
             else:
                 # Write the children, then read those writes back into the info.
                 written = await self.children.write(obj, desired)
-                info = kind.written(ctx, info, desired)
+                if self.settles:
+                    info = kind.settle(info, desired, self._latest)
                 # Write the status: the conditions (a refusal folded into Misconfigured), the kind's events.
                 conditions = kind.conditions(info, plan)
-                later = soonest(kind.requeue_after(info), written.retry_in)
+                later = soonest(info.requeue_after, written.retry_in)
                 if conditions is not None:
                     conditions = self._with_replica_failure(obj, conditions)
                     for reason in (REASON_RESOURCE_EXISTS, REASON_CREATION_FAILED):
@@ -240,7 +248,7 @@ class Reconciler(Generic[J, I]):
         """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
         now (:func:`trainer.jobs.replica_failure.replica_failure`), none once ``conditions`` say it finished."""
         kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
-        if any(c.type in (self.kind.succeeded_condition, "Failed") and c.status == "True" for c in kept):
+        if any(c.type in self.kind.facts.terminal and c.status == "True" for c in kept):
             return kept
         reader = self.ctx.reader
         uid = str((obj.get("metadata") or {}).get("uid") or "")
@@ -280,7 +288,7 @@ class Reconciler(Generic[J, I]):
             log.warning("reconcile failed again; already said on the job, not retrying", error=repr(e))
             return None
         message = (
-            f"the operator failed to reconcile this {self.kind.resource.kind} {RECONCILE_ATTEMPTS} times: {e!r}; "
+            f"the operator failed to reconcile this {self.kind.facts.resource.kind} {RECONCILE_ATTEMPTS} times: {e!r}; "
             "not retried until it or one of its children changes (a bug of the operator: please report it)"
         )
         log.error("reconcile failed; said on the job, not retrying", error=repr(e), exc_info=e)
@@ -293,35 +301,64 @@ class Reconciler(Generic[J, I]):
         raise TerminalError(message) from e
 
 
-def declare(name: str, kind: Kind[Any, Any], gang: GangScheduler) -> Controller:
-    """A job controller's declaration: its primary is ``kind.resource``; it owns its Jobs, Services,
-    ConfigMaps and Secrets and ``kind.also_owns`` (each carrying ``kind.child_label``) and the gang
-    scheduler's objects (PodGroups); it watches ``kind.watches``, its Jobs' ``FailedCreate`` Events
+def declare(
+    name: str,
+    kind: Kind[Any, Any],
+    gang: GangScheduler,
+    *,
+    telling: Telling,
+    settles: bool = False,
+    announce: bool = True,
+    also_owns: tuple[Resource, ...] = (),
+    watches: tuple[Watches, ...] = (),
+    status_coalesce_seconds: float = 1.0,
+) -> Controller:
+    """A job controller's declaration: its primary is ``kind.facts.resource``; it owns its Jobs, Services,
+    ConfigMaps and Secrets and ``also_owns`` (a TrainJob's PVCs; each carrying ``kind.facts.child_label``)
+    and the gang scheduler's objects (PodGroups); it watches ``watches``, its Jobs' ``FailedCreate`` Events
     (:mod:`trainer.jobs.replica_failure`), each mapped to the job that controls the Job, and the gang
     scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
     Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
     has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
-    to it."""
-    primary = kind.resource
+    to it.
+
+    ``telling``: how the status writer tells the kind's changes. ``settles``: a reconcile reads its child
+    writes back (:meth:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
+    the declaration's event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`), as is the echo of a
+    settled status write. ``announce``: the children one reconcile creates are told in one
+    ``SuccessfulCreate`` event. ``status_coalesce_seconds``: ``--status-coalesce-seconds``."""
+    primary, label = kind.facts.resource, kind.facts.child_label
+    own_writes, clock = OwnWrites(), ProgressClock()
 
     def build(ctx: Context) -> Reconcile:
-        return Reconciler(kind, ctx).reconcile
+        return Reconciler(
+            kind,
+            ctx,
+            gang,
+            telling=telling,
+            settles=settles,
+            announce=announce,
+            own_writes=own_writes,
+            clock=clock,
+            status_coalesce_seconds=status_coalesce_seconds,
+        ).reconcile
 
     return Controller(
         name=name,
         for_=primary,
         build=build,
         owns=(
-            Owns(JOBS, kind.child_label, keep=kept_job, urgent=just_finished),
-            Owns(SECRETS, kind.child_label, keep=kept_secret),
-            *(Owns(r, kind.child_label) for r in (SERVICES, CONFIGMAPS, *kind.also_owns)),
+            Owns(JOBS, label, keep=kept_job, urgent=just_finished),
+            Owns(SECRETS, label, keep=kept_secret),
+            *(Owns(r, label) for r in (SERVICES, CONFIGMAPS, *also_owns)),
             *(Owns(r) for r in gang.owns),
         ),
         watches=(
-            *kind.watches,
+            *watches,
             failed_create_events(primary),
             *(Watches(r, every_primary(primary)) for r in gang.watches),
         ),
+        event_filter=JobEventFilter(primary, own_writes, clock).accepts,
     )
 
 
@@ -360,6 +397,13 @@ def first_error(e: ValidationError) -> str:
     """``field.path: message`` of a validation error's first entry."""
     err = e.errors()[0]
     return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
+
+
+def invalid(obj: JSON, facts: KindFacts, message: str) -> list[Condition]:
+    """The conditions of a job whose spec cannot be read or expanded: its others, and ``Failed`` with the
+    kind's reason (TrainJob: ``ResourcesCreationFailed``; MPIJob: ``InvalidSpec``) and ``message``."""
+    failed = Condition(type="Failed", status="True", reason=facts.invalid_reason, message=message)
+    return [*kept_conditions(obj, "Failed"), failed]
 
 
 def kept_conditions(obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -40,6 +41,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.events import now_rfc3339
 from trainer.framework.kube.projection import strip_managed_fields
+from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
 
 if TYPE_CHECKING:
     from trainer.framework.kube.client import KubeClient
@@ -55,6 +57,24 @@ Event = tuple[str, str, str]
 """``(type, reason, message)`` of an event."""
 FIRST_STATUS_MAX_WAIT = 60.0
 """Seconds a job's first status waits at most for the children of newer jobs."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Telling:
+    """How a kind's status changes are told: which conditions are warnings, which transitions go
+    untold, which conditions are told again when only their message changes, which status fields only
+    count progress (coalesced)."""
+
+    warnings: frozenset[str]
+    """Condition types told as Warning events when they turn True (and never held as a first status)."""
+    progress_fields: frozenset[str] = frozenset()
+    """Status fields that only count progress (``jobsStatus``, ``replicaStatuses``): coalesced."""
+    quiet: frozenset[tuple[str, str]] = frozenset()
+    """Condition ``(type, status)`` transitions written without an event (an MPIJob's ``Running``
+    turning False: mpi-operator tells only that it runs)."""
+    retold: frozenset[str] = frozenset({COND_REPLICA_FAILURE})
+    """Condition types told again (an event) when their message changes while they stay True
+    (``ReplicaFailure``: another Job, or another refusal)."""
 
 
 class IdleLane(Protocol):
@@ -109,6 +129,7 @@ class StatusWriter:
     def __init__(
         self,
         kind: Kind[Any, Any],
+        telling: Telling,
         kube: KubeClient,
         recorder: EventRecorder,
         own_writes: OwnWrites,
@@ -118,7 +139,7 @@ class StatusWriter:
         metrics: Metrics | None,
         lane: IdleLane,
     ) -> None:
-        self.kind, self.kube, self.recorder, self.own_writes = kind, kube, recorder, own_writes
+        self.kind, self.telling, self.kube, self.recorder, self.own_writes = kind, telling, kube, recorder, own_writes
         self.clock, self.delay, self.metrics = clock, delay, metrics
         self.lane = lane
         self._first = ProgressClock(clock.now)
@@ -142,7 +163,7 @@ class StatusWriter:
         if not changed:
             self.clock.stop(key)
             return None
-        progress = info is not None and changed <= self.kind.progress_fields
+        progress = info is not None and changed <= self.telling.progress_fields
         if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
             self.clock.stop(key)
             return None  # counts that are all zero, where nothing was written yet: no news
@@ -158,13 +179,13 @@ class StatusWriter:
         # Events first: whoever sees the new condition finds its event too.
         for type_, reason, message in self.kind.events(info):
             await self.recorder.emit(obj, type_, reason, message)
-        for cond in [*transitions(current, merged), *retold(current, merged, self.kind.retold_conditions)]:
-            if (cond.type, cond.status) in self.kind.quiet_transitions:
+        for cond in [*transitions(current, merged), *retold(current, merged, self.telling.retold)]:
+            if (cond.type, cond.status) in self.telling.quiet:
                 continue
-            warning = cond.type in self.kind.warning_conditions and cond.status == "True"
+            warning = cond.type in self.telling.warnings and cond.status == "True"
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
         meta = obj["metadata"]
-        res = self.kind.resource
+        res = self.kind.facts.resource
         stored = await self.kube.patch_status(res, meta.get("namespace"), meta["name"], new)
         log.debug("status written", changed=sorted(changed), status=new)
         # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
@@ -183,7 +204,7 @@ class StatusWriter:
         waited :data:`FIRST_STATUS_MAX_WAIT` seconds."""
         if not self.lane.busy(key):
             return None
-        if any(c.type in self.kind.warning_conditions and c.status == "True" for c in conditions):
+        if any(c.type in self.telling.warnings and c.status == "True" for c in conditions):
             return None
         left = FIRST_STATUS_MAX_WAIT - self._first.waited(key)
         return left if left > 0 else None
@@ -198,11 +219,11 @@ class StatusWriter:
             conditions = status.get("conditions") or []
             return next((c for c in conditions if c["type"] == type_ and c["status"] == "True"), None)
 
-        kind, ns = self.kind.resource.kind, str(obj["metadata"].get("namespace") or "")
+        kind, ns = self.kind.facts.resource.kind, str(obj["metadata"].get("namespace") or "")
         runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
         uid = str(obj["metadata"].get("uid") or "")
         failed = true(new, "Failed")
-        succeeded = self.kind.succeeded_condition
+        succeeded = self.kind.facts.succeeded
         events = [
             ("created", "", not old),
             ("succeeded", "", bool(true(new, succeeded)) and not true(old, succeeded)),

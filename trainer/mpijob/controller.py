@@ -17,21 +17,21 @@ from datetime import UTC, datetime
 from functools import partial
 
 from api.base import Condition
+from api.jobkinds import MPIJOB, KindFacts
 from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import (
     COND_FAILED,
     COND_RUNNING,
-    COND_SUCCEEDED,
-    MANAGED_BY_MPI_OPERATOR,
     JobCondition,
     MPIJob,
 )
-from trainer.framework.controller import Context, Controller
+from trainer.framework.controller import Controller, Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.framework.kube.events import now_rfc3339
+from trainer.jobs import reconcile
 from trainer.jobs.child_writer import Desired, Once
-from trainer.jobs.facts import finished, finished_at, managed_by, seconds_left, started
+from trainer.jobs.facts import finished, finished_at, seconds_left, started
 from trainer.jobs.gang.base import (
     COND_MISCONFIGURED,
     GangInput,
@@ -45,8 +45,9 @@ from trainer.jobs.gang.base import (
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
 from trainer.jobs.mpi import new_ssh_secret
 from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.jobs.reconcile import Blocked, Kind, declare, kept_conditions
+from trainer.jobs.reconcile import Blocked, Latest, declare, kept_conditions
 from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
+from trainer.jobs.status_writer import Event, Telling
 from trainer.mpijob.children import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -75,6 +76,16 @@ class MPIJobInfo:
     started: bool
     ttl_left: float | None
     """Seconds until ``ttlSecondsAfterFinished`` passes (<= 0: passed), None when it does not apply."""
+
+    @property
+    def gang(self) -> GangInput:
+        """The gang of the MPIJob (:func:`mpijob_gang_input`)."""
+        return mpijob_gang_input(self)
+
+    @property
+    def requeue_after(self) -> float | None:
+        """Seconds until ``ttlSecondsAfterFinished`` passes, or None."""
+        return self.ttl_left if self.ttl_left is not None and self.ttl_left > 0 else None
 
 
 def mpijob_gang_input(info: MPIJobInfo) -> GangInput:
@@ -107,32 +118,70 @@ class MPIJobOptions:
 
     max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
     """``--max-nodes-per-job``: the most workers an MPIJob may have; 0: no limit."""
+    status_coalesce_seconds: float = 1.0
+    """``--status-coalesce-seconds``: how long a change of only ``replicaStatuses`` may wait to be written."""
 
 
 def invalid(obj: JSON, message: str) -> list[Condition]:
     """``Failed`` (``InvalidSpec``): the MPIJob's spec cannot be read or run."""
-    return [Condition(type=COND_FAILED, status="True", reason="InvalidSpec", message=message)]
+    return reconcile.invalid(obj, MPIJOB, message)
 
 
-def managed_by_us(obj: JSON) -> bool:
-    """Whether ``runPolicy.managedBy`` is unset or mpi-operator's (``kubeflow.org/mpi-operator``)."""
-    policy = (obj.get("spec") or {}).get("runPolicy") or {}
-    return managed_by(policy.get("managedBy"), MANAGED_BY_MPI_OPERATOR)
+TELLING = Telling(
+    warnings=frozenset({COND_FAILED, COND_MISCONFIGURED, COND_REPLICA_FAILURE}),
+    progress_fields=frozenset({"replicaStatuses"}),
+    quiet=frozenset({(COND_RUNNING, "False")}),
+)
+"""How an MPIJob's changes are told: its problems as Warning events; ``replicaStatuses`` coalesced; as
+mpi-operator, no event when it stops running."""
 
 
-def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
+class MPIJobKind:
+    """The MPIJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it
+    (:class:`~trainer.jobs.reconcile.Kind`), under the gang scheduler named ``gang_name``."""
+
+    facts: KindFacts = MPIJOB
+
+    def __init__(self, options: MPIJobOptions, gang_name: str) -> None:
+        self.options, self.gang_name = options, gang_name
+
+    def expand(self, reader: Reader, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
+        """The MPIJob as this reconcile sees it (:func:`info`)."""
+        return info(self.options, self.gang_name, reader, obj, job)
+
+    def desired(self, reader: Reader, info: MPIJobInfo, plan: GangPlan) -> Desired:
+        """The MPIJob's writes now (:func:`desired`)."""
+        return desired(info, plan)
+
+    def settle(self, info: MPIJobInfo, desired: Desired, latest: Latest) -> MPIJobInfo:
+        """``info`` as it is: an MPIJob's reconcile does not read its child writes back (not declared
+        ``settles``), so their echoes bring the reconcile that counts them."""
+        return info
+
+    def conditions(self, info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
+        """The MPIJob's conditions (:func:`conditions`)."""
+        return conditions(info, plan)
+
+    def status(self, obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) -> JSON:
+        """The MPIJob's status as mpi-operator spells it (:func:`status`)."""
+        return status(obj, info, conditions)
+
+    def events(self, info: MPIJobInfo | None) -> list[Event]:
+        """None besides the condition transitions'."""
+        return []
+
+
+def info(options: MPIJobOptions, gang_name: str, reader: Reader, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
     """The MPIJob as this reconcile sees it (:class:`MPIJobInfo`); :class:`Blocked` with a label patch
     while Kueue needs ``schedulingPolicy.queue`` carried to its queue label."""
-    queue = resolve_queue(obj, ctx.gang.name)
+    queue = resolve_queue(obj, gang_name)
     labels = job.metadata.labels or {}
-    if ctx.gang.name == "kueue" and queue.name and queue.scheduler == "" and KUEUE_QUEUE_LABEL not in labels:
+    if gang_name == "kueue" and queue.name and queue.scheduler == "" and KUEUE_QUEUE_LABEL not in labels:
         # Kueue reads only its label: carry schedulingPolicy.queue over.
         patch = {"metadata": {"labels": {KUEUE_QUEUE_LABEL: queue.name}}}
         return Blocked(None, Desired(patch=[(MPIJOBS, *key_of(obj), patch)]))
     current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
-    observed = {
-        str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in ctx.reader.owned(JOBS, str(job.metadata.uid))
-    }
+    observed = {str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in reader.owned(JOBS, str(job.metadata.uid))}
     ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec.run_policy else None
     if observed and not finished(current, TERMINAL):
         # The node limit holds for a started job too (the webhook may not run): it grows by nothing.
@@ -155,7 +204,7 @@ def info(options: MPIJobOptions, ctx: Context, obj: JSON, job: MPIJob) -> MPIJob
     )
 
 
-def desired(ctx: Context, info: MPIJobInfo, plan: GangPlan) -> Desired:
+def desired(info: MPIJobInfo, plan: GangPlan) -> Desired:
     """The MPIJob's writes now: its SSH Secret (once), Service, hostfile ConfigMap and Jobs while it
     runs; once finished, ``cleanPodPolicy`` on the worker Job and, after ``ttlSecondsAfterFinished``,
     the MPIJob's own delete."""
@@ -226,32 +275,13 @@ def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) ->
     }
 
 
-def requeue_after(info: MPIJobInfo) -> float | None:
-    """Seconds until ``ttlSecondsAfterFinished`` passes, or None."""
-    return info.ttl_left if info.ttl_left is not None and info.ttl_left > 0 else None
-
-
-def kind(options: MPIJobOptions) -> Kind[MPIJob, MPIJobInfo]:
-    """The MPIJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it."""
-    return Kind(
-        resource=MPIJOBS,
-        model=MPIJob,
-        child_label=JOB_NAME_LABEL,
-        succeeded_condition=COND_SUCCEEDED,
-        warning_conditions=frozenset({COND_FAILED, COND_MISCONFIGURED, COND_REPLICA_FAILURE}),
-        managed_by_us=managed_by_us,
-        invalid=invalid,
-        info=partial(info, options),
-        gang_input=mpijob_gang_input,
-        desired=desired,
-        conditions=conditions,
-        status=status,
-        requeue_after=requeue_after,
-        progress_fields=frozenset({"replicaStatuses"}),
-        quiet_transitions=frozenset({(COND_RUNNING, "False")}),
-    )
-
-
 def controller(gang: GangScheduler, options: MPIJobOptions | None = None) -> Controller:
     """The MPIJob controller's declaration under gang scheduler ``gang``."""
-    return declare("mpijob", kind(options or MPIJobOptions()), gang)
+    options = options or MPIJobOptions()
+    return declare(
+        "mpijob",
+        MPIJobKind(options, gang.name),
+        gang,
+        telling=TELLING,
+        status_coalesce_seconds=options.status_coalesce_seconds,
+    )

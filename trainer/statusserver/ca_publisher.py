@@ -13,13 +13,14 @@ import asyncio
 
 import structlog
 
+from api.jobkinds import TRAINJOB
 from api.kinds import CONFIGMAPS, TRAINJOBS
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.client import ApiError
 from trainer.jobs.child_writer import ChildWriter
-from trainer.jobs.facts import trainjob_managed_by_us
+from trainer.jobs.facts import managed_by_us
 from trainer.jobs.labels import JOBSET_NAME, owned_config_map
 from trainer.trainjob.runtime.injection import CA_KEY, ca_config_map_name
 
@@ -35,7 +36,7 @@ def ca_config_map(trainjob: JSON, ca: str) -> JSON:
 
 
 def _ours(obj: JSON) -> bool:
-    return not (obj.get("metadata") or {}).get("deletionTimestamp") and trainjob_managed_by_us(obj)
+    return not (obj.get("metadata") or {}).get("deletionTimestamp") and managed_by_us(obj, TRAINJOB.run_policy)
 
 
 class CAPublisher:

@@ -6,7 +6,7 @@ each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned obj
 the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 :meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module supplies the runtime info
-(:func:`trainer.trainjob.runtime.runtime_info`), the children (:func:`trainer.trainjob.builders.jobs.build_children`,
+(:func:`trainer.trainjob.runtime.expand.runtime_info`), the children (:func:`trainer.trainjob.builders.jobs.build_children`,
 what the ML policy makes once, such as the MPI SSH Secret) and the conditions
 (:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
 TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
@@ -23,6 +23,7 @@ from functools import partial
 from pydantic import ValidationError
 
 from api.base import Condition
+from api.jobkinds import TRAINJOB, KindFacts
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
@@ -34,19 +35,18 @@ from api.kinds import (
     TRAINJOBS,
 )
 from api.trainer_v1alpha1 import (
-    COND_COMPLETE,
     COND_FAILED,
     COND_SUSPENDED,
-    REASON_RESOURCES_CREATION_FAILED,
     REASON_RESUMED,
     TrainingRuntime,
     TrainJob,
     TrainJobStatus,
     runtime_from_dict,
 )
-from trainer.framework.controller import Context, Controller, Key, Reader, Watches
+from trainer.framework.controller import Controller, Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
+from trainer.jobs import reconcile
 from trainer.jobs.child_writer import (
     FOREIGN,
     PREVIOUS,
@@ -56,19 +56,18 @@ from trainer.jobs.child_writer import (
     claim,
     taken_message,
 )
-from trainer.jobs.facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
+from trainer.jobs.facts import TRAINJOB_TERMINAL, finished, job_finished
 from trainer.jobs.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
-from trainer.jobs.labels import JOBSET_NAME
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
-from trainer.jobs.reconcile import Blocked, Kind, declare, first_error, kept_conditions
+from trainer.jobs.reconcile import Blocked, Latest, declare, first_error, kept_conditions
 from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
-from trainer.jobs.status_writer import Event
+from trainer.jobs.status_writer import Event, Telling
 from trainer.trainjob.builders import volume_claims
 from trainer.trainjob.builders.jobs import build_children
-from trainer.trainjob.runtime import (
+from trainer.trainjob.runtime.expand import runtime_info
+from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.snapshot import (
     SNAPSHOT_SUFFIX,
-    RuntimeInfo,
-    runtime_info,
     runtime_of_snapshot,
     runtime_ref,
     snapshot_config_map,
@@ -122,24 +121,73 @@ class TrainJobOptions:
     """The status server trainer pods report progress to (``--status-server-port``); None: none."""
     max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
     """``--max-nodes-per-job``: the most nodes (pods of one replicated job) a TrainJob may have; 0: no limit."""
+    status_coalesce_seconds: float = 1.0
+    """``--status-coalesce-seconds``: how long a change of only ``jobsStatus`` may wait to be written."""
 
 
 def invalid(obj: JSON, message: str) -> list[Condition]:
-    """``Failed`` (``TrainJobResourcesCreationFailed``): the TrainJob's spec or runtime cannot be read."""
-    failed = Condition(type=COND_FAILED, status="True", reason=REASON_RESOURCES_CREATION_FAILED, message=message)
-    return [*kept_conditions(obj, COND_FAILED), failed]
+    """``Failed`` (``ResourcesCreationFailed``): the TrainJob's spec or runtime cannot be read."""
+    return reconcile.invalid(obj, TRAINJOB, message)
 
 
-def managed_by_us(obj: JSON) -> bool:
-    """Whether ``spec.managedBy`` is unset or this controller's (``trainer.kubeflow.org/trainjob-controller``)."""
-    return trainjob_managed_by_us(obj)
+TELLING = Telling(
+    warnings=frozenset(
+        {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}
+    ),
+    progress_fields=frozenset({"jobsStatus"}),
+)
+"""How a TrainJob's changes are told: its problems as Warning events; ``jobsStatus`` coalesced."""
 
 
-def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
-    """The TrainJob's :class:`~trainer.runtime_info.RuntimeInfo` from its runtime snapshot (else the
-    runtime it references) and its Jobs; :class:`Blocked` when the runtime is missing or invalid, or
-    the TrainJob breaks a rule the webhook enforces (said here when the webhook does not run)."""
-    reader = ctx.reader
+class TrainJobKind:
+    """The TrainJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it
+    (:class:`~trainer.jobs.reconcile.Kind`), under the gang scheduler named ``gang_name``."""
+
+    facts: KindFacts = TRAINJOB
+
+    def __init__(self, options: TrainJobOptions, gang_name: str) -> None:
+        self.options, self.gang_name = options, gang_name
+
+    def expand(self, reader: Reader, obj: JSON, job: TrainJob) -> RuntimeInfo | Blocked:
+        """The TrainJob's :class:`~trainer.trainjob.runtime.info.RuntimeInfo` from its runtime snapshot (else the
+        runtime it references) and its Jobs; :class:`Blocked` when the runtime is missing or invalid, or
+        the TrainJob breaks a rule the webhook enforces (said here when the webhook does not run)."""
+        return _expand(self.options, self.gang_name, reader, obj, job)
+
+    def desired(self, reader: Reader, info: RuntimeInfo, plan: GangPlan) -> Desired:
+        """The TrainJob's writes now (:func:`desired`)."""
+        return desired(reader, info, plan)
+
+    def settle(self, info: RuntimeInfo, desired: Desired, latest: Latest) -> RuntimeInfo:
+        """``info`` with the Jobs just written counted in jobsStatus (:func:`settled`)."""
+        return settled(info, desired, latest)
+
+    def conditions(self, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
+        """The TrainJob's conditions (:func:`trainer.trainjob.status.desired_conditions`) and, while it runs,
+        the gang's."""
+        current = (info.job.status.conditions if info.job.status else None) or []
+        out = desired_conditions(info, current, self.options.running_condition)
+        return out if info.finished else out + gang_conditions(plan)
+
+    def status(self, obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -> JSON:
+        """The TrainJob's status (:func:`status`)."""
+        return status(obj, info, conditions)
+
+    def events(self, info: RuntimeInfo | None) -> list[Event]:
+        """A restart's Warning event; ``Resumed`` when there is no Resumed condition to tell it."""
+        out = []
+        if info is not None and info.decision is not None and not info.decision.fail:
+            out.append(("Warning", info.decision.reason, info.decision.message))
+        suspended = next((c for c in _conditions(info.job) if c.type == COND_SUSPENDED), None) if info else None
+        if info is not None and not self.options.running_condition and not info.suspended and suspended is not None:
+            out.append(("Normal", REASON_RESUMED, "TrainJob is resumed"))  # no Resumed condition to tell it
+        return out
+
+
+def _expand(
+    options: TrainJobOptions, gang_name: str, reader: Reader, obj: JSON, job: TrainJob
+) -> RuntimeInfo | Blocked:
+    """:meth:`TrainJobKind.expand`."""
     ns = str(job.metadata.namespace)
     kind, name = runtime_ref(obj)
     snapshot = reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
@@ -160,7 +208,7 @@ def info(options: TrainJobOptions, ctx: Context, obj: JSON, job: TrainJob) -> Ru
     problems = [] if settled else runtime_errors(runtime.spec)
     if problems:
         return Blocked(invalid(obj, f"runtime {name!r} is invalid: {'; '.join(problems)}"))
-    out = runtime_info(obj, job, runtime.spec, runtime_obj, observed, ctx.gang.name, injection=options.injection)
+    out = runtime_info(obj, job, runtime.spec, runtime_obj, observed, gang_name, injection=options.injection)
     problems = [] if settled else trainjob_errors(out, options.max_nodes_per_job)
     if problems:
         return Blocked(invalid(obj, "; ".join(problems)))
@@ -192,7 +240,7 @@ def _snapshot_problem(obj: JSON, snapshot: JSON) -> Blocked | None:
     return None
 
 
-def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
+def desired(reader: Reader, info: RuntimeInfo, plan: GangPlan) -> Desired:
     """The TrainJob's writes now: its runtime snapshot and children while it runs (none of a new
     attempt until the previous one's Jobs are gone); once finished, the deletes of Jobs that still run
     and, after ``ttlSecondsAfterFinished``, of every child but the snapshot."""
@@ -211,7 +259,7 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
             for res in TTL_CHILDREN:
                 out.delete += [
                     (res, *key_of(o))
-                    for o in ctx.reader.owned(res, uid)
+                    for o in reader.owned(res, uid)
                     if not o["metadata"]["name"].endswith(SNAPSHOT_SUFFIX) and not _deleting(o)
                 ]
         return out
@@ -240,7 +288,7 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
     return out
 
 
-def written(ctx: Context, info: RuntimeInfo, desired: Desired) -> RuntimeInfo:
+def settled(info: RuntimeInfo, desired: Desired, latest: Latest) -> RuntimeInfo:
     """``info`` with the Jobs just created or changed counted in jobsStatus at once (a new suspended
     Job is ``suspended: 1``), not only once the watch brings them back."""
     jobs = {key_of(j): j for j in info.observed}
@@ -249,9 +297,9 @@ def written(ctx: Context, info: RuntimeInfo, desired: Desired) -> RuntimeInfo:
         if obj.get("kind") != JOBS.kind:
             continue
         key = key_of(obj)
-        latest = ctx.own_writes.latest(ctx.reader, JOBS, *key)
-        if latest is not None and latest is not jobs.get(key):
-            jobs[key], changed = latest, True
+        now = latest(JOBS, *key)
+        if now is not None and now is not jobs.get(key):
+            jobs[key], changed = now, True
     if not changed:
         return info
     observed = list(jobs.values())
@@ -261,30 +309,6 @@ def written(ctx: Context, info: RuntimeInfo, desired: Desired) -> RuntimeInfo:
 def _snapshot(info: RuntimeInfo) -> Callable[[], JSON]:
     runtime_obj = info.runtime_obj or {}
     return lambda: snapshot_config_map(info.obj, runtime_obj)
-
-
-def events(options: TrainJobOptions, info: RuntimeInfo | None) -> list[Event]:
-    """A restart's Warning event; ``Resumed`` when there is no Resumed condition to tell it."""
-    out = []
-    if info is not None and info.decision is not None and not info.decision.fail:
-        out.append(("Warning", info.decision.reason, info.decision.message))
-    suspended = next((c for c in _conditions(info.job) if c.type == COND_SUSPENDED), None) if info else None
-    if info is not None and not options.running_condition and not info.suspended and suspended is not None:
-        out.append(("Normal", REASON_RESUMED, "TrainJob is resumed"))  # no Resumed condition to tell it
-    return out
-
-
-def requeue_after(info: RuntimeInfo) -> float | None:
-    """Seconds until the active deadline or the TTL passes, whichever comes first."""
-    waits = [t for t in (info.deadline_left, info.ttl_left) if t is not None and t > 0]
-    return min(waits) if waits else None
-
-
-def conditions(options: TrainJobOptions, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
-    """The TrainJob's conditions (:func:`trainer.trainjob.status.desired_conditions`) and, while it runs, the gang's."""
-    current = (info.job.status.conditions if info.job.status else None) or []
-    out = desired_conditions(info, current, options.running_condition)
-    return out if info.finished else out + gang_conditions(plan)
 
 
 def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -> JSON:
@@ -309,37 +333,6 @@ def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -
     }
 
 
-def kind(options: TrainJobOptions) -> Kind[TrainJob, RuntimeInfo]:
-    """The TrainJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it."""
-    runtimes = (
-        Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
-        Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
-    )
-    return Kind(
-        resource=TRAINJOBS,
-        model=TrainJob,
-        child_label=JOBSET_NAME,
-        succeeded_condition=COND_COMPLETE,
-        warning_conditions=frozenset(
-            {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}
-        ),
-        managed_by_us=managed_by_us,
-        invalid=invalid,
-        info=partial(info, options),
-        gang_input=RuntimeInfo.gang_input,
-        desired=desired,
-        conditions=partial(conditions, options),
-        status=status,
-        events=partial(events, options),
-        written=written,  # the Jobs just written count in jobsStatus: their echoes settle
-        requeue_after=requeue_after,
-        progress_fields=frozenset({"jobsStatus"}),
-        announce_creations=False,  # as JobSet and Trainer: the Job controller tells each pod it creates
-        also_owns=(PERSISTENT_VOLUME_CLAIMS,),
-        watches=runtimes,
-    )
-
-
 def _conditions(job: TrainJob) -> list[Condition]:
     return list((job.status.conditions if job.status else None) or [])
 
@@ -353,6 +346,22 @@ def _deleting(obj: JSON) -> bool:
 
 
 def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:
-    """The TrainJob controller's declaration under gang scheduler ``gang``: also watches the
-    (Cluster)TrainingRuntimes, each mapped to the TrainJobs that reference it."""
-    return declare("trainjob", kind(options or TrainJobOptions()), gang)
+    """The TrainJob controller's declaration under gang scheduler ``gang``: also owns the claims of
+    ``volumeClaimPolicies`` and watches the (Cluster)TrainingRuntimes, each mapped to the TrainJobs that
+    reference them. A reconcile reads its Job writes back (``settles``): their echoes need no reconcile.
+    As JobSet and Trainer, it announces no creation: the Job controller tells each pod it creates."""
+    options = options or TrainJobOptions()
+    return declare(
+        "trainjob",
+        TrainJobKind(options, gang.name),
+        gang,
+        telling=TELLING,
+        settles=True,
+        announce=False,
+        also_owns=(PERSISTENT_VOLUME_CLAIMS,),
+        watches=(
+            Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
+            Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
+        ),
+        status_coalesce_seconds=options.status_coalesce_seconds,
+    )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from api.jobkinds import MPIJOB, TRAINJOB, facts_of
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
@@ -49,7 +50,8 @@ from trainer.trainjob.builders.overrides import (
     override_targets,
 )
 from trainer.trainjob.policies import active
-from trainer.trainjob.runtime import runtime_info, runtime_ref
+from trainer.trainjob.runtime.expand import runtime_info
+from trainer.trainjob.runtime.snapshot import runtime_ref
 from trainer.trainjob.runtime.shape import replicated_jobs, step_of
 from trainer.trainjob.validation import RFC1035, runtime_errors, trainjob_errors
 
@@ -255,9 +257,10 @@ def _overrides(obj: JSON | None) -> JSON:
 
 
 def _suspended(obj: JSON, kind: str) -> bool:
+    facts = facts_of(kind)
+    if facts is not None:
+        return facts.run_policy.suspended(obj)
     spec = obj.get("spec") or {}
-    if kind == "MPIJob":
-        return bool((spec.get("runPolicy") or {}).get("suspend"))
     return bool(spec.get("suspend"))
 
 
@@ -286,7 +289,7 @@ def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
     """The queue admission checks: :func:`trainer.jobs.queues.resolve_queue`, the reconcilers' rule, with
     the TrainJob's runtime from the caches."""
     runtime = None
-    if obj.get("kind") != "MPIJob":
+    if obj.get("kind") != MPIJOB.resource.kind:
         kind, name = runtime_ref(obj)
         ns = str((obj.get("metadata") or {}).get("namespace") or "")
         runtime = facts.runtime(kind, name, ns if kind == TrainingRuntime.KIND else None)
@@ -334,7 +337,7 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
     v.errors += validate_mpijob_spec(job)
     v.errors += mpijob_errors(job, facts.max_nodes_per_job)
     if old is not None:
-        v.errors += check_queue_change(obj, old, "MPIJob", facts)
+        v.errors += check_queue_change(obj, old, MPIJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
     return v
 
@@ -365,7 +368,7 @@ def default_patch(obj: JSON, kind: str, gang: str, old: JSON | None = None, now:
     Kueue queue label, under ``--gang-scheduler-name=kueue``, starts suspended so that Kueue admits it
     (as Kueue's own webhook does; on create only); a TrainJob's ``runtimePatches`` get their ``time``
     (:func:`runtime_patch_times`, ``now`` RFC 3339). The other upstream defaults are in the CRD schemas."""
-    ops = runtime_patch_times(obj, old, now) if kind == "TrainJob" else []
+    ops = runtime_patch_times(obj, old, now) if kind == TRAINJOB.resource.kind else []
     return ops + (_suspend_for_kueue(obj, kind, gang) if old is None else [])
 
 
@@ -403,7 +406,7 @@ def _suspend_for_kueue(obj: JSON, kind: str, gang: str) -> list[JSON]:
     if gang != "kueue" or KUEUE_QUEUE_LABEL not in labels:
         return []
     spec = obj.get("spec") or {}
-    if kind == "MPIJob":
+    if kind == MPIJOB.resource.kind:
         if "runPolicy" not in spec:
             return [{"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}]
         return [{"op": "add", "path": "/spec/runPolicy/suspend", "value": True}]

@@ -35,6 +35,7 @@ import structlog
 import yaml
 from aiohttp import web
 
+from api.jobkinds import MPIJOB, TRAINJOB
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     JOBS,
@@ -313,7 +314,7 @@ class WebhookServer:
         if path == "/mutate-pod":
             return review_response(uid, rules.Verdict(), rules.replica_index_patch(obj, self.facts))
         if path in MUTATE:
-            kind = "MPIJob" if path == "/mutate-mpijob" else "TrainJob"
+            kind = (MPIJOB if path == "/mutate-mpijob" else TRAINJOB).resource.kind
             now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             patch = rules.default_patch(obj, kind, self.facts.gang, old, now)
             return review_response(uid, rules.Verdict(), patch)

@@ -97,6 +97,20 @@ def controller_of(obj: JSON) -> dict[str, Any] | None:
     return None
 
 
+def owner_keys(owner: Resource, *objs: JSON | None) -> list[Key]:
+    """The keys of the controllers of ``objs`` (a change's old and new object; None skipped) that are of
+    the ``owner`` resource, each once, in order."""
+    out: list[Key] = []
+    for obj in objs:
+        ref = controller_of(obj) if obj is not None else None
+        if obj is None or ref is None or ref.get("kind") != owner.kind or ref.get("apiVersion") != owner.api_version:
+            continue
+        key = (key_of(obj)[0], str(ref["name"]))
+        if key not in out:
+            out.append(key)
+    return out
+
+
 Index = Callable[[JSON], str | None]
 """``object -> the uid it is filed under`` in a cache (:meth:`Informer.owned_by`), or None: not filed."""
 

@@ -1,7 +1,7 @@
 """What every ML policy shares: its interface, its input and the rendezvous helpers.
 
 An ML policy is one object (a :class:`Policy`) selected by one field of the runtime's ``mlPolicy``.
-It gives, at expansion (:func:`trainer.trainjob.runtime.runtime_info`), the environment of the trainer's
+It gives, at expansion (:func:`trainer.trainjob.runtime.expand.runtime_info`), the environment of the trainer's
 ``node`` container, the pods per Job of the replicated jobs it sizes and its mutations of each pod
 template; after expansion, the children it adds (created once, or applied every reconcile); and its
 validation: reserved environment names, runtime rules and TrainJob rules. Mirrors kubeflow/trainer

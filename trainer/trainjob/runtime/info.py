@@ -2,8 +2,8 @@
 
 Mirrors kubeflow/trainer ``pkg/runtime/runtime.go`` (``Info``: the runtime's replicated jobs as pod
 sets with counts, pod templates and per-pod requests, plus scheduling facts). Built by
-:func:`trainer.trainjob.runtime.runtime_info`; the builders, the gang modules (through
-:meth:`RuntimeInfo.gang_input`), the status logic and admission read it and derive nothing again.
+:func:`trainer.trainjob.runtime.expand.runtime_info`; the builders, the gang modules (through
+:attr:`RuntimeInfo.gang`), the status logic and admission read it and derive nothing again.
 """
 
 from __future__ import annotations
@@ -110,7 +110,14 @@ class RuntimeInfo:
                 return ps
         raise KeyError(rjob)
 
-    def gang_input(self) -> GangInput:
+    @property
+    def requeue_after(self) -> float | None:
+        """Seconds until the active deadline or the TTL passes, whichever comes first; None: neither."""
+        waits = [t for t in (self.deadline_left, self.ttl_left) if t is not None and t > 0]
+        return min(waits) if waits else None
+
+    @property
+    def gang(self) -> GangInput:
         """The gang a scheduler sees: every pod set but those completed first."""
         pgp = self.runtime.pod_group_policy
         volcano = pgp.volcano if pgp is not None else None
