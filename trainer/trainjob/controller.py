@@ -5,9 +5,9 @@ PersistentVolumeClaims (``volumeClaimPolicies``) it owns,
 each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned objects (PodGroups);
 the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
-:meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module supplies the runtime info
-(:func:`trainer.trainjob.runtime.expand.runtime_info`), the children (:func:`trainer.trainjob.builders.jobs.build_children`,
-what the ML policy makes once, such as the MPI SSH Secret) and the conditions
+:meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module's :class:`TrainJobKind` supplies the
+runtime info (:func:`trainer.trainjob.runtime.expand.runtime_info`), the children
+(:func:`trainer.trainjob.builders.jobs.build_children`, what the ML policy makes once, such as the MPI SSH Secret) and the conditions
 (:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
 TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
 ``pkg/controller/trainjob_controller.go``.
@@ -66,6 +66,7 @@ from trainer.trainjob.builders import volume_claims
 from trainer.trainjob.builders.jobs import build_children
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.injection import Injection
 from trainer.trainjob.runtime.snapshot import (
     SNAPSHOT_SUFFIX,
     runtime_of_snapshot,
@@ -73,7 +74,6 @@ from trainer.trainjob.runtime.snapshot import (
     snapshot_config_map,
     snapshot_name,
 )
-from trainer.trainjob.runtime.injection import Injection
 from trainer.trainjob.status import (
     COND_RESTARTING,
     COND_RUNTIME_NOT_FOUND,

@@ -51,8 +51,8 @@ from trainer.trainjob.builders.overrides import (
 )
 from trainer.trainjob.policies import active
 from trainer.trainjob.runtime.expand import runtime_info
-from trainer.trainjob.runtime.snapshot import runtime_ref
 from trainer.trainjob.runtime.shape import replicated_jobs, step_of
+from trainer.trainjob.runtime.snapshot import runtime_ref
 from trainer.trainjob.validation import RFC1035, runtime_errors, trainjob_errors
 
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
