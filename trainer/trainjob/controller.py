@@ -7,8 +7,8 @@ the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; clus
 scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 :meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module's :class:`TrainJobKind` supplies the
 runtime info (:func:`trainer.trainjob.runtime.expand.runtime_info`), the children
-(:func:`trainer.trainjob.builders.jobs.build_children`, what the ML policy makes once, such as the MPI SSH Secret) and the conditions
-(:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
+(:func:`trainer.trainjob.builders.jobs.build_children`, what the ML policy makes once, such as the MPI
+SSH Secret) and the conditions (:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
 TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
 ``pkg/controller/trainjob_controller.go``.
 """
