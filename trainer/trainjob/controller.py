@@ -1,15 +1,14 @@
-"""The TrainJob controller: its declaration and the functions of its :class:`~trainer.jobs.reconcile.Kind`.
+"""The TrainJob controller: its declaration (:func:`controller`) and its kind (:class:`TrainJobKind`).
 
-Declared once (:func:`controller`): TrainJobs; the Jobs, Services, ConfigMaps, Secrets and
-PersistentVolumeClaims (``volumeClaimPolicies``) it owns,
-each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's owned objects (PodGroups);
-the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them; cluster objects the gang
-scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
-:meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this module's :class:`TrainJobKind` supplies the
-runtime info (:func:`trainer.trainjob.runtime.expand.runtime_info`), the children
+Declared once: TrainJobs; the Jobs, Services, ConfigMaps, Secrets and PersistentVolumeClaims
+(``volumeClaimPolicies``) it owns, each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's
+owned objects (PodGroups); the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them;
+cluster objects the gang scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
+:meth:`trainer.jobs.reconcile.Reconciler.reconcile`; :class:`TrainJobKind` supplies the runtime info
+(:func:`trainer.trainjob.runtime.expand.runtime_info`), the children
 (:func:`trainer.trainjob.builders.jobs.build_children`, what the ML policy makes once, such as the MPI
-SSH Secret) and the conditions (:mod:`trainer.trainjob.status`). Children carry a controller owner reference, so deleting the
-TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
+SSH Secret) and the conditions (:mod:`trainer.trainjob.status`). Children carry a controller owner
+reference, so deleting the TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
 ``pkg/controller/trainjob_controller.go``.
 """
 
