@@ -20,7 +20,6 @@ from pathlib import Path
 
 from localcluster.binaries import binary_paths, cache_dir
 from localcluster.cluster import LocalCluster
-from localcluster.multicluster import MultiCluster
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +72,9 @@ def _multicluster_parser() -> argparse.ArgumentParser:
 
 def multicluster_main(argv: list[str]) -> int:
     """Run one ``multicluster`` command; return the process exit code."""
+    # Imported here: the MultiKueue setup loads the operator's webhook code, a single cluster needs none of it.
+    from localcluster.multicluster import MultiCluster
+
     args = _multicluster_parser().parse_args(argv)
     mc = MultiCluster(args.dir)
     if args.command == "up":
