@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 binaries:
-	bash e2e/build.sh
+	bash localcluster/build.sh
 
 crds: venv
 	$(PY) -m api.crd
@@ -50,12 +50,12 @@ lock: venv
 	  --output-file requirements.lock pyproject.toml
 
 demo: venv binaries
-	$(PY) -m e2e.demo
+	$(PY) -m localcluster.demo
 
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy api trainer tests e2e bench
+	$(VENV)/bin/mypy api trainer tests e2e bench localcluster
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 # The docs site (mkdocs.yml, docs/) at http://127.0.0.1:8000, rebuilt on every change.

@@ -1,7 +1,7 @@
 """Burst: how fast, how cheaply and how leanly the operator turns N new TrainJobs into their children.
 
 ``python -m bench.burst --n 500`` starts the local cluster (KWOK nodes, the binaries of
-``e2e/build.sh``) in a temporary directory with room for every pod, applies the torch
+``localcluster/build.sh``) in a temporary directory with room for every pod, applies the torch
 ClusterTrainingRuntime sample, starts the operator as its own process with its defaults, watching only
 namespace ``bench``, and then runs two phases, in this order:
 
@@ -76,9 +76,9 @@ from bench.upstream import (
     jobset_version,
     upstream_owner,
 )
-from e2e.cluster import LocalCluster
-from e2e.cluster.pki import Pki
-from e2e.helpers import ROOT, condition
+from localcluster import ROOT, LocalCluster
+from localcluster.client import condition
+from localcluster.pki import Pki
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.main import DEFAULT_EVENT_LOOP, EVENT_LOOPS
@@ -1157,7 +1157,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--upstream",
         action="store_true",
-        help="also measure upstream Kubeflow Trainer + JobSet (e2e/build.sh upstream) and print ours/upstream",
+        help="also measure upstream Kubeflow Trainer + JobSet (localcluster/build.sh upstream) and print ours/upstream",
     )
     p.add_argument(
         "--compare",

@@ -1,12 +1,12 @@
 """Chaos at scale: a burst of TrainJobs and MPIJobs while the operator is killed and the apiserver restarted.
 
 ``python -m bench.chaos [--n 320] [--mpijobs 32] [--kills 5] [--apiserver-restarts 1]`` starts the
-local cluster (KWOK nodes; the binaries of ``e2e/build.sh``) in a temporary directory, runs the
+local cluster (KWOK nodes; the binaries of ``localcluster/build.sh``) in a temporary directory, runs the
 operator as its own process, creates ``--n`` TrainJobs (a third on the mpi runtime
 ``deepspeed-distributed``, the others on ``torch-distributed``) and ``--mpijobs`` MPIJobs in one
 burst, their pods running a few seconds, while the operator gets ``--kills`` ``kill -9`` (started
 again at once) and the kube-apiserver ``--apiserver-restarts`` restarts, spread over the run. Then
-it checks what :mod:`e2e.chaos` checks (every job succeeded; each child created exactly once, none
+it checks what :mod:`localcluster.chaos` checks (every job succeeded; each child created exactly once, none
 extra, none lost, none orphaned; SSH keys and runtime snapshots never rewritten) and prints the counts
 and times. Exits 1 on any violation.
 """
@@ -18,17 +18,16 @@ import asyncio
 import sys
 
 from bench.cluster import local_cluster, machine
-from e2e import chaos
-from e2e.cluster import LocalCluster
-from e2e.helpers import Client
-from e2e.operator_process import Operator
+from localcluster import LocalCluster, chaos
+from localcluster.client import Client
+from localcluster.operator_process import Operator
 from trainer.framework.kube.client import Kube
 
 NAMESPACE = "chaos"
 
 
 async def measure(cluster: LocalCluster, operator: Operator, args: argparse.Namespace) -> chaos.Run:
-    """One run of :func:`e2e.chaos.run` in namespace ``chaos``."""
+    """One run of :func:`localcluster.chaos.run` in namespace ``chaos``."""
     client = await Client.connect(cluster)
     watch = await Kube.connect(str(cluster.kubeconfig))
     try:
@@ -67,7 +66,7 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=900, help="seconds for every job to finish (default 900)")
     args = p.parse_args()
     with local_cluster("bench-chaos-", pods_per_node=250) as cluster:
-        # e2e's restartable operator: e2e.chaos kills it with kill -9 and starts it again
+        # a restartable Operator: localcluster.chaos kills it with kill -9 and starts it again
         operator = Operator(cluster.kubeconfig, cluster.state_dir / "operator.log", ["--gang-scheduler-name", "none"])
         try:
             operator.start()

@@ -1,5 +1,5 @@
-"""The cluster and the operator of a bench: the project's local cluster (:class:`e2e.cluster.LocalCluster`,
-KWOK nodes, the binaries of ``e2e/build.sh``) started in a temporary directory, and the operator
+"""The cluster and the operator of a bench: the project's local cluster (:class:`localcluster.LocalCluster`,
+KWOK nodes, the binaries of ``localcluster/build.sh``) started in a temporary directory, and the operator
 (``python -m trainer``) run against it as its own process, with its ``/metrics`` text and its CPU and
 memory read from ``/proc``.
 
@@ -23,9 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from e2e.cluster import LocalCluster
-from e2e.cluster.cluster import free_ports
-from e2e.helpers import ROOT
+from localcluster import ROOT, LocalCluster
+from localcluster.cluster import free_ports
 
 NODES = 8
 """KWOK nodes of a bench's cluster."""

@@ -48,9 +48,9 @@ from bench.burst import (
 )
 from bench.cluster import NODES, PhaseTimeout, machine, pods_per_node
 from bench.raw_client import raw_copy, trainjob_owner
-from e2e.cluster import LocalCluster
-from e2e.cluster.api import ApiClient
-from e2e.cluster.cluster import free_ports
+from localcluster import LocalCluster
+from localcluster.api import ApiClient
+from localcluster.cluster import free_ports
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 from trainer.webhook import server as webhook_server

@@ -1,7 +1,7 @@
 """Idle writes: what the operator writes to the apiserver while nothing changes.
 
 ``python -m bench.idle_writes [--jobs 50] [--seconds 60]`` starts the local cluster (KWOK nodes; the
-binaries of ``e2e/build.sh``) in a temporary directory, runs the operator as its own process, creates
+binaries of ``localcluster/build.sh``) in a temporary directory, runs the operator as its own process, creates
 ``--jobs`` objects of each sample (the torch TrainJob, the TrainJob on the mpi runtime, the MPIJob)
 whose pods keep running, waits until every one is Running (the operator runs with
 ``--trainjob-running-condition``, so a TrainJob says so too) and the operator has gone quiet, then reads
@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import MPIJOBS, TRAINJOBS
 from bench.cluster import Operator, local_cluster, machine
-from e2e.cluster import LocalCluster
-from e2e.helpers import ROOT, Client
+from localcluster import ROOT, LocalCluster
+from localcluster.client import Client
 from trainer.framework.json_codec import JSON
 
 SAMPLES = ROOT / "config" / "samples"

@@ -1,7 +1,7 @@
 """The upstream side of the bench: Kubeflow Trainer's controller manager and the JobSet controller.
 
-``e2e/build.sh upstream`` builds both from the Go module proxy (Trainer at ``UPSTREAM_TRAINER_VERSION``
-of ``e2e/versions.env``, JobSet at the version Trainer's ``go.mod`` requires) into
+``localcluster/build.sh upstream`` builds both from the Go module proxy (Trainer at ``UPSTREAM_TRAINER_VERSION``
+of ``localcluster/versions.env``, JobSet at the version Trainer's ``go.mod`` requires) into
 ``$TRAINER_CACHE/bin/upstream-<version>/``, with the CRDs of both (``crds/``), Trainer's
 ClusterTrainingRuntimes (``runtimes/``) and both admission webhook configurations (``webhooks/``), all
 from the module sources. :func:`ensure_upstream` builds it when something is missing.
@@ -45,16 +45,16 @@ import yaml
 
 from api.kinds import TRAINJOBS, Resource
 from bench.cluster import Usage, read_usage, wait_readyz
-from e2e.cluster.api import ApiClient
-from e2e.cluster.binaries import BUILD_SCRIPT, cache_dir, versions
-from e2e.cluster.cluster import free_ports
-from e2e.cluster.pki import Pki, write_serving_cert
+from localcluster.api import ApiClient
+from localcluster.binaries import BUILD_SCRIPT, cache_dir, versions
+from localcluster.cluster import free_ports
+from localcluster.pki import Pki, write_serving_cert
 from trainer.framework.json_codec import JSON
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 """JobSet (sigs.k8s.io/jobset ``api/jobset/v1alpha2``): what upstream Trainer makes of a TrainJob."""
 VERSION_VARIABLE = "UPSTREAM_TRAINER_VERSION"
-"""The ``e2e/versions.env`` variable naming the Kubeflow Trainer version of the upstream side."""
+"""The ``localcluster/versions.env`` variable naming the Kubeflow Trainer version of the upstream side."""
 TRAINER_BINARY, JOBSET_BINARY = "trainer-controller-manager", "jobset-controller"
 BUILT = (
     TRAINER_BINARY,
@@ -64,7 +64,7 @@ BUILT = (
     "crds/jobset.x-k8s.io_jobsets.yaml",
     "runtimes/torch_distributed.yaml",
 )
-"""What ``e2e/build.sh upstream`` leaves in the upstream directory, relative to it."""
+"""What ``localcluster/build.sh upstream`` leaves in the upstream directory, relative to it."""
 TORCH_RUNTIME = "runtimes/torch_distributed.yaml"
 """Upstream's torch ClusterTrainingRuntime (``manifests/base/runtimes`` of kubeflow/trainer)."""
 TRAINER_CONTROLLER = "trainjob_controller"
@@ -88,8 +88,8 @@ def upstream_owner(obj: JSON) -> str | None:
 
 
 def upstream_dir(pinned: dict[str, str] | None = None, cache: Path | None = None) -> Path:
-    """``<cache>/bin/upstream-<UPSTREAM_TRAINER_VERSION>`` (``pinned``: ``e2e/versions.env`` by default,
-    ``cache``: :func:`e2e.cluster.binaries.cache_dir`). Raises ``KeyError`` when the version is not pinned."""
+    """``<cache>/bin/upstream-<UPSTREAM_TRAINER_VERSION>`` (``pinned``: ``localcluster/versions.env`` by default,
+    ``cache``: :func:`localcluster.binaries.cache_dir`). Raises ``KeyError`` when the version is not pinned."""
     pinned = versions() if pinned is None else pinned
     return (cache_dir() if cache is None else cache) / "bin" / f"upstream-{pinned[VERSION_VARIABLE]}"
 
@@ -106,7 +106,7 @@ def missing(directory: Path) -> list[str]:
 
 
 def ensure_upstream() -> Path:
-    """The upstream directory, built first by ``e2e/build.sh upstream`` when :func:`missing` names
+    """The upstream directory, built first by ``localcluster/build.sh upstream`` when :func:`missing` names
     something (the build's output goes to stderr). Raises ``subprocess.CalledProcessError`` when the
     build fails and ``FileNotFoundError`` when it leaves something out."""
     directory = upstream_dir()

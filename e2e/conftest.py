@@ -1,7 +1,7 @@
 """End-to-end fixtures: a real local cluster, the CRDs, the operator process, and a client.
 
 The cluster is started once per test session from the cached binaries (built on first use by
-``e2e/build.sh``); the operator runs as its own process, exactly as ``python -m trainer`` runs.
+``localcluster/build.sh``); the operator runs as its own process, exactly as ``python -m trainer`` runs.
 Each test works in a namespace of its own.
 """
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import ExternalCluster, LocalCluster
-from e2e.helpers import ROOT, Client
-from e2e.operator_process import Operator, running_operator
+from e2e.helpers import ROOT
+from localcluster import ExternalCluster, LocalCluster
+from localcluster.client import Client
+from localcluster.operator_process import Operator, running_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +54,7 @@ def operator(
     (default ``none``) as ``--gang-scheduler-name`` and its ``OPERATOR_ARGS``; it logs JSON to
     ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator.
     Webhook configurations (with ``--webhook-host`` and ``--webhook-port``) and the operator's own
-    ServiceAccount (``TRAINER_E2E_OPERATOR_SA=1``): see :func:`e2e.operator_process.running_operator`."""
+    ServiceAccount (``TRAINER_E2E_OPERATOR_SA=1``): see :func:`localcluster.operator_process.running_operator`."""
     gang = getattr(request.module, "GANG_SCHEDULER", "none")
     extra = list(getattr(request.module, "OPERATOR_ARGS", []))
     log_name = f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"

@@ -10,12 +10,13 @@ import asyncio
 import pytest
 
 from api.kinds import MPIJOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, deep_json, nested, wait_for, webhook_ca_patched
-from e2e.operator_process import Operator
+from e2e.helpers import deep_json, nested, webhook_ca_patched
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -1,7 +1,7 @@
 """Chaos on the real local cluster. A TrainJob created as soon as a restarted kube-apiserver answers
 again is Complete within 5 s. The operator killed with ``kill -9`` and the kube-apiserver restarted
 while TrainJobs and MPIJobs are created and run: afterwards every job succeeded with exactly the
-children it should have, each created once (the checks of :mod:`e2e.chaos`). Last, every component
+children it should have, each created once (the checks of :mod:`localcluster.chaos`). Last, every component
 of the cluster works again by itself (the cluster is shared by every module).
 
 The first test runs first on purpose: client-go's reflectors (kube-controller-manager, kube-scheduler,
@@ -18,13 +18,12 @@ from functools import partial
 import pytest
 
 from api.kinds import JOBS, KUEUE_CLUSTER_QUEUES, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS, Resource
-from e2e import chaos
-from e2e.chaos import TORCH_RUNTIME, retrying, runtimes, workload
-from e2e.cluster import ExternalCluster, LocalCluster
-from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.helpers import Client, condition
-from e2e.operator_process import Operator
 from e2e.test_trainjob import trainjob
+from localcluster import ExternalCluster, LocalCluster, chaos
+from localcluster.chaos import TORCH_RUNTIME, retrying, runtimes, workload
+from localcluster.client import Client, condition
+from localcluster.kueue import cluster_queue, local_queue, resource_flavor
+from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 

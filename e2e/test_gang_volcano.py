@@ -17,8 +17,8 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     VOLCANO_QUEUES,
 )
-from e2e.helpers import Client, condition, wait_for
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, condition, wait_for
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

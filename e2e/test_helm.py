@@ -52,12 +52,13 @@ import pytest
 import yaml
 
 from api.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
-from e2e.cluster.binaries import ensure
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import ROOT, Client, log_events, size, wait_for, webhook_ca_patched
-from e2e.operator_process import Operator
-from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from e2e.helpers import ROOT, log_events, size, webhook_ca_patched
 from e2e.test_trainjob import trainjob
+from localcluster.binaries import ensure
+from localcluster.client import Client, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
+from localcluster.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.webhook.server import CONFIG_NAME
@@ -98,7 +99,7 @@ CRDS = {
 
 
 class Helm:
-    """helm (built by ``e2e/build.sh``) against the test cluster, its own state under the cluster's."""
+    """helm (built by ``localcluster/build.sh``) against the test cluster, its own state under the cluster's."""
 
     def __init__(self, cluster: Any) -> None:
         self.binary = ensure("helm")["helm"]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
-from e2e.helpers import ROOT, Client, condition, wait_for
+from e2e.helpers import ROOT
+from localcluster.client import Client, condition, wait_for
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

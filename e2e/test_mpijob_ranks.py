@@ -9,10 +9,11 @@ import asyncio
 
 import pytest
 
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, wait_for, webhook_ca_patched
-from e2e.operator_process import Operator
+from e2e.helpers import webhook_ca_patched
 from e2e.test_mpijob import LONG, _n_running, mpijob, pods
+from localcluster.client import Client, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
 
 pytestmark = pytest.mark.e2e
 (PORT,) = reserved_ports(1)

@@ -1,4 +1,4 @@
-"""Multi-cluster dispatch with Kueue's MultiKueue on real clusters (:mod:`e2e.cluster.multicluster`):
+"""Multi-cluster dispatch with Kueue's MultiKueue on real clusters (:mod:`localcluster.multicluster`):
 a manager whose ClusterQueue holds the workers' sum (9 CPU) and two workers, worker-a with a 1-CPU
 queue and worker-b with an 8-CPU one, every cluster running this operator under
 ``--gang-scheduler-name=kueue``.
@@ -29,11 +29,12 @@ import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, KUEUE_WORKLOADS, MPIJOBS, NAMESPACES, PODS, SECRETS, TRAINJOBS, Resource
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
-from e2e.cluster import LocalCluster
-from e2e.cluster.multicluster import MANAGER, QUEUE, MultiCluster
-from e2e.helpers import ROOT, condition, kueue_sees_runtime, wait_for
-from e2e.operator_sa import operator_kubeconfig
+from e2e.helpers import ROOT, kueue_sees_runtime
 from e2e.test_trainjob import rjob, runtime, trainjob
+from localcluster import LocalCluster
+from localcluster.client import condition, wait_for
+from localcluster.multicluster import MANAGER, QUEUE, MultiCluster
+from localcluster.operator_sa import operator_kubeconfig
 from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.aio import observe
 from trainer.framework.json_codec import JSON

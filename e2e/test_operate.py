@@ -29,13 +29,14 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVICES, TRAINJOBS
-from e2e.cluster import ExternalCluster
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
-from e2e.image import Dockerfile, build_locally
-from e2e.operator_process import Operator
-from e2e.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
+from e2e.helpers import ROOT, log_events, size
 from e2e.test_mpijob import mpijob
+from localcluster import ExternalCluster
+from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.image import Dockerfile, build_locally
+from localcluster.operator_process import Operator
+from localcluster.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, micro_time
 

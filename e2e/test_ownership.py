@@ -25,9 +25,10 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     Resource,
 )
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import ROOT, Client, condition, wait_for
+from e2e.helpers import ROOT
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -24,10 +24,11 @@ import aiohttp
 import pytest
 
 from api.kinds import CONFIGMAPS, PODS, TRAINJOBS, Resource
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import ROOT, Client, wait_for
-from e2e.operator_process import Operator
+from e2e.helpers import ROOT
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.runtime.injection import token_audience
 

@@ -11,13 +11,13 @@ Substituted, because the session's cluster is not the README's and is shared wit
 
 - the install line (``python3 -m venv``, ``pip install``) and ``make binaries``: the suite runs in
   the venv that has the project and the binaries already; the test puts that venv first on PATH;
-- ``eval "$(python -m e2e.cluster up ...)"``: the session's cluster (its KUBECONFIG, and kubectl and
+- ``eval "$(python -m localcluster up ...)"``: the session's cluster (its KUBECONFIG, and kubectl and
   helm on PATH);
 - ``helm install``: release ``quickstart`` in namespace ``trainer-quickstart``, not ``trainer`` in
   ``trainer-system``, where the suite's own operator ServiceAccount and RBAC live (the chart would
   refuse to take them over);
 - ``/tmp/quickstart``: a temporary directory of the test;
-- ``python -m e2e.cluster down``: not run (the session's cluster stays for the other modules).
+- ``python -m localcluster down``: not run (the session's cluster stays for the other modules).
 
 The module's operator steps aside meanwhile: the quick start runs its own.
 """
@@ -36,9 +36,9 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster.binaries import ensure
 from e2e.helpers import ROOT
-from e2e.operator_process import Operator
+from localcluster.binaries import ensure
+from localcluster.operator_process import Operator
 
 pytestmark = pytest.mark.e2e
 README = ROOT / "README.md"
@@ -70,7 +70,7 @@ def substitute(command: str, cluster: Any, tmp: Path) -> str | None:
     """``command`` as the test runs it (see the module docstring); None: not run."""
     if command.startswith("python3 -m venv") or command.startswith("make binaries"):
         return None
-    if command.startswith('eval "$(python -m e2e.cluster up'):
+    if command.startswith('eval "$(python -m localcluster up'):
         tools = ensure("kubectl", "helm")
         path = ":".join(str(tools[t].parent) for t in ("kubectl", "helm"))
         return f"export KUBECONFIG={cluster.kubeconfig} PATH={path}:$PATH"
@@ -78,7 +78,7 @@ def substitute(command: str, cluster: Any, tmp: Path) -> str | None:
     if command.startswith("helm install "):
         command = command.replace("helm install trainer ", f"helm install {RELEASE} ", 1)
         return command.replace(" -n trainer-system ", f" -n {NAMESPACE} ", 1)
-    if command.startswith("kill %1 && python -m e2e.cluster down"):
+    if command.startswith("kill %1 && python -m localcluster down"):
         return "kill %1"
     return command
 

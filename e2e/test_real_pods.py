@@ -1,8 +1,8 @@
 """Real pods: training that actually runs, on real kubelets, not KWOK.
 
 Two real nodes (``realnode-0``, ``realnode-1``: kubelet + containerd + runc, see
-:mod:`e2e.realnode.node`) join the session's local cluster next to its KWOK nodes, with CoreDNS
-for ``cluster.local``, and the training image (:func:`e2e.realnode.images.training_image`: Debian
+:mod:`localcluster.realnode.node`) join the session's local cluster next to its KWOK nodes, with CoreDNS
+for ``cluster.local``, and the training image (:func:`localcluster.realnode.images.training_image`: Debian
 with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. Then:
 
 - a torch TrainJob, 2 nodes x 2 processes: torchrun joins the process group from the operator's
@@ -23,14 +23,14 @@ with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. 
   it mounts), so ``status.trainerStatus`` moves to 100% and ends with the held-out accuracy.
 
 Both MPI tests run on Open MPI 4 (the training image, Debian bookworm: ORTE's mpirun) and on Open MPI 5
-(:func:`e2e.realnode.images.ompi5_image`, Debian trixie: PRRTE's mpirun, which reads only the
+(:func:`localcluster.realnode.images.ompi5_image`, Debian trixie: PRRTE's mpirun, which reads only the
 ``PRTE_MCA_*`` variables the operator sets beside ``OMPI_MCA_orte_*``). Every rank prints its host
 name; the tests assert the ranks ran on two distinct real nodes and not on the launcher: without the
 ``PRTE_MCA_*`` variables Open MPI 5 ignores the hostfile, runs every rank on the launcher and still
 exits 0 (kubeflow/trainer #4028, kubeflow/mpi-operator #842).
 
 Needs root, Debian's packages (installed when missing) and the Go module proxy (kubelet and CoreDNS
-are built once into ``$TRAINER_CACHE/bin``). Runs wherever :func:`e2e.realnode.node.unavailable` finds
+are built once into ``$TRAINER_CACHE/bin``). Runs wherever :func:`localcluster.realnode.node.unavailable` finds
 nothing missing (``make test`` included), else is skipped with its reason; ``TRAINER_E2E_REAL=0`` skips it.
 """
 
@@ -53,12 +53,13 @@ from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
 
 from api.kinds import MPIJOBS, TRAINJOBS
-from e2e.cluster import LocalCluster
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import ROOT, Client, condition, wait_for
-from e2e.realnode import images
-from e2e.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
+from e2e.helpers import ROOT
 from e2e.test_trainjob import trainjob
+from localcluster import LocalCluster
+from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.realnode import images
+from localcluster.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()

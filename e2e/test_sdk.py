@@ -41,10 +41,11 @@ from cryptography.x509.oid import NameOID
 from api.base import ObjectMeta
 from api.kinds import JOBS
 from api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
-from e2e.cluster import LocalCluster
-from e2e.cluster.binaries import binary_paths
-from e2e.cluster.cluster import STAGES_FILE
-from e2e.helpers import ROOT, Client, wait_for
+from e2e.helpers import ROOT
+from localcluster import LocalCluster
+from localcluster.binaries import binary_paths
+from localcluster.client import Client, wait_for
+from localcluster.cluster import STAGES_FILE
 from trainer.client import (
     AlreadyExistsError,
     AsyncTrainerClient,

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
-from e2e.helpers import ROOT, Client, condition, log_events, size, wait_for
-from e2e.operator_process import Operator
+from e2e.helpers import ROOT, log_events, size
+from localcluster.client import Client, condition, wait_for
+from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

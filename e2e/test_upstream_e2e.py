@@ -1,6 +1,6 @@
 """Kubeflow Trainer's own end-to-end suite (``test/e2e`` of ``github.com/kubeflow/trainer/v2`` at
-``UPSTREAM_TRAINER_VERSION`` in ``e2e/versions.env``, ginkgo), compiled from the Go module proxy by
-``e2e/build.sh trainer_e2e`` and run unchanged against this operator, set up as upstream's
+``UPSTREAM_TRAINER_VERSION`` in ``localcluster/versions.env``, ginkgo), compiled from the Go module proxy by
+``localcluster/build.sh trainer_e2e`` and run unchanged against this operator, set up as upstream's
 ``hack/e2e-setup-cluster.sh`` sets up its own: the CRDs, the admission webhooks, the runtimes of
 ``manifests/base/runtimes`` (applied with ``kubectl apply -k``) and ``examples/flux/flux-runtime.yaml``.
 
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster.binaries import component_dir, ensure
-from e2e.cluster.cluster import LocalCluster, reserved_ports
 from e2e.helpers import ROOT
+from localcluster.binaries import component_dir, ensure
+from localcluster.cluster import LocalCluster, reserved_ports
 
 pytestmark = pytest.mark.e2e
 

@@ -5,7 +5,7 @@ Its TrainJob runs upstream's ``test/e2e/testdata/status_update.py`` with ``pytho
 container of the ``torch-distributed`` runtime: the script reads ``KUBEFLOW_TRAINER_SERVER_URL``, the
 CA and the token the operator injects, posts progress 42 %, 120 s remaining and two metrics to the
 operator's status server, and exits; the It waits for ``trainerStatus`` to show them and for
-``Complete``. The cluster has one real node (kubelet + containerd, :mod:`e2e.realnode.node`) and no
+``Complete``. The cluster has one real node (kubelet + containerd, :mod:`localcluster.realnode.node`) and no
 KWOK node; the runtime's image (``pytorch/pytorch``) is the training image (Debian with python3) under
 that name, imported into the node as upstream's setup loads its images into kind. The operator's
 status server is called at the pod network's gateway (``--status-server-host`` 10.88.0.1). The
@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.cluster.binaries import component_dir
-from e2e.cluster.cluster import LocalCluster, reserved_ports
-from e2e.realnode import images
-from e2e.realnode.node import RealNodes, status_server_args, unavailable
 from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster
+from localcluster.binaries import component_dir
+from localcluster.cluster import LocalCluster, reserved_ports
+from localcluster.realnode import images
+from localcluster.realnode.node import RealNodes, status_server_args, unavailable
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]

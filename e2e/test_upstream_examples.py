@@ -33,13 +33,14 @@ from api.kinds import (
     TRAINJOBS,
     VOLCANO_PODGROUPS,
 )
-from e2e.cluster import ExternalCluster, LocalCluster
-from e2e.cluster.cluster import reserved_ports
-from e2e.cluster.kueue import cluster_queue, local_queue, resource_flavor
-from e2e.helpers import Client, condition, kueue_sees_runtime, wait_for, webhook_ca_patched
-from e2e.operator_process import Operator, running_operator
+from e2e.helpers import kueue_sees_runtime, webhook_ca_patched
 from e2e.test_trainjob import env
 from e2e.upstream import default_runtimes, documents, examples_dir
+from localcluster import ExternalCluster, LocalCluster
+from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.kueue import cluster_queue, local_queue, resource_flavor
+from localcluster.operator_process import Operator, running_operator
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -23,11 +23,12 @@ from typing import Any
 import pytest
 
 from api.kinds import SECRETS, VALIDATING_WEBHOOKS
-from e2e.cluster.cluster import reserved_ports
-from e2e.helpers import Client, log_events, wait_for, webhook_ca_patched
-from e2e.operator_process import Operator
-from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from e2e.helpers import log_events, webhook_ca_patched
 from e2e.test_trainjob import rjob, runtime, trainjob
+from localcluster.client import Client, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
+from localcluster.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
 from trainer.framework.certs import fingerprint
 from trainer.framework.tls import SECRET_NAME
 from trainer.webhook.server import CONFIG_NAME

@@ -43,7 +43,7 @@ from bench.burst import (
 )
 from bench.cluster import NODES, Operator, cpu_seconds, pods_per_node, status_mib
 from bench.raw_client import RawController, raw_copy, trainjob_owner
-from e2e.helpers import ROOT
+from localcluster import ROOT
 from tests.kube_double import RecordingKube
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError

@@ -43,8 +43,8 @@ from bench.upstream import (
     upstream_owner,
     webhook_configurations,
 )
-from e2e.cluster.binaries import VERSIONS_FILE
-from e2e.cluster.pki import ensure_pki
+from localcluster.binaries import VERSIONS_FILE
+from localcluster.pki import ensure_pki
 from trainer.framework.json_codec import JSON
 
 # --- the build -----------------------------------------------------------------------------------------

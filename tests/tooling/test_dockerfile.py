@@ -11,7 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from e2e.image import Dockerfile
+from localcluster.image import Dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = Dockerfile.parse(ROOT / "Dockerfile")

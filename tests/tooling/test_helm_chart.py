@@ -9,7 +9,7 @@ selectors). The chart's CRDs and the rule files it reads are verbatim copies of 
 resources and image change what they should and nothing else; ``helm lint --strict`` passes. The
 webhook configurations are the code's (:func:`trainer.webhook.server.configurations`), without caBundle.
 
-helm and kubectl are the ones ``e2e/build.sh`` builds (versions in ``e2e/versions.env``).
+helm and kubectl are the ones ``localcluster/build.sh`` builds (versions in ``localcluster/versions.env``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster.binaries import ensure
+from localcluster.binaries import ensure
 from trainer import rbac
 from trainer.webhook import server as webhook
 
@@ -46,7 +46,7 @@ Key = tuple[str, str, str]
 
 @functools.cache
 def tools() -> dict[str, Path]:
-    """helm and kubectl, built by ``e2e/build.sh`` on first use."""
+    """helm and kubectl, built by ``localcluster/build.sh`` on first use."""
     return ensure("helm", "kubectl")
 
 

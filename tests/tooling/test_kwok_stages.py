@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from e2e.cluster.cluster import STAGES_FILE, LocalCluster
+from localcluster.cluster import STAGES_FILE, LocalCluster
 
 
 def stages(path: Path) -> dict[str, Any]:

@@ -3,7 +3,7 @@ nodes made, never the chains' own rules or anyone else's."""
 
 from __future__ import annotations
 
-from e2e.realnode.host import rules_jumping_to
+from localcluster.realnode.host import rules_jumping_to
 
 RULES = """-P INPUT ACCEPT
 -P OUTPUT ACCEPT

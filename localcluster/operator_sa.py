@@ -3,8 +3,9 @@ RBAC installed from ``kubectl kustomize`` of an overlay (everything but the Depl
 and the CRDs), and a kubeconfig that authenticates as that ServiceAccount with a token from
 ``kubectl create token``, so an operator run out of cluster has exactly the in-cluster permissions.
 
-Used by ``e2e/test_operate.py`` and, with ``TRAINER_E2E_OPERATOR_SA=1``, by the ``operator`` fixture
-of ``e2e/conftest.py`` for the whole suite.
+Used by :mod:`localcluster.multicluster`, by ``e2e/test_operate.py`` and, with
+``TRAINER_E2E_OPERATOR_SA=1``, by :func:`localcluster.operator_process.running_operator` (the
+``operator`` fixture of ``e2e/conftest.py``) for the whole suite.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Protocol
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from localcluster import ROOT
+
 NAMESPACE = "trainer-system"
 SERVICE_ACCOUNT = "trainer-operator"
 IDENTITY_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

@@ -13,7 +13,7 @@ Addresses (nothing is routed off the machine and nothing is masqueraded):
 - Pods: :data:`POD_CIDR` (10.88.0.0/16) on one bridge, :data:`BRIDGE`, whose address
   :data:`GATEWAY` (10.88.0.1) is on the host; node ``i`` hands out 10.88.<i+1>.2-254 (host-local
   IPAM). Pods get no default route: only the pod network itself is reachable, over the bridge.
-- Services: the cluster's :data:`~e2e.cluster.cluster.SERVICE_CIDR` (10.0.0.0/24). There is no
+- Services: the cluster's :data:`~localcluster.cluster.SERVICE_CIDR` (10.0.0.0/24). There is no
   kube-proxy, so ClusterIPs do not route; headless Services need none (DNS returns pod IPs).
 - DNS: CoreDNS listens on :data:`GATEWAY`:53, the kubelets' ``clusterDNS``. It answers
   ``cluster.local`` (Services, ``<hostname>.<subdomain>.<ns>.svc.cluster.local`` records of pods
@@ -25,7 +25,7 @@ Settings this machine needs (a Firecracker VM, root without CAP_SYS_RESOURCE, cg
 CAP_SYS_RESOURCE here), and the Node's InternalIP 127.0.0.1 patched in by us (the kubelet refuses
 a loopback ``--node-ip``).
 
-    python -m e2e.realnode.node up|down --cluster DIR [--nodes 2] [--dir DIR] [--images busybox,training]
+    python -m localcluster.realnode.node up|down --cluster DIR [--nodes 2] [--dir DIR] [--images busybox,training]
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from e2e.cluster.api import ApiClient
-from e2e.cluster.binaries import cache_dir, versions
-from e2e.cluster.cluster import CONTEXT, SERVICE_CIDR, LocalCluster, free_ports
-from e2e.cluster.pki import Pki, ensure_client_cert, write_kubeconfig
-from e2e.cluster.process import Component
-from e2e.realnode import host, images
+from localcluster.api import ApiClient
+from localcluster.binaries import cache_dir, versions
+from localcluster.cluster import CONTEXT, SERVICE_CIDR, LocalCluster, free_ports
+from localcluster.pki import Pki, ensure_client_cert, write_kubeconfig
+from localcluster.process import Component
+from localcluster.realnode import host, images
 
 PACKAGES = ("containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "debootstrap")
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
@@ -451,7 +451,8 @@ class RealNodes:
             if other != self.work and CoreDNS(self.cluster, other / "coredns").component.is_alive():
                 raise RuntimeError(
                     f"real nodes of {other} run on this machine (bridge {BRIDGE}, DNS {GATEWAY}); stop them "
-                    f"first: python -m e2e.demo --down, or python -m e2e.realnode.node down --dir {other}"
+                    "first: python -m localcluster.demo --down, or "
+                    f"python -m localcluster.realnode.node down --dir {other}"
                 )
         OWNER.parent.mkdir(parents=True, exist_ok=True)
         OWNER.write_text(f"{self.work}\n")
@@ -498,7 +499,7 @@ class RealNodes:
 
     def stop(self) -> None:
         """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge,
-        and put back what the nodes changed on the host (:mod:`e2e.realnode.host`)."""
+        and put back what the nodes changed on the host (:mod:`localcluster.realnode.host`)."""
         api = self.cluster.api() if self.cluster.is_running() else None
         if api is not None:
             self._delete_pods(api)
@@ -550,7 +551,9 @@ class RealNodes:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=["up", "down"])
-    p.add_argument("--cluster", type=Path, required=True, help="state dir of a running e2e LocalCluster")
+    p.add_argument(
+        "--cluster", type=Path, required=True, help="state dir of a running local cluster (python -m localcluster up)"
+    )
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--dir", type=Path, default=Path("/tmp/trainer-realnode/nodes"))
     p.add_argument("--images", default="busybox", help="comma-separated: busybox,training,ompi5")

@@ -1,7 +1,7 @@
 """``make demo``: train a real model on the local cluster and watch it train.
 
-``python -m e2e.demo`` starts the local cluster (building its binaries on first use) and, where the
-machine allows it (root, Debian's packages: see :func:`e2e.realnode.node.unavailable`), two real
+``python -m localcluster.demo`` starts the local cluster (building its binaries on first use) and, where the
+machine allows it (root, Debian's packages: see :func:`localcluster.realnode.node.unavailable`), two real
 nodes (kubelet + containerd) with the training image, then runs the operator with its status server
 on the pods' gateway and creates a TrainJob from ``config/samples/digits``: torchrun DDP over gloo,
 2 nodes x 2 processes, a small convolutional network on scikit-learn's bundled digits. It prints:
@@ -16,7 +16,7 @@ nothing: the job completes, nothing trains). ``TRAINER_DEMO_KWOK=1`` chooses KWO
 
 Every run creates a new TrainJob (``generateName``); earlier demo TrainJobs are deleted without
 waiting for their children to go. The cluster and the real nodes keep running for ``kubectl``, so a
-second run starts at once; ``python -m e2e.demo --down`` stops both.
+second run starts at once; ``python -m localcluster.demo --down`` stops both.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from api.kinds import TRAINJOBS
 from api.trainer_v1alpha1 import TrainJob
-from e2e.cluster import LocalCluster
-from e2e.cluster.cluster import free_ports
-from e2e.helpers import ROOT, Client, condition
-from e2e.operator_process import Operator
-from e2e.realnode import node as realnode
+from localcluster import ROOT, LocalCluster
+from localcluster.client import Client, condition
+from localcluster.cluster import free_ports
+from localcluster.operator_process import Operator
+from localcluster.realnode import node as realnode
 from trainer.client.types import Holding, holding_condition
 from trainer.framework.json_codec import JSON
 
@@ -163,7 +163,7 @@ def report(cluster: LocalCluster, name: str, real: bool, metrics: dict[str, str]
         f"\n  {kubectl} get trainjobs,jobs,pods -o wide\n"
         f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} describe {name}\n"
         f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} logs {name} --all-pods --prefix\n"
-        f"  stop it all: {sys.executable} -m e2e.demo --down"
+        f"  stop it all: {sys.executable} -m localcluster.demo --down"
     )
 
 

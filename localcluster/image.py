@@ -97,7 +97,7 @@ class Dockerfile:
             elif op == "ENTRYPOINT":
                 stage.entrypoint = json.loads(rest)
             else:
-                raise ValueError(f"Dockerfile instruction {op} is not understood by e2e/image.py")
+                raise ValueError(f"Dockerfile instruction {op} is not understood by localcluster/image.py")
             stage.steps.append((op, rest))
         return cls(stages)
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Build the binaries a real node needs, from the Go module proxy, into the same cache as e2e/build.sh:
-#   kubelet  -> $TRAINER_CACHE/bin/kubernetes-<KUBERNETES_VERSION>/kubelet  (e2e/build.sh's wrapper-module
+# Build the binaries a real node needs, from the Go module proxy, into the same cache as localcluster/build.sh:
+#   kubelet  -> $TRAINER_CACHE/bin/kubernetes-<KUBERNETES_VERSION>/kubelet  (localcluster/build.sh's wrapper-module
 #               technique; reuses its resolved go.mod in $TRAINER_CACHE/src/kubernetes-<ver> when present)
 #   coredns  -> $TRAINER_CACHE/bin/coredns-<COREDNS_VERSION>/coredns  (only the plugins cluster DNS needs,
 #               so none of the cloud SDKs of the full plugin.cfg are downloaded)
-#   pause    -> $TRAINER_CACHE/bin/realnode-pause/pause  (e2e/realnode/pause.go, static)
-# Each is built once. Usage: e2e/realnode/build.sh [kubelet] [coredns] [pause]   (default: all)
+#   pause    -> $TRAINER_CACHE/bin/realnode-pause/pause  (localcluster/realnode/pause.go, static)
+# Each is built once. Usage: localcluster/realnode/build.sh [kubelet] [coredns] [pause]   (default: all)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../versions.env disable=SC1091
@@ -107,7 +107,7 @@ components=(kubelet coredns pause)
 [ "$#" -gt 0 ] && components=("$@")
 mkdir -p "$cache"
 exec 9>"$cache/.realnode-build.lock"
-flock -n 9 || { log "waiting for another e2e/realnode/build.sh run to finish"; flock 9; }
+flock -n 9 || { log "waiting for another localcluster/realnode/build.sh run to finish"; flock 9; }
 for component in "${components[@]}"; do
   declare -F "build_$component" >/dev/null || { log "unknown component '$component'"; exit 2; }
   start=$SECONDS

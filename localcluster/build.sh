@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Build the real cluster components the local e2e cluster runs, from the Go module proxy.
+# Build the real cluster components the local cluster runs, from the Go module proxy.
 #
 # Every binary lands in "$TRAINER_CACHE/bin/<component>-<version>/" and is built only once:
 # a fresh clone on the same machine reuses it. GOMODCACHE and GOCACHE stay Go's defaults
 # (outside the checkout), so a partial build also resumes quickly.
 #
-# Usage: e2e/build.sh                  # build every component that is missing, print the bin directory
-#        e2e/build.sh volcano kueue    # build only the named components
+# Usage: localcluster/build.sh                  # build every component that is missing, print the bin directory
+#        localcluster/build.sh volcano kueue    # build only the named components
 # Components: etcd kwok kubernetes volcano kueue helm trainer_e2e
 #             upstream (only when named: the bench's upstream side)
 set -euo pipefail
@@ -413,7 +413,7 @@ done
 # One build at a time per cache: two runs (say a test's and a person's) would race on the same files.
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"
-flock -n 9 || { log "waiting for another e2e/build.sh run to finish"; flock 9; }
+flock -n 9 || { log "waiting for another localcluster/build.sh run to finish"; flock 9; }
 
 for component in "${components[@]}"; do
   start=$SECONDS

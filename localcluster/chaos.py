@@ -39,8 +39,8 @@ import aiohttp
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES, TRAINJOBS, Resource
-from e2e.helpers import ROOT
-from e2e.operator_process import Operator
+from localcluster import ROOT
+from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 
@@ -62,7 +62,7 @@ Child = tuple[str, str]
 
 def run_for(delay: float, jitter: float) -> dict[str, str]:
     """KWOK annotations that complete a pod after uniform[``delay``, ``jitter``) seconds Running
-    (``jitter`` must exceed ``delay``; see e2e/cluster/kwok-stages.yaml)."""
+    (``jitter`` must exceed ``delay``; see localcluster/kwok-stages.yaml)."""
     if jitter <= delay:
         raise ValueError(f"jitter {jitter} must exceed delay {delay}")
     return {

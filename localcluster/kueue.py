@@ -21,7 +21,7 @@ field fails the start).
   ``kueue.x-k8s.io/queue-name`` label (and, for MultiKueue, its ``managedBy``).
 - Kueue serves ``kueue.x-k8s.io`` v1beta1 and v1beta2 (stored from v0.17, what its controllers
   use); the CRDs its kustomization patches for conversion (``conversion/`` beside the CRDs, see
-  ``e2e/build.sh``) are applied here with ``conversion.strategy: Webhook`` pointing at this
+  ``localcluster/build.sh``) are applied here with ``conversion.strategy: Webhook`` pointing at this
   Kueue's webhook server (``https://127.0.0.1:<port>/convert``, the cluster CA as caBundle):
   :func:`write_crds`.
 - With internal cert management off, Kueue *always* loads the metrics server's certificate from
@@ -31,7 +31,7 @@ field fails the start).
   port: switched off.
 - ``waitForPodsReady`` is on by default from v0.19 (timeout 30 min, ``blockAdmission`` false):
   left at Kueue's defaults unless a test restarts Kueue with its own
-  (:meth:`e2e.cluster.LocalCluster.restart_kueue`, e.g. a 20 s timeout and a
+  (:meth:`localcluster.LocalCluster.restart_kueue`, e.g. a 20 s timeout and a
   ``requeuingStrategy``; ``apis/config/v1beta2`` ``WaitForPodsReady``). Kueue reads a TrainJob's
   readiness from ``status.jobsStatus`` (``ready`` + ``succeeded`` of every replicated job against
   the Jobs its runtime makes).
@@ -53,7 +53,7 @@ import yaml
 from cryptography import x509
 
 from api.kinds import KUEUE_CLUSTER_QUEUES
-from e2e.cluster.pki import Pki, write_serving_cert
+from localcluster.pki import Pki, write_serving_cert
 
 KUEUE_API_VERSION = KUEUE_CLUSTER_QUEUES.api_version
 """The version of the Kueue objects written here (``kueue.x-k8s.io/v1beta2``, see api/kinds.py)."""

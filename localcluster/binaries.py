@@ -1,7 +1,7 @@
-"""Locate the cluster binaries built by ``e2e/build.sh``, building them when one is missing.
+"""Locate the cluster binaries built by ``localcluster/build.sh``, building them when one is missing.
 
-``e2e/build.sh`` puts every binary in ``$TRAINER_CACHE/bin/<component>-<version>/`` (the cache
-defaults to ``~/.cache/trainer``) with the versions pinned in ``e2e/versions.env``. The optional
+``localcluster/build.sh`` puts every binary in ``$TRAINER_CACHE/bin/<component>-<version>/`` (the cache
+defaults to ``~/.cache/trainer``) with the versions pinned in ``localcluster/versions.env``. The optional
 components (Volcano, Kueue) also keep the CRDs they need next to their binaries, in ``crds/``. The
 tools the tests run (helm, for ``charts/trainer``) are built the same way, by :func:`ensure`.
 """
@@ -14,9 +14,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-E2E_DIR = Path(__file__).resolve().parent.parent
-BUILD_SCRIPT = E2E_DIR / "build.sh"
-VERSIONS_FILE = E2E_DIR / "versions.env"
+HERE = Path(__file__).resolve().parent
+BUILD_SCRIPT = HERE / "build.sh"
+VERSIONS_FILE = HERE / "versions.env"
 
 # binary name -> (versions.env variable, build.sh component, which is also the bin sub-directory prefix)
 BINARIES: dict[str, tuple[str, str]] = {
@@ -55,7 +55,7 @@ def cache_dir() -> Path:
 
 
 def versions() -> dict[str, str]:
-    """The ``NAME=value`` pairs of ``e2e/versions.env``."""
+    """The ``NAME=value`` pairs of ``localcluster/versions.env``."""
     pairs: dict[str, str] = {}
     for line in VERSIONS_FILE.read_text().splitlines():
         line = line.strip()

@@ -1,9 +1,9 @@
 """LocalCluster: a real Kubernetes control plane on loopback, with KWOK fake nodes, no containers.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok run as detached processes
-(see :mod:`e2e.cluster.process`), optionally followed by Volcano (vc-scheduler,
-vc-controller-manager, then vc-webhook-manager; :mod:`e2e.cluster.volcano`) and Kueue (:mod:`e2e.cluster.kueue`). Their
-state lives in ``state_dir``::
+(see :mod:`localcluster.process`), optionally followed by Volcano (vc-scheduler,
+vc-controller-manager, then vc-webhook-manager; :mod:`localcluster.volcano`) and Kueue
+(:mod:`localcluster.kueue`). Their state lives in ``state_dir``::
 
     state_dir/
       kubeconfig.yaml          admin kubeconfig, context "trainer-local"
@@ -46,12 +46,12 @@ from typing import Any
 
 import yaml
 
-from e2e.cluster import kueue, volcano
-from e2e.cluster.api import ApiClient
-from e2e.cluster.binaries import binary_paths, component_dir, crd_dir, ensure_binaries
-from e2e.cluster.crds import FIELD_MANAGER, apply_crds
-from e2e.cluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig, write_serving_cert
-from e2e.cluster.process import Component
+from localcluster import kueue, volcano
+from localcluster.api import ApiClient
+from localcluster.binaries import binary_paths, component_dir, crd_dir, ensure_binaries
+from localcluster.crds import FIELD_MANAGER, apply_crds
+from localcluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig, write_serving_cert
+from localcluster.process import Component
 
 STAGES_FILE = Path(__file__).resolve().parent / "kwok-stages.yaml"
 CONTEXT = "trainer-local"
@@ -61,7 +61,7 @@ NODE_IP = "127.0.0.1"  # InternalIP of every node: loopback, so nothing ever lea
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 VOLCANO_COMPONENTS = ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")
-VOLCANO_WEBHOOK = "vc-webhook-manager"  # started once Volcano's queues are Open (see e2e.cluster.volcano)
+VOLCANO_WEBHOOK = "vc-webhook-manager"  # started once Volcano's queues are Open (see localcluster.volcano)
 KUEUE_COMPONENTS = ("kueue",)
 OPTIONAL_COMPONENTS = (*VOLCANO_COMPONENTS, *KUEUE_COMPONENTS)
 # Client identities of the optional components: kubeconfig name -> (common name, organization).
@@ -176,7 +176,7 @@ class LocalCluster:
         self.binaries: dict[str, Path] = binary_paths()
         unknown = [name for name in self.optional_components() if name not in self.binaries]
         if unknown:
-            raise ValueError(f"no version of {', '.join(unknown)} in e2e/versions.env")
+            raise ValueError(f"no version of {', '.join(unknown)} in localcluster/versions.env")
         # Every component known to this checkout, requested or not, so that stop() stops them all.
         self._components = {
             name: Component(name, self.binaries[name], self.state_dir / "run", self.state_dir / "logs")

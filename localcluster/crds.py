@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster.api import ApiClient
+from localcluster.api import ApiClient
 
 FIELD_MANAGER = "trainer-e2e-cluster"
 CRD_PREFIX = "customresourcedefinition.apiextensions.k8s.io/"

@@ -4,7 +4,7 @@ Every image is an OCI-layout archive cached as ``$TRAINER_CACHE/images/<name>-<k
 the key is a hash of everything that goes into it, so it is built once per machine and then only
 imported (``ctr -n k8s.io images import``) into each node's containerd:
 
-- :func:`pause_image`: the CRI sandbox image (``e2e/realnode/pause.go``, built by ``build.sh``).
+- :func:`pause_image`: the CRI sandbox image (``localcluster/realnode/pause.go``, built by ``build.sh``).
 - :func:`busybox_image`: ``/bin/busybox`` of Debian's busybox-static and one link per applet.
 - :func:`training_image`: a Debian root file system made by ``debootstrap`` plus, installed with
   apt inside it, python3, Debian's CPU build of PyTorch (``python3-torch``, with gloo), Open MPI
@@ -16,7 +16,7 @@ imported (``ctr -n k8s.io images import``) into each node's containerd:
 
 Both are :class:`DebianImage` specs built by one function, :func:`debian_image`.
 
-    python -m e2e.realnode.images [pause|busybox|training|ompi5 ...]   # build (or find), print paths
+    python -m localcluster.realnode.images [pause|busybox|training|ompi5 ...]   # build (or find), print paths
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from e2e.cluster.binaries import cache_dir
-from e2e.realnode.layer import build_layer
+from localcluster.binaries import cache_dir
+from localcluster.realnode.layer import build_layer
 
 HERE = Path(__file__).resolve().parent
 PAUSE_IMAGE = "localhost/realnode/pause:1"
@@ -72,7 +72,7 @@ def images_dir() -> Path:
 
 
 def realnode_versions() -> dict[str, str]:
-    """The ``NAME=value`` pairs of ``e2e/realnode/versions.env``."""
+    """The ``NAME=value`` pairs of ``localcluster/realnode/versions.env``."""
     pairs: dict[str, str] = {}
     for line in (HERE / "versions.env").read_text().splitlines():
         line = line.strip()
@@ -83,7 +83,7 @@ def realnode_versions() -> dict[str, str]:
 
 
 def ensure_built(*components: str) -> Path:
-    """Run ``e2e/realnode/build.sh`` for ``components`` (kubelet, coredns, pause); return the bin dir."""
+    """Run ``localcluster/realnode/build.sh`` for ``components`` (kubelet, coredns, pause); return the bin dir."""
     subprocess.run(["bash", str(HERE / "build.sh"), *components], check=True, stdout=sys.stderr)
     return cache_dir() / "bin"
 
@@ -116,7 +116,7 @@ def write_oci_archive(out: Path, name: str, layer: Path, config: dict[str, Any])
         "created": "1970-01-01T00:00:00Z",
         "config": config,
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
-        "history": [{"created_by": "e2e/realnode/images.py"}],
+        "history": [{"created_by": "localcluster/realnode/images.py"}],
     }
     manifest = {
         "schemaVersion": 2,

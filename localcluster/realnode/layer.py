@@ -1,5 +1,5 @@
 """A single-layer root file system from local files and symlinks, as an uncompressed layer tar (for the
-small pause and busybox images; :func:`e2e.realnode.images.write_oci_archive` makes the image of it)."""
+small pause and busybox images; :func:`localcluster.realnode.images.write_oci_archive` makes the image of it)."""
 
 from __future__ import annotations
 

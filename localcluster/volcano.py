@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from e2e.cluster.api import ApiClient
+from localcluster.api import ApiClient
 
 SCHEDULER_NAME = "volcano"
 DEFAULT_QUEUE = "default"

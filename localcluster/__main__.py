@@ -1,5 +1,5 @@
-"""Command line: ``python -m e2e.cluster up|down|status [--dir DIR] [--nodes N] [--purge]``, and
-``python -m e2e.cluster multicluster up|down|status [--dir DIR] [--purge]``.
+"""Command line: ``python -m localcluster up|down|status [--dir DIR] [--nodes N] [--purge]``, and
+``python -m localcluster multicluster up|down|status [--dir DIR] [--purge]``.
 
 ``up`` starts the cluster (or reuses the one running from DIR) and prints ``export KUBECONFIG=...``
 and ``export PATH=...`` (the built kubectl, and helm once built) on stdout, for ``eval``; the
@@ -8,7 +8,7 @@ add those components, ``up --crds PATH...`` applies CRD manifests (files or dire
 start; ``down`` stops whatever runs, optional components included.
 
 ``multicluster up`` starts a MultiKueue manager and two worker clusters, each with Kueue and the
-operator (:mod:`e2e.cluster.multicluster`), and prints ``export KUBECONFIG=<manager>`` on stdout
+operator (:mod:`localcluster.multicluster`), and prints ``export KUBECONFIG=<manager>`` on stdout
 and the workers' kubeconfigs on stderr.
 """
 
@@ -18,13 +18,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from e2e.cluster.binaries import binary_paths, cache_dir
-from e2e.cluster.cluster import LocalCluster
-from e2e.cluster.multicluster import MultiCluster
+from localcluster.binaries import binary_paths, cache_dir
+from localcluster.cluster import LocalCluster
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument(
         "--dir",
@@ -57,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _multicluster_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.cluster multicluster",
+        prog="python -m localcluster multicluster",
         description="A MultiKueue manager cluster and two worker clusters (worker-a: 1 CPU queue, worker-b: 8).",
     )
     parser.add_argument("command", choices=["up", "down", "status"])
@@ -73,6 +72,9 @@ def _multicluster_parser() -> argparse.ArgumentParser:
 
 def multicluster_main(argv: list[str]) -> int:
     """Run one ``multicluster`` command; return the process exit code."""
+    # Imported here: the MultiKueue setup loads the operator's webhook code, a single cluster needs none of it.
+    from localcluster.multicluster import MultiCluster
+
     args = _multicluster_parser().parse_args(argv)
     mc = MultiCluster(args.dir)
     if args.command == "up":

@@ -1,4 +1,5 @@
-"""The operator as its own process (``python -m trainer``), as the e2e tests and the benchmarks run it."""
+"""The operator as its own process (``python -m trainer``), as the end-to-end tests, the demo and the
+benchmarks run it."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from e2e.cluster import ExternalCluster, LocalCluster
-from e2e.helpers import ROOT
-from e2e.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
-from e2e.operator_sa import operator_kubeconfig
+from localcluster import ROOT, ExternalCluster, LocalCluster
+from localcluster.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from localcluster.operator_sa import operator_kubeconfig
 from trainer.webhook import server as webhook_server
 
 
@@ -105,7 +105,7 @@ def running_operator(
     would refuse every write once nothing serves them).
 
     With ``TRAINER_E2E_OPERATOR_SA=1`` it runs as its own ServiceAccount with the RBAC of ``config/``
-    (the overlay of ``gang``; see :mod:`e2e.operator_sa`), not as admin, and its Lease and certificate
+    (the overlay of ``gang``; see :mod:`localcluster.operator_sa`), not as admin, and its Lease and certificate
     Secrets default to that account's namespace, where its Roles are."""
     kubeconfig = cluster.kubeconfig
     env = {}

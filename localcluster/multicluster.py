@@ -41,17 +41,16 @@ from typing import Any
 import yaml
 
 from api.kinds import KUEUE_ADMISSION_CHECKS, KUEUE_CLUSTER_QUEUES, KUEUE_MULTIKUEUE_CLUSTERS, VALIDATING_WEBHOOKS
-from e2e.cluster import kueue
-from e2e.cluster.api import ApiClient
-from e2e.cluster.binaries import ensure_binaries
-from e2e.cluster.cluster import LocalCluster, _port_is_free, free_ports
-from e2e.cluster.pki import Pki, ensure_client_cert, ensure_pki
-from e2e.cluster.process import Component
-from e2e.operator_sa import NAMESPACE as SA_NAMESPACE
+from localcluster import ROOT, kueue
+from localcluster.api import ApiClient
+from localcluster.binaries import ensure_binaries
+from localcluster.cluster import LocalCluster, _port_is_free, free_ports
+from localcluster.operator_sa import NAMESPACE as SA_NAMESPACE
+from localcluster.pki import Pki, ensure_client_cert, ensure_pki
+from localcluster.process import Component
 from trainer.webhook.server import CONFIG_NAME
 from trainer.webhook.server import configurations as webhook_configurations
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 CRDS = ROOT / "config" / "crd" / "bases"
 RUNTIMES = (
     ROOT / "config" / "samples" / "torch-distributed.yaml",
@@ -195,7 +194,7 @@ class MultiCluster:
     ) -> None:
         """Describe the clusters; nothing is started before :meth:`start`. The operators connect
         with each cluster's admin kubeconfig, or with what ``operator_kubeconfig`` returns for it
-        (e.g. their ServiceAccount's, see ``e2e/operator_sa.py``)."""
+        (e.g. their ServiceAccount's, see ``localcluster/operator_sa.py``)."""
         self.state_dir = Path(state_dir).resolve()
         self.operator_kubeconfig = operator_kubeconfig
         self.worker_cpus = dict(workers)

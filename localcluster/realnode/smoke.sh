@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Smoke test for REAL pods and cluster DNS on this machine: the project's local cluster (python -m
-# e2e.cluster up), two real nodes plus CoreDNS (python -m e2e.realnode.node up), a headless Service
+# localcluster up), two real nodes plus CoreDNS (python -m localcluster.realnode.node up), a headless Service
 # and two busybox pods, one per node; the second must resolve the first as <host>.<subdomain>
 # (search path) and <host>.<subdomain>.<ns>.svc.cluster.local, and reach it over TCP.
 #
-# Usage: e2e/realnode/smoke.sh up     # everything below; leaves it running
-#        e2e/realnode/smoke.sh down   # stop the nodes, CoreDNS and the cluster
+# Usage: localcluster/realnode/smoke.sh up     # everything below; leaves it running
+#        localcluster/realnode/smoke.sh down   # stop the nodes, CoreDNS and the cluster
 # Work dir: $RN (default /tmp/trainer-realnode). Needs root, Debian, the Go toolchain.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -13,12 +13,12 @@ RN="${RN:-/tmp/trainer-realnode}"
 py="$repo/.venv/bin/python"; [ -x "$py" ] || py=python3
 export KUBECONFIG="$RN/cluster/kubeconfig.yaml" PYTHONDONTWRITEBYTECODE=1
 log() { printf '[realnode %s] %s\n' "$(date +%T)" "$*" >&2; }
-kubectl() { "${TRAINER_CACHE:-$HOME/.cache/trainer}/bin/kubernetes-$(. "$repo/e2e/versions.env"; echo "$KUBERNETES_VERSION")/kubectl" "$@"; }
+kubectl() { "${TRAINER_CACHE:-$HOME/.cache/trainer}/bin/kubernetes-$(. "$repo/localcluster/versions.env"; echo "$KUBERNETES_VERSION")/kubectl" "$@"; }
 
 up() {
   local t0=$SECONDS
-  (cd "$repo" && "$py" -m e2e.cluster up --dir "$RN/cluster" --nodes 1 >/dev/null)
-  (cd "$repo" && "$py" -m e2e.realnode.node up --cluster "$RN/cluster" --nodes 2 --dir "$RN/nodes")
+  (cd "$repo" && "$py" -m localcluster up --dir "$RN/cluster" --nodes 1 >/dev/null)
+  (cd "$repo" && "$py" -m localcluster.realnode.node up --cluster "$RN/cluster" --nodes 2 --dir "$RN/nodes")
   kubectl delete pod,svc -l app=smoke --ignore-not-found --wait=true >/dev/null
   kubectl apply -f - >&2 <<'EOP'
 apiVersion: v1
@@ -57,8 +57,8 @@ EOP
 }
 
 down() {
-  (cd "$repo" && "$py" -m e2e.realnode.node down --cluster "$RN/cluster" --nodes 2 --dir "$RN/nodes") || true
-  (cd "$repo" && "$py" -m e2e.cluster down --dir "$RN/cluster") || true
+  (cd "$repo" && "$py" -m localcluster.realnode.node down --cluster "$RN/cluster" --nodes 2 --dir "$RN/nodes") || true
+  (cd "$repo" && "$py" -m localcluster down --dir "$RN/cluster") || true
 }
 
 case "${1:-up}" in up) up ;; down) down ;; *) echo "usage: $0 up|down" >&2; exit 2 ;; esac

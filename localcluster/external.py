@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 class ExternalCluster:
-    """A cluster someone else runs (e.g. kind, see ``e2e/kind.sh``), named by its kubeconfig."""
+    """A cluster someone else runs (e.g. kind, see ``localcluster/kind.sh``), named by its kubeconfig."""
 
     def __init__(self, kubeconfig: Path, state_dir: Path) -> None:
         self.kubeconfig, self.state_dir = kubeconfig, state_dir
