@@ -3,7 +3,7 @@ the operator.
 
 Every command is a thin layer over :class:`trainer.client.AsyncTrainerClient` and, for the :mod:`api`
 objects it prints, :class:`trainer.client.AsyncJobClient`; what is pure here
-(output formatting, exit codes) is tested without a cluster in ``tests/test_cli.py``.
+(output formatting, exit codes) is tested without a cluster in ``tests/entry/test_cli.py``.
 """
 
 from __future__ import annotations

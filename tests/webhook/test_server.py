@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 
 from tests.kube_double import RecordingKube
-from tests.test_admission import facts, tj
+from tests.webhook.test_admission import facts, tj
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 from trainer.webhook import server as webhook

@@ -1,7 +1,7 @@
 """The TrainJob lifecycle as JobSet defines it, on the recording double of ``Kube`` wired by the real
 manager: failurePolicy restarts (every Job recreated, old attempt deleted first, the count in the
 status), FailJobSet and RestartJobSetAndIgnoreMaxRestarts rules, the runtime snapshot,
-ttlSecondsAfterFinished and the TrainJob's own activeDeadlineSeconds."""
+ttlSecondsAfterFinished, the TrainJob's own activeDeadlineSeconds, and JobSet's words on ``Complete``."""
 
 from __future__ import annotations
 
@@ -190,3 +190,15 @@ async def test_the_trainjob_deadline_is_one_budget_and_fails_with_deadline_excee
     failed = w.condition("Failed")
     assert failed is not None and failed["reason"] == "DeadlineExceeded"
     assert not w.jobs(), "every Job goes"
+
+
+async def test_the_complete_condition_says_jobsets_words() -> None:
+    w = World("torch", "none")
+    await w.settle()
+    w.complete_jobs()
+    await w.settle()
+    cond = w.condition("Complete")
+    assert cond is not None and (cond["reason"], cond["message"]) == (
+        "AllJobsCompleted",
+        "jobset completed successfully",
+    )

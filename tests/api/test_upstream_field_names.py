@@ -21,7 +21,7 @@ from api import crd
 from api import jobset_v1alpha2 as js
 from api import trainer_v1alpha1 as tv1
 
-UPSTREAM = json.loads((Path(__file__).parent / "data" / "upstream_fields.json").read_text())
+UPSTREAM = json.loads((Path(__file__).resolve().parent.parent / "data" / "upstream_fields.json").read_text())
 
 MODELS: dict[str, type[BaseModel]] = {
     # kubeflow/trainer v2.3.0

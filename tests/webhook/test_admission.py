@@ -14,6 +14,7 @@ from trainer.framework.certs import Bundle, generate
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.validation import RFC1035
 from trainer.webhook import rules
+from trainer.webhook.rules import default_patch
 from trainer.webhook.server import review_response
 
 RUNTIME = load_sample("torch-distributed.yaml")
@@ -280,3 +281,23 @@ def test_a_trainjob_on_a_runtime_with_no_replicas_is_refused_naming_the_runtime(
     assert err.startswith(
         "spec.runtimeRef: runtime 'torch-distributed' is invalid: spec.template.spec.replicatedJobs[1]"
     )
+
+
+def test_runtime_patch_times_are_stamped_on_create_and_kept_for_unchanged_entries() -> None:
+    def tj(*patches: JSON) -> JSON:
+        return {"kind": "TrainJob", "spec": {"runtimePatches": list(patches)}}
+
+    kueue = {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"metadata": {}}}}
+    sdk = {"manager": "trainer.kubeflow.org/sdk", "trainingRuntimeSpec": {}}
+    created = default_patch(tj(kueue, {**sdk, "time": "2026-01-01T00:00:00Z"}), "TrainJob", "none", None, "T1")
+    assert created == [{"op": "add", "path": "/spec/runtimePatches/0/time", "value": "T1"}], "a set time stays"
+    old = tj({**kueue, "time": "T1"}, {**sdk, "time": "T1"})
+    changed = {**sdk, "trainingRuntimeSpec": {"template": {"metadata": {"labels": {"a": "b"}}}}}
+    # Kueue's entry unchanged (sent without its time), the SDK's changed, a third one new.
+    new = tj(kueue, {**changed, "time": "T1"}, {"manager": "other", "trainingRuntimeSpec": {}})
+    assert default_patch(new, "TrainJob", "none", old, "T2") == [
+        {"op": "add", "path": "/spec/runtimePatches/0/time", "value": "T1"},
+        {"op": "replace", "path": "/spec/runtimePatches/1/time", "value": "T2"},
+        {"op": "add", "path": "/spec/runtimePatches/2/time", "value": "T2"},
+    ]
+    assert default_patch(old, "TrainJob", "none", old, "T2") == [], "an update that changes nothing stamps nothing"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
-from tests.test_webhook_tls import FakeKube
+from tests.framework.test_webhook_tls import FakeKube
 from trainer.framework import tls
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError

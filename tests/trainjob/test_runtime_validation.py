@@ -132,6 +132,18 @@ def test_names_that_would_not_fit_63_characters_are_refused_up_front() -> None:
     assert "job names generated for this TrainJob will exceed 63 characters" in err
 
 
+def test_a_replicated_job_name_longer_than_20_characters_is_refused_naming_it() -> None:
+    rt = load_sample("torch-distributed.yaml")
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "a-very-long-node-name"  # 21
+    errors = runtime_errors(ClusterTrainingRuntime.model_validate(rt).spec)
+    assert errors == [
+        "spec.template.spec.replicatedJobs[0].name: must be no more than 20 characters (got 21, "
+        "'a-very-long-node-name'): it is part of every Job, Pod and hostname of the job; use a shorter name"
+    ]
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "dataset-initializer"  # 19, upstream's longest
+    assert runtime_errors(ClusterTrainingRuntime.model_validate(rt).spec) == []
+
+
 def expand(rt: JSON, observed: list[JSON] | None = None) -> Any:
     job = TrainJob.model_validate(
         {"metadata": {"name": "tj", "namespace": "ns", "uid": "u"}, "spec": {"runtimeRef": {"name": "x"}}}
