@@ -81,7 +81,7 @@ from e2e.cluster.pki import Pki
 from e2e.helpers import ROOT, condition
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
-from trainer.main import DEFAULT_EVENT_LOOP, EVENT_LOOPS
+from trainer.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"
