@@ -26,10 +26,10 @@ from api.kubeflow_v2beta1 import (
     JobCondition,
     MPIJob,
 )
+from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Context, Controller
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
-from trainer.framework.kube.events import now_rfc3339
 from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.facts import finished, finished_at, managed_by, seconds_left, started
 from trainer.jobs.gang.base import (
