@@ -33,3 +33,12 @@ def test_what_kubernetes_writes_reads_back_in_utc() -> None:
 def test_anything_else_is_none(value: object) -> None:
     assert parse_time(value) is None
     assert (parse_time(value) or EARLIEST) < datetime(1, 1, 2, tzinfo=UTC)  # sorted first
+
+
+def test_a_deadline_since_a_time_that_is_not_rfc3339_fails_the_reconcile() -> None:
+    from trainer.jobs.facts import seconds_left
+
+    assert seconds_left(10, format_time(WALL), WALL) == pytest.approx(10 - 0.678901)
+    assert seconds_left(10, None, WALL) is None and seconds_left(None, format_time(WALL), WALL) is None
+    with pytest.raises(ValueError, match="not an RFC 3339 time"):
+        seconds_left(10, "garbage", WALL)
