@@ -81,7 +81,7 @@ from localcluster.client import condition
 from localcluster.pki import Pki
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
-from trainer.main import DEFAULT_EVENT_LOOP, EVENT_LOOPS
+from trainer.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"

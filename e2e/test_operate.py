@@ -37,8 +37,9 @@ from localcluster.cluster import reserved_ports
 from localcluster.image import Dockerfile, build_locally
 from localcluster.operator_process import Operator
 from localcluster.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
+from trainer.framework.clock import format_micro_time
 from trainer.framework.json_codec import JSON
-from trainer.framework.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, micro_time
+from trainer.framework.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 
 pytestmark = pytest.mark.e2e
 # Under TRAINER_E2E_OPERATOR_SA the module's operator may only hold Leases in its own namespace.
@@ -303,7 +304,7 @@ async def test_a_stolen_lease_stops_the_leader_at_once(client: Client, cluster: 
     await until_holder(client, await identity(a.log_path), timeout=30)
     offset = size(a.log_path)
     lease = await client.kube.get(LEASES, LEASE_NS, LEASE)
-    now = micro_time(datetime.now(UTC))
+    now = format_micro_time(datetime.now(UTC))
     lease["spec"] = {**lease["spec"], "holderIdentity": "thief", "leaseDurationSeconds": 3600, "renewTime": now}
     began = time.monotonic()
     await client.kube.update(LEASES, LEASE_NS, lease)

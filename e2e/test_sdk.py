@@ -58,7 +58,7 @@ from trainer.client import (
     runtime_framework,
     trainjob_status,
 )
-from trainer.client.types import parse_time
+from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
@@ -283,7 +283,7 @@ def test_the_sample_runs_to_complete_is_listed_described_and_deleted(sdk: Traine
     events = sdk.get_job_events(name)
     assert {"SuccessfulCreate", "AllJobsCompleted"} <= {e.reason for e in events}
     assert {"TrainJob", "Job", "Pod"} <= {e.involved_object_kind for e in events}
-    times = [parse_time(e.time) for e in events]
+    times = [parse_time(e.time) or EARLIEST for e in events]
     assert times == sorted(times)
 
     sdk.delete_job(name, wait=True)

@@ -13,6 +13,7 @@ from typing import Any
 from api.kinds import JOBS, MPIJOBS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
+from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.jobs.reconcile import Reconciler
@@ -35,7 +36,7 @@ VOLCANO_DEFAULT_QUEUE = {
 
 def ago(seconds: float) -> str:
     """The RFC 3339 time ``seconds`` ago."""
-    return (datetime.now(UTC) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.now(UTC) - timedelta(seconds=seconds))
 
 
 class RuntimeWrapper:

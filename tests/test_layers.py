@@ -9,7 +9,8 @@ Layers, lowest first (docs/internals.md draws them):
 - ``trainer.jobs``: what every job kind shares (reconcile, child and status writers, facts, gang schedulers);
 - ``trainer.trainjob``, ``trainer.mpijob``: the kinds;
 - ``trainer.webhook``, ``trainer.statusserver``: admission and progress, over the kinds;
-- the entry points: ``trainer.main``, ``trainer.wiring``, ``trainer.cli``, ``trainer.rbac``, ``trainer.client``.
+- the entry points: ``trainer.main``, ``trainer.settings``, ``trainer.wiring``, ``trainer.cli``, ``trainer.rbac``,
+  ``trainer.client``.
 """
 
 from __future__ import annotations

@@ -59,11 +59,11 @@ from trainer.client.types import (
     eta_text,
     holding_condition,
     in_queue,
-    parse_time,
     pod_selector,
     progress_text,
     trainer_status_of,
 )
+from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 
@@ -301,7 +301,7 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     """Age of an RFC 3339 timestamp the way kubectl prints it: ``42s``, ``5m``, ``3h``, ``2d``."""
     if not timestamp:
         return "<unknown>"
-    then = parse_time(timestamp)
+    then = parse_time(timestamp) or EARLIEST
     seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -529,7 +529,7 @@ def unattended(job: Job, now: datetime | None = None) -> str | None:
     than :data:`NO_CONTROLLER_AFTER` seconds and meant for this operator, has no status at all; else
     None."""
     created = job.metadata.creation_timestamp
-    seconds = ((now or datetime.now(UTC)) - parse_time(created)).total_seconds() if created else 0
+    seconds = ((now or datetime.now(UTC)) - (parse_time(created) or EARLIEST)).total_seconds() if created else 0
     status = job.status.model_dump(exclude_none=True, exclude_defaults=True) if job.status else {}
     managed_by = managed_by_of(job)
     if status or seconds < NO_CONTROLLER_AFTER or managed_by not in (None, TRAINJOB_CONTROLLER, MANAGED_BY_MPI):

@@ -3,7 +3,6 @@ the log format (JSON lines, or the console renderer on a terminal)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -15,7 +14,7 @@ import pytest
 import uvloop
 
 from trainer import main as operator_main
-from trainer.main import parse_args
+from trainer.settings import Settings, parse_args
 
 
 def test_flags_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +56,7 @@ def test_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
 def test_runs_on_uvloop_unless_told_the_standard_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     loops: list[asyncio.AbstractEventLoop] = []
 
-    async def run(args: argparse.Namespace) -> int:
+    async def run(settings: Settings) -> int:
         loops.append(asyncio.get_running_loop())
         return 7
 

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 from api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
 from tests.http_double import HttpDouble, status_response, without_proxies, write_kubeconfig
+from trainer.framework.clock import format_micro_time
 from trainer.framework.controller import Context, Controller, Reconcile
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key
@@ -29,7 +30,6 @@ from trainer.framework.kube.leader import (
     Observation,
     default_identity,
     default_namespace,
-    micro_time,
     next_spec,
     observe,
     released_spec,
@@ -55,7 +55,7 @@ def test_defaults_are_controller_runtimes() -> None:
 
 
 def test_micro_time_is_rfc3339_with_microseconds_in_utc() -> None:
-    assert micro_time(WALL) == STAMP
+    assert format_micro_time(WALL) == STAMP
 
 
 def test_no_lease_creates_one_held_by_me() -> None:

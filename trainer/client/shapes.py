@@ -28,7 +28,8 @@ from api.trainer_v1alpha1 import (
     TrainJobSpec,
 )
 from api.trainer_v1alpha1 import TrainJob as TrainJobObject
-from trainer.client.types import COMPLETION_INDEX_LABEL, parse_time, trainjob_status
+from trainer.client.types import COMPLETION_INDEX_LABEL, trainjob_status
+from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.jobs.labels import REPLICATED_JOB_NAME
 
@@ -268,7 +269,7 @@ def trainjob_of(job: TrainJobObject, runtime: Runtime | None, pods: Iterable[JSO
         runtime=runtime,
         steps=steps_of(pods, mpi),
         num_nodes=num_nodes,
-        creation_timestamp=parse_time(job.metadata.creation_timestamp),
+        creation_timestamp=parse_time(job.metadata.creation_timestamp) or EARLIEST,
         status=trainjob_status(job),
         namespace=job.metadata.namespace or "",
         trainjob=job,

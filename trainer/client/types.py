@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from api import jobkinds
@@ -26,6 +26,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntime,
     TrainJob,
 )
+from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
 from trainer.jobs.labels import JOB_INDEX
@@ -335,8 +336,8 @@ class Event(Model):
     @property
     def event_time(self) -> datetime:
         """:attr:`time` as a datetime (the kubeflow SDK's ``Event.event_time``; the earliest datetime
-        when the event has no time)."""
-        return parse_time(self.time)
+        when the event has no time or one that is not RFC 3339, :data:`~trainer.framework.clock.EARLIEST`)."""
+        return parse_time(self.time) or EARLIEST
 
     @classmethod
     def from_dict(cls, obj: JSON) -> Event:
@@ -378,15 +379,4 @@ def related_events(events: Iterable[JSON], objects: dict[tuple[str, str], str | 
         if uid and event.involved_object_uid and event.involved_object_uid != uid:
             continue
         out.append(event)
-    return sorted(out, key=lambda e: parse_time(e.time))
-
-
-def parse_time(value: str | None) -> datetime:
-    """An RFC 3339 timestamp (with or without fractional seconds) as an aware datetime; the
-    earliest datetime for None or garbage, so such values sort first."""
-    if value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-    return datetime.min.replace(tzinfo=UTC)
+    return sorted(out, key=lambda e: e.event_time)

@@ -14,8 +14,8 @@ from datetime import datetime
 from api.base import Condition
 from api.jobkinds import RunPolicyAt
 from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED
+from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
-from trainer.framework.kube.events import parse_time
 from trainer.jobs.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 
 TRAINJOB_TERMINAL = (COND_COMPLETE, COND_FAILED)
@@ -89,10 +89,14 @@ def finished_at(conditions: Iterable[Condition], terminal: Iterable[str]) -> str
 
 def seconds_left(seconds: float | None, since: str | None, now: datetime) -> float | None:
     """Seconds until ``seconds`` have passed since the RFC 3339 time ``since`` (<= 0: passed), or None
-    when either is unset: what is left of a ``ttlSecondsAfterFinished`` or an ``activeDeadlineSeconds``."""
+    when either is unset: what is left of a ``ttlSecondsAfterFinished`` or an ``activeDeadlineSeconds``.
+    Raises ``ValueError`` when ``since`` is set but not an RFC 3339 time (the reconcile fails and is retried)."""
     if seconds is None or not since:
         return None
-    return seconds - (now - parse_time(since)).total_seconds()
+    when = parse_time(since)
+    if when is None:
+        raise ValueError(f"not an RFC 3339 time: {since!r}")
+    return seconds - (now - when).total_seconds()
 
 
 def managed_by_us(obj: JSON, run_policy: RunPolicyAt) -> bool:

@@ -34,6 +34,7 @@ from datetime import datetime
 
 from api.base import Condition
 from api.kinds import EVENTS, JOBS, Resource
+from trainer.framework.clock import parse_time
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, key_of
@@ -88,20 +89,10 @@ def last_seen(event: JSON) -> datetime | None:
     stamps = [(event.get("series") or {}).get("lastObservedTime"), event.get("lastTimestamp")]
     stamps += [event.get("eventTime"), event.get("firstTimestamp")]
     for stamp in stamps:
-        when = _time(stamp)
+        when = parse_time(stamp)
         if when is not None:
             return when
     return None
-
-
-def _time(value: object) -> datetime | None:
-    """An RFC 3339 time (seconds or microseconds, ``Z``), or None for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def jobs_owner(primary: Resource) -> MapFn:
@@ -134,7 +125,7 @@ def failed_creates(job: JSON, events: Iterable[JSON]) -> list[JSON]:
     if pods_missing(job) == 0:
         return []
     uid = (job.get("metadata") or {}).get("uid")
-    since = _time((job.get("status") or {}).get("startTime"))
+    since = parse_time((job.get("status") or {}).get("startTime"))
     out: list[tuple[tuple[float, int], JSON]] = []
     for event in events:
         if event.get("reason") != REASON_FAILED_CREATE or (event.get("involvedObject") or {}).get("uid") != uid:

@@ -37,9 +37,9 @@ import structlog
 
 from api.base import Condition
 from trainer.framework.bounded import BoundedDict
+from trainer.framework.clock import now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
-from trainer.framework.kube.events import now_rfc3339
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
 

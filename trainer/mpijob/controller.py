@@ -25,10 +25,10 @@ from api.kubeflow_v2beta1 import (
     JobCondition,
     MPIJob,
 )
+from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Controller, Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
-from trainer.framework.kube.events import now_rfc3339
 from trainer.jobs import reconcile
 from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.facts import finished, finished_at, seconds_left, started

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from api.trainer_v1alpha1 import TrainerStatus
+from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 
 INT32_MAX = 2**31 - 1
@@ -33,7 +34,7 @@ def rfc3339(value: str) -> str:
         raise PayloadError(f"trainerStatus.lastUpdatedTime: not an RFC 3339 time: {value!r}") from None
     if when.tzinfo is None:
         raise PayloadError(f"trainerStatus.lastUpdatedTime: no time zone offset in {value!r}")
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(when)
 
 
 def parse_update(body: bytes, now: datetime | None = None) -> TrainerStatus | None:

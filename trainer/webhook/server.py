@@ -29,7 +29,6 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import structlog
 import yaml
@@ -51,6 +50,7 @@ from api.kinds import (
 )
 from trainer.framework import json_codec
 from trainer.framework.certs import VALIDITY
+from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
@@ -315,7 +315,7 @@ class WebhookServer:
             return review_response(uid, rules.Verdict(), rules.replica_index_patch(obj, self.facts))
         if path in MUTATE:
             kind = (MPIJOB if path == "/mutate-mpijob" else TRAINJOB).resource.kind
-            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            now = now_rfc3339()
             patch = rules.default_patch(obj, kind, self.facts.gang, old, now)
             return review_response(uid, rules.Verdict(), patch)
         too_deep = rules.nesting_errors(obj)

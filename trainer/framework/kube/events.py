@@ -25,13 +25,13 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from api.kinds import EVENTS
 from trainer.framework.bounded import BoundedDict
+from trainer.framework.clock import now_micro, now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, KubeClient
 
@@ -45,22 +45,6 @@ SERIES_FINISH = 6 * 60.0
 MAX_CACHED = 10_000
 NOTE_LIMIT = 1024
 """The apiserver refuses a longer ``note`` (1 kB)."""
-
-
-def now_rfc3339() -> str:
-    """The current time as Kubernetes writes it (seconds, UTC, ``Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def now_micro() -> str:
-    """The current time as a ``metav1.MicroTime`` (microseconds, UTC, ``Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(value: str) -> datetime:
-    """A time as Kubernetes writes it (``2006-01-02T15:04:05Z``), in UTC. Raises ``ValueError``
-    for anything else."""
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 @dataclass

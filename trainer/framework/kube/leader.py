@@ -55,6 +55,7 @@ import aiohttp
 import structlog
 
 from api.kinds import LEASES
+from trainer.framework.clock import format_micro_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 
@@ -88,11 +89,6 @@ def default_identity() -> str:
     """``<hostname>_<uuid>``, as controller-runtime names a candidate: unique even for two processes
     on one host."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def micro_time(at: datetime) -> str:
-    """A ``metav1.MicroTime`` as the apiserver writes it: RFC 3339 with microseconds, UTC."""
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,7 @@ def next_spec(
     keeps ``acquireTime`` and ``leaseTransitions``; taking over (an expired or released Lease) sets
     ``acquireTime`` and counts a transition.
     """
-    stamp = micro_time(wall)
+    stamp = format_micro_time(wall)
     spec: JSON = {
         "holderIdentity": identity,
         "leaseDurationSeconds": int(lease_duration),
@@ -155,7 +151,7 @@ def next_spec(
 
 def released_spec(current: Observation, wall: datetime) -> JSON:
     """The spec that gives the Lease up (client-go ``release``): no holder, a 1 s duration."""
-    stamp = micro_time(wall)
+    stamp = format_micro_time(wall)
     return {
         "holderIdentity": "",
         "leaseDurationSeconds": 1,

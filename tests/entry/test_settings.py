@@ -1,0 +1,102 @@
+"""The settings declared once (trainer/settings.py): each flag's name and environment variable come from its
+field, each consumer's options are filled from the fields that feed them, and docs/operating.md lists
+exactly the declared flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from trainer.framework.manager import ManagerOptions
+from trainer.mpijob.controller import MPIJobOptions
+from trainer.settings import Settings, env_name, flag_name, flags, parse_args, parser
+from trainer.statusserver.server import StatusServerSettings
+from trainer.trainjob.controller import TrainJobOptions
+from trainer.webhook.server import WebhookSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSUMERS = (ManagerOptions, TrainJobOptions, MPIJobOptions, WebhookSettings, StatusServerSettings)
+
+
+def test_every_field_is_a_flag_read_from_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = [flag_name(f) for f, _ in flags()]
+    assert names[:3] == ["--kubeconfig", "--namespace", "--max-concurrent-reconciles"]
+    assert [a.option_strings[0] for a in parser()._actions[1:]] == names  # --help's order: the declaration's
+    for field, flag in flags():
+        assert env_name(field) == "TRAINER_" + flag_name(field)[2:].upper().replace("-", "_")
+        assert flag.help, f"{flag_name(field)} has no help"
+    monkeypatch.setenv("TRAINER_STATUS_WRITE_INTERVAL", "2")
+    monkeypatch.setenv("TRAINER_WEBHOOK_REUSE_PORT", "yes")
+    monkeypatch.setenv("TRAINER_MAX_CONCURRENT_RECONCILES", "")  # empty: the declared default
+    monkeypatch.setenv("TRAINER_WEBHOOK_HOST", "")  # a string's empty value is kept
+    s = parse_args([])
+    assert (s.status_write_interval, s.webhook_reuse_port, s.max_concurrent_reconciles) == (2.0, True, 4)
+    assert s.webhook_host == ""
+    assert parse_args(["--status-write-interval=3"]).status_write_interval == 3.0  # the flag wins
+
+
+def test_each_feed_names_a_field_of_its_consumer() -> None:
+    fed: set[tuple[type, str]] = set()
+    for field, flag in flags():
+        for consumer, target in flag.feeds:
+            name = target or field.name
+            assert consumer in CONSUMERS
+            assert name in {f.name for f in dataclasses.fields(consumer)}, f"{consumer.__name__} has no {name}"
+            fed.add((consumer, name))
+    assert {n for c, n in fed if c is ManagerOptions} == {
+        "namespace",
+        "max_concurrent_reconciles",
+        "children_batch_seconds",
+    }
+    assert ("status_coalesce_seconds" in {n for c, n in fed if c is TrainJobOptions}) and (
+        "status_coalesce_seconds" in {n for c, n in fed if c is MPIJobOptions}
+    ), "the job layer's coalescing is each job controller's option"
+
+
+def test_the_consumers_options_come_from_the_settings() -> None:
+    s = parse_args(
+        [
+            "--namespace=ns",
+            "--max-concurrent-reconciles=7",
+            "--status-coalesce-seconds=0",
+            "--children-batch-seconds=2",
+            "--max-nodes-per-job=9",
+            "--trainjob-running-condition",
+            "--webhook-port=9443",
+            "--webhook-host=127.0.0.1",
+            "--webhook-namespace=ops",
+            "--webhook-service=svc",
+            "--webhook-cert-validity=3600",
+            "--webhook-reuse-port",
+            "--status-server-port=10443",
+            "--status-write-interval=2",
+        ]
+    )
+    assert s.options(ManagerOptions) == ManagerOptions(
+        namespace="ns", max_concurrent_reconciles=7, children_batch_seconds=2
+    )
+    assert s.options(TrainJobOptions) == TrainJobOptions(
+        running_condition=True, max_nodes_per_job=9, status_coalesce_seconds=0
+    )
+    assert s.options(MPIJobOptions) == MPIJobOptions(max_nodes_per_job=9, status_coalesce_seconds=0)
+    assert s.webhook == WebhookSettings(
+        port=9443, host="127.0.0.1", namespace="ops", service="svc", cert_validity=3600, reuse_port=True
+    )
+    assert s.status_server == StatusServerSettings(
+        port=10443, namespace="ops", service="svc", write_interval=2, cert_validity=3600, reuse_port=True
+    )
+    assert s.status_server_url == "https://svc.ops.svc:10443"
+    assert Settings().webhook is None and Settings().status_server is None and Settings().status_server_url is None
+    with pytest.raises(TypeError):
+        s.options(MPIJobOptions, injection=None)
+
+
+def test_operating_md_lists_exactly_the_flags() -> None:
+    page = (ROOT / "docs" / "operating.md").read_text()
+    paragraph = page[page.index("Flags (each also read from") :].split("\n\n")[0]
+    listed = set(re.findall(r"`(--[a-z-]+)", paragraph)) - {"--help"}
+    declared = {flag_name(f) for f, _ in flags()}
+    assert listed == declared, f"docs/operating.md's flag list differs from trainer/settings.py: {listed ^ declared}"
