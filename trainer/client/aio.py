@@ -47,6 +47,7 @@ from api.kinds import (
     Resource,
     resource_of,
 )
+from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import (
     FRAMEWORK_LABEL,
     ClusterTrainingRuntime,
@@ -92,7 +93,6 @@ from trainer.client.types import (
 )
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL
 from trainer.trainjob.runtime.snapshot import runtime_of_snapshot, snapshot_name
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from pydantic import Field
 
 from api.base import Model
 from api.kinds import MPIJOBS, TRAINJOBS
+from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Label Kueue puts on a job's Workload: the job's uid."""

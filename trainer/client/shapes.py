@@ -19,6 +19,7 @@ from enum import Enum, StrEnum
 from typing import Any
 
 from api.base import ObjectMeta
+from api.labels import REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import (
     ANCESTOR_LABEL,
     FRAMEWORK_LABEL,
@@ -30,7 +31,6 @@ from api.trainer_v1alpha1 import (
 from api.trainer_v1alpha1 import TrainJob as TrainJobObject
 from trainer.client.types import COMPLETION_INDEX_LABEL, parse_time, trainjob_status
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import REPLICATED_JOB_NAME
 
 UNKNOWN = "Unknown"
 """Upstream's value for what cannot be told (``kubeflow/common/constants.py``)."""

@@ -12,8 +12,10 @@ from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from api.base import Condition, Model
+from api.conditions import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
 from api.kinds import MPIJOBS, TRAINJOBS, Resource
 from api.kubeflow_v2beta1 import MPIJob
+from api.labels import JOB_INDEX, JOBSET_NAME, KUEUE_QUEUE_LABEL, REPLICATED_JOB_NAME, VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
@@ -25,9 +27,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.framework.json_codec import JSON
-from trainer.jobs.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
-from trainer.jobs.labels import JOB_INDEX, JOBSET_NAME, REPLICATED_JOB_NAME
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.jobs.queues import resolve_queue
 
 J = TypeVar("J", bound=Model)
 

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from api.conditions import REASON_CREATION_FAILED, REASON_PREVIOUS, REASON_RESOURCE_EXISTS
 from api.kinds import JOBS, Resource, resource_of
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON, dumps_sorted
@@ -72,11 +73,6 @@ if TYPE_CHECKING:
     from trainer.jobs.own_writes import OwnWrites
 
 log = structlog.get_logger("trainer.children")
-REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
-REASON_RESOURCE_EXISTS = "ErrResourceExists"
-"""A child's name is taken by an object the job does not control (mpi-operator's event reason)."""
-REASON_PREVIOUS = "WaitingForPreviousChildren"
-"""A child's name is still taken by the child of an earlier job of the same kind and name."""
 OURS, PREVIOUS, FOREIGN = "ours", "previous", "foreign"
 MAX_REFUSALS = 10000
 """Refused children remembered at most (the oldest go first)."""

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from api.base import Condition
+from api.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, MANAGED_BY_TRAINER
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import parse_time
-from trainer.jobs.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 
 TRAINJOB_TERMINAL = (COND_COMPLETE, COND_FAILED)
 """The condition types that end a TrainJob (an MPIJob's are ``trainer.mpijob.status.TERMINAL``)."""

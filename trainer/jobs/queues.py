@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 
 
 @dataclass(frozen=True)

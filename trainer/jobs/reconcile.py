@@ -32,6 +32,13 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from api.base import Condition
+from api.conditions import (
+    COND_MISCONFIGURED,
+    COND_REPLICA_FAILURE,
+    REASON_CREATION_FAILED,
+    REASON_RECONCILE_ERROR,
+    REASON_RESOURCE_EXISTS,
+)
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import (
@@ -48,16 +55,14 @@ from trainer.framework.controller import (
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
-from trainer.jobs.child_writer import REASON_CREATION_FAILED, REASON_RESOURCE_EXISTS, ChildWriter, Desired
+from trainer.jobs.child_writer import ChildWriter, Desired
 from trainer.jobs.facts import job_finished
-from trainer.jobs.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE, replica_failure
+from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, problem
+from trainer.jobs.replica_failure import replica_failure
 from trainer.jobs.replica_failure import watches as failed_create_events
 from trainer.jobs.status_writer import Event, StatusWriter
 
 log = structlog.get_logger("trainer.jobs")
-REASON_RECONCILE_ERROR = "ReconcileError"
-"""Reason of the ``Misconfigured`` condition that says an unexpected exception stopped the reconcile."""
 RECONCILE_ATTEMPTS = 5
 """Reconciles of one job (at one generation) that may raise an unexpected exception, each retried with
 the work queue's backoff, before the exception is said on the job and the job is no longer retried."""

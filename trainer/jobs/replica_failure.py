@@ -33,16 +33,13 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from api.base import Condition
+from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE
 from api.kinds import EVENTS, JOBS, Resource
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, key_of
 from trainer.jobs.facts import pods_missing
 
-COND_REPLICA_FAILURE = "ReplicaFailure"
-"""apps/v1's ``ReplicaSetReplicaFailure`` / ``DeploymentReplicaFailure``."""
-REASON_FAILED_CREATE = "FailedCreate"
-"""The Job controller's Event reason (``FailedCreatePodReason``), the condition's reason too."""
 JOB_CONTROLLER = "job-controller"
 """``source.component`` of the Job controller's Events."""
 FIELD_SELECTOR = f"involvedObject.kind={JOBS.kind},reason={REASON_FAILED_CREATE},source={JOB_CONTROLLER}"

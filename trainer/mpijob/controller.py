@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from functools import partial
 
 from api.base import Condition
+from api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, REASON_NODE_LIMIT
 from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import (
     COND_FAILED,
@@ -26,35 +27,19 @@ from api.kubeflow_v2beta1 import (
     JobCondition,
     MPIJob,
 )
+from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL, KUEUE_QUEUE_LABEL
 from trainer.framework.controller import Context, Controller
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.framework.kube.events import now_rfc3339
 from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.facts import finished, finished_at, managed_by, seconds_left, started
-from trainer.jobs.gang.base import (
-    COND_MISCONFIGURED,
-    GangInput,
-    GangPlan,
-    GangScheduler,
-    PodSet,
-    decorate,
-    gang_conditions,
-    problem,
-)
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
+from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions, problem
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.mpi import new_ssh_secret
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
+from trainer.jobs.queues import QueueChoice, resolve_queue
 from trainer.jobs.reconcile import Blocked, Kind, declare, kept_conditions
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
-from trainer.mpijob.children import (
-    JOB_NAME_LABEL,
-    JOB_ROLE_LABEL,
-    build_mpijob_children,
-    names,
-    validate,
-    worker_replicas,
-)
+from trainer.mpijob.children import build_mpijob_children, names, validate, worker_replicas
 from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
 from trainer.mpijob.validation import mpijob_errors, mpijob_worker_limit_errors
 

@@ -28,9 +28,10 @@ from api.kubeflow_v2beta1 import (
     MPIJob,
     ReplicaStatus,
 )
+from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from trainer.framework.json_codec import JSON
 from trainer.jobs.facts import job_finished
-from trainer.mpijob.children import JOB_NAME_LABEL, JOB_ROLE_LABEL, worker_replicas
+from trainer.mpijob.children import worker_replicas
 
 TERMINAL = (COND_SUCCEEDED, COND_FAILED)
 

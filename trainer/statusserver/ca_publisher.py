@@ -14,13 +14,14 @@ import asyncio
 import structlog
 
 from api.kinds import CONFIGMAPS, TRAINJOBS
+from api.labels import JOBSET_NAME
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.client import ApiError
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.facts import trainjob_managed_by_us
-from trainer.jobs.labels import JOBSET_NAME, owned_config_map
+from trainer.jobs.labels import owned_config_map
 from trainer.trainjob.runtime.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")

@@ -23,6 +23,14 @@ from functools import partial
 from pydantic import ValidationError
 
 from api.base import Condition
+from api.conditions import (
+    COND_MISCONFIGURED,
+    COND_REPLICA_FAILURE,
+    COND_RESTARTING,
+    COND_RUNTIME_NOT_FOUND,
+    REASON_NODE_LIMIT,
+    REASON_RESOURCE_EXISTS,
+)
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
@@ -33,6 +41,7 @@ from api.kinds import (
     TRAINING_RUNTIMES,
     TRAINJOBS,
 )
+from api.labels import JOBSET_NAME
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
@@ -47,21 +56,11 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.controller import Context, Controller, Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
-from trainer.jobs.child_writer import (
-    FOREIGN,
-    PREVIOUS,
-    REASON_RESOURCE_EXISTS,
-    Desired,
-    Once,
-    claim,
-    taken_message,
-)
+from trainer.jobs.child_writer import FOREIGN, PREVIOUS, Desired, Once, claim, taken_message
 from trainer.jobs.facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
-from trainer.jobs.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
-from trainer.jobs.labels import JOBSET_NAME
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
+from trainer.jobs.gang.base import GangPlan, GangScheduler, decorate, gang_conditions, problem
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.reconcile import Blocked, Kind, declare, first_error, kept_conditions
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
 from trainer.jobs.status_writer import Event
 from trainer.trainjob.builders import volume_claims
 from trainer.trainjob.builders.jobs import build_children
@@ -75,14 +74,7 @@ from trainer.trainjob.runtime import (
     snapshot_name,
 )
 from trainer.trainjob.runtime.injection import Injection
-from trainer.trainjob.status import (
-    COND_RESTARTING,
-    COND_RUNTIME_NOT_FOUND,
-    desired_conditions,
-    job_restarts_status,
-    jobs_status,
-    runtime_not_found,
-)
+from trainer.trainjob.status import desired_conditions, job_restarts_status, jobs_status, runtime_not_found
 from trainer.trainjob.validation import (
     node_limit_errors,
     running_pods,

@@ -35,9 +35,9 @@ from api.jobset_v1alpha2 import (
     FailurePolicy,
     FailurePolicyRule,
 )
+from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import JOB_INDEX, REPLICATED_JOB_NAME
 
 MAX_MESSAGE = 32768
 """Characters of a Job's failure message that the patterns see (a condition message is at most 32 KiB)."""

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from api.base import Condition
+from api.conditions import COND_RESTARTING, COND_RUNTIME_NOT_FOUND
 from api.jobset_v1alpha2 import ReplicatedJob
+from api.labels import REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
@@ -27,15 +29,10 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.framework.json_codec import JSON
 from trainer.jobs.facts import job_finished, pods_wanted
-from trainer.jobs.labels import REPLICATED_JOB_NAME
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
 
-COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
-COND_RESTARTING = "RestartingJobSet"
-"""JobSet's condition while the set restarts (``JobSetRestarting``, kubernetes-sigs/jobset
-``api/jobset/v1alpha2/jobset_types.go``)."""
 REASON_JOBS_READY, MESSAGE_JOBS_READY = "JobsReady", "all jobs are ready"
 REASON_JOBSET_FAILED, MESSAGE_JOBSET_FAILED = "JobSetFailed", "jobset failed"
 REASON_JOBSET_COMPLETED, MESSAGE_JOBSET_COMPLETED = "JobSetCompleted", "jobset completed successfully"

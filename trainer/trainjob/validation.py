@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from api import labels as L
 from api.jobset_v1alpha2 import (
     IN_PLACE_RESTART,
     IN_PLACE_RESTART_MESSAGE,
@@ -35,7 +36,6 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
 )
 from trainer.framework.json_codec import JSON
-from trainer.jobs import labels as L
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, MAX_NODES_FLAG, container_quantities, quantity_errors
 from trainer.trainjob.builders.jobs import coordinator_endpoint
 from trainer.trainjob.builders.overrides import override_targets

@@ -17,6 +17,15 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from api.kubeflow_v2beta1 import MPIJob
+from api.labels import (
+    COMPLETION_INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    KUEUE_QUEUE_LABEL,
+    OPERATOR_NAME,
+    OPERATOR_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+)
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     STEP_DATASET_INITIALIZER,
@@ -29,18 +38,10 @@ from api.trainer_v1alpha1 import (
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.volcano import queue_problems
-from trainer.jobs.labels import COMPLETION_INDEX_ANNOTATION
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.mpijob.children import (
-    JOB_NAME_LABEL,
-    OPERATOR_NAME,
-    OPERATOR_NAME_LABEL,
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
-    worker_replica_index,
-)
+from trainer.jobs.queues import QueueChoice, resolve_queue
 from trainer.mpijob.children import validate as validate_mpijob_spec
+from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
 from trainer.trainjob.builders.overrides import (
     POD_SPEC_OVERRIDES,

@@ -48,6 +48,7 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
+from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
 from trainer.framework import json_codec
 from trainer.framework.certs import VALIDITY
 from trainer.framework.controller import Reader
@@ -55,7 +56,6 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.mpijob.children import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
 from trainer.webhook import rules
 
 log = structlog.get_logger("trainer.webhook")

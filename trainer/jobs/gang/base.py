@@ -18,15 +18,13 @@ from functools import cached_property
 from typing import ClassVar, Protocol
 
 from api.base import Condition
+from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
+from api.labels import REPLICATED_JOB_NAME
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import REPLICATED_JOB_NAME, owner_reference
+from trainer.jobs.labels import owner_reference
 from trainer.jobs.queues import NO_QUEUE, QueueChoice
 from trainer.jobs.resources import ResourceList, binary_resources, format_quantity, pod_requests
-
-# Condition types a gang plan may set on the job.
-COND_MISCONFIGURED = "Misconfigured"
-COND_WAITING_FOR_GANG = "WaitingForGang"
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.base import Condition
+from api.conditions import COND_WAITING_FOR_GANG
 from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
+from api.labels import VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.base import (
-    COND_WAITING_FOR_GANG,
     Facts,
     GangInput,
     GangPlan,
@@ -37,7 +38,6 @@ from trainer.jobs.gang.base import (
     runtime_policy_problem,
     scheduler_name_problems,
 )
-from trainer.jobs.queues import VOLCANO_QUEUE_ANNOTATION
 
 SCHEDULER_NAME = "volcano"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"

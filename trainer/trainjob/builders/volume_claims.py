@@ -9,9 +9,10 @@ that claim only when one of its containers or init containers mounts a volume of
 
 from __future__ import annotations
 
+from api import labels as L
 from api.jobset_v1alpha2 import VolumeClaimPolicy
 from trainer.framework.json_codec import JSON, copy_json
-from trainer.jobs import labels as L
+from trainer.jobs.labels import owner_reference
 
 
 def claim_name(template: JSON, trainjob: str) -> str:
@@ -40,7 +41,7 @@ def claims(owner: JSON, policies: list[VolumeClaimPolicy]) -> list[JSON]:
             if tmeta.get("annotations"):
                 claim["metadata"]["annotations"] = dict(tmeta["annotations"])
             if not retain:
-                claim["metadata"]["ownerReferences"] = [L.owner_reference(owner)]
+                claim["metadata"]["ownerReferences"] = [owner_reference(owner)]
             out.append(claim)
     return out
 

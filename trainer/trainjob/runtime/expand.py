@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, FailurePolicy
+from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import (
     COND_SUSPENDED,
     NODE_CONTAINER,
@@ -22,7 +23,6 @@ from trainer.framework.json_codec import JSON
 from trainer.jobs.facts import TRAINJOB_TERMINAL, attempt_of, finished_at, job_attempt_of, seconds_left, started
 from trainer.jobs.facts import finished as is_finished
 from trainer.jobs.gang.base import PodSet
-from trainer.jobs.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from trainer.jobs.queues import resolve_queue
 from trainer.trainjob.builders.overrides import job_metadata, template_metadata
 from trainer.trainjob.failure_policy import decide, failure

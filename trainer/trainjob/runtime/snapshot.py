@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
+from api import labels as L
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
-from trainer.jobs import labels as L
+from trainer.jobs.labels import owned_config_map
 
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
@@ -36,7 +37,7 @@ def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
         "spec": runtime_obj.get("spec"),
     }
     data = {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)}
-    return L.owned_config_map(obj, snapshot_name(meta["name"]), data, {L.JOBSET_NAME: meta["name"]})
+    return owned_config_map(obj, snapshot_name(meta["name"]), data, {L.JOBSET_NAME: meta["name"]})
 
 
 def runtime_of_snapshot(config_map: JSON) -> JSON | None:
