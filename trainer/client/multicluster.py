@@ -27,6 +27,7 @@ from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
+from trainer.jobs.conditions import is_true
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Label Kueue puts on a job's Workload: the job's uid."""
@@ -150,7 +151,7 @@ class WorkloadInfo(Model):
             cluster_queue=(status.get("admission") or {}).get("clusterQueue"),
             cluster_name=status.get("clusterName"),
             nominated_cluster_names=list(status.get("nominatedClusterNames") or []),
-            admitted=any(c.type == ADMITTED and c.status == "True" for c in conditions),
+            admitted=is_true(conditions, ADMITTED),
             conditions=conditions,
             admission_checks=checks,
         )

@@ -27,6 +27,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.framework.json_codec import JSON
+from trainer.jobs.conditions import is_true, true_condition
 from trainer.jobs.queues import resolve_queue
 
 J = TypeVar("J", bound=Model)
@@ -70,15 +71,13 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
         if job.trainjob is None:
             return job.status
         job = job.trainjob
-    conds = {c.type: c for c in conditions_of(job)}
-
-    def true(type_: str) -> bool:
-        return type_ in conds and conds[type_].status == "True"
-
+    conditions = conditions_of(job)
     for status in (FAILED, COMPLETE, SUSPENDED, RUNNING):
-        if true(status):
+        if is_true(conditions, status):
             return status
-    if COND_RUNNING not in conds and any(s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []):
+    if all(c.type != COND_RUNNING for c in conditions) and any(
+        s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []
+    ):
         return RUNNING
     return CREATED
 
@@ -117,10 +116,10 @@ class Holding:
 def holding_condition(job: TrainJob | MPIJob) -> Holding:
     """The condition that holds ``job`` (a TrainJob or an MPIJob), as ``kubectl`` users read a
     STATUS column: see :class:`Holding`."""
-    conds = {c.type: c for c in (job.status.conditions if job.status else None) or []}
+    conditions = (job.status.conditions if job.status else None) or []
     for type_ in HOLDING_CONDITIONS:
-        c = conds.get(type_)
-        if c is not None and c.status == "True":
+        c = true_condition(conditions, type_)
+        if c is not None:
             return Holding(type_, c.reason or "", " ".join((c.message or "").split()))
     if isinstance(job, TrainJob) and trainjob_status(job) == RUNNING:
         return Holding(RUNNING)
@@ -129,10 +128,10 @@ def holding_condition(job: TrainJob | MPIJob) -> Holding:
 
 def failure_message(job: TrainJob) -> str:
     """``reason: message`` of the True ``Failed`` condition ("" when there is none)."""
-    for c in conditions_of(job):
-        if c.type == COND_FAILED and c.status == "True":
-            return f"{c.reason}: {c.message}" if c.reason else c.message
-    return ""
+    c = true_condition(conditions_of(job), COND_FAILED)
+    if c is None:
+        return ""
+    return f"{c.reason}: {c.message}" if c.reason else c.message
 
 
 def trainjob_steps(job: TrainJob) -> list[str]:

@@ -65,6 +65,7 @@ from trainer.framework.json_codec import JSON, dumps_sorted
 from trainer.framework.kube.cache import controller_of, key_of
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import FIELD_MANAGER, managed_entry, owned_by_update
+from trainer.jobs.facts import started
 
 if TYPE_CHECKING:
     from trainer.framework.controller import Reader
@@ -350,8 +351,8 @@ class ChildWriter:
         raises unless it is a refusal."""
         if existing is None:
             return False
-        if not (existing.get("spec") or {}).get("suspend"):
-            if not desired["spec"].get("suspend"):
+        if started([existing]):
+            if started([desired]):
                 return False
             await self.kube.merge_patch(JOBS, *key_of(desired), {"spec": {"suspend": True}})
             return True
@@ -382,7 +383,7 @@ def _runs_on(desired: JSON, existing: JSON | None) -> bool:
     changed by a newer release of the operator must not fail a running job)."""
     if existing is None or desired.get("kind") != JOBS.kind:
         return False
-    return not (existing.get("spec") or {}).get("suspend") and not (desired.get("spec") or {}).get("suspend")
+    return started([existing]) and started([desired])
 
 
 def claim(obj: JSON, owner: JSON) -> str:

@@ -40,6 +40,7 @@ from api.conditions import (
     REASON_RESOURCE_EXISTS,
 )
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
+from api.trainer_v1alpha1 import COND_FAILED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import (
     Context,
@@ -56,8 +57,8 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.jobs.child_writer import ChildWriter, Desired
-from trainer.jobs.facts import job_finished
-from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, problem
+from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
+from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler
 from trainer.jobs.replica_failure import replica_failure
 from trainer.jobs.replica_failure import watches as failed_create_events
 from trainer.jobs.status_writer import Event, StatusWriter
@@ -231,7 +232,7 @@ class Reconciler(Generic[J, I]):
                     conditions = self._with_replica_failure(obj, conditions)
                     for reason in (REASON_RESOURCE_EXISTS, REASON_CREATION_FAILED):
                         if messages := written.messages(reason):
-                            conditions = _with_problem(conditions, problem(reason, "; ".join(messages)))
+                            conditions = fold_problems([*conditions, problem(reason, "; ".join(messages))])
                     later = soonest(later, await self.status.write(obj, info, conditions))
         except RETRIED:
             raise
@@ -245,7 +246,7 @@ class Reconciler(Generic[J, I]):
         """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
         now (:func:`trainer.jobs.replica_failure.replica_failure`), none once ``conditions`` say it finished."""
         kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
-        if any(c.type in (self.kind.succeeded_condition, "Failed") and c.status == "True" for c in kept):
+        if finished(kept, (self.kind.succeeded_condition, COND_FAILED)):
             return kept
         reader = self.ctx.reader
         uid = str((obj.get("metadata") or {}).get("uid") or "")
@@ -352,7 +353,7 @@ def kept_secret(obj: JSON) -> JSON:
 
 def just_finished(old: JSON | None, new: JSON) -> bool:
     """Whether a Job's change is its finishing (``Complete`` or ``Failed`` turned True)."""
-    return bool(job_finished(new)) and not (old and job_finished(old))
+    return finished(new, JOB_TERMINAL) is not None and not (old and finished(old, JOB_TERMINAL))
 
 
 def soonest(*waits: float | None) -> float | None:
@@ -367,15 +368,6 @@ def first_error(e: ValidationError) -> str:
     return f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}"
 
 
-def kept_conditions(obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:
-    """The job's conditions but those of type ``dropped`` (which the caller sets anew)."""
-    return [
-        Condition.model_validate(c)
-        for c in (obj.get("status") or {}).get("conditions") or []
-        if c.get("type") != dropped
-    ]
-
-
 def _carries(obj: JSON, cond: Condition) -> bool:
     """Whether ``obj`` already has ``cond`` (same type, status, reason and message)."""
     return any(
@@ -383,12 +375,3 @@ def _carries(obj: JSON, cond: Condition) -> bool:
         == (cond.type, cond.status, cond.reason, cond.message)
         for c in (obj.get("status") or {}).get("conditions") or []
     )
-
-
-def _with_problem(conditions: list[Condition], extra: Condition) -> list[Condition]:
-    """``conditions`` with ``extra`` folded into their ``Misconfigured`` condition (one per job)."""
-    for i, c in enumerate(conditions):
-        if c.type == COND_MISCONFIGURED:
-            merged = c.model_copy(update={"message": f"{c.message}; {extra.message}"})
-            return [*conditions[:i], merged, *conditions[i + 1 :]]
-    return [*conditions, extra]

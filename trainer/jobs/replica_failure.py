@@ -38,6 +38,7 @@ from api.kinds import EVENTS, JOBS, Resource
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, key_of
+from trainer.jobs.conditions import true_condition
 from trainer.jobs.facts import pods_missing
 
 JOB_CONTROLLER = "job-controller"
@@ -183,7 +184,7 @@ def replica_failure(
             failing.append(message_of(job, counted[0]))
     if not failing:
         return None
-    had = next((c for c in current if c.type == COND_REPLICA_FAILURE and c.status == "True"), None)
+    had = true_condition(current, COND_REPLICA_FAILURE)
     message = failing[0]
     if had is not None and had.message and any(same_cause(had.message, m) for m in failing):
         message = had.message
@@ -193,7 +194,7 @@ def replica_failure(
 def told_anew(current: Iterable[Condition], desired: Condition | None) -> tuple[str, str, str] | None:
     """The Warning event of a ``ReplicaFailure`` that stays True with another message (a new Job, or
     another refusal); None otherwise (its turning True is told as every condition's transition)."""
-    had = next((c for c in current if c.type == COND_REPLICA_FAILURE and c.status == "True"), None)
+    had = true_condition(current, COND_REPLICA_FAILURE)
     if had is None or desired is None or had.message == desired.message:
         return None
     return ("Warning", desired.reason, desired.message)

@@ -57,10 +57,11 @@ from trainer.framework.controller import Context, Controller, Key, Reader, Watch
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.jobs.child_writer import FOREIGN, PREVIOUS, Desired, Once, claim, taken_message
-from trainer.jobs.facts import TRAINJOB_TERMINAL, finished, job_finished, trainjob_managed_by_us
-from trainer.jobs.gang.base import GangPlan, GangScheduler, decorate, gang_conditions, problem
+from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, kept_conditions, problem
+from trainer.jobs.facts import trainjob_managed_by_us
+from trainer.jobs.gang.base import GangPlan, GangScheduler, decorate, gang_conditions
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.jobs.reconcile import Blocked, Kind, declare, first_error, kept_conditions
+from trainer.jobs.reconcile import Blocked, Kind, declare, first_error
 from trainer.jobs.status_writer import Event
 from trainer.trainjob.builders import volume_claims
 from trainer.trainjob.builders.jobs import build_children
@@ -195,11 +196,13 @@ def desired(ctx: Context, info: RuntimeInfo, plan: GangPlan) -> Desired:
     if info.finished or (info.deadline_left is not None and info.deadline_left <= 0):
         # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
         # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
-        out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is None and not _deleting(j)]
+        out.delete += [(JOBS, *key_of(j)) for j in jobs if finished(j, JOB_TERMINAL) is None and not _deleting(j)]
         if info.ttl_left is not None and info.ttl_left <= 0:
             # ttlSecondsAfterFinished: the group goes (JobSet deletes the JobSet); the TrainJob and
             # its runtime snapshot stay, with their outcome.
-            out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is not None and not _deleting(j)]
+            out.delete += [
+                (JOBS, *key_of(j)) for j in jobs if finished(j, JOB_TERMINAL) is not None and not _deleting(j)
+            ]
             for res in TTL_CHILDREN:
                 out.delete += [
                     (res, *key_of(o))
@@ -337,7 +340,7 @@ def _conditions(job: TrainJob) -> list[Condition]:
 
 
 def _finished(job: TrainJob) -> bool:
-    return finished(_conditions(job), TRAINJOB_TERMINAL)
+    return finished(_conditions(job), TRAINJOB_TERMINAL) is not None
 
 
 def _deleting(obj: JSON) -> bool:

@@ -38,6 +38,7 @@ from api.jobset_v1alpha2 import (
 from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.framework.json_codec import JSON
+from trainer.jobs.conditions import job_failed
 
 MAX_MESSAGE = 32768
 """Characters of a Job's failure message that the patterns see (a condition message is at most 32 KiB)."""
@@ -93,20 +94,12 @@ class Decision:
         return RESTARTING_RULE_FORMAT.format(self.rule) if self.rule is not None else RESTARTING_DEFAULT_POLICY
 
 
-def failure(job: JSON) -> JSON | None:
-    """The ``Failed`` condition of a batch/v1 Job when it is True, else None."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
-            return dict(cond)
-    return None
-
-
 def _failed_at(job: JSON) -> str:
-    return str((failure(job) or {}).get("lastTransitionTime") or "")
+    return str((job_failed(job) or {}).get("lastTransitionTime") or "")
 
 
 def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
-    cond = failure(job) or {}
+    cond = job_failed(job) or {}
     if rule.on_job_failure_reasons and cond.get("reason") not in rule.on_job_failure_reasons:
         return False
     message = str(cond.get("message") or "")[:MAX_MESSAGE]
@@ -121,7 +114,7 @@ def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
 
 
 def _message(reason: str, job: JSON) -> str:
-    cond = failure(job) or {}
+    cond = job_failed(job) or {}
     name = (job.get("metadata") or {}).get("name")
     detail = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
     return f"{_MESSAGES[reason]} (first failed job: {name}){': ' + detail if detail else ''}"
@@ -137,7 +130,7 @@ def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: i
     earliest = min(failed, key=_failed_at)
     if policy is None:
         # No policy: the first failed Job fails the TrainJob; a Job's own deadline keeps its reason.
-        cond = failure(earliest) or {}
+        cond = job_failed(earliest) or {}
         reason = REASON_DEADLINE_EXCEEDED if cond.get("reason") == REASON_DEADLINE_EXCEEDED else REASON_FAILED_JOBS
         name = (earliest.get("metadata") or {}).get("name")
         return Decision(True, reason, f"Job {name} failed: {cond.get('reason', '')}: {cond.get('message', '')}")

@@ -26,6 +26,7 @@ from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
 from api.labels import VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.framework.json_codec import JSON
+from trainer.jobs.conditions import problem, true_condition
 from trainer.jobs.gang.base import (
     Facts,
     GangInput,
@@ -33,7 +34,6 @@ from trainer.jobs.gang.base import (
     gang_resources,
     min_member,
     pod_group_metadata,
-    problem,
     queue_problem,
     runtime_policy_problem,
     scheduler_name_problems,
@@ -140,14 +140,7 @@ class Volcano:
         phase = ((existing or {}).get("status") or {}).get("phase") or ""
         if not job.started and phase in ("", "Pending"):
             plan.hold = True
-            why = next(
-                (
-                    c.get("message")
-                    for c in ((existing or {}).get("status") or {}).get("conditions") or []
-                    if c.get("type") == "Unschedulable" and c.get("status") == "True"
-                ),
-                None,
-            )
+            why = (true_condition(existing or {}, "Unschedulable") or {}).get("message")
             plan.conditions.append(
                 Condition(
                     type=COND_WAITING_FOR_GANG,
