@@ -3,9 +3,10 @@
 :meth:`StatusWriter.write` merges the desired conditions into the stored ones
 (:func:`~trainer.jobs.conditions.merge_conditions`: transition times kept unless a status changes),
 renders the kind's whole status, and merge-patches it once, only when it changed. Each condition
-transition becomes an event (Warning for the kind's warning conditions turning True), and so does a new message of a condition the kind retells (``ReplicaFailure``), recorded before
-the status so whoever sees the condition finds its event; each outcome (first status, success,
-failure, restart) is counted once per job in :class:`~trainer.framework.metrics.Metrics`.
+transition becomes an event (Warning for the kind's warning conditions turning True), and so does a
+new message of a condition the kind retells (``ReplicaFailure``), recorded before the status so
+whoever sees the condition finds its event; each outcome (first status, success, failure, restart) is
+counted once per job in :class:`~trainer.framework.metrics.Metrics`.
 
 A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
 waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
