@@ -27,6 +27,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import is_true, true_condition
 from trainer.jobs.queues import resolve_queue
 
@@ -337,7 +338,7 @@ class Event(Model):
             or series.get("lastObservedTime")
             or obj.get("eventTime")
             or obj.get("firstTimestamp")
-            or (obj.get("metadata") or {}).get("creationTimestamp")
+            or meta(obj).creation_timestamp
         )
         return cls(
             type=str(obj.get("type") or ""),

@@ -15,6 +15,7 @@ from api.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import parse_time
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import JOB_TERMINAL, finished
 
 
@@ -31,7 +32,7 @@ def job_attempt_of(job: JSON) -> int:
 
 
 def _count_label(job: JSON, key: str) -> int:
-    value = ((job.get("metadata") or {}).get("labels") or {}).get(key) or "0"
+    value = meta(job).labels.get(key) or "0"
     return int(value) if str(value).isdigit() else 0
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainer.framework.meta import meta
+
 
 def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
     """The controller owner reference pointing at ``obj`` (a dict or an ``api`` model).
@@ -15,14 +17,14 @@ def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
     Raises ``ValueError`` when the object has no uid yet (it was never stored).
     """
     data = obj if isinstance(obj, dict) else obj.to_dict()
-    meta = data.get("metadata") or {}
-    if not meta.get("uid"):
-        raise ValueError(f"{data.get('kind')} {meta.get('name')!r} has no uid; owner references need one")
+    m = meta(data)
+    if not m.uid:
+        raise ValueError(f"{data.get('kind')} {m.name!r} has no uid; owner references need one")
     return {
         "apiVersion": data["apiVersion"],
         "kind": data["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
+        "name": m.data["name"],
+        "uid": m.uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }

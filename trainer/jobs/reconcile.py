@@ -56,6 +56,7 @@ from trainer.framework.controller import (
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
+from trainer.framework.meta import meta
 from trainer.jobs.child_writer import ChildWriter, Desired
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler
@@ -187,7 +188,7 @@ class Reconciler(Generic[J, I]):
         kind, ctx = self.kind, self.ctx
         # Read: the cache, or this controller's own last write while the cache is behind.
         obj = self.children.latest(kind.resource, *key)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if obj is None or meta(obj).deletion:
             self.status.forget(key)
             return None
         # managedBy: another controller's (e.g. MultiKueue's): not even a status write.
@@ -239,7 +240,7 @@ class Reconciler(Generic[J, I]):
         except Exception as e:
             await self._unexpected(obj, e)
             return None
-        self._failures.pop(str((obj.get("metadata") or {}).get("uid") or ""), None)
+        self._failures.pop(str(meta(obj).uid or ""), None)
         return later
 
     def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
@@ -249,8 +250,8 @@ class Reconciler(Generic[J, I]):
         if finished(kept, (self.kind.succeeded_condition, COND_FAILED)):
             return kept
         reader = self.ctx.reader
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        jobs = [j for j in reader.owned(JOBS, uid) if not (j.get("metadata") or {}).get("deletionTimestamp")]
+        uid = str(meta(obj).uid or "")
+        jobs = [j for j in reader.owned(JOBS, uid) if not meta(j).deletion]
         current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
         failure = replica_failure(jobs, lambda job: reader.about(EVENTS, job), current)
         return kept if failure is None else [*kept, failure]
@@ -272,8 +273,7 @@ class Reconciler(Generic[J, I]):
         :class:`TerminalError` is raised (not retried until the job or one of its children changes). A job
         already carrying that condition is left be (returns None). Raises ``ApiError`` when the condition
         cannot be written."""
-        meta = obj.get("metadata") or {}
-        uid, generation = str(meta.get("uid") or ""), meta.get("generation")
+        uid, generation = str(meta(obj).uid or ""), meta(obj).generation
         seen, failures = self._failures.get(uid, (generation, 0))
         failures = (failures if seen == generation else 0) + 1
         self._failures[uid] = (generation, failures)

@@ -38,6 +38,7 @@ from api.kinds import EVENTS, JOBS, Resource
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, key_of
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import true_condition
 from trainer.jobs.facts import pods_missing
 
@@ -110,7 +111,7 @@ def jobs_owner(primary: Resource) -> MapFn:
         ref = event.get("involvedObject") or {}
         ns, name = str(ref.get("namespace") or key_of(event)[0]), ref.get("name")
         job = reader.get(JOBS, ns, str(name)) if name else None
-        if job is None or (job.get("metadata") or {}).get("uid") != ref.get("uid"):
+        if job is None or meta(job).uid != ref.get("uid"):
             return []
         owner = controller_of(job)
         if owner is None or (owner.get("kind"), owner.get("apiVersion")) != (primary.kind, primary.api_version):
@@ -131,7 +132,7 @@ def failed_creates(job: JSON, events: Iterable[JSON]) -> list[JSON]:
     resourceVersion: the times count seconds)."""
     if pods_missing(job) == 0:
         return []
-    uid = (job.get("metadata") or {}).get("uid")
+    uid = meta(job).uid
     since = _time((job.get("status") or {}).get("startTime"))
     out: list[tuple[tuple[float, int], JSON]] = []
     for event in events:
@@ -148,7 +149,7 @@ def failed_creates(job: JSON, events: Iterable[JSON]) -> list[JSON]:
 def _version(event: JSON) -> int:
     """An Event's resourceVersion as a number (what was written last within one second of another), 0
     when it is none."""
-    rv = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    rv = str(meta(event).resource_version or "")
     return int(rv) if rv.isdigit() else 0
 
 
@@ -177,8 +178,8 @@ def replica_failure(
     (:func:`same_cause`), its message stays as it is. Otherwise it names the first Job by name that
     has an Event that counts (:func:`failed_creates`), with its latest message."""
     failing = []
-    for job in sorted(jobs, key=lambda j: str((j.get("metadata") or {}).get("name"))):
-        uid = str((job.get("metadata") or {}).get("uid") or "")
+    for job in sorted(jobs, key=lambda j: str(meta(j).name)):
+        uid = str(meta(job).uid or "")
         counted = failed_creates(job, events_about(uid)) if uid else []
         if counted:
             failing.append(message_of(job, counted[0]))

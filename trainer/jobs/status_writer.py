@@ -42,6 +42,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.events import now_rfc3339
 from trainer.framework.kube.projection import strip_managed_fields
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions, true_condition
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class StatusWriter:
         progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
         old = obj.get("status") or {}
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
-        generation = (obj.get("metadata") or {}).get("generation")
+        generation = meta(obj).generation
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
         new = self.kind.status(obj, info, [c.to_dict() for c in merged] or None)
         key = key_of(obj)
@@ -166,9 +167,8 @@ class StatusWriter:
                 continue
             warning = is_true([cond], *self.kind.warning_conditions)
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
-        meta = obj["metadata"]
         res = self.kind.resource
-        stored = await self.kube.patch_status(res, meta.get("namespace"), meta["name"], new)
+        stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], new)
         log.debug("status written", changed=sorted(changed), status=new)
         # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
         self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)

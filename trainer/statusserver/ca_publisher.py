@@ -19,6 +19,7 @@ from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.client import ApiError
+from trainer.framework.meta import meta
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.facts import trainjob_managed_by_us
 from trainer.jobs.labels import owned_config_map
@@ -36,7 +37,7 @@ def ca_config_map(trainjob: JSON, ca: str) -> JSON:
 
 
 def _ours(obj: JSON) -> bool:
-    return not (obj.get("metadata") or {}).get("deletionTimestamp") and trainjob_managed_by_us(obj)
+    return not meta(obj).deletion and trainjob_managed_by_us(obj)
 
 
 class CAPublisher:

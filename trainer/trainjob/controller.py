@@ -56,6 +56,7 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.controller import Context, Controller, Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
+from trainer.framework.meta import meta
 from trainer.jobs.child_writer import FOREIGN, PREVIOUS, Desired, Once, claim, taken_message
 from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, kept_conditions, problem
 from trainer.jobs.facts import trainjob_managed_by_us
@@ -179,7 +180,7 @@ def _snapshot_problem(obj: JSON, snapshot: JSON) -> Blocked | None:
         return Blocked([*kept_conditions(obj), problem(REASON_RESOURCE_EXISTS, message)])
     frozen = runtime_of_snapshot(snapshot) or {}
     kind, name = runtime_ref(obj)
-    if (frozen.get("kind"), (frozen.get("metadata") or {}).get("name")) != (kind, name):
+    if (frozen.get("kind"), meta(frozen).name) != (kind, name):
         message = f"ConfigMap {snapshot['metadata']['name']} does not freeze the runtimeRef {kind} {name!r}; delete it"
         return Blocked(invalid(obj, message))
     return None
@@ -344,7 +345,7 @@ def _finished(job: TrainJob) -> bool:
 
 
 def _deleting(obj: JSON) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(meta(obj).deletion)
 
 
 def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:

@@ -38,6 +38,7 @@ from api.jobset_v1alpha2 import (
 from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import job_failed
 
 MAX_MESSAGE = 32768
@@ -107,7 +108,7 @@ def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
         matches(p, message) for p in rule.on_job_failure_message_patterns
     ):
         return False
-    rjob = ((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME)
+    rjob = meta(job).labels.get(REPLICATED_JOB_NAME)
     if not rjob:
         return False
     return not rule.target_replicated_jobs or rjob in rule.target_replicated_jobs
@@ -115,7 +116,7 @@ def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
 
 def _message(reason: str, job: JSON) -> str:
     cond = job_failed(job) or {}
-    name = (job.get("metadata") or {}).get("name")
+    name = meta(job).name
     detail = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
     return f"{_MESSAGES[reason]} (first failed job: {name}){': ' + detail if detail else ''}"
 
@@ -132,7 +133,7 @@ def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: i
         # No policy: the first failed Job fails the TrainJob; a Job's own deadline keeps its reason.
         cond = job_failed(earliest) or {}
         reason = REASON_DEADLINE_EXCEEDED if cond.get("reason") == REASON_DEADLINE_EXCEEDED else REASON_FAILED_JOBS
-        name = (earliest.get("metadata") or {}).get("name")
+        name = meta(earliest).name
         return Decision(True, reason, f"Job {name} failed: {cond.get('reason', '')}: {cond.get('message', '')}")
     action, job, rule_name = RESTART_JOBSET, earliest, None
     for rule in policy.rules or []:
@@ -157,13 +158,13 @@ def _restart_alone(action: str, job: JSON, rule: str | None) -> Decision | None:
     """The restart of ``job`` alone by ``action`` (``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts``),
     or None when the Job lacks its replicated job or index label (JobSet then errs and retries; here no
     Job of ours lacks them)."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = meta(job).labels
     rjob, index = labels.get(REPLICATED_JOB_NAME), str(labels.get(JOB_INDEX) or "")
     if not rjob or not index.isdigit():
         return None
     counted = action == RESTART_JOB
     reason = REASON_RESTART_JOB_ACTION if counted else REASON_RESTART_JOB_IGNORE_MAX_ACTION
-    name = (job.get("metadata") or {}).get("name")
+    name = meta(job).name
     return Decision(False, reason, _message(reason, job), counted, str(name), str(rjob), int(index), rule)
 
 

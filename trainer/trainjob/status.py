@@ -28,6 +28,7 @@ from api.trainer_v1alpha1 import (
     JobStatus,
 )
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, is_true
 from trainer.jobs.facts import pods_wanted
 
@@ -44,7 +45,7 @@ def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[Jo
     """Counts of child Jobs per replicated job, in the runtime's order."""
     counts = {r.name: JobStatus(name=r.name) for r in rjobs}
     for job in jobs:
-        st = counts.get(((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME, ""))
+        st = counts.get(meta(job).labels.get(REPLICATED_JOB_NAME, ""))
         if st is None:
             continue
         status = job.get("status") or {}

@@ -26,6 +26,7 @@ from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
 from api.labels import VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import problem, true_condition
 from trainer.jobs.gang.base import (
     Facts,
@@ -61,7 +62,7 @@ def network_topology(spec: NetworkTopologySpec | None) -> JSON | None:
 
 def queue_problems(name: str, queues: list[JSON]) -> list[Condition]:
     """Why Volcano would not run a job in queue ``name`` (empty when it would)."""
-    by_name = {str((q.get("metadata") or {}).get("name")): q for q in queues}
+    by_name = {str(meta(q).name): q for q in queues}
     fix = "set annotation scheduling.volcano.sh/queue-name to an open leaf queue"
     if name == "root":
         return [problem("QueueNotLeaf", f"Volcano queue 'root' is the top of the hierarchy and runs no jobs; {fix}")]

@@ -19,6 +19,7 @@ from api import labels as L
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
+from trainer.framework.meta import meta
 from trainer.jobs.gang.base import PodSet
 from trainer.jobs.labels import owner_reference
 from trainer.trainjob.builders.exclusive import exclusive_annotations, exclusive_of, place_exclusively
@@ -217,7 +218,7 @@ def build_children(info: RuntimeInfo, suspend: bool) -> Children:
     unless its Jobs already exist."""
     statuses = {s.name: s for s in info.statuses}
     replicas = {r.name: r.replicas for r in info.rjobs}
-    existing = {((j.get("metadata") or {}).get("labels") or {}).get(L.REPLICATED_JOB_NAME) for j in info.observed}
+    existing = {meta(j).labels.get(L.REPLICATED_JOB_NAME) for j in info.observed}
     startup = info.template.startup_policy
     in_order = startup is not None and startup.startup_policy_order == "InOrder"
     indices = job_indices(info.rjobs)

@@ -20,6 +20,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished_at, job_failed
 from trainer.jobs.conditions import finished as is_finished
 from trainer.jobs.facts import attempt_of, job_attempt_of, seconds_left, started
@@ -58,7 +59,7 @@ def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None
 
 def _target(job_restarts: dict[str, list[int]], job: JSON) -> int:
     """``jobRestarts`` of a Job's index: the job restart attempt it must carry to be current."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = meta(job).labels
     counts = job_restarts.get(str(labels.get(REPLICATED_JOB_NAME) or ""), [])
     index = str(labels.get(JOB_INDEX) or "")
     return counts[int(index)] if index.isdigit() and int(index) < len(counts) else 0
