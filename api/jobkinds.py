@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from api import kubeflow_v2beta1 as mpi
+from api import labels
 from api import trainer_v1alpha1 as trainer
 from api.base import Model
 from api.kinds import MPIJOBS, TRAINJOBS, Resource
@@ -69,8 +70,8 @@ class KindFacts:
 TRAINJOB = KindFacts(
     resource=TRAINJOBS,
     model=trainer.TrainJob,
-    child_label="jobset.sigs.k8s.io/jobset-name",
-    step_label="jobset.sigs.k8s.io/replicatedjob-name",
+    child_label=labels.JOBSET_NAME,
+    step_label=labels.REPLICATED_JOB_NAME,
     succeeded=trainer.COND_COMPLETE,
     terminal=frozenset({trainer.COND_COMPLETE, trainer.COND_FAILED}),
     run_policy=RunPolicyAt(("spec",), trainer.MANAGED_BY_TRAINER),
@@ -82,8 +83,8 @@ TRAINJOB = KindFacts(
 MPIJOB = KindFacts(
     resource=MPIJOBS,
     model=mpi.MPIJob,
-    child_label="training.kubeflow.org/job-name",
-    step_label="training.kubeflow.org/replica-type",
+    child_label=labels.JOB_NAME_LABEL,
+    step_label=labels.REPLICA_TYPE_LABEL,
     succeeded=mpi.COND_SUCCEEDED,
     terminal=frozenset({mpi.COND_SUCCEEDED, mpi.COND_FAILED}),
     run_policy=RunPolicyAt(("spec", "runPolicy"), mpi.MANAGED_BY_MPI_OPERATOR),

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from api.kinds import CONFIGMAPS, JOBS, KUEUE_WORKLOADS, MPIJOBS, NAMESPACES, PODS, SECRETS, TRAINJOBS, Resource
+from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from e2e.helpers import ROOT, kueue_sees_runtime
 from e2e.test_trainjob import rjob, runtime, trainjob
@@ -39,7 +40,6 @@ from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.aio import observe
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL
 
 pytestmark = pytest.mark.e2e
 RUN_8S = {"pod-complete.stage.kwok.x-k8s.io/delay": "8s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "9s"}

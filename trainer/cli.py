@@ -66,6 +66,7 @@ from trainer.client.types import (
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
+from trainer.framework.meta import meta
 
 T = TypeVar("T")
 
@@ -489,18 +490,18 @@ def pod_waiting(pod: JSON) -> str:
 
 def pod_row(pod: JSON, now: datetime | None = None) -> list[str]:
     """NAME, PHASE, NODE, READY (``1/1``), RESTARTS, WAITING (:func:`pod_waiting`), AGE of a pod."""
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    m, spec, status = meta(pod), pod.get("spec") or {}, pod.get("status") or {}
     containers = status.get("containerStatuses") or []
     ready = sum(1 for c in containers if c.get("ready"))
     restarts = sum(int(c.get("restartCount") or 0) for c in containers)
     return [
-        str(meta.get("name", "")),
+        str(m.name or ""),
         str(status.get("phase") or "Pending"),
         str(spec.get("nodeName") or "<none>"),
         f"{ready}/{len(spec.get('containers') or [])}",
         str(restarts),
         pod_waiting(pod) or "-",
-        age(meta.get("creationTimestamp"), now),
+        age(m.creation_timestamp, now),
     ]
 
 
@@ -769,11 +770,11 @@ async def watch_jobs(
     def emit(objs: Iterable[JSON]) -> None:
         jobs = []
         for obj in objs:
-            meta = obj.get("metadata") or {}
-            key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-            if seen.get(key) == meta.get("resourceVersion"):
+            m = meta(obj)
+            key = (str(m.namespace or ""), str(m.name or ""))
+            if seen.get(key) == m.resource_version:
                 continue
-            seen[key] = str(meta.get("resourceVersion"))
+            seen[key] = str(m.resource_version)
             job = kind.model.model_validate(obj)
             if keep(job):
                 jobs.append(job)
@@ -1063,7 +1064,7 @@ def logs(
         pods = await jc.wait_for_pods(name, step, node, pod_timeout, all_nodes=all_pods)
 
         async def one(pod: JSON) -> None:
-            labels = (pod.get("metadata") or {}).get("labels") or {}
+            labels = meta(pod).labels
             chosen = container or pick_container(pod, str(labels.get(kind.step_label, "")), kind.default_container)
             tag = f"[pod/{pod['metadata']['name']}/{chosen}] " if prefix else ""
             async for line in jc.read_pod_logs(

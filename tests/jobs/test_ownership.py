@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from api.conditions import REASON_PREVIOUS, REASON_RESOURCE_EXISTS
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, VOLCANO_PODGROUPS, Resource
+from api.labels import JOBSET_NAME
 from tests.harness import World
 from trainer.framework.json_codec import JSON
-from trainer.jobs.child_writer import REASON_PREVIOUS, REASON_RESOURCE_EXISTS, RETRY_FIRST
-from trainer.jobs.labels import JOBSET_NAME
+from trainer.jobs.child_writer import RETRY_FIRST
 
 
 def theirs(res: Resource, namespace: str, name: str, **extra: Any) -> JSON:

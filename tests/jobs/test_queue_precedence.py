@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, JOBS, MPIJOBS, TRAINJOBS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
 from api.kubeflow_v2beta1 import MPIJob
+from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import TrainJob
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube, reader
@@ -19,7 +20,7 @@ from trainer.framework.controller import Context
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import EventRecorder
 from trainer.jobs import gang
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.jobs.queues import resolve_queue
 from trainer.jobs.reconcile import Blocked
 from trainer.mpijob import controller as mpijob
 from trainer.trainjob import controller as trainjob

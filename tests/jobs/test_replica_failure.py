@@ -8,20 +8,13 @@ import itertools
 
 import pytest
 
+from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE
 from api.kinds import EVENTS, JOBS, MPIJOBS, TRAINJOBS
 from tests.harness import World, ago
 from tests.kube_double import TableStore
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
-from trainer.jobs.replica_failure import (
-    COND_REPLICA_FAILURE,
-    FIELD_SELECTOR,
-    REASON_FAILED_CREATE,
-    jobs_owner,
-    kept_event,
-    replica_failure,
-    same_cause,
-)
+from trainer.jobs.replica_failure import FIELD_SELECTOR, jobs_owner, kept_event, replica_failure, same_cause
 from trainer.jobs.replica_failure import about as about_uid
 
 QUOTA = (

@@ -9,11 +9,12 @@ import copy
 from typing import Any
 
 from api.kinds import EVENTS, JOBS, MPIJOBS
+from api.labels import REPLICA_INDEX_LABEL
 from tests.harness import World, ago
 from tests.kube_double import RecordingKube
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
-from trainer.mpijob.children import REPLICA_INDEX_LABEL, worker_replica_index
+from trainer.mpijob.children import worker_replica_index
 
 KUEUE_DIRECTIVES: JSON = {
     "nodeSelector": {"cloud.provider.com/topology-block": "b1"},

@@ -13,7 +13,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from tests.conftest import info
-from trainer.jobs.status_writer import merge_conditions, transitions
+from trainer.jobs.conditions import merge_conditions, transitions
 from trainer.trainjob.runtime.info import RuntimeInfo
 from trainer.trainjob.status import desired_conditions, jobs_status
 

@@ -47,6 +47,7 @@ from api.kinds import (
     Resource,
     resource_of,
 )
+from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import (
     FRAMEWORK_LABEL,
     ClusterTrainingRuntime,
@@ -92,7 +93,7 @@ from trainer.client.types import (
 )
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL
+from trainer.framework.meta import meta
 from trainer.trainjob.runtime.snapshot import runtime_of_snapshot, snapshot_name
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ def _started(pod: JSON) -> bool:
 
 def _age_key(pod: JSON) -> tuple[str, str]:
     """Sorts pods oldest first: by creation time, then name."""
-    return ((pod.get("metadata") or {}).get("creationTimestamp") or "", str(pod["metadata"]["name"]))
+    return (meta(pod).creation_timestamp or "", str(pod["metadata"]["name"]))
 
 
 def _status_detail(text: str) -> str:
@@ -250,7 +251,7 @@ async def observe(
             ):
                 if type_ == "BOOKMARK":
                     continue
-                name = str((obj.get("metadata") or {}).get("name"))
+                name = str(meta(obj).name)
                 if type_ == "DELETED":
                     items.pop(name, None)
                 else:
@@ -402,7 +403,7 @@ class AsyncJobClient(Generic[J]):
     def _node_of(self, pod: JSON) -> tuple[int, int]:
         """``(Job index, node index)`` of a pod from its labels; 0 for a label it lacks (the one pod
         of a Job that is not Indexed, such as an MPIJob's launcher)."""
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = meta(pod).labels
         group = labels.get(self.kind.group_label, "0") if self.kind.group_label else "0"
         index = labels.get(self.kind.node_label, "0")
         return (int(group) if group.isdigit() else 0, int(index) if index.isdigit() else 0)
@@ -470,8 +471,8 @@ class AsyncJobClient(Generic[J]):
         those of the previous instance of the container (``previous``), as ``kubectl logs``. Raises
         :class:`LogsUnavailableError` when the apiserver answers with an error, e.g. for a pod on a
         node without a kubelet (KWOK): ``500 Get "https://<node>:<port>/containerLogs/...": dial tcp ...``."""
-        meta = pod.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or self.namespace), str(meta["name"])
+        m = meta(pod)
+        namespace, name = str(m.namespace or self.namespace), str(m.data["name"])
         query = [("container", container)]
         if follow:
             query.append(("follow", "true"))
@@ -528,7 +529,7 @@ class AsyncJobClient(Generic[J]):
         """
         follow, node = legacy_node(follow, node)
         pod = await self.wait_for_pod(name, step, node, pod_timeout)
-        step_name = str(((pod.get("metadata") or {}).get("labels") or {}).get(self.kind.step_label, step or ""))
+        step_name = str(meta(pod).labels.get(self.kind.step_label, step or ""))
         chosen = container or pick_container(pod, step_name, self.kind.default_container)
         async for line in self.read_pod_logs(pod, chosen, follow):
             yield line

@@ -22,6 +22,7 @@ from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 
 Manifest: TypeAlias = TrainJob | TrainingRuntime | ClusterTrainingRuntime | MPIJob
 """An object the client can create or apply."""
@@ -150,7 +151,7 @@ def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
     api_version = KINDS[str(kind)].model_fields["api_version"].default
     if doc.get("apiVersion") != api_version:
         raise ManifestError(f"{where}: {kind} must have apiVersion {api_version}, not {doc.get('apiVersion')!r}")
-    name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
+    name = meta(doc).name
     what = f"{kind} {name!r}" if name else str(kind)
     if not name:
         raise ManifestError(f"{where}: {what} has no metadata.name")

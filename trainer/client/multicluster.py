@@ -23,10 +23,12 @@ from pydantic import Field
 
 from api.base import Model
 from api.kinds import MPIJOBS, TRAINJOBS
+from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import is_true
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Label Kueue puts on a job's Workload: the job's uid."""
@@ -79,10 +81,8 @@ def for_multicluster(obj: JSON, queue: str | None = None) -> JSON:
 
 def owned_workload(workloads: Iterable[JSON], uid: str) -> JSON | None:
     """The Workload among ``workloads`` that the job of ``uid`` owns (the newest if several), or None."""
-    owned = [
-        w for w in workloads if any(o.get("uid") == uid for o in (w.get("metadata") or {}).get("ownerReferences") or [])
-    ]
-    return max(owned, key=lambda w: str((w.get("metadata") or {}).get("creationTimestamp") or ""), default=None)
+    owned = [w for w in workloads if any(o.get("uid") == uid for o in meta(w).owner_references)]
+    return max(owned, key=lambda w: str(meta(w).creation_timestamp or ""), default=None)
 
 
 class CheckState(Model):
@@ -145,12 +145,12 @@ class WorkloadInfo(Model):
             for c in status.get("admissionChecks") or []
         ]
         return cls(
-            name=str((obj.get("metadata") or {}).get("name") or ""),
+            name=str(meta(obj).name or ""),
             queue=spec.get("queueName"),
             cluster_queue=(status.get("admission") or {}).get("clusterQueue"),
             cluster_name=status.get("clusterName"),
             nominated_cluster_names=list(status.get("nominatedClusterNames") or []),
-            admitted=any(c.type == ADMITTED and c.status == "True" for c in conditions),
+            admitted=is_true(conditions, ADMITTED),
             conditions=conditions,
             admission_checks=checks,
         )

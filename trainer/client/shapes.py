@@ -19,6 +19,7 @@ from enum import Enum, StrEnum
 from typing import Any
 
 from api.base import ObjectMeta
+from api.labels import REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import (
     ANCESTOR_LABEL,
     FRAMEWORK_LABEL,
@@ -31,7 +32,7 @@ from api.trainer_v1alpha1 import TrainJob as TrainJobObject
 from trainer.client.types import COMPLETION_INDEX_LABEL, trainjob_status
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import REPLICATED_JOB_NAME
+from trainer.framework.meta import meta
 
 UNKNOWN = "Unknown"
 """Upstream's value for what cannot be told (``kubeflow/common/constants.py``)."""
@@ -149,7 +150,7 @@ def _node_container(template: JSON) -> JSON | None:
     """The ``node`` container of the replicated job labelled as the trainer's ancestor."""
     for rjob in (((template.get("spec") or {}).get("replicatedJobs")) or []) if isinstance(template, dict) else []:
         job_template = rjob.get("template") or {}
-        if ANCESTOR_LABEL not in ((job_template.get("metadata") or {}).get("labels") or {}):
+        if ANCESTOR_LABEL not in meta(job_template).labels:
             continue
         pod = ((job_template.get("spec") or {}).get("template") or {}).get("spec") or {}
         for container in pod.get("containers") or []:
@@ -225,10 +226,10 @@ def steps_of(pods: Iterable[JSON], mpi: bool = False) -> list[Step]:
     """The steps of a TrainJob from its pods (newest pod first wins a step): one per initializer,
     ``node-<index>`` per trainer node; with ``mpi`` the launcher is ``node-0`` and node ``i`` is
     ``node-<i+1>``. A pod's ``PET_NPROC_PER_NODE`` (a number) is its device count."""
-    newest = sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True)
+    newest = sorted(pods, key=lambda p: str(meta(p).creation_timestamp or ""), reverse=True)
     out: dict[str, Step] = {}
     for pod in newest:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = meta(pod).labels
         role = labels.get(REPLICATED_JOB_NAME)
         if role not in STEP_NAMES:
             continue

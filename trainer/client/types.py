@@ -13,9 +13,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from api import jobkinds
 from api.base import Condition, Model
+from api.conditions import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
 from api.jobkinds import KindFacts
 from api.kinds import Resource
 from api.kubeflow_v2beta1 import MPIJob
+from api.labels import JOB_INDEX, KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
@@ -28,9 +30,9 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
-from trainer.jobs.gang.base import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
-from trainer.jobs.labels import JOB_INDEX
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION, resolve_queue
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import is_true, true_condition
+from trainer.jobs.queues import resolve_queue
 
 J = TypeVar("J", bound=Model)
 
@@ -73,15 +75,13 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
         if job.trainjob is None:
             return job.status
         job = job.trainjob
-    conds = {c.type: c for c in conditions_of(job)}
-
-    def true(type_: str) -> bool:
-        return type_ in conds and conds[type_].status == "True"
-
+    conditions = conditions_of(job)
     for status in (FAILED, COMPLETE, SUSPENDED, RUNNING):
-        if true(status):
+        if is_true(conditions, status):
             return status
-    if COND_RUNNING not in conds and any(s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []):
+    if all(c.type != COND_RUNNING for c in conditions) and any(
+        s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []
+    ):
         return RUNNING
     return CREATED
 
@@ -120,10 +120,10 @@ class Holding:
 def holding_condition(job: TrainJob | MPIJob) -> Holding:
     """The condition that holds ``job`` (a TrainJob or an MPIJob), as ``kubectl`` users read a
     STATUS column: see :class:`Holding`."""
-    conds = {c.type: c for c in (job.status.conditions if job.status else None) or []}
+    conditions = (job.status.conditions if job.status else None) or []
     for type_ in HOLDING_CONDITIONS:
-        c = conds.get(type_)
-        if c is not None and c.status == "True":
+        c = true_condition(conditions, type_)
+        if c is not None:
             return Holding(type_, c.reason or "", " ".join((c.message or "").split()))
     if isinstance(job, TrainJob) and trainjob_status(job) == RUNNING:
         return Holding(RUNNING)
@@ -132,10 +132,10 @@ def holding_condition(job: TrainJob | MPIJob) -> Holding:
 
 def failure_message(job: TrainJob) -> str:
     """``reason: message`` of the True ``Failed`` condition ("" when there is none)."""
-    for c in conditions_of(job):
-        if c.type == COND_FAILED and c.status == "True":
-            return f"{c.reason}: {c.message}" if c.reason else c.message
-    return ""
+    c = true_condition(conditions_of(job), COND_FAILED)
+    if c is None:
+        return ""
+    return f"{c.reason}: {c.message}" if c.reason else c.message
 
 
 def trainjob_steps(job: TrainJob) -> list[str]:
@@ -351,7 +351,7 @@ class Event(Model):
             or series.get("lastObservedTime")
             or obj.get("eventTime")
             or obj.get("firstTimestamp")
-            or (obj.get("metadata") or {}).get("creationTimestamp")
+            or meta(obj).creation_timestamp
         )
         return cls(
             type=str(obj.get("type") or ""),

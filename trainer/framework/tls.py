@@ -51,6 +51,7 @@ from trainer.framework.certs import (
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Informer
 from trainer.framework.kube.client import ApiError, KubeClient
+from trainer.framework.meta import meta
 
 log = structlog.get_logger("trainer.framework.tls")
 SECRET_NAME = "trainer-webhook-certs"
@@ -253,7 +254,7 @@ class WebhookTLS:
         replica replaced), else from the apiserver."""
         if self.informer.synced.is_set():
             cached = self.informer.get(self.namespace, self.secret_name)
-            if cached is None or (cached.get("metadata") or {}).get("resourceVersion") != self._replaced_rv:
+            if cached is None or meta(cached).resource_version != self._replaced_rv:
                 return cached
         return await self.kube.get_or_none(SECRETS, self.namespace, self.secret_name)
 

@@ -58,12 +58,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from api.conditions import REASON_CREATION_FAILED, REASON_PREVIOUS, REASON_RESOURCE_EXISTS
 from api.kinds import JOBS, Resource, resource_of
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON, dumps_sorted
 from trainer.framework.kube.cache import controller_of, key_of
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import FIELD_MANAGER, managed_entry, owned_by_update
+from trainer.framework.meta import meta
+from trainer.jobs.facts import started
 
 if TYPE_CHECKING:
     from trainer.framework.controller import Reader
@@ -72,11 +75,6 @@ if TYPE_CHECKING:
     from trainer.jobs.own_writes import OwnWrites
 
 log = structlog.get_logger("trainer.children")
-REASON_CREATION_FAILED = "TrainJobResourcesCreationFailed"
-REASON_RESOURCE_EXISTS = "ErrResourceExists"
-"""A child's name is taken by an object the job does not control (mpi-operator's event reason)."""
-REASON_PREVIOUS = "WaitingForPreviousChildren"
-"""A child's name is still taken by the child of an earlier job of the same kind and name."""
 OURS, PREVIOUS, FOREIGN = "ours", "previous", "foreign"
 MAX_REFUSALS = 10000
 """Refused children remembered at most (the oldest go first)."""
@@ -234,8 +232,7 @@ class ChildWriter:
         target = self.latest(res, namespace, name)
         if target is None:
             return None
-        meta, own = target.get("metadata") or {}, owner.get("metadata") or {}
-        itself = target.get("kind", res.kind) == owner.get("kind") and meta.get("uid") == own.get("uid")
+        itself = target.get("kind", res.kind) == owner.get("kind") and meta(target).uid == meta(owner).uid
         return target if itself or claim(target, owner) == OURS else None
 
     async def delete(
@@ -249,7 +246,7 @@ class ChildWriter:
             if self.latest(res, namespace, name) is not None:
                 log.warning("not deleting an object the job does not control", kind=res.kind, name=name)
             return False
-        uid = str((target.get("metadata") or {}).get("uid") or "") or None
+        uid = str(meta(target).uid or "") or None
         if not await self.kube.delete(res, namespace, name, propagation=propagation, uid=uid):
             return False
         log.info("deleted", kind=res.kind, name=name, propagation=propagation)
@@ -354,8 +351,8 @@ class ChildWriter:
         raises unless it is a refusal."""
         if existing is None:
             return False
-        if not (existing.get("spec") or {}).get("suspend"):
-            if not desired["spec"].get("suspend"):
+        if started([existing]):
+            if started([desired]):
                 return False
             await self.kube.merge_patch(JOBS, *key_of(desired), {"spec": {"suspend": True}})
             return True
@@ -370,7 +367,7 @@ class ChildWriter:
         if int((existing.get("status") or {}).get("active") or 0) > 0:
             return False
         log.info("recreating suspended job", name=desired["metadata"]["name"])
-        await self.kube.delete(JOBS, *key_of(desired), uid=(existing.get("metadata") or {}).get("uid"))
+        await self.kube.delete(JOBS, *key_of(desired), uid=meta(existing).uid)
         await self.recorder.emit(
             owner,
             "Normal",
@@ -386,7 +383,7 @@ def _runs_on(desired: JSON, existing: JSON | None) -> bool:
     changed by a newer release of the operator must not fail a running job)."""
     if existing is None or desired.get("kind") != JOBS.kind:
         return False
-    return not (existing.get("spec") or {}).get("suspend") and not (desired.get("spec") or {}).get("suspend")
+    return started([existing]) and started([desired])
 
 
 def claim(obj: JSON, owner: JSON) -> str:
@@ -394,10 +391,10 @@ def claim(obj: JSON, owner: JSON) -> str:
     owner's uid), :data:`PREVIOUS` (it names an earlier object of the owner's kind and name: a job
     deleted and created again whose children are not yet collected) or :data:`FOREIGN`."""
     ref = controller_of(obj) or {}
-    meta = owner.get("metadata") or {}
-    if ref.get("uid") and ref.get("uid") == meta.get("uid"):
+    own = meta(owner)
+    if ref.get("uid") and ref.get("uid") == own.uid:
         return OURS
-    if ref.get("kind") == owner.get("kind") and ref.get("name") == meta.get("name"):
+    if ref.get("kind") == owner.get("kind") and ref.get("name") == own.name:
         return PREVIOUS
     return FOREIGN
 
@@ -405,7 +402,7 @@ def claim(obj: JSON, owner: JSON) -> str:
 def taken_message(obj: JSON, owner: JSON, taken: str) -> str:
     """``<Kind> <name>: ...`` saying whose ``obj`` is (``taken``: its :func:`claim` for ``owner``) and
     the way out."""
-    kind, name = obj.get("kind") or "object", (obj.get("metadata") or {}).get("name")
+    kind, name = obj.get("kind") or "object", meta(obj).name
     what = f"{owner.get('kind')} {(owner.get('metadata') or {}).get('name')}"
     if taken == PREVIOUS:
         return f"{kind} {name}: still held by an earlier {what} (being deleted); waiting for it to go"
@@ -472,7 +469,7 @@ def needs_apply(
     compared through the hash only."""
     if existing is None:
         return True
-    have = ((existing.get("metadata") or {}).get("annotations") or {}).get(HASH_ANNOTATION)
+    have = meta(existing).annotations.get(HASH_ANNOTATION)
     want = desired["metadata"]["annotations"][HASH_ANNOTATION]
     return have != want or not is_subset(project(desired) if project else desired, existing)
 
@@ -519,13 +516,13 @@ async def take_over(kube: KubeClient, res: Resource, obj: JSON, manager: str) ->
     since it was read, 404 when it is gone)."""
     namespace, name = key_of(obj)
     stored = await kube.get(res, namespace or None, name)
-    meta = stored.get("metadata") or {}
-    entries = taken_over(list(meta.get("managedFields") or []), manager)
+    m = meta(stored)
+    entries = taken_over(list(m.managed_fields or []), manager)
     if entries is None:
         return False
     ops: list[JSON] = [
         {"op": "replace", "path": "/metadata/managedFields", "value": entries},
-        {"op": "replace", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": m.resource_version},
     ]
     await kube.json_patch(res, namespace or None, name, ops)
     return True

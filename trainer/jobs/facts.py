@@ -1,9 +1,9 @@
-"""Facts about jobs, each read one way everywhere: whether a job or a batch/v1 Job has finished and
-when, whether it has started, the seconds left of a TTL or a deadline, whose ``managedBy`` it is.
+"""Facts about jobs, each read one way everywhere: whether a job has started, a batch/v1 Job's restart
+attempt and the pods it misses, the seconds left of a TTL or a deadline, whose ``managedBy`` it is.
 
-The reconcilers, their status logic and admission ask here rather than reading conditions themselves,
-so a rule has one spelling. Conditions are the API models (:class:`api.base.Condition`); a batch/v1
-Job is JSON as the caches keep it.
+The reconcilers, their status logic and admission ask here rather than reading the objects themselves,
+so a rule has one spelling; whether a job or a batch/v1 Job has finished (and when), or failed, is read
+from its conditions by :mod:`trainer.jobs.conditions`. A batch/v1 Job is JSON as the caches keep it.
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from api.base import Condition
 from api.jobkinds import RunPolicyAt
-from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED
+from api.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
-
-TRAINJOB_TERMINAL = (COND_COMPLETE, COND_FAILED)
-"""The condition types that end a TrainJob (an MPIJob's are ``trainer.mpijob.status.TERMINAL``)."""
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import JOB_TERMINAL, finished
 
 
 def attempt_of(job: JSON) -> int:
@@ -35,16 +32,8 @@ def job_attempt_of(job: JSON) -> int:
 
 
 def _count_label(job: JSON, key: str) -> int:
-    value = ((job.get("metadata") or {}).get("labels") or {}).get(key) or "0"
+    value = meta(job).labels.get(key) or "0"
     return int(value) if str(value).isdigit() else 0
-
-
-def job_finished(job: JSON) -> str | None:
-    """``"Complete"`` or ``"Failed"`` when a batch/v1 Job has that condition True, else None."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
-            return str(cond["type"])
-    return None
 
 
 def pods_wanted(job: JSON) -> int:
@@ -61,7 +50,7 @@ def pods_missing(job: JSON) -> int:
     ``succeeded`` pods (0 when it has them all, is suspended or finished). The Job controller counts a
     pod ``active`` from its creation on (pending or running), so a Job with none missing has created
     every pod it wants now."""
-    if (job.get("spec") or {}).get("suspend") or job_finished(job) is not None:
+    if not started([job]) or finished(job, JOB_TERMINAL) is not None:
         return 0
     status = job.get("status") or {}
     have = int(status.get("active") or 0) + int(status.get("succeeded") or 0)
@@ -69,22 +58,9 @@ def pods_missing(job: JSON) -> int:
 
 
 def started(jobs: Iterable[JSON]) -> bool:
-    """Whether any of a job's batch/v1 Jobs is not suspended (its pods may run or have run)."""
+    """Whether any of a job's batch/v1 Jobs is not suspended (its pods may run or have run); of one
+    Job, ``started([job])``: whether it runs (or ran)."""
     return any(not (j.get("spec") or {}).get("suspend") for j in jobs)
-
-
-def finished(conditions: Iterable[Condition], terminal: Iterable[str]) -> bool:
-    """Whether a condition of a ``terminal`` type (TrainJob: Complete, Failed; MPIJob: Succeeded,
-    Failed) is True."""
-    types = set(terminal)
-    return any(c.type in types and c.status == "True" for c in conditions)
-
-
-def finished_at(conditions: Iterable[Condition], terminal: Iterable[str]) -> str | None:
-    """The transition time of the first True condition of a ``terminal`` type, or None (also when
-    that condition carries no time)."""
-    types = set(terminal)
-    return next((c.last_transition_time for c in conditions if c.type in types and c.status == "True"), None)
 
 
 def seconds_left(seconds: float | None, since: str | None, now: datetime) -> float | None:

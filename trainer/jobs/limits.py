@@ -11,9 +11,6 @@ DEFAULT_MAX_NODES_PER_JOB = 1000
 """``--max-nodes-per-job`` unless set: the most pods one replicated job of a TrainJob (numNodes for the
 trainer) or the workers of an MPIJob may have; 0 is no limit."""
 MAX_NODES_FLAG = "--max-nodes-per-job"
-REASON_NODE_LIMIT = "NodeLimitExceeded"
-"""Reason of the ``Misconfigured`` condition of a started TrainJob whose spec asks for more pods than
-:data:`MAX_NODES_FLAG` allows (a new one fails instead, as admission refuses it)."""
 
 
 def quantity_errors(resources: object, where: str) -> list[str]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from api.kinds import Resource
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 
 if TYPE_CHECKING:
     from trainer.framework.controller import Reader
@@ -41,7 +42,7 @@ went too soon costs a reconcile that writes nothing, never a missed change."""
 
 def resource_version(obj: JSON | None) -> int | None:
     """``metadata.resourceVersion`` as a number, or None when absent or not a number."""
-    value = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    value = meta(obj).resource_version
     try:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
@@ -50,8 +51,8 @@ def resource_version(obj: JSON | None) -> int | None:
 
 def _key(res: Resource, obj: JSON) -> tuple[Resource, str, str]:
     """``(res, namespace, name)`` of ``obj``; the namespace is "" for a cluster-scoped object."""
-    meta = obj.get("metadata") or {}
-    return res, str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    m = meta(obj)
+    return res, str(m.namespace or ""), str(m.name or "")
 
 
 class OwnWrites:
@@ -69,7 +70,7 @@ class OwnWrites:
         """Keep ``stored`` (the object a write of ``res`` returned, as the cache would keep it);
         ``settled``: a reconcile of exactly this version would write nothing (see :meth:`settled_echo`)."""
         rv = resource_version(stored)
-        if rv is None or not (stored.get("metadata") or {}).get("name"):
+        if rv is None or not meta(stored).name:
             return
         key = _key(res, stored)
         self._kept.pop(key, None)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from trainer.framework.meta import meta
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,12 @@ def resolve_queue(obj: dict[str, Any], gang: str, runtime: dict[str, Any] | None
     ``--gang-scheduler-name`` ("" when unknown, e.g. in the SDK), ``runtime`` the TrainJob's
     (Cluster)TrainingRuntime as JSON when known. Pure; never raises on missing fields.
     """
-    meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     if obj.get("kind") == "MPIJob":
         neutral = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("queue")
         if neutral:
             return QueueChoice(str(neutral), "spec.runPolicy.schedulingPolicy.queue", "")
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    labels, annotations = meta(obj).labels, meta(obj).annotations
     candidates = []
     if labels.get(KUEUE_QUEUE_LABEL):
         candidates.append(QueueChoice(str(labels[KUEUE_QUEUE_LABEL]), f"metadata.labels[{KUEUE_QUEUE_LABEL}]", "kueue"))
@@ -68,7 +67,7 @@ def resolve_queue(obj: dict[str, Any], gang: str, runtime: dict[str, Any] | None
     if candidates:
         return candidates[0]
     template = ((runtime or {}).get("spec") or {}).get("template") or {}
-    default = ((template.get("metadata") or {}).get("annotations") or {}).get(VOLCANO_QUEUE_ANNOTATION)
+    default = meta(template).annotations.get(VOLCANO_QUEUE_ANNOTATION)
     if default:
         where = f"spec.template.metadata.annotations[{VOLCANO_QUEUE_ANNOTATION}] of the runtime"
         return QueueChoice(str(default), where, "volcano")

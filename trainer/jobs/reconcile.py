@@ -39,8 +39,16 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from api.base import Condition
+from api.conditions import (
+    COND_MISCONFIGURED,
+    COND_REPLICA_FAILURE,
+    REASON_CREATION_FAILED,
+    REASON_RECONCILE_ERROR,
+    REASON_RESOURCE_EXISTS,
+)
 from api.jobkinds import KindFacts
 from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
+from api.trainer_v1alpha1 import COND_FAILED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import (
     Context,
@@ -57,18 +65,18 @@ from trainer.framework.controller import (
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
-from trainer.jobs.child_writer import REASON_CREATION_FAILED, REASON_RESOURCE_EXISTS, ChildWriter, Desired
+from trainer.framework.meta import meta
+from trainer.jobs.child_writer import ChildWriter, Desired
+from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
 from trainer.jobs.event_filter import JobEventFilter
-from trainer.jobs.facts import job_finished, managed_by_us
-from trainer.jobs.gang.base import COND_MISCONFIGURED, GangInput, GangPlan, GangScheduler, problem
+from trainer.jobs.facts import managed_by_us
+from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler
 from trainer.jobs.own_writes import OwnWrites
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE, replica_failure
+from trainer.jobs.replica_failure import replica_failure
 from trainer.jobs.replica_failure import watches as failed_create_events
 from trainer.jobs.status_writer import Event, NoLane, ProgressClock, StatusWriter, Telling
 
 log = structlog.get_logger("trainer.jobs")
-REASON_RECONCILE_ERROR = "ReconcileError"
-"""Reason of the ``Misconfigured`` condition that says an unexpected exception stopped the reconcile."""
 RECONCILE_ATTEMPTS = 5
 """Reconciles of one job (at one generation) that may raise an unexpected exception, each retried with
 the work queue's backoff, before the exception is said on the job and the job is no longer retried."""
@@ -188,7 +196,7 @@ class Reconciler(Generic[J, I]):
         kind, facts, reader = self.kind, self.kind.facts, self.ctx.reader
         # Read: the cache, or this controller's own last write while the cache is behind.
         obj = self.children.latest(facts.resource, *key)
-        if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if obj is None or meta(obj).deletion:
             self.status.forget(key)
             return None
         # managedBy: another controller's (e.g. MultiKueue's): not even a status write.
@@ -234,25 +242,25 @@ class Reconciler(Generic[J, I]):
                     conditions = self._with_replica_failure(obj, conditions)
                     for reason in (REASON_RESOURCE_EXISTS, REASON_CREATION_FAILED):
                         if messages := written.messages(reason):
-                            conditions = _with_problem(conditions, problem(reason, "; ".join(messages)))
+                            conditions = fold_problems([*conditions, problem(reason, "; ".join(messages))])
                     later = soonest(later, await self.status.write(obj, info, conditions))
         except RETRIED:
             raise
         except Exception as e:
             await self._unexpected(obj, e)
             return None
-        self._failures.pop(str((obj.get("metadata") or {}).get("uid") or ""), None)
+        self._failures.pop(str(meta(obj).uid or ""), None)
         return later
 
     def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
         """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
         now (:func:`trainer.jobs.replica_failure.replica_failure`), none once ``conditions`` say it finished."""
         kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
-        if any(c.type in self.kind.facts.terminal and c.status == "True" for c in kept):
+        if finished(kept, tuple(sorted(self.kind.facts.terminal))):
             return kept
         reader = self.ctx.reader
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        jobs = [j for j in reader.owned(JOBS, uid) if not (j.get("metadata") or {}).get("deletionTimestamp")]
+        uid = str(meta(obj).uid or "")
+        jobs = [j for j in reader.owned(JOBS, uid) if not meta(j).deletion]
         current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
         failure = replica_failure(jobs, lambda job: reader.about(EVENTS, job), current)
         return kept if failure is None else [*kept, failure]
@@ -274,8 +282,7 @@ class Reconciler(Generic[J, I]):
         :class:`TerminalError` is raised (not retried until the job or one of its children changes). A job
         already carrying that condition is left be (returns None). Raises ``ApiError`` when the condition
         cannot be written."""
-        meta = obj.get("metadata") or {}
-        uid, generation = str(meta.get("uid") or ""), meta.get("generation")
+        uid, generation = str(meta(obj).uid or ""), meta(obj).generation
         seen, failures = self._failures.get(uid, (generation, 0))
         failures = (failures if seen == generation else 0) + 1
         self._failures[uid] = (generation, failures)
@@ -384,7 +391,7 @@ def kept_secret(obj: JSON) -> JSON:
 
 def just_finished(old: JSON | None, new: JSON) -> bool:
     """Whether a Job's change is its finishing (``Complete`` or ``Failed`` turned True)."""
-    return bool(job_finished(new)) and not (old and job_finished(old))
+    return finished(new, JOB_TERMINAL) is not None and not (old and finished(old, JOB_TERMINAL))
 
 
 def soonest(*waits: float | None) -> float | None:
@@ -402,17 +409,8 @@ def first_error(e: ValidationError) -> str:
 def invalid(obj: JSON, facts: KindFacts, message: str) -> list[Condition]:
     """The conditions of a job whose spec cannot be read or expanded: its others, and ``Failed`` with the
     kind's reason (TrainJob: ``ResourcesCreationFailed``; MPIJob: ``InvalidSpec``) and ``message``."""
-    failed = Condition(type="Failed", status="True", reason=facts.invalid_reason, message=message)
-    return [*kept_conditions(obj, "Failed"), failed]
-
-
-def kept_conditions(obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:
-    """The job's conditions but those of type ``dropped`` (which the caller sets anew)."""
-    return [
-        Condition.model_validate(c)
-        for c in (obj.get("status") or {}).get("conditions") or []
-        if c.get("type") != dropped
-    ]
+    failed = Condition(type=COND_FAILED, status="True", reason=facts.invalid_reason, message=message)
+    return [*kept_conditions(obj, COND_FAILED), failed]
 
 
 def _carries(obj: JSON, cond: Condition) -> bool:
@@ -422,12 +420,3 @@ def _carries(obj: JSON, cond: Condition) -> bool:
         == (cond.type, cond.status, cond.reason, cond.message)
         for c in (obj.get("status") or {}).get("conditions") or []
     )
-
-
-def _with_problem(conditions: list[Condition], extra: Condition) -> list[Condition]:
-    """``conditions`` with ``extra`` folded into their ``Misconfigured`` condition (one per job)."""
-    for i, c in enumerate(conditions):
-        if c.type == COND_MISCONFIGURED:
-            merged = c.model_copy(update={"message": f"{c.message}; {extra.message}"})
-            return [*conditions[:i], merged, *conditions[i + 1 :]]
-    return [*conditions, extra]

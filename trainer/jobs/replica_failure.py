@@ -33,17 +33,16 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from api.base import Condition
+from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE
 from api.kinds import EVENTS, JOBS, Resource
 from trainer.framework.clock import parse_time
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, key_of
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import true_condition
 from trainer.jobs.facts import pods_missing
 
-COND_REPLICA_FAILURE = "ReplicaFailure"
-"""apps/v1's ``ReplicaSetReplicaFailure`` / ``DeploymentReplicaFailure``."""
-REASON_FAILED_CREATE = "FailedCreate"
-"""The Job controller's Event reason (``FailedCreatePodReason``), the condition's reason too."""
 JOB_CONTROLLER = "job-controller"
 """``source.component`` of the Job controller's Events."""
 FIELD_SELECTOR = f"involvedObject.kind={JOBS.kind},reason={REASON_FAILED_CREATE},source={JOB_CONTROLLER}"
@@ -103,7 +102,7 @@ def jobs_owner(primary: Resource) -> MapFn:
         ref = event.get("involvedObject") or {}
         ns, name = str(ref.get("namespace") or key_of(event)[0]), ref.get("name")
         job = reader.get(JOBS, ns, str(name)) if name else None
-        if job is None or (job.get("metadata") or {}).get("uid") != ref.get("uid"):
+        if job is None or meta(job).uid != ref.get("uid"):
             return []
         owner = controller_of(job)
         if owner is None or (owner.get("kind"), owner.get("apiVersion")) != (primary.kind, primary.api_version):
@@ -124,7 +123,7 @@ def failed_creates(job: JSON, events: Iterable[JSON]) -> list[JSON]:
     resourceVersion: the times count seconds)."""
     if pods_missing(job) == 0:
         return []
-    uid = (job.get("metadata") or {}).get("uid")
+    uid = meta(job).uid
     since = parse_time((job.get("status") or {}).get("startTime"))
     out: list[tuple[tuple[float, int], JSON]] = []
     for event in events:
@@ -141,7 +140,7 @@ def failed_creates(job: JSON, events: Iterable[JSON]) -> list[JSON]:
 def _version(event: JSON) -> int:
     """An Event's resourceVersion as a number (what was written last within one second of another), 0
     when it is none."""
-    rv = str((event.get("metadata") or {}).get("resourceVersion") or "")
+    rv = str(meta(event).resource_version or "")
     return int(rv) if rv.isdigit() else 0
 
 
@@ -170,14 +169,14 @@ def replica_failure(
     (:func:`same_cause`), its message stays as it is. Otherwise it names the first Job by name that
     has an Event that counts (:func:`failed_creates`), with its latest message."""
     failing = []
-    for job in sorted(jobs, key=lambda j: str((j.get("metadata") or {}).get("name"))):
-        uid = str((job.get("metadata") or {}).get("uid") or "")
+    for job in sorted(jobs, key=lambda j: str(meta(j).name)):
+        uid = str(meta(job).uid or "")
         counted = failed_creates(job, events_about(uid)) if uid else []
         if counted:
             failing.append(message_of(job, counted[0]))
     if not failing:
         return None
-    had = next((c for c in current if c.type == COND_REPLICA_FAILURE and c.status == "True"), None)
+    had = true_condition(current, COND_REPLICA_FAILURE)
     message = failing[0]
     if had is not None and had.message and any(same_cause(had.message, m) for m in failing):
         message = had.message
@@ -187,7 +186,7 @@ def replica_failure(
 def told_anew(current: Iterable[Condition], desired: Condition | None) -> tuple[str, str, str] | None:
     """The Warning event of a ``ReplicaFailure`` that stays True with another message (a new Job, or
     another refusal); None otherwise (its turning True is told as every condition's transition)."""
-    had = next((c for c in current if c.type == COND_REPLICA_FAILURE and c.status == "True"), None)
+    had = true_condition(current, COND_REPLICA_FAILURE)
     if had is None or desired is None or had.message == desired.message:
         return None
     return ("Warning", desired.reason, desired.message)

@@ -1,11 +1,12 @@
 """The one writer of a job's status: conditions merged, events told, outcomes counted, progress coalesced.
 
-:meth:`StatusWriter.write` merges the desired conditions into the stored ones (transition times kept
-unless a status changes), renders the kind's whole status, and merge-patches it once, only when it
-changed. Each condition transition becomes an event (Warning for the kind's warning conditions turning
-True), and so does a new message of a condition the kind retells (``ReplicaFailure``), recorded before
-the status so whoever sees the condition finds its event; each outcome (first status, success,
-failure, restart) is counted once per job in :class:`~trainer.framework.metrics.Metrics`.
+:meth:`StatusWriter.write` merges the desired conditions into the stored ones
+(:func:`~trainer.jobs.conditions.merge_conditions`: transition times kept unless a status changes),
+renders the kind's whole status, and merge-patches it once, only when it changed. Each condition
+transition becomes an event (Warning for the kind's warning conditions turning True), and so does a
+new message of a condition the kind retells (``ReplicaFailure``), recorded before the status so
+whoever sees the condition finds its event; each outcome (first status, success, failure, restart) is
+counted once per job in :class:`~trainer.framework.metrics.Metrics`.
 
 A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
 waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
@@ -36,12 +37,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from api.base import Condition
+from api.conditions import COND_REPLICA_FAILURE
+from api.trainer_v1alpha1 import COND_FAILED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.projection import strip_managed_fields
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions, true_condition
 
 if TYPE_CHECKING:
     from trainer.framework.kube.client import KubeClient
@@ -155,7 +159,7 @@ class StatusWriter:
         progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
         old = obj.get("status") or {}
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
-        generation = (obj.get("metadata") or {}).get("generation")
+        generation = meta(obj).generation
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
         new = self.kind.status(obj, info, [c.to_dict() for c in merged] or None)
         key = key_of(obj)
@@ -182,11 +186,10 @@ class StatusWriter:
         for cond in [*transitions(current, merged), *retold(current, merged, self.telling.retold)]:
             if (cond.type, cond.status) in self.telling.quiet:
                 continue
-            warning = cond.type in self.telling.warnings and cond.status == "True"
+            warning = is_true([cond], *self.telling.warnings)
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
-        meta = obj["metadata"]
         res = self.kind.facts.resource
-        stored = await self.kube.patch_status(res, meta.get("namespace"), meta["name"], new)
+        stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], new)
         log.debug("status written", changed=sorted(changed), status=new)
         # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
         self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
@@ -204,7 +207,7 @@ class StatusWriter:
         waited :data:`FIRST_STATUS_MAX_WAIT` seconds."""
         if not self.lane.busy(key):
             return None
-        if any(c.type in self.telling.warnings and c.status == "True" for c in conditions):
+        if is_true(conditions, *self.telling.warnings):
             return None
         left = FIRST_STATUS_MAX_WAIT - self._first.waited(key)
         return left if left > 0 else None
@@ -216,18 +219,18 @@ class StatusWriter:
             return
 
         def true(status: JSON, type_: str) -> JSON | None:
-            conditions = status.get("conditions") or []
-            return next((c for c in conditions if c["type"] == type_ and c["status"] == "True"), None)
+            conditions: list[JSON] = status.get("conditions") or []
+            return true_condition(conditions, type_)
 
         kind, ns = self.kind.facts.resource.kind, str(obj["metadata"].get("namespace") or "")
         runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
         uid = str(obj["metadata"].get("uid") or "")
-        failed = true(new, "Failed")
+        failed = true(new, COND_FAILED)  # an MPIJob's too
         succeeded = self.kind.facts.succeeded
         events = [
             ("created", "", not old),
             ("succeeded", "", bool(true(new, succeeded)) and not true(old, succeeded)),
-            ("failed", str((failed or {}).get("reason") or ""), bool(failed) and not true(old, "Failed")),
+            ("failed", str((failed or {}).get("reason") or ""), bool(failed) and not true(old, COND_FAILED)),
             ("restarted", "", int(new.get("restarts") or 0) > int(old.get("restarts") or 0)),
         ]
         for event, reason, happened in events:
@@ -248,43 +251,3 @@ def _nothing(value: Any) -> bool:
         isinstance(e, dict) and all(not v for k, v in e.items() if isinstance(v, int) and not isinstance(v, bool))
         for e in entries
     )
-
-
-def merge_conditions(
-    current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
-) -> list[Condition]:
-    """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
-    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
-    latest thing that happened); conditions the controller no longer wants are dropped, except
-    Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
-    out = [c.model_copy() for c in current]
-    by_type = {c.type: i for i, c in enumerate(out)}
-    wanted = {c.type for c in desired}
-    for new in desired:
-        i = by_type.get(new.type)
-        if i is not None and out[i].status == new.status:
-            if (out[i].reason, out[i].message) != (new.reason, new.message):
-                out[i] = out[i].model_copy(update={"reason": new.reason, "message": new.message})
-            continue
-        fresh = new.model_copy(update={"last_transition_time": now, "observed_generation": generation})
-        if i is not None:
-            out[i] = fresh
-            if new.status == "True":
-                out.append(out.pop(i))
-        else:
-            out.append(fresh)
-        by_type = {c.type: j for j, c in enumerate(out)}
-    return [c for c in out if c.type in wanted]
-
-
-def transitions(before: list[Condition], after: list[Condition]) -> list[Condition]:
-    """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
-    old = {c.type: c.status for c in before}
-    return [c for c in after if old.get(c.type) != c.status]
-
-
-def retold(before: list[Condition], after: list[Condition], types: frozenset[str]) -> list[Condition]:
-    """Conditions of ``after`` of ``types`` that were True and stay True with another message (each
-    becomes an event too)."""
-    old = {c.type: c.message for c in before if c.status == "True"}
-    return [c for c in after if c.type in types and c.status == "True" and c.type in old and old[c.type] != c.message]

@@ -22,17 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
+from api.labels import (
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    OPERATOR_NAME,
+    OPERATOR_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+)
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.jobs.labels import owner_reference
 from trainer.jobs.merge import upsert_env
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh
 
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
-OPERATOR_NAME = "mpi-operator"
 DNS_LABEL_MAX = 63
 
 

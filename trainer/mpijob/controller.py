@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from functools import partial
 
 from api.base import Condition
+from api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, REASON_NODE_LIMIT
 from api.jobkinds import MPIJOB, KindFacts
 from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import (
@@ -25,38 +26,23 @@ from api.kubeflow_v2beta1 import (
     JobCondition,
     MPIJob,
 )
+from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL, KUEUE_QUEUE_LABEL
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Controller, Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.jobs import reconcile
 from trainer.jobs.child_writer import Desired, Once
-from trainer.jobs.facts import finished, finished_at, seconds_left, started
-from trainer.jobs.gang.base import (
-    COND_MISCONFIGURED,
-    GangInput,
-    GangPlan,
-    GangScheduler,
-    PodSet,
-    decorate,
-    gang_conditions,
-    problem,
-)
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
+from trainer.jobs.conditions import MPIJOB_TERMINAL, finished, finished_at, kept_conditions, problem
+from trainer.jobs.facts import seconds_left, started
+from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.mpi import new_ssh_secret
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.jobs.reconcile import Blocked, Latest, declare, kept_conditions
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
+from trainer.jobs.queues import QueueChoice, resolve_queue
+from trainer.jobs.reconcile import Blocked, Latest, declare
 from trainer.jobs.status_writer import Event, Telling
-from trainer.mpijob.children import (
-    JOB_NAME_LABEL,
-    JOB_ROLE_LABEL,
-    build_mpijob_children,
-    names,
-    validate,
-    worker_replicas,
-)
-from trainer.mpijob.status import TERMINAL, desired_conditions, replica_statuses
+from trainer.mpijob.children import build_mpijob_children, names, validate, worker_replicas
+from trainer.mpijob.status import desired_conditions, replica_statuses
 from trainer.mpijob.validation import mpijob_errors, mpijob_worker_limit_errors
 
 
@@ -183,7 +169,7 @@ def info(options: MPIJobOptions, gang_name: str, reader: Reader, obj: JSON, job:
     current = [Condition.model_validate(c) for c in (obj.get("status") or {}).get("conditions") or []]
     observed = {str(j["metadata"]["labels"].get(JOB_ROLE_LABEL)): j for j in reader.owned(JOBS, str(job.metadata.uid))}
     ttl = job.spec.run_policy.ttl_seconds_after_finished if job.spec.run_policy else None
-    if observed and not finished(current, TERMINAL):
+    if observed and finished(current, MPIJOB_TERMINAL) is None:
         # The node limit holds for a started job too (the webhook may not run): it grows by nothing.
         parallelism = ((observed.get("worker") or {}).get("spec") or {}).get("parallelism")
         running = parallelism if isinstance(parallelism, int) else 0
@@ -198,9 +184,9 @@ def info(options: MPIJobOptions, gang_name: str, reader: Reader, obj: JSON, job:
         queue=queue,
         # The operator's own limits only before anything was created: a started job is left be.
         invalid=[*validate(job), *([] if observed else mpijob_errors(job, options.max_nodes_per_job))],
-        finished=finished(current, TERMINAL),
+        finished=finished(current, MPIJOB_TERMINAL) is not None,
         started=started(observed.values()),
-        ttl_left=seconds_left(ttl, finished_at(current, TERMINAL), datetime.now(UTC)),
+        ttl_left=seconds_left(ttl, finished_at(current, MPIJOB_TERMINAL), datetime.now(UTC)),
     )
 
 
@@ -215,7 +201,7 @@ def desired(info: MPIJobInfo, plan: GangPlan) -> Desired:
         policy = (job.spec.run_policy.clean_pod_policy if job.spec.run_policy else None) or "None"
         if worker is not None and policy == "All":
             out.delete.append((JOBS, *key_of(worker)))
-        elif worker is not None and policy == "Running" and not (worker.get("spec") or {}).get("suspend"):
+        elif worker is not None and policy == "Running" and started([worker]):
             out.patch.append((JOBS, *key_of(worker), {"spec": {"suspend": True}}))
         if info.ttl_left is not None and info.ttl_left <= 0:
             out.delete.append((MPIJOBS, *key_of(info.obj)))
@@ -271,7 +257,7 @@ def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) ->
         "conditions": rendered or None,
         "replicaStatuses": replicas or None,
         "startTime": old.get("startTime") or (None if suspended or job is None else now),
-        "completionTime": old.get("completionTime") or (now if finished_at(merged, TERMINAL) else None),
+        "completionTime": old.get("completionTime") or (now if finished_at(merged, MPIJOB_TERMINAL) else None),
     }
 
 

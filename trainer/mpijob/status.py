@@ -16,6 +16,7 @@ whoever computes a duration from the conditions still finds one.
 from __future__ import annotations
 
 from api.base import Condition
+from api.conditions import JOB_COMPLETE, JOB_FAILED
 from api.kubeflow_v2beta1 import (
     COND_CREATED,
     COND_FAILED,
@@ -28,11 +29,10 @@ from api.kubeflow_v2beta1 import (
     MPIJob,
     ReplicaStatus,
 )
+from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from trainer.framework.json_codec import JSON
-from trainer.jobs.facts import job_finished
-from trainer.mpijob.children import JOB_NAME_LABEL, JOB_ROLE_LABEL, worker_replicas
-
-TERMINAL = (COND_SUCCEEDED, COND_FAILED)
+from trainer.jobs.conditions import JOB_TERMINAL, MPIJOB_TERMINAL, finished, job_failed
+from trainer.mpijob.children import worker_replicas
 
 
 def replica_statuses(job: MPIJob, launcher: JSON | None, worker: JSON | None) -> dict[str, ReplicaStatus]:
@@ -47,13 +47,6 @@ def replica_statuses(job: MPIJob, launcher: JSON | None, worker: JSON | None) ->
             selector=f"{JOB_NAME_LABEL}={job.metadata.name},{JOB_ROLE_LABEL}={role.lower()}",
         )
     return out
-
-
-def _failed_reason(obs: JSON) -> tuple[str, str]:
-    for c in (obs.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Failed" and c.get("status") == "True":
-            return str(c.get("reason") or "Failed"), str(c.get("message") or "")
-    return "Failed", ""
 
 
 def _stopped(name: str, running: Condition | None) -> Condition:
@@ -72,7 +65,7 @@ def desired_conditions(
     """The conditions the MPIJob should carry now (timestamps are added by ``merge_conditions``)."""
     have = {c.type: c for c in current}
     name = f"{job.metadata.namespace}/{job.metadata.name}"
-    done = next((t for t in TERMINAL if have.get(t) and have[t].status == "True"), None)
+    done = finished(current, MPIJOB_TERMINAL)
     if done is not None:
         kept = (COND_CREATED, COND_SUSPENDED, COND_SUCCEEDED, COND_FAILED)
         return [c for c in current if c.type in kept] + [_stopped(name, have.get(COND_RUNNING))]
@@ -92,8 +85,9 @@ def desired_conditions(
             Condition(type=COND_SUSPENDED, status="False", reason="MPIJobResumed", message=f"MPIJob {name} is resumed.")
         )
     for role, obs in (("launcher", launcher), ("workers", worker)):
-        if obs is not None and job_finished(obs) == "Failed":
-            reason, message = _failed_reason(obs)
+        failed = job_failed(obs) if obs is not None else None
+        if failed is not None:
+            reason, message = str(failed.get("reason") or JOB_FAILED), str(failed.get("message") or "")
             out.append(
                 Condition(
                     type=COND_FAILED, status="True", reason=reason, message=f"{role} of MPIJob {name} failed: {message}"
@@ -101,7 +95,7 @@ def desired_conditions(
             )
             out.append(_stopped(name, have.get(COND_RUNNING)))
             return out
-    if launcher is not None and job_finished(launcher) == "Complete":
+    if launcher is not None and finished(launcher, JOB_TERMINAL) == JOB_COMPLETE:
         out.append(
             Condition(
                 type=COND_SUCCEEDED,

@@ -38,6 +38,7 @@ from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of
 from trainer.framework.kube.client import KubeClient
+from trainer.framework.meta import meta
 from trainer.trainjob.runtime.injection import token_audience
 
 CACHE_TTL = 60.0
@@ -189,7 +190,7 @@ class TokenAuthenticator:
                 403, f"{username or 'the user'} is not a pod's ServiceAccount token in namespace {namespace}"
             )
         found = await self.kube.get_or_none(PODS, namespace, pod)
-        if found is None or (pod_uid and (found.get("metadata") or {}).get("uid") != pod_uid):
+        if found is None or (pod_uid and meta(found).uid != pod_uid):
             return Verdict(403, f"pod {namespace}/{pod} of the token does not exist", pod)
         return await self._chain(found, namespace, name)
 
@@ -203,7 +204,7 @@ class TokenAuthenticator:
         assert ref is not None
         job_name = str(ref.get("name") or "")
         job = self._cached(JOBS, namespace, job_name) or await self.kube.get_or_none(JOBS, namespace, job_name)
-        if job is None or (job.get("metadata") or {}).get("uid") != ref.get("uid"):
+        if job is None or meta(job).uid != ref.get("uid"):
             return Verdict(403, f"{refused}: its controller Job {job_name} does not exist", pod_name)
         owner = controller_of(job)
         if not is_ref_to(owner, TRAINJOBS) or (owner or {}).get("name") != name:
@@ -212,7 +213,7 @@ class TokenAuthenticator:
         trainjob = self._cached(TRAINJOBS, namespace, name) or await self.kube.get_or_none(TRAINJOBS, namespace, name)
         if trainjob is None:
             return Verdict(404, "Train job not found", pod_name)
-        uid = (trainjob.get("metadata") or {}).get("uid")
+        uid = meta(trainjob).uid
         if uid != owner.get("uid"):
             why = f"its Job {job_name} is controlled by an earlier TrainJob of that name (uid {owner.get('uid')})"
             return Verdict(403, f"{refused}: {why}", pod_name)

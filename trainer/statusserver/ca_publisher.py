@@ -15,13 +15,15 @@ import structlog
 
 from api.jobkinds import TRAINJOB
 from api.kinds import CONFIGMAPS, TRAINJOBS
+from api.labels import JOBSET_NAME
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.client import ApiError
+from trainer.framework.meta import meta
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.facts import managed_by_us
-from trainer.jobs.labels import JOBSET_NAME, owned_config_map
+from trainer.jobs.labels import owned_config_map
 from trainer.trainjob.runtime.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")
@@ -36,7 +38,7 @@ def ca_config_map(trainjob: JSON, ca: str) -> JSON:
 
 
 def _ours(obj: JSON) -> bool:
-    return not (obj.get("metadata") or {}).get("deletionTimestamp") and managed_by_us(obj, TRAINJOB.run_policy)
+    return not meta(obj).deletion and managed_by_us(obj, TRAINJOB.run_policy)
 
 
 class CAPublisher:

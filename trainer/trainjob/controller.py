@@ -22,6 +22,14 @@ from functools import partial
 from pydantic import ValidationError
 
 from api.base import Condition
+from api.conditions import (
+    COND_MISCONFIGURED,
+    COND_REPLICA_FAILURE,
+    COND_RESTARTING,
+    COND_RUNTIME_NOT_FOUND,
+    REASON_NODE_LIMIT,
+    REASON_RESOURCE_EXISTS,
+)
 from api.jobkinds import TRAINJOB, KindFacts
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
@@ -45,21 +53,13 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.controller import Controller, Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
+from trainer.framework.meta import meta
 from trainer.jobs import reconcile
-from trainer.jobs.child_writer import (
-    FOREIGN,
-    PREVIOUS,
-    REASON_RESOURCE_EXISTS,
-    Desired,
-    Once,
-    claim,
-    taken_message,
-)
-from trainer.jobs.facts import TRAINJOB_TERMINAL, finished, job_finished
-from trainer.jobs.gang.base import COND_MISCONFIGURED, GangPlan, GangScheduler, decorate, gang_conditions, problem
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, REASON_NODE_LIMIT
-from trainer.jobs.reconcile import Blocked, Latest, declare, first_error, kept_conditions
-from trainer.jobs.replica_failure import COND_REPLICA_FAILURE
+from trainer.jobs.child_writer import FOREIGN, PREVIOUS, Desired, Once, claim, taken_message
+from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, kept_conditions, problem
+from trainer.jobs.gang.base import GangPlan, GangScheduler, decorate, gang_conditions
+from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.jobs.reconcile import Blocked, Latest, declare, first_error
 from trainer.jobs.status_writer import Event, Telling
 from trainer.trainjob.builders import volume_claims
 from trainer.trainjob.builders.jobs import build_children
@@ -73,14 +73,7 @@ from trainer.trainjob.runtime.snapshot import (
     snapshot_config_map,
     snapshot_name,
 )
-from trainer.trainjob.status import (
-    COND_RESTARTING,
-    COND_RUNTIME_NOT_FOUND,
-    desired_conditions,
-    job_restarts_status,
-    jobs_status,
-    runtime_not_found,
-)
+from trainer.trainjob.status import desired_conditions, job_restarts_status, jobs_status, runtime_not_found
 from trainer.trainjob.validation import (
     node_limit_errors,
     running_pods,
@@ -233,7 +226,7 @@ def _snapshot_problem(obj: JSON, snapshot: JSON) -> Blocked | None:
         return Blocked([*kept_conditions(obj), problem(REASON_RESOURCE_EXISTS, message)])
     frozen = runtime_of_snapshot(snapshot) or {}
     kind, name = runtime_ref(obj)
-    if (frozen.get("kind"), (frozen.get("metadata") or {}).get("name")) != (kind, name):
+    if (frozen.get("kind"), meta(frozen).name) != (kind, name):
         message = f"ConfigMap {snapshot['metadata']['name']} does not freeze the runtimeRef {kind} {name!r}; delete it"
         return Blocked(invalid(obj, message))
     return None
@@ -250,11 +243,13 @@ def desired(reader: Reader, info: RuntimeInfo, plan: GangPlan) -> Desired:
     if info.finished or (info.deadline_left is not None and info.deadline_left <= 0):
         # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
         # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
-        out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is None and not _deleting(j)]
+        out.delete += [(JOBS, *key_of(j)) for j in jobs if finished(j, JOB_TERMINAL) is None and not _deleting(j)]
         if info.ttl_left is not None and info.ttl_left <= 0:
             # ttlSecondsAfterFinished: the group goes (JobSet deletes the JobSet); the TrainJob and
             # its runtime snapshot stay, with their outcome.
-            out.delete += [(JOBS, *key_of(j)) for j in jobs if job_finished(j) is not None and not _deleting(j)]
+            out.delete += [
+                (JOBS, *key_of(j)) for j in jobs if finished(j, JOB_TERMINAL) is not None and not _deleting(j)
+            ]
             for res in TTL_CHILDREN:
                 out.delete += [
                     (res, *key_of(o))
@@ -337,11 +332,11 @@ def _conditions(job: TrainJob) -> list[Condition]:
 
 
 def _finished(job: TrainJob) -> bool:
-    return finished(_conditions(job), TRAINJOB_TERMINAL)
+    return finished(_conditions(job), TRAINJOB_TERMINAL) is not None
 
 
 def _deleting(obj: JSON) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(meta(obj).deletion)
 
 
 def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:

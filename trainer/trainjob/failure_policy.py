@@ -35,9 +35,11 @@ from api.jobset_v1alpha2 import (
     FailurePolicy,
     FailurePolicyRule,
 )
+from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import job_failed
 
 MAX_MESSAGE = 32768
 """Characters of a Job's failure message that the patterns see (a condition message is at most 32 KiB)."""
@@ -93,20 +95,12 @@ class Decision:
         return RESTARTING_RULE_FORMAT.format(self.rule) if self.rule is not None else RESTARTING_DEFAULT_POLICY
 
 
-def failure(job: JSON) -> JSON | None:
-    """The ``Failed`` condition of a batch/v1 Job when it is True, else None."""
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Failed" and cond.get("status") == "True":
-            return dict(cond)
-    return None
-
-
 def _failed_at(job: JSON) -> str:
-    return str((failure(job) or {}).get("lastTransitionTime") or "")
+    return str((job_failed(job) or {}).get("lastTransitionTime") or "")
 
 
 def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
-    cond = failure(job) or {}
+    cond = job_failed(job) or {}
     if rule.on_job_failure_reasons and cond.get("reason") not in rule.on_job_failure_reasons:
         return False
     message = str(cond.get("message") or "")[:MAX_MESSAGE]
@@ -114,15 +108,15 @@ def _applies(rule: FailurePolicyRule, job: JSON) -> bool:
         matches(p, message) for p in rule.on_job_failure_message_patterns
     ):
         return False
-    rjob = ((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME)
+    rjob = meta(job).labels.get(REPLICATED_JOB_NAME)
     if not rjob:
         return False
     return not rule.target_replicated_jobs or rjob in rule.target_replicated_jobs
 
 
 def _message(reason: str, job: JSON) -> str:
-    cond = failure(job) or {}
-    name = (job.get("metadata") or {}).get("name")
+    cond = job_failed(job) or {}
+    name = meta(job).name
     detail = f"{cond.get('reason', '')}: {cond.get('message', '')}".strip(": ")
     return f"{_MESSAGES[reason]} (first failed job: {name}){': ' + detail if detail else ''}"
 
@@ -137,9 +131,9 @@ def decide(policy: FailurePolicy | None, failed: list[JSON], counted_restarts: i
     earliest = min(failed, key=_failed_at)
     if policy is None:
         # No policy: the first failed Job fails the TrainJob; a Job's own deadline keeps its reason.
-        cond = failure(earliest) or {}
+        cond = job_failed(earliest) or {}
         reason = REASON_DEADLINE_EXCEEDED if cond.get("reason") == REASON_DEADLINE_EXCEEDED else REASON_FAILED_JOBS
-        name = (earliest.get("metadata") or {}).get("name")
+        name = meta(earliest).name
         return Decision(True, reason, f"Job {name} failed: {cond.get('reason', '')}: {cond.get('message', '')}")
     action, job, rule_name = RESTART_JOBSET, earliest, None
     for rule in policy.rules or []:
@@ -164,13 +158,13 @@ def _restart_alone(action: str, job: JSON, rule: str | None) -> Decision | None:
     """The restart of ``job`` alone by ``action`` (``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts``),
     or None when the Job lacks its replicated job or index label (JobSet then errs and retries; here no
     Job of ours lacks them)."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = meta(job).labels
     rjob, index = labels.get(REPLICATED_JOB_NAME), str(labels.get(JOB_INDEX) or "")
     if not rjob or not index.isdigit():
         return None
     counted = action == RESTART_JOB
     reason = REASON_RESTART_JOB_ACTION if counted else REASON_RESTART_JOB_IGNORE_MAX_ACTION
-    name = (job.get("metadata") or {}).get("name")
+    name = meta(job).name
     return Decision(False, reason, _message(reason, job), counted, str(name), str(rjob), int(index), rule)
 
 

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from api.base import Condition
+from api.conditions import COND_RESTARTING, COND_RUNTIME_NOT_FOUND, JOB_COMPLETE, JOB_FAILED
 from api.jobset_v1alpha2 import ReplicatedJob
+from api.labels import REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
@@ -26,16 +28,13 @@ from api.trainer_v1alpha1 import (
     JobStatus,
 )
 from trainer.framework.json_codec import JSON
-from trainer.jobs.facts import job_finished, pods_wanted
-from trainer.jobs.labels import REPLICATED_JOB_NAME
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, is_true
+from trainer.jobs.facts import pods_wanted
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
 
-COND_RUNTIME_NOT_FOUND = "RuntimeNotFound"
-COND_RESTARTING = "RestartingJobSet"
-"""JobSet's condition while the set restarts (``JobSetRestarting``, kubernetes-sigs/jobset
-``api/jobset/v1alpha2/jobset_types.go``)."""
 REASON_JOBS_READY, MESSAGE_JOBS_READY = "JobsReady", "all jobs are ready"
 REASON_JOBSET_FAILED, MESSAGE_JOBSET_FAILED = "JobSetFailed", "jobset failed"
 REASON_JOBSET_COMPLETED, MESSAGE_JOBSET_COMPLETED = "JobSetCompleted", "jobset completed successfully"
@@ -46,14 +45,14 @@ def jobs_status(rjobs: Iterable[ReplicatedJob], jobs: Iterable[JSON]) -> list[Jo
     """Counts of child Jobs per replicated job, in the runtime's order."""
     counts = {r.name: JobStatus(name=r.name) for r in rjobs}
     for job in jobs:
-        st = counts.get(((job.get("metadata") or {}).get("labels") or {}).get(REPLICATED_JOB_NAME, ""))
+        st = counts.get(meta(job).labels.get(REPLICATED_JOB_NAME, ""))
         if st is None:
             continue
         status = job.get("status") or {}
-        finished = job_finished(job)
-        if finished == "Complete":
+        done = finished(job, JOB_TERMINAL)
+        if done == JOB_COMPLETE:
             st.succeeded += 1
-        elif finished == "Failed":
+        elif done == JOB_FAILED:
             st.failed += 1
         else:
             if int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= pods_wanted(job):
@@ -102,7 +101,7 @@ def restarting_condition(info: RuntimeInfo, have: dict[str, Condition], keep_fal
     if d is not None and d.restarts_group:
         return Condition(type=COND_RESTARTING, status="True", reason=d.restarting_reason, message=d.message)
     cur = have.get(COND_RESTARTING)
-    if cur is None or cur.status != "True":
+    if cur is None or not is_true([cur], COND_RESTARTING):
         return cur if keep_false else None
     if info.suspended:
         done = (REASON_JOBSET_SUSPENDED, MESSAGE_JOBSET_SUSPENDED)
@@ -164,7 +163,7 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition], running_cond
     every trainer pod is ready.
     """
     have = {c.type: c for c in current}
-    done = next((t for t in (COND_FAILED, COND_COMPLETE) if have.get(t) and have[t].status == "True"), None)
+    done = finished(current, TRAINJOB_TERMINAL)
     if done is not None:
         # Finished is final: the outcome stays, Running turns False, gang conditions go.
         reason = "Completed" if done == COND_COMPLETE else "Failed"  # as when it finished: no flapping
@@ -179,16 +178,16 @@ def desired_conditions(info: RuntimeInfo, current: list[Condition], running_cond
         )
     elif COND_SUSPENDED in have and running_condition:
         out.append(Condition(type=COND_SUSPENDED, status="False", reason=REASON_RESUMED, message="TrainJob is resumed"))
-    finished = finished_condition(info)
-    if finished is not None:
-        out.append(finished)
+    ending = finished_condition(info)
+    if ending is not None:
+        out.append(ending)
         if COND_RUNNING in have:
-            reason = "Completed" if finished.type == COND_COMPLETE else "Failed"
-            out.append(Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {finished.type}"))
+            reason = "Completed" if ending.type == COND_COMPLETE else "Failed"
+            out.append(Condition(type=COND_RUNNING, status="False", reason=reason, message=f"TrainJob {ending.type}"))
         if COND_RESTARTING in have and running_condition:
             ended = (
                 (REASON_JOBSET_COMPLETED, MESSAGE_JOBSET_COMPLETED)
-                if finished.type == COND_COMPLETE
+                if ending.type == COND_COMPLETE
                 else (REASON_JOBSET_FAILED, MESSAGE_JOBSET_FAILED)
             )
             out.append(Condition(type=COND_RESTARTING, status="False", reason=ended[0], message=ended[1]))

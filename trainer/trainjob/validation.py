@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from api import labels as L
 from api.jobset_v1alpha2 import (
     IN_PLACE_RESTART,
     IN_PLACE_RESTART_MESSAGE,
@@ -35,7 +36,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
 )
 from trainer.framework.json_codec import JSON
-from trainer.jobs import labels as L
+from trainer.framework.meta import meta
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, MAX_NODES_FLAG, container_quantities, quantity_errors
 from trainer.trainjob.builders.jobs import coordinator_endpoint
 from trainer.trainjob.builders.overrides import override_targets
@@ -205,7 +206,7 @@ def _volume_claims(spec: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
     for i, policy in enumerate(spec.volume_claim_policies or []):
         for j, template in enumerate(policy.templates or []):
             where = f"spec.template.spec.volumeClaimPolicies[{i}].templates[{j}]"
-            name = str((template.get("metadata") or {}).get("name", ""))
+            name = str(meta(template).name or "")
             if name in seen:
                 errors.append(f"{where}.metadata.name: names must be unique for VolumeClaimPolicies template")
             seen.add(name)
@@ -270,7 +271,7 @@ def running_pods(jobs: list[JSON]) -> dict[str, int]:
     ``jobset.sigs.k8s.io/replicatedjob-name``): the sum of their ``spec.parallelism`` (default 1)."""
     out: dict[str, int] = {}
     for job in jobs:
-        rjob = str(((job.get("metadata") or {}).get("labels") or {}).get(L.REPLICATED_JOB_NAME) or "")
+        rjob = str(meta(job).labels.get(L.REPLICATED_JOB_NAME) or "")
         parallelism = (job.get("spec") or {}).get("parallelism")
         out[rjob] = out.get(rjob, 0) + (parallelism if isinstance(parallelism, int) else 1)
     return out

@@ -18,6 +18,15 @@ from pydantic import ValidationError
 
 from api.jobkinds import MPIJOB, TRAINJOB, facts_of
 from api.kubeflow_v2beta1 import MPIJob
+from api.labels import (
+    COMPLETION_INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    KUEUE_QUEUE_LABEL,
+    OPERATOR_NAME,
+    OPERATOR_NAME_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+)
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     STEP_DATASET_INITIALIZER,
@@ -29,19 +38,12 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.jobs.gang.volcano import queue_problems
-from trainer.jobs.labels import COMPLETION_INDEX_ANNOTATION
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.jobs.queues import KUEUE_QUEUE_LABEL, QueueChoice, resolve_queue
-from trainer.mpijob.children import (
-    JOB_NAME_LABEL,
-    OPERATOR_NAME,
-    OPERATOR_NAME_LABEL,
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
-    worker_replica_index,
-)
+from trainer.jobs.queues import QueueChoice, resolve_queue
 from trainer.mpijob.children import validate as validate_mpijob_spec
+from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
 from trainer.trainjob.builders.overrides import (
     POD_SPEC_OVERRIDES,
@@ -114,7 +116,7 @@ def nesting_errors(obj: JSON) -> list[str]:
 
 def check_name(obj: JSON, max_len: int = 63) -> list[str]:
     """metadata.name must be an RFC 1035 label of at most ``max_len`` characters."""
-    name = str((obj.get("metadata") or {}).get("name") or "")
+    name = str(meta(obj).name or "")
     if not name:
         return []  # generateName: the apiserver picks one
     out = []
@@ -275,8 +277,8 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
             "spec.podSpecOverrides/podTemplateOverrides/runtimePatches may change only while the TrainJob is "
             "suspended: set spec.suspend to true first (Kubernetes cannot add scheduling gates to running Pods)"
         ]
-    meta = obj.get("metadata") or {}
-    active = facts.active_pods(kind, str(meta.get("namespace")), str(meta.get("name")))
+    m = meta(obj)
+    active = facts.active_pods(kind, str(m.namespace), str(m.name))
     if not _suspended(obj, kind) and active > 0:
         return [
             f"spec overrides cannot change while the TrainJob's Jobs still have {active} active pods; "
@@ -291,7 +293,7 @@ def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
     runtime = None
     if obj.get("kind") != MPIJOB.resource.kind:
         kind, name = runtime_ref(obj)
-        ns = str((obj.get("metadata") or {}).get("namespace") or "")
+        ns = str(meta(obj).namespace or "")
         runtime = facts.runtime(kind, name, ns if kind == TrainingRuntime.KIND else None)
     return resolve_queue(obj, facts.gang, runtime)
 
@@ -305,7 +307,7 @@ def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict) -> list[str]:
         if queues is not None:
             return [f"{queue.source}: {c.message}" for c in queue_problems(queue.name, queues)]
     if facts.gang == "kueue" and queue.scheduler in ("kueue", ""):
-        ns = str((obj.get("metadata") or {}).get("namespace"))
+        ns = str(meta(obj).namespace)
         if facts.local_queue_exists(ns, queue.name) is False:
             v.warnings.append(
                 f"{queue.source}: Kueue LocalQueue {queue.name!r} does not exist in namespace {ns!r}; "
@@ -350,13 +352,13 @@ def replica_index_patch(pod: JSON, facts: AdmissionFacts) -> list[JSON]:
     Kueue's Topology Aware Scheduling reads them to order ranks (kubernetes-sigs/kueue
     ``pkg/controller/jobs/mpijob/mpijob_controller.go``). Nothing for any other pod, or one that has the
     label already."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    index = (meta.get("annotations") or {}).get(COMPLETION_INDEX_ANNOTATION, labels.get(COMPLETION_INDEX_ANNOTATION))
+    m = meta(pod)
+    labels = m.labels
+    index = m.annotations.get(COMPLETION_INDEX_ANNOTATION, labels.get(COMPLETION_INDEX_ANNOTATION))
     worker = labels.get(REPLICA_TYPE_LABEL) == "worker" and labels.get(OPERATOR_NAME_LABEL) == OPERATOR_NAME
     if not worker or REPLICA_INDEX_LABEL in labels or not str(index or "").isdigit():
         return []
-    owner = facts.mpijob(str(meta.get("namespace") or ""), str(labels.get(JOB_NAME_LABEL) or ""))
+    owner = facts.mpijob(str(m.namespace or ""), str(labels.get(JOB_NAME_LABEL) or ""))
     as_worker = bool(((owner or {}).get("spec") or {}).get("runLauncherAsWorker"))
     value = worker_replica_index(int(str(index)), as_worker)
     key = REPLICA_INDEX_LABEL.replace("~", "~0").replace("/", "~1")
@@ -402,7 +404,7 @@ def runtime_patch_times(obj: JSON, old: JSON | None, now: str) -> list[JSON]:
 
 def _suspend_for_kueue(obj: JSON, kind: str, gang: str) -> list[JSON]:
     """A job with a Kueue queue label starts suspended under ``--gang-scheduler-name=kueue``."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    labels = meta(obj).labels
     if gang != "kueue" or KUEUE_QUEUE_LABEL not in labels:
         return []
     spec = obj.get("spec") or {}

@@ -48,15 +48,16 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
+from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
 from trainer.framework import json_codec
 from trainer.framework.certs import VALIDITY
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
+from trainer.framework.meta import meta
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.mpijob.children import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
 from trainer.webhook import rules
 
 log = structlog.get_logger("trainer.webhook")
@@ -309,7 +310,7 @@ class WebhookServer:
                 if v is not None and not isinstance(v, dict)
             ]
             return review_response(uid, rules.Verdict(errors=errors))
-        if obj and req.get("namespace") and not (obj.get("metadata") or {}).get("namespace"):
+        if obj and req.get("namespace") and not meta(obj).namespace:
             obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req["namespace"]}}
         if path == "/mutate-pod":
             return review_response(uid, rules.Verdict(), rules.replica_index_patch(obj, self.facts))
@@ -320,7 +321,7 @@ class WebhookServer:
             return review_response(uid, rules.Verdict(), patch)
         too_deep = rules.nesting_errors(obj)
         if too_deep:
-            log.info("admission refused", path=path, name=(obj.get("metadata") or {}).get("name"), errors=too_deep)
+            log.info("admission refused", path=path, name=meta(obj).name, errors=too_deep)
             return review_response(uid, rules.Verdict(errors=too_deep))
         facts = await self._facts_for(obj, path)
         if path == "/validate-trainjob":
@@ -330,8 +331,7 @@ class WebhookServer:
         else:
             verdict = rules.validate_runtime(obj)
         if not verdict.allowed:
-            meta = obj.get("metadata") or {}
-            log.info("admission refused", path=path, name=meta.get("name"), errors=verdict.errors)
+            log.info("admission refused", path=path, name=meta(obj).name, errors=verdict.errors)
         return review_response(uid, verdict)
 
     async def _facts_for(self, obj: JSON, path: str) -> rules.AdmissionFacts:
@@ -339,7 +339,7 @@ class WebhookServer:
         if self.facts.gang != "kueue":
             return self.facts
         queue = rules.admission_queue(obj, self.facts).name
-        ns = str((obj.get("metadata") or {}).get("namespace"))
+        ns = str(meta(obj).namespace)
         exists: bool | None = None
         if queue:
             try:

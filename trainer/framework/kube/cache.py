@@ -33,6 +33,7 @@ import structlog
 from api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube, Lister
+from trainer.framework.meta import meta
 
 log = structlog.get_logger("trainer.cache")
 
@@ -85,13 +86,13 @@ class Backoff:
 
 def key_of(obj: JSON) -> Key:
     """The cache key of an object."""
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta["name"]))
+    m = meta(obj)
+    return (str(m.namespace or ""), str(m.data["name"]))
 
 
 def controller_of(obj: JSON) -> dict[str, Any] | None:
     """The owner reference with ``controller: true``, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    for ref in meta(obj).owner_references:
         if ref.get("controller"):
             return dict(ref)
     return None
@@ -255,9 +256,7 @@ class Informer:
                 key = key_of(obj)
                 fresh.add(key)
                 old = self._store.get(key)
-                if old is None or (old.get("metadata") or {}).get("resourceVersion") != obj["metadata"].get(
-                    "resourceVersion"
-                ):
+                if old is None or meta(old).resource_version != obj["metadata"].get("resourceVersion"):
                     self._set(obj)
             del items
         for key in [k for k in self._store if k not in fresh]:
@@ -270,7 +269,7 @@ class Informer:
         """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``; bookmarks and others are
         ignored) to the cache and tell the handlers; every event with a resourceVersion (bookmarks too)
         moves :attr:`resource_version`."""
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        rv = meta(obj).resource_version
         if rv:
             self.resource_version = str(rv)
         if typ in ("ADDED", "MODIFIED"):
@@ -351,7 +350,7 @@ class Informer:
                         field_selector=self.field_selector,
                     ):
                         events += 1
-                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                        rv = str(meta(obj).resource_version or rv)
                         self.handle_event(typ, obj)
                     if not events and self._clock() - opened < 1.0:
                         # As client-go's handleWatch: a watch closed within a second with nothing in it

@@ -34,6 +34,7 @@ from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import now_micro, now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, KubeClient
+from trainer.framework.meta import meta
 
 log = structlog.get_logger("trainer.events")
 COMPONENT = "trainer"
@@ -77,11 +78,11 @@ class EventRecorder:
     async def emit(self, obj: JSON, type_: str, reason: str, message: str, action: str | None = None) -> None:
         """Record an event of ``type_`` (``Normal``/``Warning``) with ``reason`` about ``obj``;
         ``action`` (what the operator did or failed to do) defaults to ``reason``."""
-        meta = obj.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
+        m = meta(obj)
+        namespace = m.namespace or "default"
         note = message[:NOTE_LIMIT]
         action = (action or reason)[:128]
-        ident = (str(meta.get("uid")), type_, reason, action, note)
+        ident = (str(m.uid), type_, reason, action, note)
         now = self._clock()
         seen = self._recorded.get(ident)
         try:
@@ -92,7 +93,7 @@ class EventRecorder:
                     return
                 await self._patch_series(seen)
                 return
-            name = f"{meta.get('name')}.{uuid.uuid4().hex[:16]}"
+            name = f"{m.name}.{uuid.uuid4().hex[:16]}"
             stamp = now_rfc3339()
             event: JSON = {
                 "apiVersion": EVENTS.api_version,
@@ -106,10 +107,10 @@ class EventRecorder:
                 "involvedObject": {
                     "apiVersion": obj.get("apiVersion"),
                     "kind": obj.get("kind"),
-                    "name": meta.get("name"),
-                    "namespace": meta.get("namespace"),
-                    "uid": meta.get("uid"),
-                    "resourceVersion": meta.get("resourceVersion"),
+                    "name": m.name,
+                    "namespace": m.namespace,
+                    "uid": m.uid,
+                    "resourceVersion": m.resource_version,
                 },
                 "message": note,
                 "type": type_,

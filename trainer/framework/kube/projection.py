@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 
 FIELD_MANAGER = "trainer"
 """The operator's field manager: every create and server-side apply of its writes names it."""
@@ -159,7 +160,7 @@ def strip_managed_fields(obj: JSON) -> JSON:
 
 def owned_by_update(obj: JSON) -> bool:
     """Whether ``obj`` (as the caches keep it) carries :data:`UPDATE_MARK`."""
-    return (obj.get("metadata") or {}).get("managedFields") == UPDATE_MARK
+    return meta(obj).managed_fields == UPDATE_MARK
 
 
 UPDATE_MARK: list[JSON] = [{"manager": FIELD_MANAGER, "operation": "Update"}]

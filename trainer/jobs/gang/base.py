@@ -18,15 +18,14 @@ from functools import cached_property
 from typing import ClassVar, Protocol
 
 from api.base import Condition
+from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
+from api.labels import REPLICATED_JOB_NAME
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import REPLICATED_JOB_NAME, owner_reference
+from trainer.jobs.conditions import fold_problems, problem
+from trainer.jobs.labels import owner_reference
 from trainer.jobs.queues import NO_QUEUE, QueueChoice
 from trainer.jobs.resources import ResourceList, binary_resources, format_quantity, pod_requests
-
-# Condition types a gang plan may set on the job.
-COND_MISCONFIGURED = "Misconfigured"
-COND_WAITING_FOR_GANG = "WaitingForGang"
 
 
 @dataclass(frozen=True)
@@ -153,11 +152,6 @@ def min_member(job: GangInput) -> int:
     return job.min_available if job.min_available is not None else sum(ps.count for ps in job.pod_sets)
 
 
-def problem(reason: str, message: str) -> Condition:
-    """A ``Misconfigured`` condition."""
-    return Condition(type=COND_MISCONFIGURED, status="True", reason=reason, message=message)
-
-
 def scheduler_name_problems(job: GangInput, expected: str | None, flag: str) -> list[Condition]:
     """Pod sets whose ``schedulerName`` disagrees with the running gang scheduler.
 
@@ -266,11 +260,6 @@ def decorate(
 
 
 def gang_conditions(plan: GangPlan) -> list[Condition]:
-    """The plan's conditions, with every ``Misconfigured`` problem folded into one condition (reason of
-    the first, messages of all)."""
-    problems = [c for c in plan.conditions if c.type == COND_MISCONFIGURED]
-    others = [c for c in plan.conditions if c.type != COND_MISCONFIGURED]
-    if not problems:
-        return others
-    merged = problems[0].model_copy(update={"message": "; ".join(dict.fromkeys(p.message for p in problems))})
-    return [merged, *others]
+    """The plan's conditions, every ``Misconfigured`` problem folded into one condition that comes first
+    (:func:`~trainer.jobs.conditions.fold_problems`: reason of the first, messages of all)."""
+    return fold_problems(sorted(plan.conditions, key=lambda c: c.type != COND_MISCONFIGURED))

@@ -21,23 +21,24 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.base import Condition
+from api.conditions import COND_WAITING_FOR_GANG
 from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
+from api.labels import VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import problem, true_condition
 from trainer.jobs.gang.base import (
-    COND_WAITING_FOR_GANG,
     Facts,
     GangInput,
     GangPlan,
     gang_resources,
     min_member,
     pod_group_metadata,
-    problem,
     queue_problem,
     runtime_policy_problem,
     scheduler_name_problems,
 )
-from trainer.jobs.queues import VOLCANO_QUEUE_ANNOTATION
 
 SCHEDULER_NAME = "volcano"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -61,7 +62,7 @@ def network_topology(spec: NetworkTopologySpec | None) -> JSON | None:
 
 def queue_problems(name: str, queues: list[JSON]) -> list[Condition]:
     """Why Volcano would not run a job in queue ``name`` (empty when it would)."""
-    by_name = {str((q.get("metadata") or {}).get("name")): q for q in queues}
+    by_name = {str(meta(q).name): q for q in queues}
     fix = "set annotation scheduling.volcano.sh/queue-name to an open leaf queue"
     if name == "root":
         return [problem("QueueNotLeaf", f"Volcano queue 'root' is the top of the hierarchy and runs no jobs; {fix}")]
@@ -140,14 +141,7 @@ class Volcano:
         phase = ((existing or {}).get("status") or {}).get("phase") or ""
         if not job.started and phase in ("", "Pending"):
             plan.hold = True
-            why = next(
-                (
-                    c.get("message")
-                    for c in ((existing or {}).get("status") or {}).get("conditions") or []
-                    if c.get("type") == "Unschedulable" and c.get("status") == "True"
-                ),
-                None,
-            )
+            why = (true_condition(existing or {}, "Unschedulable") or {}).get("message")
             plan.conditions.append(
                 Condition(
                     type=COND_WAITING_FOR_GANG,

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api import labels as L
 from trainer.framework.json_codec import JSON
-from trainer.jobs import labels as L
 
 
 @dataclass(frozen=True)

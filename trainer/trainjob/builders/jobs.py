@@ -15,11 +15,13 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from api import labels as L
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
-from trainer.jobs import labels as L
+from trainer.framework.meta import meta
 from trainer.jobs.gang.base import PodSet
+from trainer.jobs.labels import owner_reference
 from trainer.trainjob.builders.exclusive import exclusive_annotations, exclusive_of, place_exclusively
 
 if TYPE_CHECKING:
@@ -124,7 +126,7 @@ def headless_service(job: TrainJob, name: str, publish_not_ready: bool = True) -
             "name": name,
             "namespace": job.metadata.namespace,
             "labels": {L.JOBSET_NAME: job.metadata.name},
-            "ownerReferences": [L.owner_reference(job)],
+            "ownerReferences": [owner_reference(job)],
         },
         "spec": {
             "clusterIP": "None",
@@ -203,7 +205,7 @@ def build_job(
             "namespace": namespace,
             "labels": job_labels,
             "annotations": job_annotations,
-            "ownerReferences": [L.owner_reference(job)],
+            "ownerReferences": [owner_reference(job)],
         },
         "spec": spec,
     }
@@ -216,7 +218,7 @@ def build_children(info: RuntimeInfo, suspend: bool) -> Children:
     unless its Jobs already exist."""
     statuses = {s.name: s for s in info.statuses}
     replicas = {r.name: r.replicas for r in info.rjobs}
-    existing = {((j.get("metadata") or {}).get("labels") or {}).get(L.REPLICATED_JOB_NAME) for j in info.observed}
+    existing = {meta(j).labels.get(L.REPLICATED_JOB_NAME) for j in info.observed}
     startup = info.template.startup_policy
     in_order = startup is not None and startup.startup_policy_order == "InOrder"
     indices = job_indices(info.rjobs)

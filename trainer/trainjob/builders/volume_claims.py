@@ -9,38 +9,40 @@ that claim only when one of its containers or init containers mounts a volume of
 
 from __future__ import annotations
 
+from api import labels as L
 from api.jobset_v1alpha2 import VolumeClaimPolicy
 from trainer.framework.json_codec import JSON, copy_json
-from trainer.jobs import labels as L
+from trainer.framework.meta import meta
+from trainer.jobs.labels import owner_reference
 
 
 def claim_name(template: JSON, trainjob: str) -> str:
     """``<template name>-<trainjob>`` (JobSet ``GeneratePVCName``)."""
-    return f"{(template.get('metadata') or {}).get('name', '')}-{trainjob}"
+    return f"{meta(template).name or ''}-{trainjob}"
 
 
 def claims(owner: JSON, policies: list[VolumeClaimPolicy]) -> list[JSON]:
     """The PersistentVolumeClaims of ``owner`` (a TrainJob as JSON), in template order."""
-    meta = owner["metadata"]
+    own = owner["metadata"]
     out = []
     for policy in policies:
         retain = policy.retention_policy is not None and policy.retention_policy.when_deleted == "Retain"
         for template in policy.templates or []:
-            tmeta = template.get("metadata") or {}
+            tmeta = meta(template)
             claim: JSON = {
                 "apiVersion": "v1",
                 "kind": "PersistentVolumeClaim",
                 "metadata": {
-                    "name": claim_name(template, meta["name"]),
-                    "namespace": meta["namespace"],
-                    "labels": {**(tmeta.get("labels") or {}), L.JOBSET_NAME: meta["name"]},
+                    "name": claim_name(template, own["name"]),
+                    "namespace": own["namespace"],
+                    "labels": {**tmeta.labels, L.JOBSET_NAME: own["name"]},
                 },
                 "spec": copy_json(template.get("spec") or {}),
             }
-            if tmeta.get("annotations"):
-                claim["metadata"]["annotations"] = dict(tmeta["annotations"])
+            if tmeta.annotations:
+                claim["metadata"]["annotations"] = dict(tmeta.annotations)
             if not retain:
-                claim["metadata"]["ownerReferences"] = [L.owner_reference(owner)]
+                claim["metadata"]["ownerReferences"] = [owner_reference(owner)]
             out.append(claim)
     return out
 
@@ -61,7 +63,7 @@ def add_claim_volumes(pod: JSON, policies: list[VolumeClaimPolicy], trainjob: st
     used = mounted(pod)
     for policy in policies:
         for template in policy.templates or []:
-            name = str((template.get("metadata") or {}).get("name", ""))
+            name = str(meta(template).name or "")
             if name in used:
                 volumes = pod.setdefault("spec", {}).setdefault("volumes", [])
                 if not any(v.get("name") == name for v in volumes):

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import Resource
+from api.labels import COMPLETION_INDEX_ANNOTATION
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import COMPLETION_INDEX_ANNOTATION
 from trainer.jobs.merge import find_named, upsert_env
 
 if TYPE_CHECKING:

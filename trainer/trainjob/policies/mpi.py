@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import SECRETS
+from api.labels import JOBSET_NAME
 from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import JOBSET_NAME
 from trainer.jobs.merge import find_named
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
 from trainer.jobs.resources import gpus_per_node

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, FailurePolicy
+from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import (
     COND_SUSPENDED,
     NODE_CONTAINER,
@@ -19,13 +20,14 @@ from api.trainer_v1alpha1 import (
     TrainJob,
 )
 from trainer.framework.json_codec import JSON
-from trainer.jobs.facts import TRAINJOB_TERMINAL, attempt_of, finished_at, job_attempt_of, seconds_left, started
-from trainer.jobs.facts import finished as is_finished
+from trainer.framework.meta import meta
+from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished_at, job_failed
+from trainer.jobs.conditions import finished as is_finished
+from trainer.jobs.facts import attempt_of, job_attempt_of, seconds_left, started
 from trainer.jobs.gang.base import PodSet
-from trainer.jobs.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from trainer.jobs.queues import resolve_queue
 from trainer.trainjob.builders.overrides import job_metadata, template_metadata
-from trainer.trainjob.failure_policy import decide, failure
+from trainer.trainjob.failure_policy import decide
 from trainer.trainjob.policies import Expansion, policy_of
 from trainer.trainjob.runtime.info import RuntimeInfo
 from trainer.trainjob.runtime.injection import Injection
@@ -57,7 +59,7 @@ def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None
 
 def _target(job_restarts: dict[str, list[int]], job: JSON) -> int:
     """``jobRestarts`` of a Job's index: the job restart attempt it must carry to be current."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = meta(job).labels
     counts = job_restarts.get(str(labels.get(REPLICATED_JOB_NAME) or ""), [])
     index = str(labels.get(JOB_INDEX) or "")
     return counts[int(index)] if index.isdigit() and int(index) < len(counts) else 0
@@ -110,7 +112,7 @@ def runtime_info(
         template = pod_template(x, policy, r, is_trainer, env, injection)
         pod_sets.append(PodSet(name=r.name, jobs=r.replicas, pods_per_job=pods, template=template))
     conditions = (job.status.conditions if job.status else None) or []
-    finished = is_finished(conditions, TRAINJOB_TERMINAL)
+    finished = is_finished(conditions, TRAINJOB_TERMINAL) is not None
     restarts = (job.status.restarts if job.status else None) or 0
     counted = (job.status.restarts_count_towards_max if job.status else None) or 0
     per_job = (job.status.replicated_jobs_status if job.status else None) or []
@@ -120,7 +122,7 @@ def runtime_info(
     # As JobSet: a Job behind its index's jobRestarts was restarted alone, and is replaced.
     replaced = [j for j in attempt if job_attempt_of(j) < _target(job_restarts, j)]
     current = [j for j in attempt if job_attempt_of(j) >= _target(job_restarts, j)]
-    failed = [j for j in current if failure(j) is not None]
+    failed = [j for j in current if job_failed(j) is not None]
     failure_policy = runtime.template.spec.failure_policy if runtime.template.spec else None
     total_counted = counted + sum(sum(c) for c in job_counted.values())
     return RuntimeInfo(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import ANCESTOR_LABEL, NODE_CONTAINER, STEP_TRAINER, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 
 if TYPE_CHECKING:
     from trainer.trainjob.policies.base import Expansion, Policy
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 def step_of(rjob: ReplicatedJob) -> str:
     """The ancestor step of a replicated job (its ``trainer.kubeflow.org/trainjob-ancestor-step`` label, as
     kubeflow/trainer ``pkg/constants``), or ""."""
-    return str(((rjob.template.get("metadata") or {}).get("labels") or {}).get(ANCESTOR_LABEL, ""))
+    return str(meta(rjob.template).labels.get(ANCESTOR_LABEL, ""))
 
 
 def replicated_jobs(runtime: TrainingRuntimeSpec) -> list[ReplicatedJob]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 
+from api import labels as L
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
-from trainer.jobs import labels as L
+from trainer.framework.meta import meta
+from trainer.jobs.labels import owned_config_map
 
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
@@ -28,15 +30,15 @@ def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
     as JSON), owned by the TrainJob ``obj`` (JSON with metadata name, namespace and uid): its runtime
     ``runtime_obj`` as it was at the first reconcile (kubeflow/trainer KEP-2599). Later edits or
     deletion of the runtime never change the job. Raises ``KeyError`` when ``obj`` lacks metadata."""
-    meta = obj["metadata"]
+    name = obj["metadata"]["name"]
     frozen = {
         "apiVersion": runtime_obj.get("apiVersion"),
         "kind": runtime_obj.get("kind"),
-        "metadata": {"name": (runtime_obj.get("metadata") or {}).get("name")},
+        "metadata": {"name": meta(runtime_obj).name},
         "spec": runtime_obj.get("spec"),
     }
     data = {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)}
-    return L.owned_config_map(obj, snapshot_name(meta["name"]), data, {L.JOBSET_NAME: meta["name"]})
+    return owned_config_map(obj, snapshot_name(name), data, {L.JOBSET_NAME: name})
 
 
 def runtime_of_snapshot(config_map: JSON) -> JSON | None:

@@ -1,0 +1,176 @@
+"""Conditions, each rule once: which condition is True, when a job or a batch/v1 Job has finished (and
+when), whether a batch/v1 Job failed, how a job's problems fold into its one ``Misconfigured``
+condition, and how desired conditions merge into the stored ones.
+
+Conditions come in two shapes: the API models (:class:`api.base.Condition`, what the kinds' status
+logic works on) and JSON as the caches keep an object (``{"type", "status", "reason", "message",
+"lastTransitionTime"}``); every reader here takes either, or a whole object (JSON with
+``status.conditions``). The condition types and reasons themselves are in :mod:`api` (upstream's
+beside their kinds, the operator's own in :mod:`api.conditions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Protocol, TypeAlias, TypeVar, overload
+
+from api.base import Condition
+from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED
+from api.kubeflow_v2beta1 import COND_FAILED as MPIJOB_FAILED
+from api.kubeflow_v2beta1 import COND_SUCCEEDED
+from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED
+from trainer.framework.json_codec import JSON
+
+TRAINJOB_TERMINAL = (COND_FAILED, COND_COMPLETE)
+"""The condition types that end a TrainJob (kubeflow/trainer ``trainjob_types.go``), ``Failed`` first:
+it wins when both are True."""
+MPIJOB_TERMINAL = (COND_SUCCEEDED, MPIJOB_FAILED)
+"""The condition types that end an MPIJob (kubeflow/mpi-operator ``mpi_job_controller.go``)."""
+JOB_TERMINAL = (JOB_COMPLETE, JOB_FAILED)
+"""The condition types that end a batch/v1 Job."""
+
+
+class ConditionLike(Protocol):
+    """A condition as a model: :class:`api.base.Condition`, or another API's with a type and a status
+    (a Kueue Workload's)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+C = TypeVar("C", bound=ConditionLike)
+Conditions: TypeAlias = JSON | Iterable[ConditionLike | JSON]
+"""Conditions as models or as JSON, or an object (JSON) whose ``status.conditions`` are meant."""
+
+
+def _listed(conditions: Conditions) -> Iterable[ConditionLike | JSON]:
+    """The conditions themselves: an object's ``status.conditions`` (none when unset), else as given."""
+    if isinstance(conditions, dict):
+        return list((conditions.get("status") or {}).get("conditions") or [])
+    return conditions
+
+
+def _true(c: ConditionLike | JSON, types: Collection[str] | None = None) -> bool:
+    """Whether ``c`` is True (and, unless ``types`` is None, of one of ``types``): the one test of a
+    condition's status."""
+    type_, status = (c.get("type"), c.get("status")) if isinstance(c, dict) else (c.type, c.status)
+    return status == "True" and (types is None or type_ in types)
+
+
+def _first_true(conditions: Conditions, types: Iterable[str]) -> ConditionLike | JSON | None:
+    wanted = set(types)
+    return next((c for c in _listed(conditions) if _true(c, wanted)), None)
+
+
+@overload
+def true_condition(conditions: Iterable[C], *types: str) -> C | None: ...
+
+
+@overload
+def true_condition(conditions: JSON | Iterable[JSON], *types: str) -> JSON | None: ...
+
+
+def true_condition(conditions: Conditions, *types: str) -> ConditionLike | JSON | None:
+    """The first condition of one of ``types`` whose status is ``"True"``, or None. ``conditions``: a list
+    of :class:`~api.base.Condition` (or other :class:`ConditionLike` models), a list of conditions as
+    JSON, or an object (JSON) whose ``status.conditions`` are read; the condition comes back in the
+    shape it was found in."""
+    return _first_true(conditions, types)
+
+
+def is_true(conditions: Conditions, *types: str) -> bool:
+    """Whether a condition of one of ``types`` is True (``conditions`` as :func:`true_condition` takes them)."""
+    return _first_true(conditions, types) is not None
+
+
+def finished(conditions: Conditions, terminal: Sequence[str]) -> str | None:
+    """The first type of ``terminal`` whose condition is True, or None while none is: whether (and how) a
+    job has finished. ``terminal``: :data:`TRAINJOB_TERMINAL`, :data:`MPIJOB_TERMINAL`, or
+    :data:`JOB_TERMINAL` for a batch/v1 Job (``"Complete"`` or ``"Failed"``)."""
+    listed = list(_listed(conditions))
+    return next((t for t in terminal if _first_true(listed, (t,)) is not None), None)
+
+
+def finished_at(conditions: Iterable[Condition], terminal: Iterable[str]) -> str | None:
+    """The transition time of the first True condition of a ``terminal`` type, or None (also when
+    that condition carries no time)."""
+    done = true_condition(conditions, *terminal)
+    return done.last_transition_time if done is not None else None
+
+
+def job_failed(job: JSON) -> JSON | None:
+    """The ``Failed`` condition (a copy) of a batch/v1 Job when it is True, else None."""
+    cond = true_condition(job, JOB_FAILED)
+    return dict(cond) if cond is not None else None
+
+
+def problem(reason: str, message: str) -> Condition:
+    """A ``Misconfigured`` condition: what the job asks for cannot be made now (``reason`` says why)."""
+    return Condition(type=COND_MISCONFIGURED, status="True", reason=reason, message=message)
+
+
+def fold_problems(conditions: Iterable[Condition]) -> list[Condition]:
+    """``conditions`` with every ``Misconfigured`` condition folded into the first (one per job): its
+    place and reason, the messages of all, each once, joined by ``"; "``."""
+    out: list[Condition] = []
+    first: int | None = None
+    messages: list[str] = []
+    for c in conditions:
+        if c.type != COND_MISCONFIGURED:
+            out.append(c)
+            continue
+        if first is None:
+            first = len(out)
+            out.append(c)
+        messages.append(c.message)
+    if first is not None and len(messages) > 1:
+        out[first] = out[first].model_copy(update={"message": "; ".join(dict.fromkeys(messages))})
+    return out
+
+
+def kept_conditions(obj: JSON, dropped: str = COND_MISCONFIGURED) -> list[Condition]:
+    """The job's conditions but those of type ``dropped`` (which the caller sets anew)."""
+    return [Condition.model_validate(c) for c in _listed(obj) if isinstance(c, dict) and c.get("type") != dropped]
+
+
+def merge_conditions(
+    current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
+) -> list[Condition]:
+    """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
+    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
+    latest thing that happened); conditions the controller no longer wants are dropped, except
+    Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
+    out = [c.model_copy() for c in current]
+    by_type = {c.type: i for i, c in enumerate(out)}
+    wanted = {c.type for c in desired}
+    for new in desired:
+        i = by_type.get(new.type)
+        if i is not None and out[i].status == new.status:
+            if (out[i].reason, out[i].message) != (new.reason, new.message):
+                out[i] = out[i].model_copy(update={"reason": new.reason, "message": new.message})
+            continue
+        fresh = new.model_copy(update={"last_transition_time": now, "observed_generation": generation})
+        if i is not None:
+            out[i] = fresh
+            if _true(new):
+                out.append(out.pop(i))
+        else:
+            out.append(fresh)
+        by_type = {c.type: j for j, c in enumerate(out)}
+    return [c for c in out if c.type in wanted]
+
+
+def transitions(before: list[Condition], after: list[Condition]) -> list[Condition]:
+    """Conditions of ``after`` that are new or whose status changed (each becomes an event)."""
+    old = {c.type: c.status for c in before}
+    return [c for c in after if old.get(c.type) != c.status]
+
+
+def retold(before: list[Condition], after: list[Condition], types: frozenset[str]) -> list[Condition]:
+    """Conditions of ``after`` of ``types`` that were True and stay True with another message (each
+    becomes an event too)."""
+    old = {c.type: c.message for c in before if _true(c)}
+    return [c for c in after if _true(c, types) and c.type in old and old[c.type] != c.message]
