@@ -219,7 +219,7 @@ async def test_with_the_operator_down_deletes_work_and_creates_are_refused(
             await client.apply(trainjob("while-down", "rt"), ns)
     finally:
         operator.start()
-        await asyncio.sleep(3)
+        await operator.serving()  # the next test's writes need its webhook again
     items, _ = await client.kube.list(PODS, ns)
     assert not [p for p in items if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name") == "doomed"]
 

@@ -3,6 +3,7 @@ benchmarks run it."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -67,6 +68,25 @@ class Operator:
                 cwd=ROOT,
                 env={**os.environ, **self.env},
             )
+
+    async def serving(self, timeout: float = 60.0) -> None:
+        """Wait until its webhook server (``--webhook-host``/``--webhook-port``) takes connections, at most
+        ``timeout`` seconds (a restarted operator imports and syncs its caches first). Raises
+        ``TimeoutError``; returns at once when it serves no webhook."""
+        host, port = flag(self.args, "webhook-host"), flag(self.args, "webhook-port")
+        if not (host and port and port != "0"):
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                _, writer = await asyncio.open_connection(host, int(port))
+            except OSError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise TimeoutError(f"the operator serves no webhook on {host}:{port} after {timeout} s") from None
+                await asyncio.sleep(0.2)
+                continue
+            writer.close()
+            return
 
     def kill(self) -> None:
         """SIGKILL (``kill -9``: no cleanup, in-flight requests cut) and reap it; :meth:`start` runs a
