@@ -23,7 +23,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 
 CHILD_KINDS: tuple[Resource, ...] = (JOBS, SERVICES, CONFIGMAPS, SECRETS)
-"""The kinds a TrainJob on a torch runtime can own (trainer/controllers/trainjob.py also declares
+"""The kinds a TrainJob on a torch runtime can own (trainer/trainjob/controller.py also declares
 PersistentVolumeClaims, made only for ``volumeClaimPolicies``)."""
 
 SERVER_METADATA = (

@@ -100,12 +100,12 @@ class Rule:
 
 OPERATOR: list[Rule] = [
     Rule(TRAINJOBS, WATCH, "informer (manager.py)"),
-    Rule(TRAINJOBS, ("patch",), "status conditions and jobsStatus (controllers/trainjob.py)", "status"),
+    Rule(TRAINJOBS, ("patch",), "status conditions and jobsStatus (trainer/jobs/status_writer.py)", "status"),
     Rule(
         TRAINJOBS,
         ("update",),
         "children's ownerReferences set blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement "
-        "admission plugin allows only to who may update the owner's finalizers (builders/labels.py)",
+        "admission plugin allows only to who may update the owner's finalizers (trainer/jobs/labels.py)",
         "finalizers",
     ),
     Rule(TRAINING_RUNTIMES, WATCH, "informer (manager.py)"),
