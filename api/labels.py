@@ -45,6 +45,6 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 OPERATOR_NAME = "mpi-operator"
 """The value of :data:`OPERATOR_NAME_LABEL`."""
 
-# The queue a job asks for (see trainer.jobs.queues).
+# The queue a job asks for (see trainer.jobs.features.queues).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -5,8 +5,9 @@ and the status write, which project files run and how deep the project's frames 
 recording double of ``Kube`` (tests/kube_double.py; no cluster, no network), with a profiler that
 notes every project function entered, and prints the files in the order first entered and the
 deepest chain of project frames, grouped by layer (tests/test_layers.py: api, framework, job layer,
-kinds, ...): the job layer and the kinds tell the story, the framework and ``api`` are the plumbing.
-Test and bench modules are not counted.
+kinds, ...) and role: the job layer and the kinds tell the story, but for their ``features/`` folders
+(what a plain job only passes through: volume claims, exclusive placement, failure policy, runtime
+snapshot, ...); the framework and ``api`` are the plumbing. Test and bench modules are not counted.
 """
 
 from __future__ import annotations
@@ -130,14 +131,31 @@ def by_layer(files: list[str]) -> dict[str, list[str]]:
     return {name: group for name, group in out.items() if group}
 
 
+def role_of(path: str) -> str:
+    """``plumbing`` (api, framework), ``feature`` (a ``features/`` folder of the job layer or a kind),
+    ``story`` (the rest of the job layer and the kinds) or ``entry`` (the layers above)."""
+    layer = LAYER_NAMES[layer_of_file(path)]
+    if layer in ("api", "framework"):
+        return "plumbing"
+    if layer in ("job layer", "kinds"):
+        return "feature" if "/features/" in path else "story"
+    return "entry"
+
+
 def main() -> None:
     configure_logging("json", "warning")
     files, paths = asyncio.run(walk())
     print(f"project files entered from the watch event to the Job create and the status write: {len(files)}")
+    roles = [role_of(f) for f in files]
+    print(", ".join(f"{role} {roles.count(role)}" for role in ("story", "feature", "plumbing", "entry")))
     for name, group in by_layer(files).items():
         print(f"{name}: {len(group)}")
-        for f in group:
-            print(f"  {f}")
+        for role in ("story", "feature", "plumbing", "entry"):
+            mine = [f for f in group if role_of(f) == role]
+            if mine:
+                print(f"  {role}: {len(mine)}")
+                for f in mine:
+                    print(f"    {f}")
     calls = {k: int(v) for k, v in (c.rsplit(" ", 1) for c in paths.pop("calls"))}
     on_path = sorted({frame.split(":")[0] for step in paths.values() for frame in step})
     print(f"files on the call paths below: {len(on_path)}")

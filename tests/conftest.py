@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.trainjob.features.injection import Injection
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.info import RuntimeInfo
-from trainer.trainjob.runtime.injection import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"
 

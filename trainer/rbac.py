@@ -105,7 +105,7 @@ OPERATOR: list[Rule] = [
         TRAINJOBS,
         ("update",),
         "children's ownerReferences set blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement "
-        "admission plugin allows only to who may update the owner's finalizers (trainer/jobs/labels.py)",
+        "admission plugin allows only to who may update the owner's finalizers (trainer/framework/owner.py)",
         "finalizers",
     ),
     Rule(TRAINING_RUNTIMES, WATCH, "informer (manager.py)"),

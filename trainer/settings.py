@@ -26,7 +26,7 @@ import uvloop
 
 from trainer.framework.manager import ManagerOptions
 from trainer.jobs import gang
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.mpijob.controller import MPIJobOptions
 from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.controller import TrainJobOptions

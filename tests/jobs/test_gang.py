@@ -14,12 +14,12 @@ from tests.conftest import info, multi_step_runtime
 from tests.kube_double import reader
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
+from trainer.framework.resources import parse_quantity, pod_requests
 from trainer.jobs import gang
+from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.gang.base import GangInput, PodSet, decorate, gang_conditions
 from trainer.jobs.gang.coscheduling import POD_GROUP_LABEL
-from trainer.jobs.queues import resolve_queue
-from trainer.jobs.resources import parse_quantity, pod_requests
-from trainer.trainjob.builders.jobs import build_children
+from trainer.trainjob.children import build_children
 
 
 def facts(pod_group: JSON | None = None, queues: list[JSON] | None = None) -> Reader:

@@ -20,7 +20,7 @@ from trainer.framework.controller import Context
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import EventRecorder
 from trainer.jobs import gang
-from trainer.jobs.queues import resolve_queue
+from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.reconcile import Blocked
 from trainer.mpijob import controller as mpijob
 from trainer.trainjob import controller as trainjob

@@ -14,8 +14,8 @@ from tests.harness import World, ago
 from tests.kube_double import TableStore
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
-from trainer.jobs.replica_failure import FIELD_SELECTOR, jobs_owner, kept_event, replica_failure, same_cause
-from trainer.jobs.replica_failure import about as about_uid
+from trainer.jobs.features.replica_failure import FIELD_SELECTOR, jobs_owner, kept_event, replica_failure, same_cause
+from trainer.jobs.features.replica_failure import about as about_uid
 
 QUOTA = (
     'pods "{pod}" is forbidden: exceeded quota: pods, requested: count/pods=1, used: count/pods=0, '

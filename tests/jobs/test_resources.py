@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trainer.framework.json_codec import JSON
+from trainer.framework.resources import binary_resources, format_quantity, parse_quantity, pod_requests
 from trainer.jobs.gang.base import PodSet, gang_resources
-from trainer.jobs.resources import binary_resources, format_quantity, parse_quantity, pod_requests
 
 Gi = 2**30
 Mi = 2**20

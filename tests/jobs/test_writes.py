@@ -15,7 +15,7 @@ from tests.kube_double import RecordingKube
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder
-from trainer.jobs.own_writes import OwnWrites
+from trainer.jobs.features.own_writes import OwnWrites
 
 
 def events(w: World, reason: str | None = None) -> list[JSON]:

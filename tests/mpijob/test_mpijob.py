@@ -13,9 +13,9 @@ from api.base import Condition
 from api.kubeflow_v2beta1 import MPIJob
 from tests.conftest import info, load_sample
 from trainer.framework.json_codec import JSON
+from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.gang.base import GangInput, min_member
 from trainer.jobs.mpi import Host, generate_ssh_keypair, hostfile, ssh_secret
-from trainer.jobs.queues import resolve_queue
 from trainer.mpijob.children import build_mpijob_children, validate
 from trainer.mpijob.controller import MPIJobInfo, mpijob_gang_input
 from trainer.mpijob.status import desired_conditions, replica_statuses
@@ -204,7 +204,7 @@ def test_suspended_status_and_invalid_spec() -> None:
 
 def test_trainjob_with_an_mpi_runtime_shares_the_hostfile_and_ssh_machinery() -> None:
     from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
-    from trainer.trainjob.builders.jobs import build_children
+    from trainer.trainjob.children import build_children
 
     runtime = ClusterTrainingRuntime.model_validate(load_sample("deepspeed-distributed.yaml"))
     obj = load_sample("trainjob-deepspeed.yaml")
@@ -255,7 +255,7 @@ def test_the_node_job_of_an_mpi_runtime_is_sized_as_upstreams_mpi_plugin_sizes_i
     """kubeflow/trainer ``plugins/mpi`` ``EnforceMLPolicy``: ``max(numNodes - 1, 1)`` with
     runLauncherAsNode, and without ``trainer.numNodes`` the PodSet count of the runtime."""
     from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
-    from trainer.trainjob.builders.jobs import build_children
+    from trainer.trainjob.children import build_children
 
     raw = load_sample("upstream/deepspeed-distributed.yaml")
     if "numNodes" in extra:

@@ -1,4 +1,4 @@
-"""The status server (trainer/statusserver/) and its pod side (trainer/trainjob/runtime/injection.py).
+"""The status server (trainer/statusserver/) and its pod side (trainer/trainjob/features/injection.py).
 
 A real aiohttp TLS server on 127.0.0.1:0 answers real HTTPS posts; the apiserver is the recording
 double, taught to answer TokenReviews from a table of tokens as the apiserver's ServiceAccount token
@@ -34,13 +34,13 @@ from trainer.framework.certs import generate
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError
-from trainer.jobs.labels import owner_reference
+from trainer.framework.owner import owner_reference
 from trainer.statusserver.auth import TokenAuthenticator, bearer_token
 from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
-from trainer.trainjob.runtime import injection
-from trainer.trainjob.runtime.injection import token_audience
+from trainer.trainjob.features import injection
+from trainer.trainjob.features.injection import token_audience
 from trainer.wiring import Settings, new_manager
 
 NS = "team-a"

@@ -39,10 +39,10 @@ from api.kinds import (
 from tests.kube_double import reader
 from trainer import rbac
 from trainer.framework.kube.client import Kube
+from trainer.framework.owner import owner_reference
 from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
 from trainer.jobs.gang.base import GangInput, PodSet
-from trainer.jobs.labels import owner_reference
 from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.controller import TTL_CHILDREN
 from trainer.webhook import server as webhook

@@ -14,3 +14,14 @@ async def test_the_walk_follows_one_trainjob_to_its_job_and_its_status() -> None
     status = [frame.split(":")[1] for frame in paths["status write"]]
     assert status[-2:] == ["reconcile", "write"], "the status is written by the one reconcile, through one writer"
     assert [frame.split(":")[0] for frame in paths["create Job"]] == ["trainer/jobs/child_writer.py"] * 2
+
+
+async def test_the_story_of_a_plain_trainjob_is_at_most_17_files_and_its_plumbing_is_the_framework() -> None:
+    from bench.walk import role_of
+
+    files, _ = await walk()
+    story = [f for f in files if role_of(f) == "story"]
+    assert len(story) <= 17, f"a plain TrainJob's story spans {len(story)} files: {story}"
+    assert "trainer/jobs/reconcile.py" in story and "trainer/trainjob/controller.py" in story
+    assert role_of("trainer/jobs/features/own_writes.py") == "feature"
+    assert role_of("trainer/framework/merge.py") == "plumbing"

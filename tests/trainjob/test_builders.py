@@ -6,8 +6,8 @@ from typing import Any
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info, multi_step_runtime
-from trainer.jobs.merge import find_named
-from trainer.trainjob.builders.jobs import build_children
+from trainer.framework.merge import find_named
+from trainer.trainjob.children import build_children
 
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info
-from trainer.trainjob.builders.jobs import build_children
+from trainer.trainjob.children import build_children
 
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/node-selector"

@@ -14,12 +14,12 @@ from api.kinds import CONFIGMAPS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntimeSpec, TrainJob
 from tests.conftest import info, load_sample
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import find_named
+from trainer.framework.merge import find_named
 from trainer.trainjob import policies as registry
-from trainer.trainjob.builders.jobs import build_children
+from trainer.trainjob.children import build_children
+from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
 from trainer.trainjob.policies import Created, Expansion, Policy
 from trainer.trainjob.runtime.info import RuntimeInfo
-from trainer.trainjob.validation import runtime_errors, trainjob_errors
 from trainer.webhook.rules import AdmissionFacts, validate_trainjob
 
 

@@ -17,8 +17,8 @@ from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import SAMPLES, info, load_sample
 from trainer.framework.json_codec import JSON
 from trainer.mpijob.validation import mpijob_errors
-from trainer.trainjob.builders.jobs import build_children
-from trainer.trainjob.validation import runtime_errors, trainjob_errors
+from trainer.trainjob.children import build_children
+from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
 
 
 def base() -> JSON:
@@ -308,7 +308,7 @@ def test_the_crd_schema_refuses_what_the_apiserver_cannot_read() -> None:
 @given(st.text(alphabet="0123456789.+-eEkKMGTPinum ", max_size=8))
 def test_the_schema_pattern_accepts_every_quantity_the_apiserver_reads(text: str) -> None:
     from api.base import QUANTITY_PATTERN
-    from trainer.jobs.resources import parse_quantity
+    from trainer.framework.resources import parse_quantity
 
     try:
         parse_quantity(text)

@@ -12,10 +12,10 @@ import yaml
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import SAMPLES, info
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import find_named
-from trainer.trainjob.builders.jobs import build_children
-from trainer.trainjob.builders.volume_claims import claims
-from trainer.trainjob.validation import runtime_errors, trainjob_errors
+from trainer.framework.merge import find_named
+from trainer.trainjob.children import build_children
+from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
+from trainer.trainjob.features.volume_claims import claims
 
 UPSTREAM = sorted(p.name for p in (SAMPLES / "upstream").glob("*.yaml") if p.name != "kustomization.yaml")
 RANK = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}

@@ -94,7 +94,7 @@ from trainer.client.types import (
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
-from trainer.trainjob.runtime.snapshot import runtime_of_snapshot, snapshot_name
+from trainer.trainjob.features.snapshot import runtime_of_snapshot, snapshot_name
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"

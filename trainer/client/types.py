@@ -32,7 +32,7 @@ from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.jobs.conditions import is_true, true_condition
-from trainer.jobs.queues import resolve_queue
+from trainer.jobs.features.queues import resolve_queue
 
 J = TypeVar("J", bound=Model)
 
@@ -291,7 +291,7 @@ def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: i
 
 
 def queue_of(obj: Model, gang: str = "") -> str | None:
-    """The queue a job asks for, by the operator's one rule (:func:`trainer.jobs.queues.resolve_queue`);
+    """The queue a job asks for, by the operator's one rule (:func:`trainer.jobs.features.queues.resolve_queue`);
     ``gang`` is the operator's ``--gang-scheduler-name`` when known (it decides between a Kueue
     label and a Volcano annotation set together). None when the job names none; a default queue
     its runtime's template may carry is not looked up here."""

@@ -33,7 +33,7 @@ Whether a child needs a write: a desired object carries the hash of itself in an
 subset test cannot see) is always written, and a stored object that drifted from the desired fields
 is written again (:func:`needs_apply`).
 
-Every answer of the apiserver is kept in :class:`~trainer.jobs.own_writes.OwnWrites` until the
+Every answer of the apiserver is kept in :class:`~trainer.jobs.features.own_writes.OwnWrites` until the
 caches have it, so the next reconcile reads its own writes.
 
 Taking over, for server-side apply, the fields of a child created with POST: such a child's fields are
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from trainer.framework.controller import Reader
     from trainer.framework.kube.client import KubeClient
     from trainer.framework.kube.events import EventRecorder
-    from trainer.jobs.own_writes import OwnWrites
+    from trainer.jobs.features.own_writes import OwnWrites
 
 log = structlog.get_logger("trainer.children")
 OURS, PREVIOUS, FOREIGN = "ours", "previous", "foreign"
@@ -157,7 +157,7 @@ class ChildWriter:
 
     ``settles``: the controller's reconcile reads its writes of children back before its status, so the
     watch's echo of exactly such a write needs no reconcile
-    (:meth:`~trainer.jobs.own_writes.OwnWrites.settled_echo`). ``announce``: the children one
+    (:meth:`~trainer.jobs.features.own_writes.OwnWrites.settled_echo`). ``announce``: the children one
     reconcile creates are told in one ``SuccessfulCreate`` event on the owner."""
 
     def __init__(

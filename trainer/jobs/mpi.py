@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from trainer.framework.json_codec import JSON
-from trainer.jobs.labels import owned_config_map, owner_reference
-from trainer.jobs.merge import upsert_env
+from trainer.framework.merge import upsert_env
+from trainer.framework.owner import owned_config_map, owner_reference
 
 CONFIG_MOUNT = "/etc/mpi"
 HOSTFILE = "hostfile"

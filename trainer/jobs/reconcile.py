@@ -68,12 +68,12 @@ from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
 from trainer.jobs.child_writer import ChildWriter, Desired
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
-from trainer.jobs.event_filter import JobEventFilter
 from trainer.jobs.facts import managed_by_us
+from trainer.jobs.features.event_filter import JobEventFilter
+from trainer.jobs.features.own_writes import OwnWrites
+from trainer.jobs.features.replica_failure import replica_failure
+from trainer.jobs.features.replica_failure import watches as failed_create_events
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler
-from trainer.jobs.own_writes import OwnWrites
-from trainer.jobs.replica_failure import replica_failure
-from trainer.jobs.replica_failure import watches as failed_create_events
 from trainer.jobs.status_writer import Event, NoLane, ProgressClock, StatusWriter, Telling
 
 log = structlog.get_logger("trainer.jobs")
@@ -90,7 +90,7 @@ or none at all (connection refused or cut, timeout: it restarts), retried with b
 
 Latest = Callable[[Resource, "str | None", str], "JSON | None"]
 """``(resource, namespace, name) -> the object`` as the controller's caches and its own writes know it
-last (:meth:`~trainer.jobs.own_writes.OwnWrites.latest`)."""
+last (:meth:`~trainer.jobs.features.own_writes.OwnWrites.latest`)."""
 
 
 class Expanded(Protocol):
@@ -254,7 +254,8 @@ class Reconciler(Generic[J, I]):
 
     def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
         """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
-        now (:func:`trainer.jobs.replica_failure.replica_failure`), none once ``conditions`` say it finished."""
+        now (:func:`trainer.jobs.features.replica_failure.replica_failure`), none once ``conditions`` say it
+        finished."""
         kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
         if finished(kept, tuple(sorted(self.kind.facts.terminal))):
             return kept
@@ -323,7 +324,7 @@ def declare(
     """A job controller's declaration: its primary is ``kind.facts.resource``; it owns its Jobs, Services,
     ConfigMaps and Secrets and ``also_owns`` (a TrainJob's PVCs; each carrying ``kind.facts.child_label``)
     and the gang scheduler's objects (PodGroups); it watches ``watches``, its Jobs' ``FailedCreate`` Events
-    (:mod:`trainer.jobs.replica_failure`), each mapped to the job that controls the Job, and the gang
+    (:mod:`trainer.jobs.features.replica_failure`), each mapped to the job that controls the Job, and the gang
     scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
     Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
     has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
@@ -331,7 +332,7 @@ def declare(
 
     ``telling``: how the status writer tells the kind's changes. ``settles``: a reconcile reads its child
     writes back (:meth:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
-    the declaration's event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`), as is the echo of a
+    the declaration's event filter (:class:`~trainer.jobs.features.event_filter.JobEventFilter`), as is the echo of a
     settled status write. ``announce``: the children one reconcile creates are told in one
     ``SuccessfulCreate`` event. ``status_coalesce_seconds``: ``--status-coalesce-seconds``."""
     primary, label = kind.facts.resource, kind.facts.child_label

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from trainer.framework.kube.client import KubeClient
     from trainer.framework.kube.events import EventRecorder
     from trainer.framework.metrics import Metrics
-    from trainer.jobs.own_writes import OwnWrites
+    from trainer.jobs.features.own_writes import OwnWrites
     from trainer.jobs.reconcile import Kind
 
 log = structlog.get_logger("trainer.status")

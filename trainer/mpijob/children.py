@@ -31,8 +31,8 @@ from api.labels import (
     REPLICA_TYPE_LABEL,
 )
 from trainer.framework.json_codec import JSON, copy_json
-from trainer.jobs.labels import owner_reference
-from trainer.jobs.merge import upsert_env
+from trainer.framework.merge import upsert_env
+from trainer.framework.owner import owner_reference
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh
 
 DNS_LABEL_MAX = 63

@@ -35,10 +35,10 @@ from trainer.jobs import reconcile
 from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.conditions import MPIJOB_TERMINAL, finished, finished_at, kept_conditions, problem
 from trainer.jobs.facts import seconds_left, started
+from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.mpi import new_ssh_secret
-from trainer.jobs.queues import QueueChoice, resolve_queue
 from trainer.jobs.reconcile import Blocked, Latest, declare
 from trainer.jobs.status_writer import Event, Telling
 from trainer.mpijob.children import build_mpijob_children, names, validate, worker_replicas

@@ -5,7 +5,7 @@ admission and by the MPIJob reconciler.
 from __future__ import annotations
 
 from api.kubeflow_v2beta1 import MPIJob
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, MAX_NODES_FLAG, container_quantities
+from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB, MAX_NODES_FLAG, container_quantities
 
 
 def mpijob_worker_limit_errors(job: MPIJob, max_nodes: int, running: int | None = None) -> list[str]:

@@ -42,12 +42,12 @@ from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError, KubeClient
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.child_writer import ChildWriter
-from trainer.jobs.own_writes import OwnWrites
+from trainer.jobs.features.own_writes import OwnWrites
 from trainer.statusserver.auth import TokenAuthenticator
 from trainer.statusserver.ca_publisher import CAPublisher
 from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
-from trainer.trainjob.runtime.injection import base_url, status_path
+from trainer.trainjob.features.injection import base_url, status_path
 
 if TYPE_CHECKING:
     from trainer.framework.manager import Manager

@@ -6,7 +6,7 @@ owned objects (PodGroups); the (Cluster)TrainingRuntimes, mapped to the TrainJob
 cluster objects the gang scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 :meth:`trainer.jobs.reconcile.Reconciler.reconcile`; :class:`TrainJobKind` supplies the runtime info
 (:func:`trainer.trainjob.runtime.expand.runtime_info`), the children
-(:func:`trainer.trainjob.builders.jobs.build_children`, what the ML policy makes once, such as the MPI
+(:func:`trainer.trainjob.children.build_children`, what the ML policy makes once, such as the MPI
 SSH Secret) and the conditions (:mod:`trainer.trainjob.status`). Children carry a controller owner
 reference, so deleting the TrainJob lets the garbage collector remove them. Mirrors kubeflow/trainer
 ``pkg/controller/trainjob_controller.go``.
@@ -57,29 +57,29 @@ from trainer.framework.meta import meta
 from trainer.jobs import reconcile
 from trainer.jobs.child_writer import FOREIGN, PREVIOUS, Desired, Once, claim, taken_message
 from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, kept_conditions, problem
+from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.gang.base import GangPlan, GangScheduler, decorate, gang_conditions
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.reconcile import Blocked, Latest, declare, first_error
 from trainer.jobs.status_writer import Event, Telling
-from trainer.trainjob.builders import volume_claims
-from trainer.trainjob.builders.jobs import build_children
-from trainer.trainjob.runtime.expand import runtime_info
-from trainer.trainjob.runtime.info import RuntimeInfo
-from trainer.trainjob.runtime.injection import Injection
-from trainer.trainjob.runtime.snapshot import (
+from trainer.trainjob.children import build_children
+from trainer.trainjob.features import volume_claims
+from trainer.trainjob.features.injection import Injection
+from trainer.trainjob.features.snapshot import (
     SNAPSHOT_SUFFIX,
     runtime_of_snapshot,
     runtime_ref,
     snapshot_config_map,
     snapshot_name,
 )
-from trainer.trainjob.status import desired_conditions, job_restarts_status, jobs_status, runtime_not_found
-from trainer.trainjob.validation import (
+from trainer.trainjob.features.validation import (
     node_limit_errors,
     running_pods,
     runtime_errors,
     trainjob_errors,
 )
+from trainer.trainjob.runtime.expand import runtime_info
+from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.status import desired_conditions, job_restarts_status, jobs_status, runtime_not_found
 
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
 """Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its

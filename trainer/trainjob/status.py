@@ -116,7 +116,7 @@ def finished_condition(info: RuntimeInfo) -> Condition | None:
     """The terminal condition the Jobs call for (Failed wins over Complete), or None. Completion
     follows JobSet's ``successPolicy`` (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``):
     operator ``All`` (default) or ``Any`` over ``targetReplicatedJobs`` (default: every one). A
-    failed Job decides through the runtime's failurePolicy (:mod:`trainer.trainjob.failure_policy`); the
+    failed Job decides through the runtime's failurePolicy (:mod:`trainer.trainjob.features.failure_policy`); the
     TrainJob's own ``activeDeadlineSeconds`` fails it with ``DeadlineExceeded``."""
     if info.deadline_left is not None and info.deadline_left <= 0:
         seconds = info.job.spec.active_deadline_seconds

@@ -39,23 +39,23 @@ from api.trainer_v1alpha1 import (
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
+from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.volcano import queue_problems
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.jobs.queues import QueueChoice, resolve_queue
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
-from trainer.trainjob.builders.overrides import (
+from trainer.trainjob.features.overrides import (
     POD_SPEC_OVERRIDES,
     POD_TEMPLATE_OVERRIDES,
     RUNTIME_PATCHES,
     override_targets,
 )
+from trainer.trainjob.features.snapshot import runtime_ref
+from trainer.trainjob.features.validation import RFC1035, runtime_errors, trainjob_errors
 from trainer.trainjob.policies import active
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.shape import replicated_jobs, step_of
-from trainer.trainjob.runtime.snapshot import runtime_ref
-from trainer.trainjob.validation import RFC1035, runtime_errors, trainjob_errors
 
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
@@ -240,7 +240,7 @@ def _check_expansion(
     facts: AdmissionFacts,
 ) -> list[str]:
     """Expand the TrainJob as the reconciler will (the pure core) and check what it produces, as the
-    reconciler does when the webhook does not run (:func:`trainer.trainjob.validation.trainjob_errors`,
+    reconciler does when the webhook does not run (:func:`trainer.trainjob.features.validation.trainjob_errors`,
     ``--max-nodes-per-job`` included); input the core cannot expand is refused here rather than failing in
     the reconcile."""
     problems = runtime_errors(runtime.spec)
@@ -288,7 +288,7 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
 
 
 def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
-    """The queue admission checks: :func:`trainer.jobs.queues.resolve_queue`, the reconcilers' rule, with
+    """The queue admission checks: :func:`trainer.jobs.features.queues.resolve_queue`, the reconcilers' rule, with
     the TrainJob's runtime from the caches."""
     runtime = None
     if obj.get("kind") != MPIJOB.resource.kind:

@@ -57,7 +57,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
 from trainer.framework.tls import WebhookTLS, serving_names
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.webhook import rules
 
 log = structlog.get_logger("trainer.webhook")

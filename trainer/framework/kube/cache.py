@@ -203,7 +203,7 @@ class Informer:
 
     def seen(self, resource_version: int) -> bool:
         """Whether this cache has applied every change up to ``resource_version`` (compared as numbers:
-        see :mod:`trainer.jobs.own_writes`); False when its own is not a number."""
+        see :mod:`trainer.jobs.features.own_writes`); False when its own is not a number."""
         try:
             return int(self.resource_version) >= resource_version
         except ValueError:

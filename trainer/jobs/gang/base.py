@@ -22,10 +22,10 @@ from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
 from api.labels import REPLICATED_JOB_NAME
 from trainer.framework.json_codec import JSON
+from trainer.framework.owner import owner_reference
+from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
 from trainer.jobs.conditions import fold_problems, problem
-from trainer.jobs.labels import owner_reference
-from trainer.jobs.queues import NO_QUEUE, QueueChoice
-from trainer.jobs.resources import ResourceList, binary_resources, format_quantity, pod_requests
+from trainer.jobs.features.queues import NO_QUEUE, QueueChoice
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class PodSet:
     @cached_property
     def requests(self) -> ResourceList:
         """Requests of one Pod of the set, as kube-scheduler counts them
-        (:func:`trainer.jobs.resources.pod_requests`), computed once. Raises ``ValueError`` for a value
+        (:func:`trainer.framework.resources.pod_requests`), computed once. Raises ``ValueError`` for a value
         that is not a quantity."""
         return pod_requests(self.template)
 
@@ -132,10 +132,10 @@ class GangScheduler(Protocol):
 def gang_resources(pod_sets: list[PodSet]) -> dict[str, str]:
     """minResources of a gang: resource name -> Quantity string (``{"cpu": "4", "memory": "8Gi"}``),
     the sum over every Pod of its requests as kube-scheduler counts them
-    (:func:`trainer.jobs.resources.pod_requests`: native sidecars included), printed as upstream's
+    (:func:`trainer.framework.resources.pod_requests`: native sidecars included), printed as upstream's
     plugins print their sum of ``resource.Quantity`` (kubeflow/trainer
     ``pkg/runtime/framework/plugins/volcano/volcano.go``): in the format of the first Pod set's
-    first non-zero quantity (:func:`trainer.jobs.resources.binary_resources`). Raises ``ValueError``
+    first non-zero quantity (:func:`trainer.framework.resources.binary_resources`). Raises ``ValueError``
     for a resource value that is not a quantity."""
     total: dict[str, Decimal] = {}
     binary: dict[str, bool] = {}

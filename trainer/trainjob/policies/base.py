@@ -20,7 +20,7 @@ from api.kinds import Resource
 from api.labels import COMPLETION_INDEX_ANNOTATION
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import find_named, upsert_env
+from trainer.framework.merge import find_named, upsert_env
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo

@@ -21,9 +21,9 @@ from api.kinds import SECRETS
 from api.labels import JOBSET_NAME
 from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import find_named
+from trainer.framework.merge import find_named
+from trainer.framework.resources import gpus_per_node
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
-from trainer.jobs.resources import gpus_per_node
 from trainer.trainjob.policies.base import Created, Expansion, Policy
 from trainer.trainjob.runtime.shape import step_of
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import find_named, upsert_env
-from trainer.jobs.resources import cpus_per_node, gpus_per_node
+from trainer.framework.merge import find_named, upsert_env
+from trainer.framework.resources import cpus_per_node, gpus_per_node
 from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 from trainer.trainjob.runtime.shape import names, pod_spec, replicated_jobs
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, XGBoostMLPolicySource
 from trainer.framework.json_codec import JSON
-from trainer.jobs.resources import gpus_per_node
+from trainer.framework.resources import gpus_per_node
 from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 
 

@@ -24,13 +24,13 @@ from trainer.framework.meta import meta
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished_at, job_failed
 from trainer.jobs.conditions import finished as is_finished
 from trainer.jobs.facts import attempt_of, job_attempt_of, seconds_left, started
+from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.gang.base import PodSet
-from trainer.jobs.queues import resolve_queue
-from trainer.trainjob.builders.overrides import job_metadata, template_metadata
-from trainer.trainjob.failure_policy import decide
+from trainer.trainjob.features.failure_policy import decide
+from trainer.trainjob.features.injection import Injection
+from trainer.trainjob.features.overrides import job_metadata, template_metadata
 from trainer.trainjob.policies import Expansion, policy_of
 from trainer.trainjob.runtime.info import RuntimeInfo
-from trainer.trainjob.runtime.injection import Injection
 from trainer.trainjob.runtime.pod_template import pod_template
 from trainer.trainjob.runtime.shape import (
     completed_first,

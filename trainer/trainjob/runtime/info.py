@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
+from trainer.jobs.features.queues import QueueChoice
 from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.jobs.gang.volcano import network_topology
-from trainer.jobs.queues import QueueChoice
-from trainer.trainjob.failure_policy import Decision
+from trainer.trainjob.features.failure_policy import Decision
 from trainer.trainjob.policies.base import Policy
 
 

@@ -20,9 +20,9 @@ from api.jobset_v1alpha2 import ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.meta import meta
+from trainer.framework.owner import owner_reference
 from trainer.jobs.gang.base import PodSet
-from trainer.jobs.labels import owner_reference
-from trainer.trainjob.builders.exclusive import exclusive_annotations, exclusive_of, place_exclusively
+from trainer.trainjob.features.exclusive import exclusive_annotations, exclusive_of, place_exclusively
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
@@ -141,7 +141,7 @@ def build_job(
 ) -> JSON:
     """One child Job: ``<trainjob>-<rjob>-<index>``, its Pods from the pod set's template, both
     labelled and annotated with JobSet's keys (``labelAndAnnotateObject``); under JobSet's exclusive
-    placement its pods are kept alone in one topology domain (:mod:`trainer.trainjob.builders.exclusive`)."""
+    placement its pods are kept alone in one topology domain (:mod:`trainer.trainjob.features.exclusive`)."""
     job = info.job
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
     job_name = f"{name}-{rjob.name}-{index}"

@@ -7,7 +7,7 @@ one per replicated job. Patches apply in that order, each list in its order; lat
 
 :func:`override_targets` walks every (override entry, targeted replicated job) of the three forms;
 the expansion (:func:`patches_for`, :func:`job_metadata`), the reconciler's target check
-(:func:`trainer.trainjob.validation.override_target_errors`) and admission
+(:func:`trainer.trainjob.features.validation.override_target_errors`) and admission
 (:mod:`trainer.webhook.rules`) all read the overrides through it.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import deep_merge, find_named, merge_named_replace
+from trainer.framework.merge import deep_merge, find_named, merge_named_replace
 
 POD_SPEC_OVERRIDES = "podSpecOverrides"
 POD_TEMPLATE_OVERRIDES = "podTemplateOverrides"

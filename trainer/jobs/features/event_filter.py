@@ -4,7 +4,7 @@ event filter (controller-runtime's ``builder.WithEventFilter``), declared by
 
 An echo of the controller's own settled write (a status patch that only counted progress, a child write
 the reconcile already read back) is dropped: a reconcile of it would write nothing
-(:meth:`~trainer.jobs.own_writes.OwnWrites.settled_echo`). Any other change of a child starts its
+(:meth:`~trainer.jobs.features.own_writes.OwnWrites.settled_echo`). Any other change of a child starts its
 owner's progress clock at the time of the watch event (:class:`~trainer.jobs.status_writer.ProgressClock`),
 so the reconcile the children batch brings later finds a progress-only change's wait already done.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import owner_keys
-from trainer.jobs.own_writes import OwnWrites
+from trainer.jobs.features.own_writes import OwnWrites
 from trainer.jobs.status_writer import ProgressClock
 
 

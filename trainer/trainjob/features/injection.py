@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from api.kinds import TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS
 from api.trainer_v1alpha1 import TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.merge import merge_named_replace, upsert_env
+from trainer.framework.merge import merge_named_replace, upsert_env
 
 TOKEN_AUDIENCE_PREFIX = TRAINER_GROUP
 """Prefix of the audience of a TrainJob's tokens (upstream ``TokenAudiencePrefix``)."""

@@ -37,11 +37,16 @@ from api.trainer_v1alpha1 import (
 )
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-from trainer.jobs.limits import DEFAULT_MAX_NODES_PER_JOB, MAX_NODES_FLAG, container_quantities, quantity_errors
-from trainer.trainjob.builders.jobs import coordinator_endpoint
-from trainer.trainjob.builders.overrides import override_targets
-from trainer.trainjob.builders.volume_claims import mounted
-from trainer.trainjob.failure_policy import pattern_error
+from trainer.jobs.features.limits import (
+    DEFAULT_MAX_NODES_PER_JOB,
+    MAX_NODES_FLAG,
+    container_quantities,
+    quantity_errors,
+)
+from trainer.trainjob.children import coordinator_endpoint
+from trainer.trainjob.features.failure_policy import pattern_error
+from trainer.trainjob.features.overrides import override_targets
+from trainer.trainjob.features.volume_claims import mounted
 from trainer.trainjob.policies import active
 from trainer.trainjob.runtime import shape
 from trainer.trainjob.runtime.info import RuntimeInfo

@@ -14,7 +14,7 @@ from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-from trainer.jobs.labels import owned_config_map
+from trainer.framework.owner import owned_config_map
 
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"

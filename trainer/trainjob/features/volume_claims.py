@@ -13,7 +13,7 @@ from api import labels as L
 from api.jobset_v1alpha2 import VolumeClaimPolicy
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.meta import meta
-from trainer.jobs.labels import owner_reference
+from trainer.framework.owner import owner_reference
 
 
 def claim_name(template: JSON, trainjob: str) -> str:

@@ -5,7 +5,7 @@ not a refusal). Pure; used by each kind's validation, admission and the reconcil
 
 from __future__ import annotations
 
-from trainer.jobs.resources import parse_quantity
+from trainer.framework.resources import parse_quantity
 
 DEFAULT_MAX_NODES_PER_JOB = 1000
 """``--max-nodes-per-job`` unless set: the most pods one replicated job of a TrainJob (numNodes for the
@@ -16,7 +16,8 @@ MAX_NODES_FLAG = "--max-nodes-per-job"
 def quantity_errors(resources: object, where: str) -> list[str]:
     """What is wrong with the ``limits`` and ``requests`` of a ``corev1.ResourceRequirements`` found at
     ``where``: each must be a map of resource name to a ``resource.Quantity`` (an integer, a number or a
-    string such as ``500m``, ``4Gi``), as the apiserver reads it (:func:`trainer.jobs.resources.parse_quantity`)."""
+    string such as ``500m``, ``4Gi``), as the apiserver reads it
+    (:func:`trainer.framework.resources.parse_quantity`)."""
     if resources is None:
         return []
     if not isinstance(resources, dict):
