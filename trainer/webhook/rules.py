@@ -170,8 +170,8 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             v.errors += _check_against_runtime(job, runtime)
             v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
     if old is not None:
-        v.errors += _check_override_change(obj, old, facts, "TrainJob")
-        v.errors += check_queue_change(obj, old, "TrainJob", facts)
+        v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
+        v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
     return v
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from api.jobkinds import MPIJOB
 from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 from trainer.framework.meta import meta
 
@@ -45,7 +46,7 @@ def resolve_queue(obj: dict[str, Any], gang: str, runtime: dict[str, Any] | None
     (Cluster)TrainingRuntime as JSON when known. Pure; never raises on missing fields.
     """
     spec = obj.get("spec") or {}
-    if obj.get("kind") == "MPIJob":
+    if obj.get("kind") == MPIJOB.resource.kind:
         neutral = ((spec.get("runPolicy") or {}).get("schedulingPolicy") or {}).get("queue")
         if neutral:
             return QueueChoice(str(neutral), "spec.runPolicy.schedulingPolicy.queue", "")
