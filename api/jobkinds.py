@@ -58,8 +58,9 @@ class KindFacts:
     """The pod label holding the step: the replicated job (TrainJob) or the replica type (MPIJob)."""
     succeeded: str
     """The condition type of success."""
-    terminal: frozenset[str]
-    """The condition types that, True, end the job."""
+    terminal: tuple[str, ...]
+    """The condition types that, True, end the job, in the order that says which one a job that somehow
+    carries two reports (``Failed`` first for a TrainJob, as kubeflow/trainer ``trainjob_types.go``)."""
     run_policy: RunPolicyAt
     """Where its ``managedBy`` and ``suspend`` are, and which ``managedBy`` makes this operator reconcile
     a job (another value leaves it to another controller, MultiKueue's)."""
@@ -73,7 +74,7 @@ TRAINJOB = KindFacts(
     child_label=labels.JOBSET_NAME,
     step_label=labels.REPLICATED_JOB_NAME,
     succeeded=trainer.COND_COMPLETE,
-    terminal=frozenset({trainer.COND_COMPLETE, trainer.COND_FAILED}),
+    terminal=(trainer.COND_FAILED, trainer.COND_COMPLETE),
     run_policy=RunPolicyAt(("spec",), trainer.MANAGED_BY_TRAINER),
     invalid_reason=trainer.REASON_RESOURCES_CREATION_FAILED,
 )
@@ -86,7 +87,7 @@ MPIJOB = KindFacts(
     child_label=labels.JOB_NAME_LABEL,
     step_label=labels.REPLICA_TYPE_LABEL,
     succeeded=mpi.COND_SUCCEEDED,
-    terminal=frozenset({mpi.COND_SUCCEEDED, mpi.COND_FAILED}),
+    terminal=(mpi.COND_SUCCEEDED, mpi.COND_FAILED),
     run_policy=RunPolicyAt(("spec", "runPolicy"), mpi.MANAGED_BY_MPI_OPERATOR),
     invalid_reason="InvalidSpec",
 )

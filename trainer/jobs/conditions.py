@@ -16,16 +16,13 @@ from typing import Protocol, TypeAlias, TypeVar, overload
 
 from api.base import Condition
 from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED
-from api.kubeflow_v2beta1 import COND_FAILED as MPIJOB_FAILED
-from api.kubeflow_v2beta1 import COND_SUCCEEDED
-from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED
+from api.jobkinds import MPIJOB, TRAINJOB
 from trainer.framework.json_codec import JSON
 
-TRAINJOB_TERMINAL = (COND_FAILED, COND_COMPLETE)
-"""The condition types that end a TrainJob (kubeflow/trainer ``trainjob_types.go``), ``Failed`` first:
-it wins when both are True."""
-MPIJOB_TERMINAL = (COND_SUCCEEDED, MPIJOB_FAILED)
-"""The condition types that end an MPIJob (kubeflow/mpi-operator ``mpi_job_controller.go``)."""
+TRAINJOB_TERMINAL = TRAINJOB.terminal
+"""The condition types that end a TrainJob (its facts', ``Failed`` first: it wins when both are True)."""
+MPIJOB_TERMINAL = MPIJOB.terminal
+"""The condition types that end an MPIJob (its facts')."""
 JOB_TERMINAL = (JOB_COMPLETE, JOB_FAILED)
 """The condition types that end a batch/v1 Job."""
 

@@ -257,7 +257,7 @@ class Reconciler(Generic[J, I]):
         now (:func:`trainer.jobs.features.replica_failure.replica_failure`), none once ``conditions`` say it
         finished."""
         kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
-        if finished(kept, tuple(sorted(self.kind.facts.terminal))):
+        if finished(kept, self.kind.facts.terminal):
             return kept
         reader = self.ctx.reader
         uid = str(meta(obj).uid or "")
