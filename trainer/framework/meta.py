@@ -11,7 +11,7 @@ object's own dict, so it never goes stale and costs one allocation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from trainer.framework.json_codec import JSON
 
@@ -25,59 +25,67 @@ class Meta:
         self.data = data
         """The metadata itself (empty when the object has none)."""
 
-    def _str(self, key: str) -> str | None:
-        return cast("str | None", self.data.get(key))
-
     @property
     def name(self) -> str | None:
-        return self._str("name")
+        value: str | None = self.data.get("name")
+        return value
 
     @property
     def namespace(self) -> str | None:
-        return self._str("namespace")
+        value: str | None = self.data.get("namespace")
+        return value
 
     @property
     def uid(self) -> str | None:
-        return self._str("uid")
+        value: str | None = self.data.get("uid")
+        return value
 
     @property
     def resource_version(self) -> str | None:
         """``resourceVersion``."""
-        return self._str("resourceVersion")
+        value: str | None = self.data.get("resourceVersion")
+        return value
 
     @property
     def generation(self) -> int | None:
-        return cast("int | None", self.data.get("generation"))
+        value: int | None = self.data.get("generation")
+        return value
 
     @property
     def deletion(self) -> str | None:
         """``deletionTimestamp``: set once the object is being deleted."""
-        return self._str("deletionTimestamp")
+        value: str | None = self.data.get("deletionTimestamp")
+        return value
 
     @property
     def creation_timestamp(self) -> str | None:
         """``creationTimestamp``."""
-        return self._str("creationTimestamp")
+        value: str | None = self.data.get("creationTimestamp")
+        return value
 
     @property
     def labels(self) -> dict[str, str]:
         """The labels (empty when unset)."""
-        return cast("dict[str, str]", self.data.get("labels") or {})
+        value: dict[str, str] = self.data.get("labels") or {}
+        return value
 
     @property
     def annotations(self) -> dict[str, str]:
         """The annotations (empty when unset)."""
-        return cast("dict[str, str]", self.data.get("annotations") or {})
+        value: dict[str, str] = self.data.get("annotations") or {}
+        return value
 
     @property
     def owner_references(self) -> list[JSON]:
         """``ownerReferences`` (empty when unset)."""
-        return cast("list[JSON]", self.data.get("ownerReferences") or [])
+        value: list[JSON] = self.data.get("ownerReferences") or []
+        return value
 
     @property
     def managed_fields(self) -> list[JSON] | None:
         """``managedFields`` as stored (None when unset)."""
-        return cast("list[JSON] | None", self.data.get("managedFields"))
+        value: list[JSON] | None = self.data.get("managedFields")
+        return value
 
 
 _NONE: Mapping[str, Any] = {}
@@ -86,4 +94,6 @@ _NONE: Mapping[str, Any] = {}
 def meta(obj: Mapping[str, Any] | None) -> Meta:
     """The metadata of ``obj`` (JSON; None or an object without a metadata mapping has an empty one)."""
     data = obj.get("metadata") if obj is not None else None
+    if type(data) is dict:  # the common case, without the slower check against the Mapping ABC
+        return Meta(data)
     return Meta(data if isinstance(data, Mapping) else _NONE)

@@ -85,14 +85,15 @@ class Backoff:
 
 
 def key_of(obj: JSON) -> Key:
-    """The cache key of an object."""
-    m = meta(obj)
-    return (str(m.namespace or ""), str(m.data["name"]))
+    """The cache key of an object: ``(namespace or "", name)``. Raises ``KeyError`` without a name. The
+    hottest read of metadata (every event, every write): a plain dict read, not :func:`meta`."""
+    m = obj.get("metadata") or {}
+    return (str(m.get("namespace") or ""), str(m["name"]))
 
 
 def controller_of(obj: JSON) -> dict[str, Any] | None:
-    """The owner reference with ``controller: true``, if any."""
-    for ref in meta(obj).owner_references:
+    """The owner reference with ``controller: true``, if any (a plain dict read, as :func:`key_of`)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
             return dict(ref)
     return None
