@@ -181,3 +181,16 @@ class World:
 def complete_condition() -> JSON:
     """A Job's ``Complete`` condition as the Job controller writes it."""
     return {"type": "Complete", "status": "True", "reason": "CompletionsReached"}
+
+
+def env_of(job: JSON, container: str = "node") -> dict[str, Any]:
+    """The env of ``container`` in a Job's (or any pod-template owner's) pod template, name -> value."""
+    pod = job["spec"]["template"]["spec"]
+    (c,) = [c for c in pod["containers"] if c["name"] == container]
+    return {e["name"]: e.get("value") for e in c.get("env") or []}
+
+
+def job(w: World, rjob: str) -> JSON:
+    """The one Job of replicated job ``rjob`` in ``w``."""
+    (out,) = [j for j in w.jobs() if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == rjob]
+    return out

@@ -5,23 +5,11 @@ template differs is recreated when resumed."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from api.kinds import JOBS, TRAINJOBS
-from tests.harness import World
+from tests.harness import World, env_of, job
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
-
-
-def env_of(job: JSON, container: str = "node") -> dict[str, Any]:
-    pod = job["spec"]["template"]["spec"]
-    (c,) = [c for c in pod["containers"] if c["name"] == container]
-    return {e["name"]: e.get("value") for e in c.get("env") or []}
-
-
-def job(w: World, rjob: str) -> JSON:
-    (out,) = [j for j in w.jobs() if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == rjob]
-    return out
 
 
 async def test_a_running_job_is_not_rewritten_when_a_newer_operator_wants_another_template() -> None:

@@ -5,11 +5,9 @@ of an MPIJob (Trainer #4029), which a runtime or TrainJob may not set."""
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from api.kinds import TRAINJOBS
-from tests.harness import World
-from trainer.framework.json_codec import JSON
+from tests.harness import World, env_of, job
 from trainer.trainjob.policies.mpi import MPI
 
 PRTE = {
@@ -17,17 +15,6 @@ PRTE = {
     "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile",
     "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
 }
-
-
-def env_of(job: JSON, container: str = "node") -> dict[str, Any]:
-    pod = job["spec"]["template"]["spec"]
-    (c,) = [c for c in pod["containers"] if c["name"] == container]
-    return {e["name"]: e.get("value") for e in c.get("env") or []}
-
-
-def job(w: World, rjob: str) -> JSON:
-    (out,) = [j for j in w.jobs() if j["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] == rjob]
-    return out
 
 
 async def test_the_trainjobs_image_runs_the_mpi_launcher_and_its_workers() -> None:
