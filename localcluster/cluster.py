@@ -50,7 +50,15 @@ from localcluster import kueue, volcano
 from localcluster.api import ApiClient
 from localcluster.binaries import binary_paths, component_dir, crd_dir, ensure_binaries
 from localcluster.crds import FIELD_MANAGER, apply_crds
-from localcluster.pki import SERVICE_IP, Pki, ensure_client_cert, ensure_pki, write_kubeconfig, write_serving_cert
+from localcluster.pki import (
+    POD_GATEWAY,
+    SERVICE_IP,
+    Pki,
+    ensure_client_cert,
+    ensure_pki,
+    write_kubeconfig,
+    write_serving_cert,
+)
 from localcluster.process import Component
 
 STAGES_FILE = Path(__file__).resolve().parent / "kwok-stages.yaml"
@@ -428,10 +436,10 @@ class LocalCluster:
                 f"--tls-private-key-file={pki.apiserver_key}",
                 f"--client-ca-file={pki.ca_cert}",
                 f"--secure-port={ports['apiserver']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                # The "kubernetes" Service's endpoints would be 127.0.0.1, which Endpoints reject.
-                "--endpoint-reconciler-type=none",
+                # Loopback for the host's clients, and the pod gateway for pods on real nodes: the
+                # "kubernetes" Service's endpoint is that address (kube-proxy routes its ClusterIP there).
+                "--bind-address=0.0.0.0",
+                f"--advertise-address={POD_GATEWAY}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--authorization-mode=RBAC",

@@ -33,7 +33,10 @@ APISERVER_SANS_DNS = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
-APISERVER_SANS_IP = ("127.0.0.1", SERVICE_IP)
+POD_GATEWAY = "10.88.0.1"
+"""The real nodes' pod network gateway: a host address pods reach, which the apiserver advertises (the
+``kubernetes`` Service's endpoint, through kube-proxy) so that in-cluster clients find it."""
+APISERVER_SANS_IP = ("127.0.0.1", SERVICE_IP, POD_GATEWAY)
 VALIDITY = datetime.timedelta(days=365)
 
 # Client identities, one kubeconfig each: name -> (common name, organization). The controller
@@ -171,6 +174,8 @@ def ensure_pki(directory: Path) -> Pki:
     pki = Pki(directory)
     done = [pki.ca_cert, pki.apiserver_cert, pki.sa_pub, *(pki.client_cert(u) for u in USERS)]
     if all(path.exists() for path in done):
+        if not _has_ip_sans(pki.apiserver_cert, APISERVER_SANS_IP):  # made before a SAN was added
+            _write_apiserver_cert(pki, *_load_ca(pki))
         return pki
     directory.mkdir(parents=True, exist_ok=True)
 
@@ -199,11 +204,7 @@ def ensure_pki(directory: Path) -> Pki:
     _write_key(pki.ca_key, ca_key)
     _write_cert(pki.ca_cert, ca_cert)
 
-    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in APISERVER_SANS_DNS]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in APISERVER_SANS_IP]
-    cert, key = _leaf(ca_cert, ca_key, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
-    _write_key(pki.apiserver_key, key)
-    _write_cert(pki.apiserver_cert, cert)
+    _write_apiserver_cert(pki, ca_cert, ca_key)
 
     for user, (common_name, organization) in USERS.items():
         cert, key = _leaf(ca_cert, ca_key, _name(common_name, organization), ExtendedKeyUsageOID.CLIENT_AUTH)
@@ -216,6 +217,27 @@ def ensure_pki(directory: Path) -> Pki:
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return pki
+
+
+def _write_apiserver_cert(pki: Pki, ca_cert: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey) -> None:
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in APISERVER_SANS_DNS]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in APISERVER_SANS_IP]
+    cert, key = _leaf(ca_cert, ca_key, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
+    _write_key(pki.apiserver_key, key)
+    _write_cert(pki.apiserver_cert, cert)
+
+
+def _has_ip_sans(cert_path: Path, ips: tuple[str, ...]) -> bool:
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    try:
+        have = set(
+            cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+                x509.IPAddress
+            )
+        )
+    except x509.ExtensionNotFound:
+        return False
+    return {ipaddress.ip_address(ip) for ip in ips} <= have
 
 
 def _load_ca(pki: Pki) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:

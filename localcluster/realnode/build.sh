@@ -2,10 +2,12 @@
 # Build the binaries a real node needs, from the Go module proxy, into the same cache as localcluster/build.sh:
 #   kubelet  -> $TRAINER_CACHE/bin/kubernetes-<KUBERNETES_VERSION>/kubelet  (localcluster/build.sh's wrapper-module
 #               technique; reuses its resolved go.mod in $TRAINER_CACHE/src/kubernetes-<ver> when present)
+#   kube-proxy -> $TRAINER_CACHE/bin/kubernetes-<KUBERNETES_VERSION>/kube-proxy  (the same module: Services'
+#               ClusterIPs for pods and for the apiserver's calls to webhooks behind a Service)
 #   coredns  -> $TRAINER_CACHE/bin/coredns-<COREDNS_VERSION>/coredns  (only the plugins cluster DNS needs,
 #               so none of the cloud SDKs of the full plugin.cfg are downloaded)
 #   pause    -> $TRAINER_CACHE/bin/realnode-pause/pause  (localcluster/realnode/pause.go, static)
-# Each is built once. Usage: localcluster/realnode/build.sh [kubelet] [coredns] [pause]   (default: all)
+# Each is built once. Usage: localcluster/realnode/build.sh [kubelet] [kube_proxy] [coredns] [pause]   (default: all)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../versions.env disable=SC1091
@@ -16,13 +18,17 @@ cache="${TRAINER_CACHE:-$HOME/.cache/trainer}"
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 log() { printf '[realnode-build] %s\n' "$*" >&2; }
 
-build_kubelet() {
-  local ver="$KUBERNETES_VERSION" out="$cache/bin/kubernetes-$KUBERNETES_VERSION"
-  [ -x "$out/kubelet" ] && return 0
+build_kubelet() { build_node_command kubelet; }
+build_kube_proxy() { build_node_command kube-proxy; }
+
+# build_node_command CMD: k8s.io/kubernetes/cmd/CMD (kubelet or kube-proxy) into the kubernetes bin dir.
+build_node_command() {
+  local cmd="$1" ver="$KUBERNETES_VERSION" out="$cache/bin/kubernetes-$KUBERNETES_VERSION"
+  [ -x "$out/$cmd" ] && return 0
   local mod="$cache/src/kubelet-$ver" minor staging gomod
   minor="${ver#v1.}"; minor="${minor%%.*}"; staging="v0.${ver#v1.}"
   mkdir -p "$mod" "$out"
-  log "kubelet $ver: resolving modules in $mod"
+  log "$cmd $ver: resolving modules in $mod"
   if [ -f "$cache/src/kubernetes-$ver/go.mod" ]; then
     cp "$cache/src/kubernetes-$ver/go.mod" "$cache/src/kubernetes-$ver/go.sum" "$mod/"
   else
@@ -41,14 +47,15 @@ build_kubelet() {
 package tools
 
 import (
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 EOT
   (cd "$mod" && go mod tidy)
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/component-base/version.gitTreeState=clean"
-  log "kubelet $ver: building"
-  (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet)
-  mv "$out/kubelet.tmp" "$out/kubelet"
+  log "$cmd $ver: building"
+  (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+  mv "$out/$cmd.tmp" "$out/$cmd"
 }
 
 build_coredns() {
@@ -103,7 +110,7 @@ build_pause() {
   mv "$out/pause.tmp" "$out/pause"
 }
 
-components=(kubelet coredns pause)
+components=(kubelet kube_proxy coredns pause)
 [ "$#" -gt 0 ] && components=("$@")
 mkdir -p "$cache"
 exec 9>"$cache/.realnode-build.lock"

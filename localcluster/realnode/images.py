@@ -160,6 +160,16 @@ def write_oci_archive(out: Path, name: str, layer: Path, config: dict[str, Any])
     tmp.rename(out)
 
 
+def manifest_digest(archive: Path) -> str:
+    """The digest of the (first) image manifest of OCI archive ``archive``: what ``ctr images ls`` shows
+    for the image imported from it."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise ValueError(f"{archive} has no index.json")
+        return str(json.load(member)["manifests"][0]["digest"])
+
+
 def _cached(stem: str, key_material: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()[:16]
     images_dir().mkdir(parents=True, exist_ok=True)
@@ -231,7 +241,8 @@ def _run(cmd: list[str], log: IO[str], **kwargs: Any) -> None:
 
 
 def build_rootfs(root: Path, suite: str, packages: tuple[str, ...], log: IO[str]) -> None:
-    """``debootstrap --variant=minbase`` into ``root``, then ``apt-get install packages`` in a chroot."""
+    """``debootstrap --variant=minbase`` into ``root``, then ``apt-get install packages`` in a chroot (and
+    sshd's settings for MPI when ``openssh-server`` is one of them)."""
     if not shutil.which("debootstrap"):
         _run(
             ["apt-get", "install", "-y", "-qq", "debootstrap"],
@@ -255,6 +266,8 @@ def build_rootfs(root: Path, suite: str, packages: tuple[str, ...], log: IO[str]
         shutil.rmtree(root / junk, ignore_errors=True)
         (root / junk).mkdir(parents=True, exist_ok=True)
     (root / "etc/resolv.conf").write_text("")  # the kubelet mounts the pod's own
+    if "openssh-server" not in packages:
+        return
     (root / "run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation directory
     # sshd for MPI: key-only root logins, no DNS lookups of clients, no strict modes (the keys come
     # from a Secret volume whose files the kubelet owns).

@@ -13,8 +13,11 @@ Addresses (nothing is routed off the machine and nothing is masqueraded):
 - Pods: :data:`POD_CIDR` (10.88.0.0/16) on one bridge, :data:`BRIDGE`, whose address
   :data:`GATEWAY` (10.88.0.1) is on the host; node ``i`` hands out 10.88.<i+1>.2-254 (host-local
   IPAM). Pods get no default route: only the pod network itself is reachable, over the bridge.
-- Services: the cluster's :data:`~localcluster.cluster.SERVICE_CIDR` (10.0.0.0/24). There is no
-  kube-proxy, so ClusterIPs do not route; headless Services need none (DNS returns pod IPs).
+- Services: the cluster's :data:`~localcluster.cluster.SERVICE_CIDR` (10.0.0.0/24), routed into
+  :data:`BRIDGE` on the host and through the gateway in pods; :class:`KubeProxy` (iptables mode, on
+  the host) turns a ClusterIP into an endpoint, so pods reach Services (``kubernetes.default``: the
+  apiserver at :data:`GATEWAY`) and the apiserver reaches webhooks behind a Service. An address of
+  the range no Service has stays on the bridge: nothing of it leaves the machine.
 - DNS: CoreDNS listens on :data:`GATEWAY`:53, the kubelets' ``clusterDNS``. It answers
   ``cluster.local`` (Services, ``<hostname>.<subdomain>.<ns>.svc.cluster.local`` records of pods
   behind headless Services) and NXDOMAIN for everything else (nothing is forwarded). Pods resolve
@@ -48,14 +51,23 @@ from types import TracebackType
 from localcluster.api import ApiClient
 from localcluster.binaries import cache_dir, versions
 from localcluster.cluster import CONTEXT, SERVICE_CIDR, LocalCluster, free_ports
-from localcluster.pki import Pki, ensure_client_cert, write_kubeconfig
+from localcluster.pki import POD_GATEWAY, Pki, ensure_client_cert, write_kubeconfig
 from localcluster.process import Component
 from localcluster.realnode import host, images
 
-PACKAGES = ("containerd", "runc", "containernetworking-plugins", "busybox-static", "iproute2", "debootstrap")
+PACKAGES = (
+    "containerd",
+    "runc",
+    "containernetworking-plugins",
+    "busybox-static",
+    "iproute2",
+    "debootstrap",
+    "iptables",
+    "conntrack",
+)
 CNI_BIN = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 POD_CIDR = "10.88.0.0/16"
-GATEWAY = "10.88.0.1"
+GATEWAY = POD_GATEWAY
 BRIDGE = "rn0"
 CLUSTER_DOMAIN = "cluster.local"
 NODE_LABEL = "type=realnode"
@@ -106,6 +118,9 @@ def ensure_bridge() -> None:
     if f" {GATEWAY}/" not in addrs:
         subprocess.run(["ip", "addr", "add", f"{GATEWAY}/{POD_CIDR.split('/')[1]}", "dev", BRIDGE], check=True)
     subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True)
+    # The host's own calls to a ClusterIP (the apiserver's to a webhook Service) leave on the bridge, where
+    # kube-proxy's rules turn them into an endpoint; without a rule they stay on the bridge.
+    subprocess.run(["ip", "route", "replace", SERVICE_CIDR, "dev", BRIDGE, "src", GATEWAY], check=True)
 
 
 def _cni_conflist(index: int, data_dir: Path) -> str:
@@ -132,7 +147,7 @@ def _cni_conflist(index: int, data_dir: Path) -> str:
                             }
                         ]
                     ],
-                    "routes": [],
+                    "routes": [{"dst": SERVICE_CIDR}],
                 },
             },
             {"type": "portmap", "capabilities": {"portMappings": True}},
@@ -273,9 +288,14 @@ class RealNode:
             time.sleep(0.2)
 
     def import_images(self, archives: list[tuple[str, Path]]) -> None:
-        have = set(self.ctr("images", "ls", "-q").stdout.split())
+        """Import each (name, OCI archive) unless the node has that name at the archive's manifest digest."""
+        have: dict[str, str] = {}
+        for line in self.ctr("images", "ls").stdout.splitlines()[1:]:
+            words = line.split()
+            if len(words) >= 3:
+                have[words[0]] = words[2]
         for name, archive in archives:
-            if name in have:
+            if name in have and have[name] == images.manifest_digest(archive):
                 continue
             began = time.monotonic()
             self.ctr("images", "import", str(archive))  # unpacks into overlayfs, the CRI's snapshotter
@@ -423,8 +443,53 @@ class CoreDNS:
         self.component.stop()
 
 
+class KubeProxy:
+    """kube-proxy on the host (iptables mode), for every real node at once: they share the host's network
+    namespace and the pod bridge. Its chains are removed by :func:`host.restore` when the nodes stop."""
+
+    def __init__(self, cluster: LocalCluster, work: Path, node_name: str) -> None:
+        self.cluster, self.work, self.node_name = cluster, work, node_name
+        binary = cache_dir() / "bin" / _k8s_dir() / "kube-proxy"
+        self.component = Component("kube-proxy", binary, work, work)
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        healthz, metrics = free_ports(2)
+        self.component.stop()
+        self.component.start(
+            [
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--hostname-override={self.node_name}",
+                "--proxy-mode=iptables",
+                f"--cluster-cidr={POD_CIDR}",
+                # Node ports only on the gateway, and none on loopback (that would set route_localnet).
+                f"--nodeport-addresses={GATEWAY}/32",
+                "--iptables-localhost-nodeports=false",
+                "--conntrack-max-per-core=0",  # leave the host's conntrack table size alone
+                f"--healthz-bind-address=127.0.0.1:{healthz}",
+                f"--metrics-bind-address=127.0.0.1:{metrics}",
+            ],
+            cwd=self.work,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.component.is_alive():
+                raise RuntimeError(f"kube-proxy exited:\n{self.component.log_tail()}")
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(f"http://127.0.0.1:{healthz}/healthz", timeout=2) as r,
+            ):
+                if r.status == 200:
+                    return
+            time.sleep(0.5)
+        raise RuntimeError(f"kube-proxy not healthy after {timeout}s:\n{self.component.log_tail()}")
+
+    def stop(self) -> None:
+        self.component.stop()
+
+
 class RealNodes:
-    """``count`` real nodes plus CoreDNS for ``cluster``, kept under ``work``; ``image_names``
+    """``count`` real nodes plus CoreDNS and kube-proxy for ``cluster``, kept under ``work``; ``image_names``
     (keys of :data:`images.BUILDERS`) are built if needed and imported into every node."""
 
     def __init__(
@@ -433,6 +498,7 @@ class RealNodes:
         self.cluster, self.work = cluster, Path(work).resolve()
         self.nodes = [RealNode(f"realnode-{i}", i, self.work / f"realnode-{i}") for i in range(count)]
         self.dns = CoreDNS(cluster, self.work / "coredns")
+        self.proxy = KubeProxy(cluster, self.work / "kube-proxy", self.nodes[0].name if self.nodes else "realnode-0")
         self.image_names = image_names
         self.timings: dict[str, float] = {}
 
@@ -462,7 +528,7 @@ class RealNodes:
         self._claim()
         host.record(self.work)
         ensure_packages()
-        images.ensure_built("kubelet", "coredns", "pause")
+        images.ensure_built("kubelet", "kube_proxy", "coredns", "pause")
         self._timed("packages+binaries", t)
         t = time.monotonic()
         archives = [images.pause_image()] + [images.BUILDERS[n]() for n in self.image_names]
@@ -481,6 +547,9 @@ class RealNodes:
                 t = time.monotonic()
                 node.start_kubelet(self.cluster)
                 self._timed(f"{node.name} kubelet Ready", t)
+            t = time.monotonic()
+            self.proxy.start()
+            self._timed("kube-proxy", t)
         except BaseException:
             _log(f"start failed; logs under {self.work}; stopping")
             self.stop()
@@ -492,10 +561,15 @@ class RealNodes:
         started node, all nodes at once; returns the images' references in the same order."""
         archives = [images.BUILDERS[n]() for n in image_names]
         t = time.monotonic()
-        with ThreadPoolExecutor(len(self.nodes) or 1) as pool:
-            list(pool.map(lambda node: node.import_images(archives), self.nodes))
+        self.import_archives(archives)
         self._timed(f"import {','.join(image_names)}", t)
         return [name for name, _ in archives]
+
+    def import_archives(self, archives: list[tuple[str, Path]]) -> None:
+        """Import the OCI ``archives`` ((name, path) pairs) into every started node, all nodes at once
+        (an image a node has already is skipped)."""
+        with ThreadPoolExecutor(len(self.nodes) or 1) as pool:
+            list(pool.map(lambda node: node.import_images(archives), self.nodes))
 
     def stop(self) -> None:
         """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge,
@@ -508,6 +582,7 @@ class RealNodes:
             if api is not None:
                 api.request("DELETE", f"/api/v1/nodes/{node.name}")
         self.dns.stop()
+        self.proxy.stop()
         subprocess.run(["ip", "link", "delete", BRIDGE], check=False, capture_output=True)
         # Network namespaces of sandboxes the kubelets had no time to tear down: no process is left in them.
         for netns in Path("/var/run/netns").glob("cni-*"):

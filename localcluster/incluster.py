@@ -1,0 +1,130 @@
+"""The operator in the cluster, as users install it: ``helm install`` of ``charts/trainer`` with the image
+built from the Dockerfile (:mod:`localcluster.operator_image`), on a local cluster with real nodes.
+
+:class:`Release` imports the image into every real node's containerd, then installs, upgrades and
+uninstalls the chart with the built helm. The operator's pods run on the real nodes: the apiserver calls
+the webhooks through the chart's Service, training pods post progress to the status server through the
+same Service, and metrics are read through the metrics Service (ClusterIPs, made real by kube-proxy:
+:class:`localcluster.realnode.node.KubeProxy`). The cluster needs ServiceAccount admission (the pods'
+tokens: ``LocalCluster(..., service_account_admission=True)``).
+
+    release = Release(cluster, nodes)
+    release.install()                      # image built (or found) and imported; helm install --wait
+    release.leader()                       # the pod holding the Lease
+    release.upgrade(tag="0.1.0-next")      # the same image under a new tag: a rolling update
+    release.uninstall()
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localcluster.binaries import ensure
+from localcluster.cluster import LocalCluster
+from localcluster.operator_image import REPOSITORY, Built, chart_version, operator_image
+from localcluster.realnode.node import NODE_SELECTOR, RealNodes
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "trainer"
+RELEASE = "trainer"
+NAMESPACE = "trainer-system"
+DEPLOYMENT = "trainer-operator"
+LEASE = "trainer-operator"
+"""The chart's Lease (``--leader-election-id`` default) in the release namespace."""
+
+
+def _log(message: str) -> None:
+    print(f"[incluster] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Release:
+    """The chart installed as ``release`` in ``namespace`` of ``cluster``, its pods on ``nodes``; ``values``
+    are more ``--set`` pairs for every install and upgrade."""
+
+    cluster: LocalCluster
+    nodes: RealNodes
+    release: str = RELEASE
+    namespace: str = NAMESPACE
+    values: dict[str, str] = field(default_factory=dict)
+    image: Built | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``helm <args>`` against the cluster (the built helm); raises ``CalledProcessError`` with its output
+        when ``check`` and it fails."""
+        helm = ensure("helm")["helm"]
+        result = subprocess.run(
+            [str(helm), f"--kubeconfig={self.cluster.kubeconfig}", *args], capture_output=True, text=True
+        )
+        if check and result.returncode != 0:
+            raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
+        return result
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.cluster.run_kubectl("-n", self.namespace, *args, check=check)
+
+    def import_image(self, tag: str | None = None) -> Built:
+        """Build (or find) the operator image tagged ``tag`` and import it into every real node."""
+        t = time.monotonic()
+        built = operator_image(tag)
+        self.timings["image"] = round(time.monotonic() - t, 1)
+        t = time.monotonic()
+        self.nodes.import_archives([(built.name, built.archive)])
+        self.timings["import"] = round(time.monotonic() - t, 1)
+        return built
+
+    def _set(self, tag: str) -> list[str]:
+        pairs = {
+            "image.repository": REPOSITORY,
+            "image.tag": tag,
+            "image.pullPolicy": "Never",  # imported into containerd; there is no registry
+            **{f"nodeSelector.{k}": v for k, v in NODE_SELECTOR.items()},
+            **self.values,
+        }
+        return [f"--set={k}={v}" for k, v in pairs.items()]
+
+    def install(self, tag: str | None = None, timeout: str = "300s") -> None:
+        """Import the image, then ``helm install --create-namespace --wait``: returns once every replica is
+        ready. Raises ``CalledProcessError`` (with helm's output) when it is not within ``timeout``."""
+        tag = tag or chart_version()
+        self.image = self.import_image(tag)
+        t = time.monotonic()
+        args = ["install", self.release, str(CHART), "-n", self.namespace, "--create-namespace", "--wait"]
+        self.helm(*args, f"--timeout={timeout}", *self._set(tag))
+        self.timings["helm install"] = round(time.monotonic() - t, 1)
+        _log(f"installed {self.release} in {self.namespace}; timings {self.timings}")
+
+    def upgrade(self, tag: str, timeout: str = "300s") -> None:
+        """Import the image under ``tag`` and ``helm upgrade --wait`` to it (a rolling update)."""
+        self.image = self.import_image(tag)
+        self.helm(
+            "upgrade", self.release, str(CHART), "-n", self.namespace, "--wait", f"--timeout={timeout}", *self._set(tag)
+        )
+
+    def uninstall(self) -> None:
+        """``helm uninstall --wait``."""
+        self.helm("uninstall", self.release, "-n", self.namespace, "--wait", check=False)
+
+    def pods(self) -> list[dict[str, Any]]:
+        """The operator's pods (the Deployment's), as JSON."""
+        out = self.kubectl("get", "pods", "-l", "app.kubernetes.io/component!=webhook", "-o", "json").stdout
+        return [p for p in json.loads(out)["items"] if p["metadata"]["name"].startswith(DEPLOYMENT)]
+
+    def leader(self) -> str | None:
+        """The name of the pod holding the Lease (its identity starts with the pod's hostname)."""
+        out = self.kubectl("get", "lease", LEASE, "-o", "json", check=False)
+        if out.returncode != 0:
+            return None
+        holder = str(json.loads(out.stdout).get("spec", {}).get("holderIdentity") or "")
+        names = [p["metadata"]["name"] for p in self.pods()]
+        return next((n for n in names if holder.startswith(n)), None)
+
+    def logs(self, pod: str) -> str:
+        return self.kubectl("logs", pod, "-c", "manager", check=False).stdout
