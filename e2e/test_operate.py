@@ -2,8 +2,8 @@
 dry run; two operators elect one leader on a Lease (only it reconciles; SIGKILL hands over within the
 lease duration, SIGTERM at once; a stolen Lease stops the leader; a leader paused past its Lease writes
 nothing once it resumes and exits 1); probes and Prometheus metrics
-answer; the operator runs to Complete with nothing but its ServiceAccount's RBAC from config/; and
-the Dockerfile's build steps and entrypoint run with the Deployment's arguments.
+answer; the operator runs to Complete with nothing but its ServiceAccount's RBAC from config/. The image
+and the chart's Deployment run in e2e/test_incluster.py.
 
 This module's operator (the ``operator`` fixture, "A") runs with ``--leader-elect`` on the Lease
 ``default/e2e-operate`` (``trainer-system/e2e-operate`` with ``TRAINER_E2E_OPERATOR_SA=1``); the
@@ -34,7 +34,6 @@ from e2e.test_mpijob import mpijob
 from localcluster import ExternalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
-from localcluster.image import Dockerfile, build_locally
 from localcluster.operator_process import Operator
 from localcluster.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
 from trainer.framework.clock import format_micro_time
@@ -459,50 +458,6 @@ async def test_the_operator_runs_with_only_its_service_account(
         sa.stop()
         operator.start()
     await wait_ready(A_PROBES)
-
-
-# ----------------------------------------------------------------------------- the image's entrypoint
-
-
-async def test_the_dockerfile_entrypoint_runs_with_the_deployment_args(
-    client: Client, cluster: Any, ns: str, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    dockerfile = Dockerfile.parse(ROOT / "Dockerfile")
-    root = tmp_path_factory.mktemp("image")
-    env = await asyncio.to_thread(build_locally, dockerfile, ROOT, root)
-    entrypoint = dockerfile.entrypoint
-    assert entrypoint is not None
-    helped = subprocess.run([*entrypoint, "--help"], env=env, cwd=root, capture_output=True, text=True)
-    assert helped.returncode == 0 and "--leader-elect" in helped.stdout, helped.stderr
-    docs = render(cluster, "default")
-    args = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    # As in the pod, plus what only out of cluster needs: a kubeconfig, free loopback ports, one namespace
-    # (this module's operator reconciles the rest).
-    extra = [f"--kubeconfig={cluster.kubeconfig}", f"--namespace={ns}"]
-    extra += [f"--metrics-bind-address=127.0.0.1:{I_METRICS}", f"--health-probe-bind-address=127.0.0.1:{I_PROBES}"]
-    # The webhook's Service mode needs the Service of config/webhook in a real cluster; out of cluster it
-    # would point the apiserver at nothing. Admission is proven in e2e/test_admission.py (URL mode).
-    # Likewise the status server, which pods reach through that Service (e2e/test_progress.py covers it).
-    extra += ["--webhook-port=0", "--status-server-port=0"]
-    log_path = cluster.state_dir / "logs" / "operator-image.log"
-    with log_path.open("ab") as log:
-        offset = log.tell()
-        proc = subprocess.Popen([*entrypoint, *args, *extra], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        await wait_ready(I_PROBES)
-        image_id = await identity(log_path, offset)
-        # Out of a pod there is no service account namespace: the Lease goes to "default".
-        await until_holder(client, image_id, timeout=LEASE_DURATION + 10, namespace="default", name="trainer-operator")
-        assert await get_status(f"http://127.0.0.1:{I_METRICS}/metrics") == 200
-        events = log_events(log_path, offset)
-        assert next(e for e in events if e.get("event") == "starting")["gang_scheduler_name"] == "none"
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(proc.wait, 10) == 0
-        assert await holder(client, "default", "trainer-operator") == ""  # released
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_report_hand_over_times() -> None:
