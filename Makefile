@@ -1,5 +1,6 @@
 # Two commands for a new machine (see docs/development.md):
-#   make demo   train a real model on a local cluster with two real nodes (KWOK where it cannot), and watch it
+#   make demo   train a real model through the Helm-installed operator on a local cluster with two real nodes
+#               (KWOK where it cannot), and watch it
 #   make test   lint, type-check, docs (mkdocs --strict), unit tests and the end-to-end suite on the local cluster
 PYTHON ?= python3
 VENV := .venv
@@ -49,7 +50,8 @@ lock: venv
 	  --strip-extras --no-emit-index-url --no-emit-find-links --all-build-deps \
 	  --output-file requirements.lock pyproject.toml
 
-demo: venv binaries
+# Builds only what it needs (localcluster/demo.py), not every binary of `make binaries`.
+demo: venv
 	$(PY) -m localcluster.demo
 
 lint: venv

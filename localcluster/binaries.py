@@ -113,15 +113,15 @@ def missing_binaries(names: Iterable[str] | None = None) -> list[str]:
     return missing
 
 
-def ensure_binaries(optional: Iterable[str] = ()) -> dict[str, Path]:
+def ensure_binaries(optional: Iterable[str] = (), kwok: bool = True) -> dict[str, Path]:
     """Return the path of every binary, first building whatever the cluster needs and lacks.
 
-    The core binaries are always needed, the ``optional`` ones (names of
-    :data:`OPTIONAL_BINARIES`) when asked for. Only the build.sh components that miss something
-    are built; the build's output is streamed to stderr and a failed build raises
-    ``CalledProcessError``.
+    The core binaries are always needed (kwok only when ``kwok``: a cluster without fake nodes runs
+    none), the ``optional`` ones (names of :data:`OPTIONAL_BINARIES`) when asked for. Only the build.sh
+    components that miss something are built; the build's output is streamed to stderr and a failed
+    build raises ``CalledProcessError``.
     """
-    return ensure(*BINARIES, *optional)
+    return ensure(*(name for name in BINARIES if kwok or name != "kwok"), *optional)
 
 
 def ensure(*wanted: str) -> dict[str, Path]:

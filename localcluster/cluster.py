@@ -263,9 +263,13 @@ class LocalCluster:
 
     def is_running(self) -> bool:
         """Whether every core component runs and the kube-apiserver reports ready."""
-        if not all(self._components[name].is_alive() for name in COMPONENTS):
+        if not all(self._components[name].is_alive() for name in self.core_components()):
             return False
         return self.apiserver_ready()
+
+    def core_components(self) -> list[str]:
+        """The components every start runs: kwok only with fake nodes (``nodes`` > 0)."""
+        return [name for name in COMPONENTS if name != "kwok" or self.nodes > 0]
 
     def optional_components(self) -> list[str]:
         """The optional components this cluster asks for, in start order."""
@@ -299,7 +303,7 @@ class LocalCluster:
             self.log("a previous cluster is partly running or unhealthy: stopping it")
             self.stop()
 
-        self.binaries = ensure_binaries(optional=self.optional_components())
+        self.binaries = ensure_binaries(optional=self.optional_components(), kwok=self.nodes > 0)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ports = self._ensure_ports()
         pki = ensure_pki(self.state_dir / "pki")
@@ -317,11 +321,12 @@ class LocalCluster:
             self._wait("kube-apiserver ready", deadline, self.apiserver_ready, "kube-apiserver")
             self._start_controller_manager()
             self._start_scheduler()
-            self._start_kwok()
+            if self.nodes > 0:
+                self._start_kwok()
             self._wait("default ServiceAccount", deadline, self._default_service_account, "kube-controller-manager")
             self._ensure_nodes(deadline)
             self._start_optional(deadline, [])
-            for name in (*COMPONENTS, *self.optional_components()):
+            for name in (*self.core_components(), *self.optional_components()):
                 component = self._components[name]
                 if not component.is_alive():
                     raise RuntimeError(f"{component.name} exited during start:\n{component.log_tail()}")

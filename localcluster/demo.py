@@ -1,22 +1,26 @@
-"""``make demo``: train a real model on the local cluster and watch it train.
+"""``make demo``: train a real model on the local cluster, through the operator as users install it.
 
-``python -m localcluster.demo`` starts the local cluster (building its binaries on first use) and, where the
-machine allows it (root, Debian's packages: see :func:`localcluster.realnode.node.unavailable`), two real
-nodes (kubelet + containerd) with the training image, then runs the operator with its status server
-on the pods' gateway and creates a TrainJob from ``config/samples/digits``: torchrun DDP over gloo,
-2 nodes x 2 processes, a small convolutional network on scikit-learn's bundled digits. It prints:
+``python -m localcluster.demo`` builds what the demo needs and nothing else, each step on its own line
+with its time, in two lanes at once (Go: the cluster's binaries, the node's binaries, helm; images: the
+training image, then the operator image that buildah builds from the Dockerfile). Where the machine
+allows it (root, Debian's packages: see :func:`localcluster.realnode.node.unavailable`) it starts the
+local cluster with two real nodes (kubelet + containerd, kube-proxy, CoreDNS), installs the chart
+(``charts/trainer``, 2 replicas, :class:`localcluster.incluster.Release`) with that image, and creates a
+TrainJob from ``config/samples/digits``: torchrun DDP over gloo, 2 nodes x 2 processes, a small
+convolutional network on scikit-learn's bundled digits. It prints:
 
 - the TrainJob's state and where its pods run, as they change;
-- a progress bar moved by the pods' own reports (``status.trainerStatus``: percent, ETA, loss,
-  accuracy), as ``kubectl get trainjobs`` shows them in its Progress and ETA columns;
+- a progress bar moved by the pods' own reports to the in-cluster status server
+  (``status.trainerStatus``: percent, ETA, loss, accuracy), as ``kubectl get trainjobs`` shows them;
 - the final metrics, the last lines of rank 0's log, and the commands to look further.
 
-Where real nodes cannot run, one line says why and the same sample runs on KWOK nodes (pods that run
-nothing: the job completes, nothing trains). ``TRAINER_DEMO_KWOK=1`` chooses KWOK.
+Where real nodes cannot run, one line says why and the same sample runs on KWOK nodes with the operator
+as a host process (pods that run nothing: the job completes, nothing trains). ``TRAINER_DEMO_KWOK=1``
+chooses KWOK.
 
 Every run creates a new TrainJob (``generateName``); earlier demo TrainJobs are deleted without
-waiting for their children to go. The cluster and the real nodes keep running for ``kubectl``, so a
-second run starts at once; ``python -m localcluster.demo --down`` stops both.
+waiting for their children to go. The cluster, the real nodes and the release keep running for
+``kubectl``, so a second run starts at once; ``python -m localcluster.demo --down`` stops them.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +43,13 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from api.kinds import TRAINJOBS
 from api.trainer_v1alpha1 import TrainJob
 from localcluster import ROOT, LocalCluster
+from localcluster.binaries import ensure, ensure_binaries
 from localcluster.client import Client, condition
 from localcluster.cluster import free_ports
+from localcluster.incluster import Release
+from localcluster.operator_image import operator_image
 from localcluster.operator_process import Operator
+from localcluster.realnode import images as realimages
 from localcluster.realnode import node as realnode
 from trainer.client.types import Holding, holding_condition
 from trainer.framework.json_codec import JSON
@@ -179,6 +189,41 @@ def down(state_dirs: list[Path]) -> int:
     return 0
 
 
+def step(what: str, build: Callable[[], object]) -> float:
+    """Run one build step and print a line with its time; the seconds it took."""
+    t = time.monotonic()
+    build()
+    seconds = time.monotonic() - t
+    say(f"{what}: {'built' if seconds > 5 else 'ready'} in {seconds:.1f}s")
+    return seconds
+
+
+def build(real: bool) -> None:
+    """Build (or find) what the demo needs, in two lanes at once: Go (cluster binaries, then with real
+    nodes the node binaries and helm) and images (the training image, then the operator image)."""
+
+    def go() -> None:
+        step(
+            "cluster binaries (etcd, kube-apiserver, controller-manager, scheduler, kubectl)",
+            lambda: ensure_binaries(kwok=not real),
+        )
+        if real:
+            step(
+                "node binaries (kubelet, kube-proxy, CoreDNS, pause)",
+                lambda: realimages.ensure_built("kubelet", "kube_proxy", "coredns", "pause"),
+            )
+            step("helm", lambda: ensure("helm"))
+
+    def images() -> None:
+        step("training image (Debian bookworm: python3-torch, scikit-learn)", realimages.training_image)
+        step("operator image (buildah build of the Dockerfile)", operator_image)
+
+    lanes = [go, images] if real else [go]
+    with ThreadPoolExecutor(len(lanes)) as pool:
+        for done in [pool.submit(lane) for lane in lanes]:
+            done.result()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -194,26 +239,40 @@ def main(argv: list[str] | None = None) -> int:
     real = why_not is None
     if not real:
         say(f"[yellow]KWOK nodes only[/yellow] ({why_not}): the pods run nothing, so nothing trains")
-    # Real mode: no KWOK nodes, so every pod lands on a real node.
-    cluster = LocalCluster(args.dir or (REAL_DIR if real else DEFAULT_DIR), nodes=0 if real else 4)
+    build(real)
+    say(f"everything built in {time.monotonic() - started:.1f}s")
+    # Real mode: no KWOK nodes, so every pod lands on a real node; the operator's pods need their tokens.
+    t = time.monotonic()
+    cluster = LocalCluster(
+        args.dir or (REAL_DIR if real else DEFAULT_DIR), nodes=0 if real else 4, service_account_admission=real
+    )
     cluster.start()
-    say(f"cluster up in {time.monotonic() - started:.1f}s")
+    say(f"cluster up in {time.monotonic() - t:.1f}s")
     cluster.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
     cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     if real:
         t = time.monotonic()
-        realnode.RealNodes(cluster, 2, NODES_DIR, ("training",)).start()
+        nodes = realnode.RealNodes(cluster, 2, NODES_DIR, ("training",))
+        nodes.start()
         say(f"real nodes realnode-0, realnode-1 Ready in {time.monotonic() - t:.1f}s")
-    (port,) = free_ports(1)
-    host = realnode.GATEWAY if real else "127.0.0.1"
-    status = ["--status-server-port", str(port), "--status-server-host", host, "--status-write-interval", "1"]
-    operator = Operator(cluster.kubeconfig, cluster.state_dir / "logs" / "operator.log", status)
-    operator.start()
-    say(f"operator running (log {operator.log_path}), status server on {host}:{port}")
-    try:
+        t = time.monotonic()
+        release = Release(cluster, nodes)
+        release.install()
+        say(
+            f"operator installed by helm in {time.monotonic() - t:.1f}s: release {release.release} in "
+            f"{release.namespace}, 2 replicas, leader {release.leader()}; status server behind its Service"
+        )
         name, ok, metrics = asyncio.run(run_sample(cluster, real, args.timeout))
-    finally:
-        operator.stop()
+    else:
+        (port,) = free_ports(1)
+        status = ["--status-server-port", str(port), "--status-server-host", "127.0.0.1"]
+        operator = Operator(cluster.kubeconfig, cluster.state_dir / "logs" / "operator.log", status)
+        operator.start()
+        say(f"operator running (log {operator.log_path}), status server on 127.0.0.1:{port}")
+        try:
+            name, ok, metrics = asyncio.run(run_sample(cluster, real, args.timeout))
+        finally:
+            operator.stop()
     say(f"{'[green]Complete[/green]' if ok else '[red]NOT complete[/red]'} after {time.monotonic() - started:.1f}s")
     report(cluster, name, real, metrics)
     return 0 if ok else 1

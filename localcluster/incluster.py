@@ -9,7 +9,7 @@ same Service, and metrics are read through the metrics Service (ClusterIPs, made
 tokens: ``LocalCluster(..., service_account_admission=True)``).
 
     release = Release(cluster, nodes)
-    release.install()                      # image built (or found) and imported; helm install --wait
+    release.install()                      # image built (or found) and imported; helm upgrade --install --wait
     release.leader()                       # the pod holding the Lease
     release.upgrade(tag="0.1.0-next")      # the same image under a new tag: a rolling update
     release.uninstall()
@@ -28,6 +28,7 @@ from typing import Any
 from localcluster.binaries import ensure
 from localcluster.cluster import LocalCluster
 from localcluster.operator_image import REPOSITORY, Built, chart_version, operator_image
+from localcluster.realnode.images import manifest_digest
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,24 +82,29 @@ class Release:
         return built
 
     def _set(self, tag: str) -> list[str]:
+        assert self.image is not None
         pairs = {
             "image.repository": REPOSITORY,
             "image.tag": tag,
             "image.pullPolicy": "Never",  # imported into containerd; there is no registry
+            # A rebuilt image under the same tag rolls the pods too (the annotation changes with it).
+            "podAnnotations.image-digest": manifest_digest(self.image.archive),
             **{f"nodeSelector.{k}": v for k, v in NODE_SELECTOR.items()},
             **self.values,
         }
         return [f"--set={k}={v}" for k, v in pairs.items()]
 
     def install(self, tag: str | None = None, timeout: str = "300s") -> None:
-        """Import the image, then ``helm install --create-namespace --wait``: returns once every replica is
-        ready. Raises ``CalledProcessError`` (with helm's output) when it is not within ``timeout``."""
+        """Import the image, then ``helm upgrade --install --create-namespace --wait`` (an installed release
+        with the same image and values is left as it is): returns once every replica is ready. Raises
+        ``CalledProcessError`` (with helm's output) when it is not within ``timeout``."""
         tag = tag or chart_version()
         self.image = self.import_image(tag)
         t = time.monotonic()
-        args = ["install", self.release, str(CHART), "-n", self.namespace, "--create-namespace", "--wait"]
+        args = ["upgrade", "--install", self.release, str(CHART), "-n", self.namespace, "--create-namespace"]
+        args.append("--wait")
         self.helm(*args, f"--timeout={timeout}", *self._set(tag))
-        self.timings["helm install"] = round(time.monotonic() - t, 1)
+        self.timings["helm upgrade --install"] = round(time.monotonic() - t, 1)
         _log(f"installed {self.release} in {self.namespace}; timings {self.timings}")
 
     def upgrade(self, tag: str, timeout: str = "300s") -> None:
@@ -112,10 +118,18 @@ class Release:
         """``helm uninstall --wait``."""
         self.helm("uninstall", self.release, "-n", self.namespace, "--wait", check=False)
 
+    def wait_ready(self, timeout: str = "120s") -> None:
+        """Wait until the Deployment's rollout is complete (every replica ready)."""
+        self.kubectl("rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}")
+
     def pods(self) -> list[dict[str, Any]]:
-        """The operator's pods (the Deployment's), as JSON."""
-        out = self.kubectl("get", "pods", "-l", "app.kubernetes.io/component!=webhook", "-o", "json").stdout
-        return [p for p in json.loads(out)["items"] if p["metadata"]["name"].startswith(DEPLOYMENT)]
+        """The operator's pods (the Deployment's) that are not being deleted, as JSON."""
+        out = self.kubectl("get", "pods", "-o", "json").stdout
+        return [
+            p
+            for p in json.loads(out)["items"]
+            if p["metadata"]["name"].startswith(f"{DEPLOYMENT}-") and not p["metadata"].get("deletionTimestamp")
+        ]
 
     def leader(self) -> str | None:
         """The name of the pod holding the Lease (its identity starts with the pod's hostname)."""

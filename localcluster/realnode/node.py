@@ -453,8 +453,14 @@ class KubeProxy:
         self.component = Component("kube-proxy", binary, work, work)
 
     def start(self, timeout: float = 60.0) -> None:
+        """Start kube-proxy, or keep the one running (an earlier start); return once ``/healthz`` answers."""
         self.work.mkdir(parents=True, exist_ok=True)
+        port_file = self.work / "healthz-port"
+        if self.component.is_alive() and port_file.exists():
+            self._wait_healthy(int(port_file.read_text()), timeout)
+            return
         healthz, metrics = free_ports(2)
+        port_file.write_text(f"{healthz}\n")
         self.component.stop()
         self.component.start(
             [
@@ -471,6 +477,9 @@ class KubeProxy:
             ],
             cwd=self.work,
         )
+        self._wait_healthy(healthz, timeout)
+
+    def _wait_healthy(self, healthz: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.component.is_alive():
