@@ -62,6 +62,8 @@ NODES_DIR = Path("/tmp/trainer-demo-nodes")
 SAMPLE = ROOT / "config" / "samples" / "digits"
 NAMESPACE = "default"
 DEMO_LABEL = "trainer.kubeflow.org/demo"
+FINAL_REPORT_SECONDS = 7.0
+"""How long after Complete the bar waits for the trainer's last report (``--status-write-interval`` 5 s)."""
 console = Console(highlight=False, soft_wrap=True)  # a line per message, however wide
 
 
@@ -106,6 +108,7 @@ async def follow(client: Client, name: str, real: bool, timeout: float) -> tuple
     """Print state and pod changes as lines and the trainer's progress as a bar until the TrainJob ends;
     (Complete, the last reported metrics)."""
     deadline, last_state, last_pods = time.monotonic() + timeout, "", ""
+    settle_until = float("inf")
     columns: list[Any] = [
         TextColumn("[bold]training[/bold]"),
         BarColumn(),
@@ -140,12 +143,17 @@ async def follow(client: Client, name: str, real: bool, timeout: float) -> tuple
                     eta=f"{eta}s" if eta is not None else "-",
                     metrics=shown,
                 )
+            final = (ts.get("progressPercentage") == 100) or not real or time.monotonic() > settle_until
             for kind in ("Complete", "Failed"):
                 c = condition(tj, kind)
                 if c and c.get("status") == "True":
                     if kind == "Failed":
                         say(f"[red]TrainJob failed[/red]: {c.get('message')}")
-                    return kind == "Complete", metrics_of(tj)
+                        return False, metrics_of(tj)
+                    if final:
+                        return True, metrics_of(tj)
+                    # The last report lands with the status server's next write (one per 5 s at most).
+                    settle_until = min(settle_until, time.monotonic() + FINAL_REPORT_SECONDS)
             await asyncio.sleep(0.5)
     say(f"TrainJob did not end within {timeout:.0f}s")
     return False, {}
