@@ -208,10 +208,16 @@ class RecordingKube:
         ]
         return self._store(res, merged)
 
-    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
+    async def patch_status(
+        self, res: Resource, namespace: str | None, name: str, status: JSON, resource_version: str | None = None
+    ) -> JSON:
+        from trainer.framework.kube.client import ApiError
+
         key = (namespace or "", name)
         self.writes.append(Write("patch_status", res.kind, key, status))
         obj = copy.deepcopy(self.objects[(res, key)])
+        if resource_version is not None and obj["metadata"].get("resourceVersion") != resource_version:
+            raise ApiError(409, {"reason": "Conflict", "message": "the object has been modified"})
         obj["status"] = _merge(obj.get("status") or {}, status)
         return self._store(res, obj)
 

@@ -100,10 +100,12 @@ class ApiKube(RecordingKube):
             return {**obj, "status": status}
         return await super().create(res, namespace, obj, manager)  # 409 on creating what exists
 
-    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON:
+    async def patch_status(
+        self, res: Resource, namespace: str | None, name: str, status: JSON, resource_version: str | None = None
+    ) -> JSON:
         if (res, (namespace or "", name)) not in self.objects:
             raise ApiError(404, {"reason": "NotFound", "message": f"{res.kind} {name} not found"})
-        return await super().patch_status(res, namespace, name, status)
+        return await super().patch_status(res, namespace, name, status, resource_version)
 
     async def list(
         self, res: Resource, namespace: str | None = None, label_selector: str | None = None, **_: Any
@@ -567,6 +569,52 @@ async def test_a_chatty_job_gets_at_most_one_write_per_interval_and_the_last_pos
         last = s.trainer_status("a")
         assert last is not None and last["estimatedRemainingSeconds"] == 199, "the latest post is what stays"
         assert last["progressPercentage"] == 199 % 101
+
+
+def report(progress: int, at: str) -> JSON:
+    status = parse_update(
+        json.dumps({"trainerStatus": {"progressPercentage": progress, "lastUpdatedTime": at}}).encode()
+    )
+    assert status is not None
+    return status_patch(status)
+
+
+async def test_a_replicas_late_write_of_an_older_report_does_not_replace_a_newer_one() -> None:
+    """Two replicas serve posts behind one Service and each coalesces its own: replica B's write of the
+    50% report, due after replica A wrote the 100% report made later, is dropped."""
+    kube = ApiKube()
+    kube.put(trainjob("a"))
+    settings = StatusServerSettings(port=0, write_interval=5.0)
+    a, b = StatusServer(kube, settings), StatusServer(kube, settings)
+    await b._write((NS, "a"), report(50, "2026-11-27T10:00:00Z"))
+    await a._write((NS, "a"), report(100, "2026-11-27T10:00:03Z"))
+    await b._write((NS, "a"), report(50, "2026-11-27T10:00:01Z"))  # B's coalesced, older report, late
+    held = kube.objects[(TRAINJOBS, (NS, "a"))]["status"]["trainerStatus"]
+    assert (held["progressPercentage"], held["lastUpdatedTime"]) == (100, "2026-11-27T10:00:03Z")
+    assert (a.stale_reports, b.stale_reports) == (0, 1)
+    await a._write((NS, "a"), report(100, "2026-11-27T10:00:03Z"))  # the same time again: written
+    assert len([w for w in kube.writes if w.verb == "patch_status"]) == 3
+
+
+async def test_a_status_write_that_meets_another_writers_change_reads_again() -> None:
+    kube = ApiKube()
+    kube.put(trainjob("a"))
+    server = StatusServer(kube, StatusServerSettings(port=0))
+    read = kube.get
+    raced: list[bool] = []
+
+    async def get_then_someone_writes(res: Resource, namespace: str | None, name: str) -> JSON:
+        obj = await read(res, namespace, name)
+        if not raced:  # another writer changes the TrainJob between this read and the write
+            raced.append(True)
+            kube.put(copy.deepcopy(kube.objects[(TRAINJOBS, (NS, "a"))]))  # a new resourceVersion
+        return obj
+
+    kube.get = get_then_someone_writes  # type: ignore[method-assign]
+    await server._write((NS, "a"), report(40, "2026-11-27T10:00:00Z"))
+    writes = [w for w in kube.writes if w.verb == "patch_status"]
+    assert len(writes) == 2, "the first, conditional on the old resourceVersion, met a 409 and was read again"
+    assert kube.objects[(TRAINJOBS, (NS, "a"))]["status"]["trainerStatus"]["progressPercentage"] == 40
 
 
 async def test_the_limiter_writes_at_once_when_idle_and_keys_are_independent() -> None:

@@ -37,9 +37,11 @@ from aiohttp import web
 
 from api.kinds import TRAINJOBS
 from trainer.framework.certs import VALIDITY
+from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError, KubeClient
+from trainer.framework.meta import meta
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.features.own_writes import OwnWrites
@@ -58,6 +60,8 @@ SECRET_NAME = "trainer-status-server-certs"
 """The Secret holding the status server's CA and serving certificate (in ``--webhook-namespace``)."""
 MAX_BODY = 1 << 16
 """Largest request body accepted, in bytes (upstream ``maxBodySize``)."""
+WRITE_TRIES = 3
+"""Tries of a conditional status write that meets a newer resourceVersion (another writer's)."""
 
 
 # --------------------------------------------------------------------------- answers
@@ -134,6 +138,8 @@ class StatusServer:
         self.auth = TokenAuthenticator(kube)
         """Decides who may post; :func:`setup` gives it the TrainJob controller's caches."""
         self.limiter = WriteLimiter(self._write, settings.write_interval)
+        self.stale_reports = 0
+        """Reports not written because the TrainJob already held a newer one (another replica's)."""
         self.publisher = publisher
         self.tls: WebhookTLS | None = None
         """The certificate keeper while :meth:`run` serves."""
@@ -141,7 +147,27 @@ class StatusServer:
         """The port bound by :meth:`listen`."""
 
     async def _write(self, key: Key, patch: JSON) -> None:
-        await self.kube.patch_status(TRAINJOBS, key[0], key[1], patch)
+        """Write ``patch`` (a ``trainerStatus`` merge-patch, :func:`status_patch`) unless the TrainJob holds a
+        newer report (``lastUpdatedTime``): every replica serves posts and coalesces its own, so one
+        replica's late write of an older report must not replace the newer one another replica wrote.
+        The write is conditional on the resourceVersion read; a conflict reads again (3 tries). Raises
+        :class:`ApiError` (404 when the TrainJob is gone)."""
+        ns, name = key
+        reported = parse_time(patch["trainerStatus"].get("lastUpdatedTime"))
+        for attempt in range(WRITE_TRIES):
+            current = await self.kube.get(TRAINJOBS, ns, name)
+            held = ((current.get("status") or {}).get("trainerStatus") or {}).get("lastUpdatedTime")
+            stored_at = parse_time(held)
+            if stored_at is not None and reported is not None and stored_at > reported:
+                self.stale_reports += 1
+                log.debug("older report not written", trainjob=f"{ns}/{name}", held=held)
+                return
+            try:
+                await self.kube.patch_status(TRAINJOBS, ns, name, patch, meta(current).resource_version)
+                return
+            except ApiError as e:
+                if not e.conflict or attempt == WRITE_TRIES - 1:
+                    raise
 
     async def handle(self, request: web.Request) -> web.Response:
         """One post (upstream ``handleTrainJobRuntimeStatus``). Never raises."""

@@ -257,7 +257,9 @@ class KubeClient(Lister, Protocol):
 
     async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON: ...
 
-    async def patch_status(self, res: Resource, namespace: str | None, name: str, status: JSON) -> JSON: ...
+    async def patch_status(
+        self, res: Resource, namespace: str | None, name: str, status: JSON, resource_version: str | None = None
+    ) -> JSON: ...
 
     async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: JSON) -> JSON: ...
 
@@ -585,15 +587,25 @@ class Kube:
         )
 
     async def patch_status(
-        self, res: Resource, namespace: str | None, name: str, status: JSON, manager: str = "trainer"
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        status: JSON,
+        resource_version: str | None = None,
+        manager: str = "trainer",
     ) -> JSON:
         """JSON merge-patch of the status subresource (lists in ``status`` are replaced whole), recorded
-        in ``managedFields`` under field manager ``manager``."""
+        in ``managedFields`` under field manager ``manager``. With ``resource_version`` the patch applies
+        only to that version of the object (:class:`ApiError` 409 when it changed since)."""
+        body: JSON = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
         return await self.request(
             "PATCH",
             res.path(namespace, name, "status"),
             {"fieldManager": manager},
-            body={"status": status},
+            body=body,
             content_type="application/merge-patch+json",
         )
 
