@@ -65,7 +65,16 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.kinds import JOBS, NAMESPACES, SERVICES, TRAINJOBS, Resource
-from bench.cluster import Operator, PhaseTimeout, Usage, local_cluster, machine, pods_per_node, read_usage
+from bench.cluster import (
+    HelpFormatter,
+    Operator,
+    PhaseTimeout,
+    Usage,
+    local_cluster,
+    machine,
+    pods_per_node,
+    read_usage,
+)
 from bench.raw_client import CHILD_KINDS, RawController, owned_children, trainjob_owner
 from bench.upstream import (
     JOBSETS,
@@ -1132,13 +1141,9 @@ def worktree(commit: str) -> Iterator[Checkout]:
 # --- main --------------------------------------------------------------------------------------------
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """The module docstring as written, and every flag's default."""
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags (``--help`` shows them)."""
-    p = argparse.ArgumentParser(prog="python -m bench.burst", description=__doc__, formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m bench.burst", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--n", type=int, default=500, help="TrainJobs to create")
     p.add_argument("--concurrency", type=int, default=32, help="create requests in flight, in both phases")
     p.add_argument("--idle-seconds", type=float, default=30, help="idle window once everything settled")

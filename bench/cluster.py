@@ -8,6 +8,7 @@ Also here: the machine a bench ran on (:func:`machine`), printed first by every 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import math
@@ -233,3 +234,7 @@ class Operator:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """A bench's ``--help``: its module docstring as written, and every flag's default."""

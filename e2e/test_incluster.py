@@ -42,8 +42,8 @@ from e2e.helpers import ROOT
 from e2e.test_trainjob import trainjob
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
-from localcluster.incluster import NAMESPACE, Release
-from localcluster.realnode.node import RealNodes, unavailable
+from localcluster.incluster import NAMESPACE, Release, installed
+from localcluster.realnode.node import unavailable
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.leader import LEASE_DURATION
@@ -84,17 +84,11 @@ def operator() -> Iterator[None]:
 def release(ic_cluster: LocalCluster) -> Iterator[Release]:
     """Two real nodes with the training image, and the chart installed on them with the built image."""
     work = Path(tempfile.mkdtemp(prefix="icnodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(ic_cluster, 2, work, ("busybox", "training"))
-    nodes.start()
-    release = Release(ic_cluster, nodes)
     try:
-        t = time.monotonic()
-        release.install()
-        FIGURES["install"] = {**release.timings, "total_seconds": round(time.monotonic() - t, 1)}
-        yield release
+        with installed(ic_cluster, work, ("busybox", "training")) as release:
+            FIGURES["install"] = dict(release.timings)
+            yield release
     finally:
-        release.uninstall()
-        nodes.stop()
         if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
             shutil.rmtree(work, ignore_errors=True)
 

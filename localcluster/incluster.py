@@ -17,10 +17,12 @@ tokens: ``LocalCluster(..., service_account_admission=True)``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,3 +144,24 @@ class Release:
 
     def logs(self, pod: str) -> str:
         return self.kubectl("logs", pod, "-c", "manager", check=False).stdout
+
+
+@contextlib.contextmanager
+def installed(cluster: LocalCluster, work: Path, images: tuple[str, ...] = ("busybox",)) -> Iterator[Release]:
+    """Two real nodes for ``cluster`` under ``work`` with ``images`` (keys of
+    :data:`localcluster.realnode.images.BUILDERS`), and the chart installed on them
+    (:meth:`Release.install`; ``timings["total"]``: its seconds). On the way out the release is uninstalled
+    and the nodes stopped, whatever happened."""
+    nodes = RealNodes(cluster, 2, work, images)
+    nodes.start()
+    try:
+        release = Release(cluster, nodes)
+        try:
+            t = time.monotonic()
+            release.install()
+            release.timings["total"] = round(time.monotonic() - t, 1)
+            yield release
+        finally:
+            release.uninstall()
+    finally:
+        nodes.stop()

@@ -13,6 +13,11 @@ from trainer.framework.metrics import Metrics
 from trainer.framework.probes import metrics_app, parse_bind_address, probes_app, serve
 
 NAMES = {
+    **{f"process_{name}_bytes": "gauge" for name in ("virtual_memory", "resident_memory")},
+    "process_start_time_seconds": "gauge",
+    "process_cpu_seconds": "counter",
+    "process_open_fds": "gauge",
+    "process_max_fds": "gauge",
     "controller_runtime_reconcile": "counter",
     "controller_runtime_reconcile_errors": "counter",
     "controller_runtime_terminal_reconcile_errors": "counter",
@@ -209,3 +214,10 @@ async def test_readyz_names_every_failed_check() -> None:
                 )
     finally:
         await probes[0].cleanup()
+
+
+def test_the_process_is_measured_as_controller_runtime_exports_it() -> None:
+    text = Metrics().exposition().decode()
+    rss = [line for line in text.splitlines() if line.startswith("process_resident_memory_bytes ")]
+    assert rss and float(rss[0].split()[1]) > 10 * 2**20  # a Python process holds more than 10 MiB
+    assert "process_cpu_seconds_total " in text

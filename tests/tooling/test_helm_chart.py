@@ -213,7 +213,7 @@ def test_replicas_image_resources_and_extra_args() -> None:
     assert one(objects, "Deployment")["spec"]["replicas"] == 0
     c = container(objects)
     assert (c["image"], c["imagePullPolicy"]) == ("registry.example/trainer:9.9.9", "Always")
-    assert c["resources"] == {"requests": {"cpu": 2, "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
+    assert c["resources"] == {"requests": {"cpu": 2, "memory": "192Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
     assert c["args"] == [*container(chart("none"))["args"], "--max-concurrent-reconciles=8"]
     assert container(chart("none"))["image"] == "trainer-operator:0.1.0"
 

@@ -25,9 +25,11 @@ mpi-operator's ``mpi_operator_jobs_{created,successful,failed}_total`` count the
 once: ``trainer_jobs_{created,succeeded,failed,restarted}_total{kind,namespace,runtime}`` (failed also
 by ``reason``), counted when this operator writes the status that records the event.
 
-Everything lives in the :class:`Metrics` object's own ``CollectorRegistry`` (never the process-wide
-default one), so two operators in one process, or a test, never share counters. Counters carry no
-``_created`` series (``disable_created_metrics``), as the Go client exports none.
+The process's own (``process_resident_memory_bytes``, ``process_cpu_seconds_total``, open file
+descriptors), as controller-runtime exports them. Everything lives in the :class:`Metrics` object's
+own ``CollectorRegistry`` (never the process-wide default one), so two operators in one process, or a
+test, never share counters. Counters carry no ``_created`` series (``disable_created_metrics``), as the
+Go client exports none.
 """
 
 from __future__ import annotations
@@ -35,7 +37,15 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The ``Content-Type`` of :meth:`Metrics.exposition`: Prometheus text format 0.0.4, which every
@@ -59,6 +69,9 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # process_resident_memory_bytes, process_cpu_seconds_total, open fds...: what controller-runtime
+        # exports too (its process collector), and what sizing the memory limit reads.
+        ProcessCollector(registry=r)
         self.reconcile_total = Counter(
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
