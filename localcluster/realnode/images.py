@@ -160,14 +160,26 @@ def write_oci_archive(out: Path, name: str, layer: Path, config: dict[str, Any])
     tmp.rename(out)
 
 
+def _blob(tar: tarfile.TarFile, name: str) -> Any:
+    member = tar.extractfile(name)
+    if member is None:
+        raise ValueError(f"{tar.name!r} has no {name}")
+    return json.load(member)
+
+
 def manifest_digest(archive: Path) -> str:
     """The digest of the (first) image manifest of OCI archive ``archive``: what ``ctr images ls`` shows
     for the image imported from it."""
     with tarfile.open(archive) as tar:
-        member = tar.extractfile("index.json")
-        if member is None:
-            raise ValueError(f"{archive} has no index.json")
-        return str(json.load(member)["manifests"][0]["digest"])
+        return str(_blob(tar, "index.json")["manifests"][0]["digest"])
+
+
+def image_config(archive: Path) -> dict[str, Any]:
+    """The OCI image configuration (``config``: Entrypoint, User, Env...; ``rootfs``; ``history``) of the
+    (first) image in OCI archive ``archive``."""
+    with tarfile.open(archive) as tar:
+        manifest = _blob(tar, "blobs/sha256/" + manifest_digest(archive).split(":", 1)[1])
+        return dict(_blob(tar, "blobs/sha256/" + manifest["config"]["digest"].split(":", 1)[1]))
 
 
 def _cached(stem: str, key_material: dict[str, Any]) -> Path:
