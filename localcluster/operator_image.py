@@ -107,6 +107,18 @@ def pip_mounts() -> list[str]:
     return mounts
 
 
+def drop_old_dangling(days: float = images.UNUSED_DAYS) -> list[str]:
+    """Remove buildah's untagged images (earlier builds' and their cached steps, about 310 MB each) made
+    more than ``days`` ago, as :func:`images.drop_unused` does for archives; recent ones stay, so a build
+    of a recent tree still finds its cached steps. Returns the ids removed."""
+    listed = json.loads(_buildah("images", "--filter=dangling=true", "--json", capture=True) or "[]")
+    old = time.time() - days * 86400
+    gone = [str(image["id"]) for image in listed if float(image.get("created") or old) < old]
+    for image_id in gone:
+        subprocess.run(["buildah", "rmi", image_id], check=False, capture_output=True)
+    return gone
+
+
 @dataclass(frozen=True)
 class Built:
     """An operator image: its ``name`` (containerd's reference), its OCI ``archive``, the ``seconds`` the
@@ -160,6 +172,7 @@ def operator_image(tag: str | None = None) -> Built:
     tmp.rename(out)
     info.write_text(json.dumps({"layers": layers, "size": size, "build_seconds": round(build_seconds, 1)}))
     images.drop_unused("operator", out)
+    drop_old_dangling()
     seconds = time.monotonic() - began
     _log(f"built {name}: {layers} layers, {size >> 20} MiB, buildah build {build_seconds:.0f}s, {seconds:.0f}s in all")
     return Built(name, out, seconds, layers, size)
