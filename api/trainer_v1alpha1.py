@@ -43,6 +43,12 @@ MANAGED_BY_TRAINER = "trainer.kubeflow.org/trainjob-controller"
 MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
+SUPPORT_LABEL = "trainer.kubeflow.org/support"
+"""A runtime's support status; ``deprecated`` (:data:`SUPPORT_DEPRECATED`) earns admission warnings."""
+SUPPORT_DEPRECATED = "deprecated"
+RUNTIME_DEPRECATION_POLICY_URL = (
+    "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
+)
 STEP_DATASET_INITIALIZER = "dataset-initializer"
 STEP_MODEL_INITIALIZER = "model-initializer"
 STEP_TRAINER = "trainer"

@@ -6,6 +6,9 @@ change only while suspended; deletes work while the operator is down. The operat
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,6 +155,26 @@ async def test_runtime_rules(client: Client, ns: str) -> None:
     assert "pod names generated for this TrainJob will exceed 63 characters" in await refused(client, long_name, ns)
     wordy = runtime("wordy", rjob("a-very-long-node-name", "trainer"))
     assert "replicatedJobs[0].name: must be no more than 20 characters" in await refused(client, wordy, ns)
+
+
+async def test_kubectl_shows_upstreams_warnings_for_a_deprecated_cluster_runtime(
+    cluster: Any, ns: str, tmp_path: Path
+) -> None:
+    name = f"deprecated-{ns}"
+    ctr = {**runtime(name, rjob("node", "trainer")), "kind": "ClusterTrainingRuntime"}
+    ctr["metadata"]["labels"] = {"trainer.kubeflow.org/support": "deprecated"}
+    (tmp_path / "ctr.yaml").write_text(json.dumps(ctr))
+    (tmp_path / "tj.yaml").write_text(json.dumps(trainjob("user", name, kind="ClusterTrainingRuntime")))
+    policy = "See runtime deprecation policy: https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html"
+    try:
+        created = cluster.run_kubectl("create", "-f", str(tmp_path / "ctr.yaml"))
+        assert f'Warning: ClusterTrainingRuntime "{name}" is deprecated and will be removed' in created.stderr
+        assert policy in created.stderr
+        job = cluster.run_kubectl("create", "-n", ns, "-f", str(tmp_path / "tj.yaml"))
+        assert f'Warning: Referenced ClusterTrainingRuntime "{name}" is deprecated' in job.stderr, job.stderr
+        assert "trainjob.trainer.kubeflow.org/user created" in job.stdout
+    finally:
+        cluster.run_kubectl("delete", "clustertrainingruntime", name, "--wait=false", check=False)
 
 
 async def test_runtime_patch_times_are_stamped_and_kept_for_unchanged_patches(client: Client, ns: str) -> None:

@@ -95,6 +95,39 @@ def test_runtime_rules() -> None:
     assert "set only one of torch, mpi" in rules.validate_runtime(rt).errors[0]
 
 
+DEPRECATED = (
+    '"torch-distributed" is deprecated and will be removed in a future release of Kubeflow Trainer. See '
+    "runtime deprecation policy: https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html"
+    "#runtime-deprecation-policy"
+)
+
+
+def test_a_deprecated_cluster_runtime_is_admitted_with_upstreams_warnings() -> None:
+    """kubeflow/trainer: a create of a ClusterTrainingRuntime labelled support=deprecated warns (not its
+    update), and so does a TrainJob that references it; a namespaced TrainingRuntime never warns."""
+    rt = load_sample("torch-distributed.yaml")
+    assert rules.validate_runtime(rt).warnings == []
+    rt["metadata"]["labels"]["trainer.kubeflow.org/support"] = "deprecated"
+    created = rules.validate_runtime(rt)
+    assert created.allowed and created.warnings == [f"ClusterTrainingRuntime {DEPRECATED}"]
+    assert rules.validate_runtime(rt, old=copy.deepcopy(rt)).warnings == []
+    assert rules.validate_runtime({**rt, "kind": "TrainingRuntime"}).warnings == []
+    cached = {k: v for k, v in rt.items() if k != "kind"}  # a cache's list items carry no kind
+    deprecated = rules.AdmissionFacts(
+        runtime=lambda kind, name, ns: (
+            cached if (kind, name) == ("ClusterTrainingRuntime", "torch-distributed") else None
+        ),
+        active_pods=lambda kind, ns, name: 0,
+        volcano_queues=lambda: None,
+        local_queue_exists=lambda ns, name: False,
+        gang="none",
+        max_nodes_per_job=1000,
+    )
+    job = rules.validate_trainjob(tj(), None, deprecated)
+    assert job.allowed and job.warnings == [f"Referenced ClusterTrainingRuntime {DEPRECATED}"]
+    assert rules.validate_trainjob(tj(), None, facts()).warnings == []
+
+
 def test_review_response_shapes() -> None:
     body = review_response("u1", rules.Verdict(errors=["a", "b"], warnings=["w"]))
     assert body["response"] == {

@@ -29,8 +29,11 @@ from api.labels import (
 )
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
+    RUNTIME_DEPRECATION_POLICY_URL,
     STEP_DATASET_INITIALIZER,
     STEP_MODEL_INITIALIZER,
+    SUPPORT_DEPRECATED,
+    SUPPORT_LABEL,
     ClusterTrainingRuntime,
     TrainingRuntime,
     TrainJob,
@@ -169,6 +172,9 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         if runtime is not None:
             v.errors += _check_against_runtime(job, runtime)
             v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
+        warning = deprecation_warning({**runtime_obj, "kind": kind}, referenced=True)
+        if warning:
+            v.warnings.append(warning)
     if old is not None:
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
@@ -316,9 +322,29 @@ def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict) -> list[str]:
     return []
 
 
-def validate_runtime(obj: JSON) -> Verdict:
-    """Admission of a TrainingRuntime or ClusterTrainingRuntime."""
+def deprecation_warning(runtime: JSON, referenced: bool) -> str | None:
+    """Upstream's warning for a ClusterTrainingRuntime labelled ``trainer.kubeflow.org/support:
+    deprecated`` (kubeflow/trainer ``pkg/webhooks/clustertrainingruntime_webhook.go`` on its create;
+    ``pkg/runtime/core/clustertrainingruntime.go`` for a TrainJob that ``referenced`` it); None for any
+    other runtime (a namespaced TrainingRuntime never warns, as upstream)."""
+    if runtime.get("kind") != ClusterTrainingRuntime.KIND:
+        return None
+    if (meta(runtime).labels or {}).get(SUPPORT_LABEL) != SUPPORT_DEPRECATED:
+        return None
+    prefix = "Referenced ClusterTrainingRuntime" if referenced else "ClusterTrainingRuntime"
+    return (
+        f'{prefix} "{meta(runtime).name}" is deprecated and will be removed in a future release of Kubeflow '
+        f"Trainer. See runtime deprecation policy: {RUNTIME_DEPRECATION_POLICY_URL}"
+    )
+
+
+def validate_runtime(obj: JSON, old: JSON | None = None) -> Verdict:
+    """Admission of a TrainingRuntime or ClusterTrainingRuntime create (``old`` None) or update; a create
+    of a deprecated ClusterTrainingRuntime is admitted with upstream's warning."""
     v = Verdict()
+    warning = deprecation_warning(obj, referenced=False) if old is None else None
+    if warning:
+        v.warnings.append(warning)
     try:
         runtime = runtime_from_dict(obj)
     except ValidationError as e:

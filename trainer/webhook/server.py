@@ -329,7 +329,7 @@ class WebhookServer:
         elif path == "/validate-mpijob":
             verdict = rules.validate_mpijob(obj, old, facts)
         else:
-            verdict = rules.validate_runtime(obj)
+            verdict = rules.validate_runtime(obj, old)
         if not verdict.allowed:
             log.info("admission refused", path=path, name=meta(obj).name, errors=verdict.errors)
         return review_response(uid, verdict)
