@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,19 @@ class Component:
                 while _runs(pid, self.binary) and time.monotonic() < deadline:
                     time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
+
+    def wait_http_ok(self, url: str, timeout: float, interval: float = 0.3) -> None:
+        """Poll ``url`` until it answers 200. Raises ``RuntimeError`` (with the log's tail) when the process
+        exits first or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.is_alive():
+                raise RuntimeError(f"{self.name} exited:\n{self.log_tail()}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+            time.sleep(interval)
+        raise RuntimeError(f"{self.name}: {url} not answering 200 after {timeout}s:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         """The last ``lines`` lines of the log file (for error messages)."""

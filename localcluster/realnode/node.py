@@ -42,7 +42,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,7 +399,7 @@ class CoreDNS:
         if self.component.is_alive() and corefile.exists():  # a running one (an earlier start): its port
             found = re.search(r"ready 127\.0\.0\.1:(\d+)", corefile.read_text())
             if found:
-                self._wait_ready(int(found.group(1)), timeout)
+                self.component.wait_http_ok(f"http://127.0.0.1:{found.group(1)}/ready", timeout)
                 return
         (ready,) = free_ports(1)
         corefile.write_text(
@@ -423,21 +422,7 @@ class CoreDNS:
         )
         self.component.stop()
         self.component.start(["-conf", str(corefile)], cwd=self.work)
-        self._wait_ready(ready, timeout)
-
-    def _wait_ready(self, ready: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.component.is_alive():
-                raise RuntimeError(f"coredns exited:\n{self.component.log_tail()}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"http://127.0.0.1:{ready}/ready", timeout=2) as r,
-            ):
-                if r.status == 200:
-                    return
-            time.sleep(0.3)
-        raise RuntimeError(f"coredns not ready after {timeout}s:\n{self.component.log_tail()}")
+        self.component.wait_http_ok(f"http://127.0.0.1:{ready}/ready", timeout)
 
     def stop(self) -> None:
         self.component.stop()
@@ -457,7 +442,7 @@ class KubeProxy:
         self.work.mkdir(parents=True, exist_ok=True)
         port_file = self.work / "healthz-port"
         if self.component.is_alive() and port_file.exists():
-            self._wait_healthy(int(port_file.read_text()), timeout)
+            self.component.wait_http_ok(f"http://127.0.0.1:{int(port_file.read_text())}/healthz", timeout)
             return
         healthz, metrics = free_ports(2)
         port_file.write_text(f"{healthz}\n")
@@ -477,21 +462,7 @@ class KubeProxy:
             ],
             cwd=self.work,
         )
-        self._wait_healthy(healthz, timeout)
-
-    def _wait_healthy(self, healthz: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.component.is_alive():
-                raise RuntimeError(f"kube-proxy exited:\n{self.component.log_tail()}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(f"http://127.0.0.1:{healthz}/healthz", timeout=2) as r,
-            ):
-                if r.status == 200:
-                    return
-            time.sleep(0.5)
-        raise RuntimeError(f"kube-proxy not healthy after {timeout}s:\n{self.component.log_tail()}")
+        self.component.wait_http_ok(f"http://127.0.0.1:{healthz}/healthz", timeout)
 
     def stop(self) -> None:
         self.component.stop()
