@@ -617,6 +617,26 @@ async def test_a_status_write_that_meets_another_writers_change_reads_again() ->
     assert kube.objects[(TRAINJOBS, (NS, "a"))]["status"]["trainerStatus"]["progressPercentage"] == 40
 
 
+async def test_a_status_write_reads_the_cache_first_and_a_stale_cache_costs_one_conflict() -> None:
+    kube = ApiKube()
+    stored = kube.put(trainjob("a"))
+    server = StatusServer(kube, StatusServerSettings(port=0))
+    server.auth.reader = reader({TRAINJOBS: [copy.deepcopy(stored)]})
+    gets = []
+    read = kube.get
+
+    async def counted_get(res: Resource, namespace: str | None, name: str) -> JSON:
+        gets.append(name)
+        return await read(res, namespace, name)
+
+    kube.get = counted_get  # type: ignore[method-assign]
+    await server._write((NS, "a"), report(40, "2026-11-27T10:00:00Z"))
+    assert gets == [], "the cached TrainJob was current: no GET"
+    await server._write((NS, "a"), report(60, "2026-11-27T10:00:05Z"))  # the cache still holds the old version
+    assert gets == ["a"], "the stale cache's resourceVersion met a 409, then one GET"
+    assert kube.objects[(TRAINJOBS, (NS, "a"))]["status"]["trainerStatus"]["progressPercentage"] == 60
+
+
 async def test_the_limiter_writes_at_once_when_idle_and_keys_are_independent() -> None:
     written: list[tuple[Key, JSON]] = []
 

@@ -203,14 +203,14 @@ class TokenAuthenticator:
             return Verdict(403, f"{refused}: its controller is {describe(ref)}, not a Job", pod_name)
         assert ref is not None
         job_name = str(ref.get("name") or "")
-        job = self._cached(JOBS, namespace, job_name) or await self.kube.get_or_none(JOBS, namespace, job_name)
+        job = self.cached(JOBS, namespace, job_name) or await self.kube.get_or_none(JOBS, namespace, job_name)
         if job is None or meta(job).uid != ref.get("uid"):
             return Verdict(403, f"{refused}: its controller Job {job_name} does not exist", pod_name)
         owner = controller_of(job)
         if not is_ref_to(owner, TRAINJOBS) or (owner or {}).get("name") != name:
             return Verdict(403, f"{refused}: its Job {job_name} is controlled by {describe(owner)}", pod_name)
         assert owner is not None
-        trainjob = self._cached(TRAINJOBS, namespace, name) or await self.kube.get_or_none(TRAINJOBS, namespace, name)
+        trainjob = self.cached(TRAINJOBS, namespace, name) or await self.kube.get_or_none(TRAINJOBS, namespace, name)
         if trainjob is None:
             return Verdict(404, "Train job not found", pod_name)
         uid = meta(trainjob).uid
@@ -219,7 +219,7 @@ class TokenAuthenticator:
             return Verdict(403, f"{refused}: {why}", pod_name)
         return Verdict(200, "", pod_name)
 
-    def _cached(self, res: Resource, namespace: str, name: str) -> JSON | None:
+    def cached(self, res: Resource, namespace: str, name: str) -> JSON | None:
         """The cached object when the reader caches ``res``, else None (then it is read with a GET)."""
         if self.reader is None or not self.reader.declares(res):
             return None

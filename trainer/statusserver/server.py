@@ -150,12 +150,14 @@ class StatusServer:
         """Write ``patch`` (a ``trainerStatus`` merge-patch, :func:`status_patch`) unless the TrainJob holds a
         newer report (``lastUpdatedTime``): every replica serves posts and coalesces its own, so one
         replica's late write of an older report must not replace the newer one another replica wrote.
-        The write is conditional on the resourceVersion read; a conflict reads again (3 tries). Raises
-        :class:`ApiError` (404 when the TrainJob is gone)."""
+        The first read is the TrainJob cache's when there is one (no GET); the write is conditional on the
+        resourceVersion read, so a cache behind the apiserver costs a 409, and a conflict reads again with
+        a GET (3 tries). Raises :class:`ApiError` (404 when the TrainJob is gone)."""
         ns, name = key
         reported = parse_time(patch["trainerStatus"].get("lastUpdatedTime"))
         for attempt in range(WRITE_TRIES):
-            current = await self.kube.get(TRAINJOBS, ns, name)
+            cached = self.auth.cached(TRAINJOBS, ns, name) if attempt == 0 else None
+            current = cached or await self.kube.get(TRAINJOBS, ns, name)
             held = ((current.get("status") or {}).get("trainerStatus") or {}).get("lastUpdatedTime")
             stored_at = parse_time(held)
             if stored_at is not None and reported is not None and stored_at > reported:
