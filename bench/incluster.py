@@ -77,8 +77,8 @@ from bench.burst import (
     trainjobs,
     wait_quiet,
 )
-from bench.cluster import HelpFormatter, PhaseTimeout, Usage, machine, read_usage
-from localcluster import ROOT, LocalCluster
+from bench.cluster import CRDS, HelpFormatter, PhaseTimeout, Usage, machine, read_usage
+from localcluster import LocalCluster
 from localcluster.incluster import DEPLOYMENT, NAMESPACE, Release, installed
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
@@ -617,12 +617,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     state = Path(tempfile.mkdtemp(prefix="icbench-cluster-"))
     work = Path(tempfile.mkdtemp(prefix="icbench-"))  # short: containerd's socket paths must fit
-    cluster = LocalCluster(state, nodes=0, service_account_admission=True)
+    cluster = LocalCluster(state, nodes=0, service_account_admission=True, extra_crds=[CRDS])
     code = 1
     try:
         cluster.start()
-        cluster.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         with installed(cluster, work) as release:
             figures["install"] = dict(release.timings)
             figures["image"] = None if release.image is None else release.image.name

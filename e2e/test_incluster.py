@@ -52,6 +52,7 @@ from trainer.framework.kube.projection import FIELD_MANAGER
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster operator: {WHY_NOT}")]
 DIGITS = ROOT / "config" / "samples" / "digits"
+CRDS = ROOT / "config" / "crd" / "bases"
 NS = "default"
 BURST = 50
 FIGURES: dict[str, Any] = {}
@@ -60,11 +61,11 @@ FIGURES: dict[str, Any] = {}
 @pytest.fixture(scope="module")
 def ic_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """This module's cluster: 2 KWOK nodes, ServiceAccount admission, the CRDs."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("incluster"), nodes=2, service_account_admission=True)
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("incluster"), nodes=2, service_account_admission=True, extra_crds=[CRDS]
+    )
     cluster.start()
     try:
-        cluster.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "crd" / "bases"))
-        cluster.run_kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         yield cluster
     finally:
         (cluster.state_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -305,7 +306,7 @@ async def test_helm_upgrade_while_a_trainjob_runs_keeps_its_jobs(kube: Client, r
     await kube.wait_running(NS, "upgraded", timeout=90)
     before = children_of(await kube.jobs(NS, "upgraded"))
     old = {p["metadata"]["name"] for p in release.pods()}
-    await asyncio.to_thread(release.upgrade, "0.1.0-next")
+    await asyncio.to_thread(release.install, "0.1.0-next")  # helm upgrade --install: an upgrade here
     pods = release.pods()
     assert {p["spec"]["containers"][0]["image"] for p in pods} == {"trainer-operator:0.1.0-next"}
     assert not old & {p["metadata"]["name"] for p in pods}

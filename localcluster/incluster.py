@@ -11,7 +11,7 @@ tokens: ``LocalCluster(..., service_account_admission=True)``).
     release = Release(cluster, nodes)
     release.install()                      # image built (or found) and imported; helm upgrade --install --wait
     release.leader()                       # the pod holding the Lease
-    release.upgrade(tag="0.1.0-next")      # the same image under a new tag: a rolling update
+    release.install(tag="0.1.0-next")      # helm upgrade to the same image under a new tag: a rolling update
     release.uninstall()
 """
 
@@ -97,8 +97,9 @@ class Release:
         return [f"--set={k}={v}" for k, v in pairs.items()]
 
     def install(self, tag: str | None = None, timeout: str = "300s") -> None:
-        """Import the image, then ``helm upgrade --install --create-namespace --wait`` (an installed release
-        with the same image and values is left as it is): returns once every replica is ready. Raises
+        """Import the image, then ``helm upgrade --install --create-namespace --wait``: installs, or upgrades
+        the installed release (a new ``tag`` rolls the pods; the same image and values leave it as it is);
+        returns once every replica is ready. Raises
         ``CalledProcessError`` (with helm's output) when it is not within ``timeout``."""
         tag = tag or chart_version()
         self.image = self.import_image(tag)
@@ -108,13 +109,6 @@ class Release:
         self.helm(*args, f"--timeout={timeout}", *self._set(tag))
         self.timings["helm upgrade --install"] = round(time.monotonic() - t, 1)
         _log(f"installed {self.release} in {self.namespace}; timings {self.timings}")
-
-    def upgrade(self, tag: str, timeout: str = "300s") -> None:
-        """Import the image under ``tag`` and ``helm upgrade --wait`` to it (a rolling update)."""
-        self.image = self.import_image(tag)
-        self.helm(
-            "upgrade", self.release, str(CHART), "-n", self.namespace, "--wait", f"--timeout={timeout}", *self._set(tag)
-        )
 
     def uninstall(self) -> None:
         """``helm uninstall --wait``."""
