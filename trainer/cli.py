@@ -152,7 +152,7 @@ app.add_typer(operator_app, name="operator")
 def print_version(value: bool) -> None:
     """``--version``: print ``trainer <version>`` and exit."""
     if value:
-        typer.echo(f"trainer {importlib.metadata.version('trainer')}")
+        typer.echo(f"trainer {importlib.metadata.version('trainjob-operator')}")
         raise typer.Exit()
 
 

@@ -505,7 +505,7 @@ def test_kubectl_flags_parse() -> None:
     assert invoke("get", "pods/x").exit_code == cli.EXIT_USAGE
     assert invoke("logs", "x", "--since", "soon").exit_code == cli.EXIT_USAGE
     version = runner.invoke(cli.app, ["--version"])
-    assert (version.exit_code, version.output) == (0, f"trainer {importlib.metadata.version('trainer')}\n")
+    assert (version.exit_code, version.output) == (0, f"trainer {importlib.metadata.version('trainjob-operator')}\n")
     assert "--install-completion" in runner.invoke(cli.app, ["--help"]).output
 
 
