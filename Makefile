@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint docs unit e2e venv binaries crds rbac chart lock
+.PHONY: demo test lint docs unit e2e venv binaries crds rbac chart lock release release-tree
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,3 +77,28 @@ e2e-real: venv binaries
 # The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
 test: venv binaries lint
 	TRAINER_E2E_OPERATOR_SA=1 $(PY) -m pytest tests e2e -v -p no:cacheprovider
+
+# The release, in DIST (default dist/): the wheel and sdist, the chart package and the operator image
+# (an OCI archive buildah builds from the Dockerfile), all stamped VERSION: pyproject.toml's, or `make
+# release VERSION=x.y.z` (X.Y.Z only: the same string for Python, Helm and the image tag). They are built
+# from a copy of the files they need (RELEASE_TREE, git-ignored) whose pyproject.toml carries VERSION, so
+# no checked-in file changes; the chart gets it from `helm package`. Publishing them: docs/releasing.md.
+VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+DIST ?= dist
+RELEASE_TREE ?= build/release
+RELEASE_FILES := pyproject.toml README.md LICENSE Dockerfile .dockerignore requirements.lock api trainer localcluster
+
+release-tree:
+	@echo '$(VERSION)' | grep -Eqx '[0-9]+\.[0-9]+\.[0-9]+' || { echo "VERSION must be X.Y.Z, not '$(VERSION)'" >&2; exit 1; }
+	rm -rf $(RELEASE_TREE) && mkdir -p $(RELEASE_TREE)
+	cp -r $(RELEASE_FILES) $(RELEASE_TREE)/ && find $(RELEASE_TREE) -name __pycache__ -prune -exec rm -rf {} +
+	sed -i 's/^version = ".*"$$/version = "$(VERSION)"/' $(RELEASE_TREE)/pyproject.toml
+
+release: venv release-tree
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	cd $(RELEASE_TREE) && $(abspath $(PY)) -m build --outdir $(abspath $(DIST)) .
+	"$$($(PY) -c 'from localcluster.binaries import ensure; print(ensure("helm")["helm"])')" package charts/trainer \
+	  --version $(VERSION) --app-version $(VERSION) -d $(DIST)
+	cd $(RELEASE_TREE) && $(abspath $(PY)) -m localcluster.operator_image $(VERSION) >image.txt
+	cp "$$(cut -f2 $(RELEASE_TREE)/image.txt)" $(DIST)/trainer-operator-$(VERSION).tar
+	ls -l $(DIST)
