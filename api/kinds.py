@@ -89,6 +89,9 @@ VOLCANO_QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "Queue", "queues",
 VOLCANO_COMMANDS = Resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
 VOLCANO_HYPERNODES = Resource("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", namespaced=False)
 COSCHEDULING_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+"""JobSet (kubernetes-sigs/jobset ``api/jobset/v1alpha2``): what Kubeflow Trainer makes of a TrainJob; this
+operator reads those a cluster switched from it still has (:mod:`trainer.trainjob.features.upstream_jobset`)."""
 KUEUE_LOCAL_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "LocalQueue", "localqueues")
 KUEUE_CLUSTER_QUEUES = Resource(KUEUE_GROUP, KUEUE_VERSION, "ClusterQueue", "clusterqueues", namespaced=False)
 KUEUE_RESOURCE_FLAVORS = Resource(KUEUE_GROUP, KUEUE_VERSION, "ResourceFlavor", "resourceflavors", namespaced=False)

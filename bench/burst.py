@@ -64,7 +64,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import JOBS, NAMESPACES, SERVICES, TRAINJOBS, Resource
+from api.kinds import JOBS, JOBSETS, NAMESPACES, SERVICES, TRAINJOBS, Resource
 from bench.cluster import (
     HelpFormatter,
     Operator,
@@ -77,7 +77,6 @@ from bench.cluster import (
 )
 from bench.raw_client import CHILD_KINDS, RawController, owned_children, trainjob_owner
 from bench.upstream import (
-    JOBSETS,
     TORCH_RUNTIME,
     TRAINER_CONTROLLER,
     Upstream,

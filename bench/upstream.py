@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from api.kinds import TRAINJOBS, Resource
+from api.kinds import JOBSETS, TRAINJOBS
 from bench.cluster import Usage, read_usage, wait_readyz
 from localcluster.api import ApiClient
 from localcluster.binaries import BUILD_SCRIPT, cache_dir, versions
@@ -51,8 +51,6 @@ from localcluster.cluster import free_ports
 from localcluster.pki import Pki, write_serving_cert
 from trainer.framework.json_codec import JSON
 
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
-"""JobSet (sigs.k8s.io/jobset ``api/jobset/v1alpha2``): what upstream Trainer makes of a TrainJob."""
 VERSION_VARIABLE = "UPSTREAM_TRAINER_VERSION"
 """The ``localcluster/versions.env`` variable naming the Kubeflow Trainer version of the upstream side."""
 TRAINER_BINARY, JOBSET_BINARY = "trainer-controller-manager", "jobset-controller"

@@ -44,6 +44,7 @@ from api.kinds import (
     COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
+    JOBSETS,
     KUEUE_LOCAL_QUEUES,
     LEASES,
     MPIJOBS,
@@ -120,6 +121,12 @@ OPERATOR: list[Rule] = [
         "over a create's fields, reconciler/child_writer.py); finished jobs, restarts, TTL, cleanPodPolicy",
     ),
     Rule(JOBS, ("patch",), "clearing startTime of a suspended Job (controllers/reconciler.py)", "status"),
+    Rule(
+        JOBSETS,
+        (*WATCH, "delete"),
+        "the JobSets Kubeflow Trainer made of TrainJobs: informer; a suspended one's is deleted, and one past its "
+        "TrainJob's deadline (trainjob/features/upstream_jobset.py)",
+    ),
     Rule(
         SERVICES,
         (*WATCH, *APPLY, "get", "delete"),

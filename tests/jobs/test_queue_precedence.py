@@ -9,7 +9,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, JOBS, MPIJOBS, TRAINJOBS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
+from api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
+    CONFIGMAPS,
+    JOBS,
+    JOBSETS,
+    MPIJOBS,
+    TRAINJOBS,
+    VOLCANO_PODGROUPS,
+    VOLCANO_QUEUES,
+)
 from api.kubeflow_v2beta1 import MPIJob
 from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import TrainJob
@@ -48,6 +57,7 @@ def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
     kube = RecordingKube()
     tables = {
         JOBS: [],
+        JOBSETS: [],
         CONFIGMAPS: [],
         VOLCANO_QUEUES: queues("a", "b", "c", "default"),
         VOLCANO_PODGROUPS: [],

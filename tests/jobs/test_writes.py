@@ -266,7 +266,7 @@ def event_count(kube: RecordingKube) -> int:
     return int(max(counts))
 
 
-async def test_a_created_once_child_the_cache_has_not_seen_yet_is_left_as_it_is() -> None:
+async def test_a_created_once_child_the_cache_has_not_seen_yet_is_kept_and_given_the_childs_label() -> None:
     w = World("mpijob", "none")
     ns, name = w.key[0], w.key[1] + "-ssh"
     ref = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": w.key[1], "controller": True}
@@ -275,7 +275,10 @@ async def test_a_created_once_child_the_cache_has_not_seen_yet_is_left_as_it_is(
     w.kube.objects[(SECRETS, (ns, name))] = ours  # in the apiserver, not yet in the cache (a restart)
     await w.reconcile()
     assert w.kube.count("create", SECRETS.kind) == 1, "created once: the apiserver says it exists (409)"
-    assert w.kube.count("apply", SECRETS.kind) == 0 and w.kube.objects[(SECRETS, (ns, name))] is ours
+    stored = w.kube.objects[(SECRETS, (ns, name))]
+    assert w.kube.count("apply", SECRETS.kind) == 0 and stored["data"] == {}, "not rewritten"
+    assert stored["metadata"]["labels"] == {"training.kubeflow.org/job-name": w.key[1]}, "labelled: the cache sees it"
+    assert w.kube.count("merge_patch", SECRETS.kind) == 1
     assert [k for r, k in w.kube.objects if r == SECRETS] == [(ns, name)], "no other Secret"
     assert w.jobs(), "and the reconcile goes on"
 

@@ -30,6 +30,7 @@ from kubernetes_asyncio import client
 from api.kinds import (
     COSCHEDULING_PODGROUPS,
     JOBS,
+    JOBSETS,
     MPIJOBS,
     MUTATING_WEBHOOKS,
     VALIDATING_WEBHOOKS,
@@ -173,8 +174,9 @@ async def used(scheduler: str) -> dict[str, set[Grant]]:
         "primaries": owners,
         # The gang plan's deletions, Jobs (a finished TrainJob's active ones, restarts, cleanPodPolicy
         # All), MPIJobs (their ttlSecondsAfterFinished) and a TrainJob's other children (its runtime's
-        # ttlSecondsAfterFinished).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, *TTL_CHILDREN},
+        # ttlSecondsAfterFinished), the JobSets Kubeflow Trainer made (a suspended TrainJob's, one past
+        # its deadline: trainer/trainjob/features/upstream_jobset.py).
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, JOBSETS, *TTL_CHILDREN},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},

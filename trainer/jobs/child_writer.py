@@ -317,10 +317,23 @@ class ChildWriter:
         if taken != OURS:
             return Taken(taken, stored)
         if once:
+            await self._label(res, stored, desired)
             return None
         if owned_by_update(stored):
             await take_over(self.kube, res, desired, FIELD_MANAGER)
         return await self.kube.apply(desired, FIELD_MANAGER)
+
+    async def _label(self, res: Resource, stored: JSON, desired: JSON) -> None:
+        """Give ``stored``, created once by the job's controller but not carrying ``desired``'s labels (a
+        runtime snapshot Kubeflow Trainer made), those labels, so the label-narrowed cache sees it and
+        the next reconcile neither creates it again nor builds without it. Raises
+        :class:`~trainer.framework.kube.client.ApiError`."""
+        labels = meta(stored).labels
+        missing = {k: v for k, v in (desired["metadata"].get("labels") or {}).items() if labels.get(k) != v}
+        if missing:
+            patch = {"metadata": {"labels": missing}}
+            await self.kube.merge_patch(res, meta(stored).namespace, str(meta(stored).name), patch)
+            log.info("labelled", kind=desired["kind"], name=meta(stored).name, labels=missing)
 
     async def _refuse(self, owner: JSON, ident: tuple[str, str, str], digest: str, message: str, why: str) -> Refusal:
         """Remember a child not written (``why``: :data:`REASON_CREATION_FAILED`, or a :func:`claim`

@@ -114,11 +114,16 @@ I = TypeVar("I", bound=Expanded)  # noqa: E741 (the kind's derived info)
 
 @dataclass
 class Blocked:
-    """The job cannot be expanded now (e.g. its runtime is missing): write ``desired`` and, unless
-    None, these conditions; no children are built."""
+    """The job cannot be expanded now (e.g. its runtime is missing), or something else runs it (a JobSet
+    Kubeflow Trainer made): write ``desired`` and, unless None, these conditions with ``status``; no
+    children are built."""
 
     conditions: list[Condition] | None
     desired: Desired = field(default_factory=Desired)
+    status: JSON | None = None
+    """Status fields written with ``conditions`` besides them (a JobSet's ``jobsStatus``); None: none."""
+    requeue_after: float | None = None
+    """Seconds after which to look again although nothing changed (a deadline), or None."""
 
 
 class Kind(Protocol[J_contra, I]):
@@ -228,8 +233,9 @@ class Reconciler(Generic[J, I]):
             if isinstance(info, Blocked):
                 await self.children.write(obj, info.desired)
                 if info.conditions is not None:
-                    await self.status.write(obj, None, self._with_replica_failure(obj, info.conditions))
-                later = None
+                    blocked = self._with_replica_failure(obj, info.conditions)
+                    await self.status.write(obj, None, blocked, info.status)
+                later = info.requeue_after
             else:
                 # Write the children, then read those writes back into the info.
                 written = await self.children.write(obj, desired)

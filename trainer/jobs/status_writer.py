@@ -151,17 +151,18 @@ class StatusWriter:
         self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
         """Outcome events already counted: (job uid, event, restart)."""
 
-    async def write(self, obj: JSON, info: Any, desired: list[Condition]) -> float | None:
+    async def write(self, obj: JSON, info: Any, desired: list[Condition], fields: JSON | None = None) -> float | None:
         """Merge ``desired`` into ``obj``'s conditions, record the kind's events for ``info`` (a restart)
         and an event per transition, then
         patch the status once, only if it changed (``info`` None: the job could not be expanded; the
-        kind's status then holds its conditions only). Returns the seconds to look again after when a
+        kind's status then holds its conditions only, and ``fields``, status fields of the caller's, when
+        given). Returns the seconds to look again after when a
         progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
         old = obj.get("status") or {}
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
         generation = meta(obj).generation
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
-        new = self.kind.status(obj, info, [c.to_dict() for c in merged] or None)
+        new = {**self.kind.status(obj, info, [c.to_dict() for c in merged] or None), **(fields or {})}
         key = key_of(obj)
         changed = {k for k in new if old.get(k) != new[k]}
         if not changed:

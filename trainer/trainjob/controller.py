@@ -3,7 +3,9 @@
 Declared once: TrainJobs; the Jobs, Services, ConfigMaps, Secrets and PersistentVolumeClaims
 (``volumeClaimPolicies``) it owns, each carrying ``jobset.sigs.k8s.io/jobset-name``; the gang scheduler's
 owned objects (PodGroups); the (Cluster)TrainingRuntimes, mapped to the TrainJobs that reference them;
-cluster objects the gang scheduler reads (Volcano Queues), mapped to every TrainJob. The reconcile is
+cluster objects the gang scheduler reads (Volcano Queues), mapped to every TrainJob; the JobSets a
+cluster switched from Kubeflow Trainer still has, mapped to their TrainJobs, which finish under JobSet
+or are handed over (:mod:`trainer.trainjob.features.upstream_jobset`). The reconcile is
 :meth:`trainer.jobs.reconcile.Reconciler.reconcile`; :class:`TrainJobKind` supplies the runtime info
 (:func:`trainer.trainjob.runtime.expand.runtime_info`), the children
 (:func:`trainer.trainjob.children.build_children`, what the ML policy makes once, such as the MPI
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 
 from pydantic import ValidationError
@@ -62,7 +65,7 @@ from trainer.jobs.gang.base import GangPlan, GangScheduler, decorate, gang_condi
 from trainer.jobs.reconcile import Blocked, Latest, declare, first_error
 from trainer.jobs.status_writer import Event, Telling
 from trainer.trainjob.children import build_children
-from trainer.trainjob.features import volume_claims
+from trainer.trainjob.features import upstream_jobset, volume_claims
 from trainer.trainjob.features.injection import Injection
 from trainer.trainjob.features.snapshot import (
     SNAPSHOT_SUFFIX,
@@ -180,6 +183,9 @@ def _expand(
     options: TrainJobOptions, gang_name: str, reader: Reader, obj: JSON, job: TrainJob
 ) -> RuntimeInfo | Blocked:
     """:meth:`TrainJobKind.expand`."""
+    handed = upstream_jobset.handover(reader, obj, job, datetime.now(UTC))
+    if handed is not None:
+        return handed  # a JobSet Kubeflow Trainer made runs it, or goes first
     ns = str(job.metadata.namespace)
     kind, name = runtime_ref(obj)
     snapshot = reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
@@ -342,8 +348,10 @@ def _deleting(obj: JSON) -> bool:
 def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:
     """The TrainJob controller's declaration under gang scheduler ``gang``: also owns the claims of
     ``volumeClaimPolicies`` and watches the (Cluster)TrainingRuntimes, each mapped to the TrainJobs that
-    reference them. A reconcile reads its Job writes back (``settles``): their echoes need no reconcile.
-    As JobSet and Trainer, it announces no creation: the Job controller tells each pod it creates."""
+    reference them, and the JobSets Kubeflow Trainer made, each mapped to its TrainJob
+    (:mod:`trainer.trainjob.features.upstream_jobset`). A reconcile reads its Job writes back
+    (``settles``): their echoes need no reconcile. As JobSet and Trainer, it announces no creation: the
+    Job controller tells each pod it creates."""
     options = options or TrainJobOptions()
     return declare(
         "trainjob",
@@ -356,6 +364,7 @@ def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> C
         watches=(
             Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
             Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
+            upstream_jobset.WATCHES,
         ),
         status_coalesce_seconds=options.status_coalesce_seconds,
     )

@@ -112,6 +112,16 @@ def restarting_condition(info: RuntimeInfo, have: dict[str, Condition], keep_fal
     return Condition(type=COND_RESTARTING, status="False", reason=done[0], message=done[1]) if keep_false else None
 
 
+def deadline_exceeded(seconds: int) -> Condition:
+    """``Failed`` with reason ``DeadlineExceeded``: the TrainJob ran past ``activeDeadlineSeconds`` (``seconds``)."""
+    return Condition(
+        type=COND_FAILED,
+        status="True",
+        reason=REASON_DEADLINE_EXCEEDED,
+        message=f"TrainJob exceeded its active deadline of {seconds} seconds (spec.activeDeadlineSeconds)",
+    )
+
+
 def finished_condition(info: RuntimeInfo) -> Condition | None:
     """The terminal condition the Jobs call for (Failed wins over Complete), or None. Completion
     follows JobSet's ``successPolicy`` (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``):
@@ -119,13 +129,7 @@ def finished_condition(info: RuntimeInfo) -> Condition | None:
     failed Job decides through the runtime's failurePolicy (:mod:`trainer.trainjob.features.failure_policy`); the
     TrainJob's own ``activeDeadlineSeconds`` fails it with ``DeadlineExceeded``."""
     if info.deadline_left is not None and info.deadline_left <= 0:
-        seconds = info.job.spec.active_deadline_seconds
-        return Condition(
-            type=COND_FAILED,
-            status="True",
-            reason=REASON_DEADLINE_EXCEEDED,
-            message=f"TrainJob exceeded its active deadline of {seconds} seconds (spec.activeDeadlineSeconds)",
-        )
+        return deadline_exceeded(int(info.job.spec.active_deadline_seconds or 0))
     if info.decision is not None:
         # A failed Job: the failure policy fails the TrainJob, or restarts it (then it is neither).
         if not info.decision.fail:

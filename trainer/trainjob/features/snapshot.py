@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from api import labels as L
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer.framework import json_codec
@@ -42,12 +44,23 @@ def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
 
 
 def runtime_of_snapshot(config_map: JSON) -> JSON | None:
-    """The runtime (JSON) a snapshot ConfigMap froze, or None when it holds none or no JSON object."""
+    """The runtime (JSON) a snapshot ConfigMap froze, or None when it holds none or no object. This
+    operator writes JSON; Kubeflow Trainer writes YAML (kubeflow/trainer ``pkg/runtime/core/snapshot.go``),
+    read with ``yaml.safe_load`` after JSON fails, so a TrainJob it snapshotted keeps its runtime here.
+    YAML with an alias (which upstream never writes; a tenant's alias bomb would) or nested past the
+    parser's recursion limit reads as None."""
     text = (config_map.get("data") or {}).get(SNAPSHOT_KEY)
-    try:
-        data = json_codec.loads(text) if text else None
-    except ValueError:
+    if not text:
         return None
+    try:
+        data = json_codec.loads(text)
+    except ValueError:
+        try:
+            if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
+                return None
+            data = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError):
+            return None
     return data if isinstance(data, dict) else None
 
 

@@ -44,9 +44,10 @@ from trainer.trainjob.runtime.shape import (
 from trainer.trainjob.status import jobs_status
 
 
-def _deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None:
+def deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None:
     """As upstream ``reconcileDeadline`` (kubeflow/trainer ``pkg/controller/trainjob_controller.go``):
-    one budget for the whole TrainJob from its creation or its last resume."""
+    one budget for the whole TrainJob from its creation or its last resume. Seconds left (<= 0: past),
+    None when the TrainJob has no deadline, is finished or suspended."""
     seconds = job.spec.active_deadline_seconds
     if not seconds or finished or job.spec.suspend or not job.metadata.creation_timestamp:
         return None
@@ -154,6 +155,6 @@ def runtime_info(
         job_restarts_counted=job_counted,
         restarts_alone=_restarts_alone(failure_policy),
         decision=None if finished else decide(failure_policy, failed, total_counted),
-        deadline_left=_deadline_left(job, finished, now),
+        deadline_left=deadline_left(job, finished, now),
         ttl_left=_ttl_left(job, runtime, now) if finished else None,
     )
