@@ -30,11 +30,12 @@ from rich.console import Console
 from rich.table import Table
 
 from api.base import Model
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, PODS, TRAINING_RUNTIMES, Resource
+from api.crd import CRDS
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, PODS, TRAINING_RUNTIMES, TRAINJOBS, Resource
 from api.kubeflow_v2beta1 import MANAGED_BY_MPI_OPERATOR as MANAGED_BY_MPI
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
 from trainer.client import (
     COMPLETE,
     TRAINJOB,
@@ -50,8 +51,16 @@ from trainer.client import (
     queue_of,
     runtime_framework,
 )
-from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, pick_container, watch_objects
-from trainer.client.manifest import load_manifests, parse_manifest, read_yaml, wire_dict, yaml_error_text
+from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, delete_object, pick_container, watch_objects
+from trainer.client.manifest import (
+    load_manifests,
+    manifest_resource,
+    parse_manifest,
+    read_yaml,
+    require_names,
+    wire_dict,
+    yaml_error_text,
+)
 from trainer.client.multicluster import WorkloadInfo, for_multicluster
 from trainer.client.types import (
     MPIJOB,
@@ -83,7 +92,10 @@ NO_TERMINAL_WIDTH = 4096
 HELP = """Submit, inspect, follow and delete Kubeflow TrainJobs (trainer.kubeflow.org/v1alpha1), and run
 the operator.
 
-Jobs are TrainJobs unless named as kubectl names them: mpijob/NAME, or the type first (mpijob NAME).
+Objects are named as kubectl names them: TYPE NAME or TYPE/NAME, TYPE a plural (trainjobs), singular
+(trainjob), short name (tj) or one of these with the group (trainjobs.trainer.kubeflow.org); the
+types: trainjobs, mpijobs, trainingruntimes, clustertrainingruntimes, and runtimes for both runtime
+kinds. A NAME alone, where a name is expected and it is not a type, is a TrainJob.
 
 Exit codes: 0 success; 1 the job Failed (wait) or an error (invalid manifest, unreadable file, API
 error, not found); 2 usage error; 3 timeout (wait --timeout, logs --pod-timeout)."""
@@ -453,12 +465,14 @@ def object_name(obj: Manifest) -> str:
     return f"{obj.kind.lower()}.{obj.api_version.split('/')[0]}/{obj.metadata.name}"
 
 
-def runtimes_table(runtimes: Iterable[TrainingRuntime | ClusterTrainingRuntime]) -> Table:
-    """NAME, KIND, FRAMEWORK, NODES of runtimes."""
-    t = table("NAME", "KIND", "FRAMEWORK", "NODES")
+def runtimes_table(runtimes: Iterable[TrainingRuntime | ClusterTrainingRuntime], namespaces: bool = False) -> Table:
+    """NAME, KIND, FRAMEWORK, NODES of runtimes; NAMESPACE first with ``namespaces`` (empty for a
+    ClusterTrainingRuntime)."""
+    t = table(*(["NAMESPACE"] if namespaces else []), "NAME", "KIND", "FRAMEWORK", "NODES")
     for r in runtimes:
         nodes = r.spec.ml_policy.num_nodes if r.spec.ml_policy else None
-        t.add_row(r.metadata.name or "", r.kind, runtime_framework(r) or "-", str(nodes or "-"))
+        row = [r.metadata.name or "", r.kind, runtime_framework(r) or "-", str(nodes or "-")]
+        t.add_row(*([r.metadata.namespace or ""] if namespaces else []), *row)
     return t
 
 
@@ -695,43 +709,100 @@ def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names
         typer.echo(dump(data, output))
 
 
-def applied_line(obj: Manifest) -> str:
-    """``<plural>.<group>/<name> applied`` as kubectl prints it."""
-    group = obj.api_version.split("/")[0]
-    return f"{type(obj).PLURAL}.{group}/{obj.metadata.name} applied"
+def resource_name(res: Resource, name: str) -> str:
+    """``<plural>.<group>/<name>``, as ``apply``, ``delete``, ``suspend`` and ``resume`` name what
+    they changed."""
+    return f"{res.plural}.{res.group}/{name}"
 
 
 # --------------------------------------------------------------------------- jobs by kind
 
-KIND_NAMES: dict[str, JobKind[Any]] = {
-    alias: kind
-    for kind in (TRAINJOB, MPIJOB)
-    for plural, singular, group in [(kind.resource.plural, kind.resource.kind.lower(), kind.resource.group)]
-    for alias in (plural, singular, f"{plural}.{group}", f"{singular}.{group}")
-}
-"""The names a job type goes by, as kubectl takes them: ``trainjob``, ``trainjobs``,
-``trainjobs.trainer.kubeflow.org``, ``mpijob``, ``mpijobs.kubeflow.org``..."""
+
+@dataclass(frozen=True)
+class ObjectType:
+    """A TYPE of ``get``, ``list`` and ``delete``: the kinds it covers and, for a job type, its
+    :class:`JobKind`."""
+
+    name: str
+    """The plural, as kubectl names the type: ``trainjobs``, ``runtimes``..."""
+    resources: tuple[Resource, ...]
+    job: JobKind[Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """What ``No <label> found.`` says: ``TrainJobs``, ``ClusterTrainingRuntimes``, ``runtimes``."""
+        return f"{self.resources[0].kind}s" if len(self.resources) == 1 else self.name
 
 
-def job_kind(text: str) -> JobKind[Any]:
-    """The job kind a type name means (:data:`KIND_NAMES`). Raises ``typer.BadParameter`` (exit 2)."""
-    kind = KIND_NAMES.get(text.lower())
-    if kind is None:
-        raise typer.BadParameter(f"unknown job type {text!r}; expected trainjob or mpijob")
-    return kind
+RUNTIMES = ObjectType("runtimes", (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES))
+"""The namespace's TrainingRuntimes and the ClusterTrainingRuntimes together."""
+
+
+def object_types() -> dict[str, ObjectType]:
+    """Every name of every type, as kubectl takes them: the plural, the singular, the short names
+    of the CRD (:data:`api.crd.CRDS`: ``tj``, ``tr``, ``ctr``, ``mpij``), and the first two with
+    the group (``trainjobs.trainer.kubeflow.org``); then ``runtimes`` and ``runtime``
+    (:data:`RUNTIMES`)."""
+    jobs = {kind.resource: kind for kind in (TRAINJOB, MPIJOB)}
+    types: dict[str, ObjectType] = {}
+    for crd in CRDS:
+        res, singular = crd.resource, crd.resource.kind.lower()
+        t = ObjectType(res.plural, (res,), jobs.get(res))
+        for name in (res.plural, singular, *crd.short_names, f"{res.plural}.{res.group}", f"{singular}.{res.group}"):
+            types[name] = t
+    return types | {"runtimes": RUNTIMES, "runtime": RUNTIMES}
+
+
+TYPES = object_types()
+
+
+def type_names() -> str:
+    """The types and their other names without the group, for help and errors:
+    ``trainjobs (trainjob, tj), ...``."""
+    names: dict[str, list[str]] = {}
+    for name, t in TYPES.items():
+        if name != t.name and "." not in name:
+            names.setdefault(t.name, []).append(name)
+        names.setdefault(t.name, [])
+    return ", ".join(f"{t} ({', '.join(others)})" if others else t for t, others in names.items())
+
+
+def object_type(text: str) -> ObjectType:
+    """The type a name means (:data:`TYPES`, any case). Raises ``typer.BadParameter`` (exit 2)
+    naming the types."""
+    found = TYPES.get(text.lower())
+    if found is None:
+        raise typer.BadParameter(f"unknown resource type {text!r}; the types are {type_names()}")
+    return found
+
+
+def parse_target(args: Sequence[str]) -> tuple[ObjectType, str | None]:
+    """The type and name of ``TYPE NAME`` or ``TYPE/NAME``, of ``TYPE`` (name None: every object of
+    the type), or of ``NAME`` alone, when it names no type: a TrainJob (the form before TYPE). Raises
+    ``typer.BadParameter`` (exit 2) for an unknown type or more words."""
+    if len(args) == 1 and "/" not in args[0]:
+        found = TYPES.get(args[0].lower())
+        return (found, None) if found else (TYPES[TRAINJOBS.plural], args[0])
+    if len(args) == 1:
+        text, name = args[0].split("/", 1)
+    elif len(args) == 2:
+        text, name = args
+    else:
+        raise typer.BadParameter(f"expected TYPE, TYPE NAME or TYPE/NAME, got {' '.join(args)!r}")
+    if not name:
+        raise typer.BadParameter(f"no NAME after {text!r}")
+    return object_type(text), name
 
 
 def target(args: Sequence[str]) -> tuple[JobKind[Any], str]:
-    """The kind and name of ``NAME`` (a TrainJob), ``TYPE/NAME`` or ``TYPE NAME``. Raises
-    ``typer.BadParameter`` (exit 2) for anything else."""
-    if len(args) == 2:
-        return job_kind(args[0]), args[1]
-    if len(args) == 1 and "/" in args[0]:
-        kind, name = args[0].split("/", 1)
-        return job_kind(kind), name
-    if len(args) == 1:
-        return TRAINJOB, args[0]
-    raise typer.BadParameter(f"expected NAME, TYPE/NAME or TYPE NAME, got {' '.join(args)!r}")
+    """The job kind and name of ``TYPE NAME``, ``TYPE/NAME`` or ``NAME`` (a TrainJob), TYPE a job
+    type (:func:`parse_target`). Raises ``typer.BadParameter`` (exit 2) for anything else."""
+    t, name = parse_target(args)
+    if t.job is None:
+        raise typer.BadParameter(f"{t.name} are not jobs; expected trainjobs or mpijobs (or their other names)")
+    if name is None:
+        raise typer.BadParameter(f"expected {args[0]} NAME: {args[0]!r} is a type, not a job's name")
+    return t.job, name
 
 
 def job_client(c: AsyncTrainerClient, kind: JobKind[Any]) -> AsyncJobClient[Any]:
@@ -846,95 +917,171 @@ def read_manifests(files: Sequence[str], recursive: bool = False) -> list[Manife
 JobArgs = Annotated[
     list[str],
     typer.Argument(
-        metavar="[TYPE] NAME", help="job name: NAME (a TrainJob), TYPE/NAME or TYPE NAME (TYPE trainjob or mpijob)"
+        metavar="[TYPE] NAME",
+        help="job: TYPE NAME or TYPE/NAME (TYPE trainjobs, tj, mpijobs, mpij...), or NAME alone: a TrainJob",
     ),
 ]
 WatchOpt = Annotated[bool, typer.Option("--watch", "-w", help="after listing, print each change until interrupted")]
+FILENAME_HELP = "YAML/JSON file or directory of TrainJobs, MPIJobs and runtimes; - for stdin"
+FilenameOpt = Annotated[list[str], typer.Option("--filename", "-f", help=FILENAME_HELP)]
+RecursiveOpt = Annotated[bool, typer.Option("--recursive", "-R", help="read the directories of -f recursively")]
+QueueOpt = Annotated[
+    str | None, typer.Option(help="Kueue LocalQueue of the TrainJobs (label kueue.x-k8s.io/queue-name)")
+]
+MulticlusterOpt = Annotated[
+    bool,
+    typer.Option(
+        help="submit the TrainJobs to a MultiKueue manager cluster: managedBy kueue.x-k8s.io/multikueue, "
+        "the queue label (--queue or the manifest's) and suspend; Kueue runs each on a worker cluster"
+    ),
+]
+SelectorOpt = Annotated[str | None, typer.Option("--selector", "-l", help="label selector")]
+AllNamespacesOpt = Annotated[bool, typer.Option("--all-namespaces", "-A", help="every namespace")]
+RuntimeOpt = Annotated[str | None, typer.Option(help="only TrainJobs of this runtime")]
+QueueFilterOpt = Annotated[
+    str | None, typer.Option(help="only jobs naming this Kueue (label) or Volcano (annotation) queue")
+]
+TYPE_HELP = f"one of {type_names()}"
+
+
+def read_files(
+    files: Sequence[str], recursive: bool, verb: str, queue: str | None = None, multicluster: bool = False
+) -> list[Manifest]:
+    """The objects of ``-f`` (:func:`read_manifests`), checked before the cluster is contacted: each
+    has a ``metadata.name`` unless ``verb`` is ``create`` (which completes a
+    ``metadata.generateName``), and ``multicluster`` can mark each TrainJob. Prints the error and
+    exits 1 otherwise."""
+    try:
+        objs = read_manifests(files, recursive)
+        if verb != "create":
+            require_names(objs, verb)
+        if multicluster:
+            for obj in objs:
+                if isinstance(obj, TrainJob):
+                    for_multicluster(wire_dict(obj), queue)
+    except TrainerClientError as e:
+        fail(str(e))
+    return objs
+
+
+def submit(
+    s: Settings,
+    objs: Sequence[Manifest],
+    send: Callable[[AsyncTrainerClient, Manifest], Awaitable[list[Manifest]]],
+    line: Callable[[Manifest], str],
+) -> None:
+    """Send the objects one by one; as tables, print the ``line`` of each stored object as it is
+    done (those before an error stay printed), else all stored objects at the end."""
+
+    async def each(c: AsyncTrainerClient) -> list[Manifest]:
+        stored: list[Manifest] = []
+        for obj in objs:
+            done = await send(c, obj)
+            if s.output in TABLES:
+                for d in done:
+                    typer.echo(line(d))
+            stored += done
+        return stored
+
+    stored = run(s, each)
+    if s.output not in TABLES:
+        show(stored[0] if len(stored) == 1 else as_list(stored), s.output, list, stored)
 
 
 @app.command()
 def apply(
     ctx: typer.Context,
-    filename: Annotated[
-        list[str],
-        typer.Option(
-            "--filename", "-f", help="YAML/JSON file or directory of TrainJobs, MPIJobs and runtimes; - for stdin"
-        ),
-    ],
-    recursive: Annotated[
-        bool, typer.Option("--recursive", "-R", help="read the directories of -f recursively")
-    ] = False,
+    filename: FilenameOpt,
+    recursive: RecursiveOpt = False,
     force_conflicts: Annotated[bool, typer.Option(help="take over fields other managers own")] = False,
-    queue: Annotated[
-        str | None, typer.Option(help="Kueue LocalQueue of the TrainJobs (label kueue.x-k8s.io/queue-name)")
-    ] = None,
-    multicluster: Annotated[
-        bool,
-        typer.Option(
-            help="submit the TrainJobs to a MultiKueue manager cluster: managedBy kueue.x-k8s.io/multikueue, "
-            "the queue label (--queue or the manifest's) and suspend; Kueue runs each on a worker cluster"
-        ),
-    ] = False,
+    queue: QueueOpt = None,
+    multicluster: MulticlusterOpt = False,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Create or update TrainJobs, MPIJobs, TrainingRuntimes and ClusterTrainingRuntimes (server-side apply)."""
     s = settings(ctx, kubeconfig, namespace, output)
-    try:
-        objs = read_manifests(filename, recursive)
-        if multicluster:  # refuse before contacting the cluster
-            for obj in objs:
-                if isinstance(obj, TrainJob):
-                    for_multicluster(wire_dict(obj), queue)
-    except TrainerClientError as e:
-        fail(str(e))
-    stored = run(s, lambda c: c.apply(objs, s.namespace, force=force_conflicts, queue=queue, multicluster=multicluster))
-    if s.output in TABLES:
-        for obj in stored:
-            typer.echo(applied_line(obj))
-    else:
-        show(stored[0] if len(stored) == 1 else as_list(stored), s.output, list, stored)
+    objs = read_files(filename, recursive, "apply", queue, multicluster)
+    submit(
+        s,
+        objs,
+        lambda c, o: c.apply(o, s.namespace, force=force_conflicts, queue=queue, multicluster=multicluster),
+        lambda o: f"{resource_name(manifest_resource(o), o.metadata.name or '')} applied",
+    )
 
 
 @app.command()
-def get(
+def create(
     ctx: typer.Context,
-    args: JobArgs,
-    watch: WatchOpt = False,
+    filename: FilenameOpt,
+    recursive: RecursiveOpt = False,
+    queue: QueueOpt = None,
+    multicluster: MulticlusterOpt = False,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Show one job; STATE is the condition that holds it (e.g. WaitingForGang, RuntimeNotFound)."""
+    """Create TrainJobs, MPIJobs, TrainingRuntimes and ClusterTrainingRuntimes, as kubectl create: an
+    object named by metadata.generateName gets its name from the apiserver, and the line printed
+    (<kind>.<group>/<name> created) says which; one that exists already is an error."""
     s = settings(ctx, kubeconfig, namespace, output)
-    kind, name = target(args)
-    if watch:
-        run(s, lambda c: watch_jobs(c, kind, s.output, name=name), crd=kind.resource)
+    objs = read_files(filename, recursive, "create", queue, multicluster)
+    submit(
+        s,
+        objs,
+        lambda c, o: c.create(o, s.namespace, queue=queue, multicluster=multicluster),
+        lambda o: f"{object_name(o)} created",
+    )
+
+
+async def named_runtimes(
+    c: AsyncTrainerClient, t: ObjectType, name: str
+) -> list[TrainingRuntime | ClusterTrainingRuntime]:
+    """The runtimes of type ``t`` named ``name`` (a TrainingRuntime and a ClusterTrainingRuntime for
+    ``runtimes``). Raises :class:`NotFoundError` when there is none, :class:`ApiError`."""
+    found = []
+    for res in t.resources:
+        obj = await c.kube.get_or_none(res, c.namespace if res.namespaced else None, name)
+        if obj is not None:
+            found.append(runtime_from_dict(obj))
+    if not found:
+        namespaced = any(res.namespaced for res in t.resources)
+        raise NotFoundError(" or ".join(res.kind for res in t.resources), c.namespace if namespaced else None, name)
+    return found
+
+
+def list_objects(
+    s: Settings,
+    t: ObjectType,
+    *,
+    selector: str | None = None,
+    all_namespaces: bool = False,
+    watch: bool = False,
+    runtime: str | None = None,
+    queue: str | None = None,
+) -> None:
+    """What ``list TYPE`` and ``get TYPE`` print: the objects of ``t``, jobs oldest first, runtimes
+    by name; ``No <TYPE> found.`` on stderr when there is none. Raises ``typer.BadParameter``
+    (exit 2) for options the type does not take."""
+    if t.job is None:
+        if watch or runtime is not None or queue is not None:
+            raise typer.BadParameter(f"--watch, --runtime and --queue are for jobs, not {t.name}")
+
+        async def listed(c: AsyncTrainerClient) -> list[TrainingRuntime | ClusterTrainingRuntime]:
+            found = await c._runtime_objects(t.resources, label_selector=selector, all_namespaces=all_namespaces)
+            for res in t.resources:
+                if not found and not await crd_installed(c, res):
+                    raise CRDNotInstalledError(res)
+            return found
+
+        runtimes = run(s, listed)
+        if not runtimes and s.output in TABLES:
+            typer.echo(f"No {t.label} found.", err=True)
+            return
+        show(as_list(runtimes), s.output, lambda: [runtimes_table(runtimes, namespaces=all_namespaces)], runtimes)
         return
-    job = run(s, lambda c: job_client(c, kind).get_job(name), crd=kind.resource)
-    show_jobs([job], job, s.output)
-
-
-@app.command("list")
-def list_(
-    ctx: typer.Context,
-    kind_name: Annotated[str, typer.Argument(metavar="[TYPE]", help="trainjobs or mpijobs")] = "trainjobs",
-    runtime: Annotated[str | None, typer.Option(help="only TrainJobs of this runtime")] = None,
-    selector: Annotated[str | None, typer.Option("--selector", "-l", help="label selector")] = None,
-    queue: Annotated[
-        str | None, typer.Option(help="only jobs naming this Kueue (label) or Volcano (annotation) queue")
-    ] = None,
-    all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="every namespace")] = False,
-    watch: WatchOpt = False,
-    kubeconfig: KubeconfigOpt = None,
-    namespace: NamespaceOpt = None,
-    output: OutputOpt = None,
-) -> None:
-    """List jobs, oldest first; STATE is the condition that holds each (-o wide: with its reason and
-    message)."""
-    s = settings(ctx, kubeconfig, namespace, output)
-    kind = job_kind(kind_name)
+    kind = t.job
     if runtime is not None and kind is not TRAINJOB:
         raise typer.BadParameter("--runtime selects TrainJobs only")
 
@@ -956,30 +1103,74 @@ def list_(
     )
     jobs = [j for j in jobs if keep(j)]
     if not jobs and s.output in TABLES:
-        typer.echo(f"No {kind.resource.kind}s found.", err=True)
+        typer.echo(f"No {t.label} found.", err=True)
         return
     show_jobs(jobs, as_list(jobs), s.output, namespaces=all_namespaces)
 
 
 @app.command()
+def get(
+    ctx: typer.Context,
+    args: Annotated[list[str], typer.Argument(metavar="TYPE [NAME]", help=TYPE_HELP)],
+    watch: WatchOpt = False,
+    selector: SelectorOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    runtime: RuntimeOpt = None,
+    queue: QueueFilterOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    namespace: NamespaceOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """Show the objects of a TYPE (as list does) or the one named NAME; a job's STATE is the
+    condition that holds it (e.g. WaitingForGang, RuntimeNotFound). TYPE/NAME works too, and NAME
+    alone, when it names no type, is a TrainJob."""
+    s = settings(ctx, kubeconfig, namespace, output)
+    t, name = parse_target(args)
+    if name is None:
+        list_objects(s, t, selector=selector, all_namespaces=all_namespaces, watch=watch, runtime=runtime, queue=queue)
+        return
+    if selector is not None or all_namespaces or runtime is not None or queue is not None:
+        raise typer.BadParameter("-l, -A, --runtime and --queue select what a TYPE lists; not with a NAME")
+    if t.job is None:
+        if watch:
+            raise typer.BadParameter(f"--watch is for jobs, not {t.name}")
+        found = run(s, lambda c: named_runtimes(c, t, name), crd=t.resources[0])
+        show(found[0] if len(found) == 1 else as_list(found), s.output, lambda: [runtimes_table(found)], found)
+        return
+    kind = t.job
+    if watch:
+        run(s, lambda c: watch_jobs(c, kind, s.output, name=name), crd=kind.resource)
+        return
+    job = run(s, lambda c: job_client(c, kind).get_job(name), crd=kind.resource)
+    show_jobs([job], job, s.output)
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    type_: Annotated[str, typer.Argument(metavar="[TYPE]", help=f"{TYPE_HELP}; default trainjobs")] = "trainjobs",
+    runtime: RuntimeOpt = None,
+    selector: SelectorOpt = None,
+    queue: QueueFilterOpt = None,
+    all_namespaces: AllNamespacesOpt = False,
+    watch: WatchOpt = False,
+    kubeconfig: KubeconfigOpt = None,
+    namespace: NamespaceOpt = None,
+    output: OutputOpt = None,
+) -> None:
+    """List the objects of a TYPE (default TrainJobs): jobs oldest first, STATE being the condition
+    that holds each (-o wide: with its reason and message); runtimes by name."""
+    s = settings(ctx, kubeconfig, namespace, output)
+    t = object_type(type_)
+    list_objects(s, t, selector=selector, all_namespaces=all_namespaces, watch=watch, runtime=runtime, queue=queue)
+
+
+@app.command(hidden=True)
 def runtimes(
     ctx: typer.Context, kubeconfig: KubeconfigOpt = None, namespace: NamespaceOpt = None, output: OutputOpt = None
 ) -> None:
-    """List the TrainingRuntimes of the namespace and the ClusterTrainingRuntimes."""
-    s = settings(ctx, kubeconfig, namespace, output)
-
-    async def listed(c: AsyncTrainerClient) -> list[TrainingRuntime | ClusterTrainingRuntime]:
-        found = await c._runtime_objects()  # all of them, not only those the kubeflow SDK lists
-        for res in (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES):
-            if not found and not await crd_installed(c, res):
-                raise CRDNotInstalledError(res)
-        return found
-
-    found = run(s, listed)
-    if not found and s.output in TABLES:
-        typer.echo("No runtimes found.", err=True)
-        return
-    show(as_list(found), s.output, lambda: [runtimes_table(found)], found)
+    """``get runtimes``, by its name before TYPE (kept for scripts)."""
+    list_objects(settings(ctx, kubeconfig, namespace, output), RUNTIMES)
 
 
 @app.command()
@@ -1137,7 +1328,16 @@ def wait(
 @app.command()
 def delete(
     ctx: typer.Context,
-    args: JobArgs,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[TYPE] [NAME]",
+            help="TYPE NAME or TYPE/NAME (TYPE a job or runtime type, e.g. tj, mpij, tr, ctr), or NAME alone: "
+            "a TrainJob",
+        ),
+    ] = None,
+    filename: Annotated[list[str] | None, typer.Option("--filename", "-f", help=FILENAME_HELP)] = None,
+    recursive: RecursiveOpt = False,
     wait_: Annotated[bool, typer.Option("--wait", help="return once it is gone")] = False,
     ignore_not_found: Annotated[
         bool, typer.Option("--ignore-not-found", help="succeed, printing nothing, when it does not exist")
@@ -1145,21 +1345,45 @@ def delete(
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
 ) -> None:
-    """Delete a job (its Jobs, pods and Service go with it)."""
+    """Delete a job (its Jobs, pods and Service go with it) or a runtime by name, or every object the
+    files of -f name, in order; one that does not exist is an error once the others are deleted."""
     s = settings(ctx, kubeconfig, namespace, None)
-    kind, name = target(args)
+    if bool(args) == bool(filename):
+        raise typer.BadParameter("expected TYPE NAME, NAME or -f FILE (one of them)")
+    deletions: list[tuple[Resource, str, Manifest | None]] = []  # an object of -f, deleted where the client says
+    if filename:
+        deletions += [
+            (manifest_resource(o), o.metadata.name or "", o) for o in read_files(filename, recursive, "delete")
+        ]
+    else:
+        t, name = parse_target(args or [])
+        if name is None:
+            raise typer.BadParameter(f"expected {t.name} NAME: which one?")
+        if len(t.resources) != 1:
+            raise typer.BadParameter(
+                f"{t.name} are of two kinds: delete trainingruntime NAME or clustertrainingruntime NAME"
+            )
+        deletions.append((t.resources[0], name, None))
 
-    async def go(c: AsyncTrainerClient) -> bool:
-        try:
-            await job_client(c, kind).delete_job(name, wait=wait_)
-        except NotFoundError:
-            if ignore_not_found and await crd_installed(c, kind.resource):
-                return False
-            raise
-        return True
+    async def go(c: AsyncTrainerClient) -> None:
+        missing: NotFoundError | None = None
+        for res, name, obj in deletions:
+            try:
+                if obj is None:
+                    await delete_object(c.kube, res, c.namespace, name, wait=wait_)
+                else:
+                    await c.delete(obj, s.namespace, wait=wait_)
+            except NotFoundError as e:
+                if not await crd_installed(c, res):
+                    raise CRDNotInstalledError(res) from None
+                if not ignore_not_found:
+                    missing = missing or e
+                continue
+            typer.echo(f"{resource_name(res, name)} deleted")
+        if missing is not None:
+            raise missing
 
-    if run(s, go, crd=kind.resource):
-        typer.echo(f"{kind.resource.plural}.{kind.resource.group}/{name} deleted")
+    run(s, go)
 
 
 def set_suspend(
@@ -1179,7 +1403,7 @@ def set_suspend(
             raise
 
     run(s, go, crd=kind.resource)
-    typer.echo(f"{kind.resource.plural}.{kind.resource.group}/{name} {'suspended' if suspend else 'resumed'}")
+    typer.echo(f"{resource_name(kind.resource, name)} {'suspended' if suspend else 'resumed'}")
 
 
 @app.command()

@@ -269,6 +269,30 @@ async def test_a_given_namespace_wins_over_the_manifests() -> None:
     assert (await defaulted.create_job(manifest)).metadata.namespace == "default"
 
 
+async def test_create_and_delete_take_every_kind_where_the_namespace_rule_puts_them() -> None:
+    c, kube = client("team-a")
+    runtime = yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text())
+    runtime["metadata"]["name"] = "other"
+    job = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
+    created = await c.create([runtime, job])
+    assert [(o.kind, o.metadata.namespace) for o in created] == [
+        ("ClusterTrainingRuntime", None),
+        ("TrainJob", "team-a"),
+    ]
+    assert (await kube.get(TRAINJOBS, "team-a", "pytorch-simple"))["spec"]["runtimeRef"]["name"] == "torch-distributed"
+    with pytest.raises(sdk.AlreadyExistsError, match="TrainJob team-a/pytorch-simple already exists"):
+        await c.create(job)
+
+    generated = {**job, "metadata": {"generateName": "pytorch-"}}
+    for refuse in (c.apply, c.delete):
+        with pytest.raises(sdk.ManifestError, match=r"generateName 'pytorch-' has no metadata\.name"):
+            await refuse(generated)
+    assert [o.metadata.name for o in await c.delete([job, runtime])] == ["pytorch-simple", "other"]
+    assert await kube.get_or_none(TRAINJOBS, "team-a", "pytorch-simple") is None
+    with pytest.raises(NotFoundError, match="ClusterTrainingRuntime other not found"):
+        await c.delete(runtime)
+
+
 async def test_old_positional_arguments_warn_and_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
     c, kube = client("team-a")
     done = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())

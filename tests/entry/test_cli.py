@@ -67,7 +67,7 @@ def test_help_documents_the_exit_codes_and_every_command() -> None:
     text = " ".join(result.output.split())
     assert "Exit codes: 0 success; 1 the job Failed (wait) or an error" in text
     assert "2 usage error; 3 timeout" in text
-    for command in ("apply", "get", "list", "describe", "logs", "wait", "delete", "runtimes", "operator"):
+    for command in ("apply", "create", "get", "list", "describe", "logs", "wait", "delete", "operator"):
         assert command in result.output
     assert (cli.EXIT_OK, cli.EXIT_ERROR, cli.EXIT_USAGE, cli.EXIT_TIMEOUT) == (0, 1, 2, 3)
     assert tuple(cli.Status) == STATUSES
@@ -268,7 +268,8 @@ def test_operator_run_help_is_the_operators() -> None:
 class Apiserver:
     """An :class:`HttpDouble` served from a thread of its own (the CLI runs its own event loop):
     ``routes`` maps a path to an answer (a JSON object, its ``items`` narrowed by a ``key=value``
-    label selector, or text); anything else is the apiserver's plain-text ``404 page not found``."""
+    label selector, text, or a function of the method and body giving the JSON or the response);
+    anything else is the apiserver's plain-text ``404 page not found``."""
 
     def __init__(self, directory: Path) -> None:
         self.routes: dict[str, Any] = {}
@@ -285,6 +286,9 @@ class Apiserver:
             return web.Response(status=404, text="404 page not found")
         if isinstance(found, str):
             return web.Response(text=found)
+        if callable(found):
+            answer = found(request.method, await request.read())
+            return answer if isinstance(answer, web.StreamResponse) else web.json_response(answer)
         selector = dict(p.split("=", 1) for p in request.query.get("labelSelector", "").split(",") if p)
         if "items" in found and selector:
             labels = [(i["metadata"].get("labels") or {}) for i in found["items"]]
@@ -337,7 +341,12 @@ def one_error_line(result: Any) -> str:
         (["suspend", "x"], "TrainJob"),
         (["list", "mpijobs"], "MPIJob"),
         (["get", "mpijob/x"], "MPIJob"),
-        (["runtimes"], "ClusterTrainingRuntime"),
+        (["runtimes"], "TrainingRuntime"),
+        (["get", "runtimes"], "TrainingRuntime"),
+        (["get", "ctr"], "ClusterTrainingRuntime"),
+        (["get", "ctr", "x"], "ClusterTrainingRuntime"),
+        (["list", "tr"], "TrainingRuntime"),
+        (["delete", "tr/x"], "TrainingRuntime"),
     ],
 )
 def test_crds_not_installed_is_one_line_naming_the_install(apiserver: Apiserver, args: list[str], kind: str) -> None:
@@ -520,3 +529,182 @@ def test_apply_reads_a_directory_and_with_r_its_subdirectories(tmp_path: Path) -
     empty.mkdir()
     result = invoke("apply", "-f", str(empty))
     assert one_error_line(result) == f"error: {empty}: no .yaml, .yml, .json file in this directory"
+
+
+# --------------------------------------------------------------------------- kubectl's forms
+
+
+def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
+    declared = {}
+    for path in sorted((SAMPLES.parent / "crd" / "bases").glob("*.yaml")):
+        names = yaml.safe_load(path.read_text())["spec"]["names"]
+        declared[names["plural"]] = names.get("shortNames", [])
+    assert declared == {
+        "clustertrainingruntimes": ["ctr"],
+        "mpijobs": ["mpij"],
+        "trainingruntimes": ["tr"],
+        "trainjobs": ["tj"],
+    }
+    for plural, shorts in declared.items():
+        for name in (plural, plural[:-1], *shorts, f"{plural}.{cli.TYPES[plural].resources[0].group}", plural.upper()):
+            assert cli.object_type(name).name == plural, name
+    assert cli.object_type("runtime") is cli.object_type("runtimes") is cli.RUNTIMES
+    assert cli.object_type("tj").job is TRAINJOB and cli.object_type("mpij").job is MPIJOB
+    assert cli.object_type("ctr").job is None
+
+    assert cli.parse_target(["trainjobs"]) == (cli.TYPES["trainjobs"], None)
+    assert cli.parse_target(["tj", "x"]) == cli.parse_target(["trainjob/x"]) == (cli.TYPES["trainjobs"], "x")
+    assert cli.parse_target(["x"]) == (cli.TYPES["trainjobs"], "x")  # a NAME alone: a TrainJob, as before TYPE
+    assert cli.parse_target(["ctr/torch"]) == (cli.TYPES["clustertrainingruntimes"], "torch")
+    assert cli.target(["mpij", "pi"]) == (MPIJOB, "pi")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["get", "pods", "x"], "unknown resource type 'pods'; the types are trainjobs (trainjob, tj),"),
+        (["get", "deployments/x"], "unknown resource type 'deployments'"),
+        (["list", "pods"], "mpijobs (mpijob, mpij), runtimes (runtime)"),
+        (["delete", "pods", "x"], "clustertrainingruntimes (clustertrainingruntime, ctr)"),
+        (["describe", "tj"], "expected tj NAME: 'tj' is a type, not a job's name"),
+        (["logs", "ctr", "x"], "clustertrainingruntimes are not jobs"),
+        (["get", "tj", "x", "y"], "expected TYPE, TYPE NAME or TYPE/NAME"),
+        (["get", "tj/"], "no NAME after 'tj'"),
+        (["get", "tj", "x", "-l", "a=b"], "not with a NAME"),
+        (["get", "runtimes", "-w"], "--watch, --runtime and --queue are for jobs, not runtimes"),
+        (["delete"], "expected TYPE NAME, NAME or -f FILE"),
+        (["delete", "x", "-f", "x.yaml"], "expected TYPE NAME, NAME or -f FILE"),
+        (["delete", "runtimes", "x"], "delete trainingruntime NAME or clustertrainingruntime NAME"),
+    ],
+)
+def test_an_unknown_type_or_a_wrong_form_is_a_usage_error_naming_the_types(args: list[str], expected: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == cli.EXIT_USAGE, result.output
+    assert expected in " ".join(result.output.split())
+
+
+TRAINING_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/team-a/trainingruntimes"
+CLUSTER_RUNTIMES_PATH = "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"
+
+
+def runtime(kind: str, name: str) -> JSON:
+    obj: JSON = yaml.safe_load((SAMPLES / "torch-distributed.yaml").read_text())
+    obj["kind"] = kind
+    obj["metadata"] |= {"name": name, **({"namespace": "team-a"} if kind == "TrainingRuntime" else {})}
+    return obj
+
+
+def test_get_type_lists_and_get_type_name_shows_one(apiserver: Apiserver) -> None:
+    apiserver.routes[TRAINJOBS_PATH] = {
+        "items": [held("a", "team-a", "Running", "", ""), held("b", "team-a", "Running", "", "")]
+    }
+    apiserver.routes[f"{TRAINJOBS_PATH}/a"] = held("a", "team-a", "Running", "", "")
+    apiserver.routes[TRAINING_RUNTIMES_PATH] = {"items": [runtime("TrainingRuntime", "mine")]}
+    apiserver.routes[f"{TRAINING_RUNTIMES_PATH}/mine"] = runtime("TrainingRuntime", "mine")
+    apiserver.routes[CLUSTER_RUNTIMES_PATH] = {"items": [runtime("ClusterTrainingRuntime", "torch-distributed")]}
+
+    for form in (["get", "trainjobs"], ["get", "tj"], ["list", "trainjob"], ["list"]):
+        lines = apiserver(*form).output.splitlines()
+        assert lines[0].split() == list(cli.JOB_COLUMNS) and [line.split()[0] for line in lines[1:]] == ["a", "b"]
+    for form in (["get", "tj", "a"], ["get", "trainjobs.trainer.kubeflow.org/a"], ["get", "a"]):
+        assert apiserver(*form, "-o", "name").output == "trainjob.trainer.kubeflow.org/a\n", form
+
+    runtimes = apiserver("get", "runtimes").output.splitlines()
+    assert [line.split()[:3] for line in runtimes] == [
+        ["NAME", "KIND", "FRAMEWORK"],
+        ["mine", "TrainingRuntime", "torch"],
+        ["torch-distributed", "ClusterTrainingRuntime", "torch"],
+    ]
+    assert apiserver("runtimes").output.splitlines() == runtimes  # the command before `get runtimes`
+    assert (
+        apiserver("get", "ctr", "-o", "name").output
+        == "clustertrainingruntime.trainer.kubeflow.org/torch-distributed\n"
+    )
+    assert apiserver("get", "tr", "mine", "-o", "name").output == "trainingruntime.trainer.kubeflow.org/mine\n"
+    assert apiserver("get", "runtime", "mine", "-o", "json").output.count('"kind": "TrainingRuntime"') == 1
+    apiserver.routes.update(DISCOVERY)
+    assert one_error_line(apiserver("get", "tr", "nope")) == "error: TrainingRuntime team-a/nope not found"
+
+
+def generated(method: str, body: bytes) -> JSON:
+    """The apiserver's answer to a create: the object with the name made of its generateName."""
+    assert method == "POST"
+    obj: JSON = json.loads(body)
+    obj["metadata"]["name"] = obj["metadata"].pop("generateName") + "x7k2p"
+    return obj
+
+
+GENERATED = """apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  generateName: pytorch-
+spec:
+  runtimeRef: {name: torch-distributed}
+"""
+
+
+def test_create_names_an_object_by_its_generate_name_as_the_apiserver_completes_it(
+    apiserver: Apiserver, tmp_path: Path
+) -> None:
+    apiserver.routes[TRAINJOBS_PATH] = generated
+    path = tmp_path / "job.yaml"
+    path.write_text(GENERATED)
+    created = apiserver("create", "-f", str(path))
+    assert (created.exit_code, created.output) == (0, "trainjob.trainer.kubeflow.org/pytorch-x7k2p created\n")
+    (post,) = [r for r in apiserver.double.received if r.method == "POST"]
+    assert post.path == TRAINJOBS_PATH
+    assert json.loads(post.body)["metadata"] == {"generateName": "pytorch-", "namespace": "team-a"}
+
+    piped = runner.invoke(
+        cli.app,
+        ["--kubeconfig", apiserver.kubeconfig, "-n", "team-a", "create", "-f", "-", "-o", "name"],
+        input=GENERATED,
+    )
+    assert (piped.exit_code, piped.output) == (0, "trainjob.trainer.kubeflow.org/pytorch-x7k2p\n")
+
+    exists = {"kind": "Status", "code": 409, "reason": "AlreadyExists", "message": "exists"}
+    apiserver.routes[TRAINJOBS_PATH] = lambda method, body: web.json_response(exists, status=409)
+    refused = one_error_line(apiserver("create", "-f", str(SAMPLES / "trainjob.yaml")))
+    assert refused == "error: TrainJob team-a/pytorch-simple already exists"
+
+
+def test_apply_and_delete_refuse_a_generate_name_before_contacting_a_cluster(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(GENERATED)
+    for verb in ("apply", "delete"):
+        line = one_error_line(invoke(verb, "-f", str(path)))
+        assert line == (
+            f"error: TrainJob with metadata.generateName 'pytorch-' has no metadata.name: {verb} needs one "
+            "(create completes a generateName)"
+        )
+
+
+def test_delete_f_deletes_every_object_the_file_names(apiserver: Apiserver, tmp_path: Path) -> None:
+    apiserver.routes.update(DISCOVERY)
+    apiserver.routes[f"{TRAINJOBS_PATH}/a"] = held("a", "team-a", "Running", "", "")
+    apiserver.routes[f"{CLUSTER_RUNTIMES_PATH}/rt"] = runtime("ClusterTrainingRuntime", "rt")
+    docs = [
+        runtime("ClusterTrainingRuntime", "rt"),
+        held("gone", "elsewhere", "Running", "", ""),
+        held("a", "x", "Running", "", ""),
+    ]
+    for doc in docs:
+        doc.pop("status", None)
+    path = tmp_path / "all.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+
+    result = apiserver("delete", "-f", str(path))
+    assert result.exit_code == cli.EXIT_ERROR
+    assert (
+        result.stdout
+        == "clustertrainingruntimes.trainer.kubeflow.org/rt deleted\ntrainjobs.trainer.kubeflow.org/a deleted\n"
+    )
+    assert result.stderr == "error: TrainJob team-a/gone not found\n"  # after the others, in -n's namespace
+    deletes = [r.path for r in apiserver.double.received if r.method == "DELETE"]
+    assert deletes == [f"{CLUSTER_RUNTIMES_PATH}/rt", f"{TRAINJOBS_PATH}/gone", f"{TRAINJOBS_PATH}/a"]
+
+    quiet = apiserver("delete", "-f", str(path), "--ignore-not-found")
+    assert (quiet.exit_code, quiet.stderr) == (0, "")
+    by_name = apiserver("delete", "tj", "a")
+    assert (by_name.exit_code, by_name.output) == (0, "trainjobs.trainer.kubeflow.org/a deleted\n")
+    assert apiserver("delete", "ctr/rt").output == "clustertrainingruntimes.trainer.kubeflow.org/rt deleted\n"

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 import aiohttp
 from kubernetes_asyncio import config
@@ -45,7 +45,6 @@ from api.kinds import (
     TRAINJOBS,
     VOLCANO_PODGROUPS,
     Resource,
-    resource_of,
 )
 from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import (
@@ -64,7 +63,16 @@ from trainer.client.errors import (
     UnknownStepError,
     WaitTimeoutError,
 )
-from trainer.client.manifest import Manifest, Source, load_manifests, load_trainjob, wire_dict, with_namespace
+from trainer.client.manifest import (
+    Manifest,
+    Source,
+    load_manifests,
+    load_trainjob,
+    manifest_resource,
+    require_names,
+    wire_dict,
+    with_namespace,
+)
 from trainer.client.multicluster import JOB_UID_LABEL, WorkloadInfo, for_multicluster, owned_workload
 from trainer.client.shapes import Runtime, runtime_of, trainjob_of
 from trainer.client.shapes import TrainJob as Shape
@@ -108,6 +116,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 
 C = TypeVar("C")
+M = TypeVar("M", bound=Manifest)
 
 
 def legacy_callbacks(
@@ -260,6 +269,30 @@ async def observe(
         except ApiError as e:
             if not e.gone:
                 raise
+
+
+async def delete_object(
+    kube: Kube, res: Resource, namespace: str | None, name: str, *, wait: bool = False, timeout: float = 60.0
+) -> None:
+    """Delete one object (its dependents go by background cascading deletion); ``namespace`` is
+    ignored for a cluster-scoped ``res``. With ``wait``, return only once it is gone. Raises
+    :class:`NotFoundError` when it does not exist, :class:`WaitTimeoutError` when ``wait`` and it is
+    still there after ``timeout`` seconds, :class:`ApiError`."""
+    namespace = namespace if res.namespaced else None
+    if not await kube.delete(res, namespace, name):
+        raise NotFoundError(res.kind, namespace, name)
+    if not wait:
+        return
+    try:
+        async with asyncio.timeout(timeout) as scope:
+            async for items in observe(kube, res, namespace, field_selector=f"metadata.name={name}"):
+                if name not in items:
+                    return
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        where = f"{namespace}/{name}" if namespace else name
+        raise WaitTimeoutError(f"{res.kind} {where} to be deleted", timeout, "still there") from None
 
 
 class AsyncJobClient(Generic[J]):
@@ -610,22 +643,9 @@ class AsyncJobClient(Generic[J]):
     async def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Delete the job (its children go by background cascading deletion). With ``wait``, return
         only once it is gone. Raises :class:`NotFoundError` when it does not exist,
-        :class:`WaitTimeoutError` when ``wait`` and it is still there after ``timeout`` seconds."""
-        if not await self.kube.delete(self.kind.resource, self.namespace, name):
-            raise NotFoundError(self.kind.resource.kind, self.namespace, name)
-        if not wait:
-            return
-        try:
-            async with asyncio.timeout(timeout) as scope:
-                async for items in observe(
-                    self.kube, self.kind.resource, self.namespace, field_selector=f"metadata.name={name}"
-                ):
-                    if name not in items:
-                        return
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            raise WaitTimeoutError(f"{self._what(name)} to be deleted", timeout, "still there") from None
+        :class:`WaitTimeoutError` when ``wait`` and it is still there after ``timeout`` seconds
+        (:func:`delete_object`)."""
+        await delete_object(self.kube, self.kind.resource, self.namespace, name, wait=wait, timeout=timeout)
 
     async def get_podgroup(self, name: str) -> JSON | None:
         """The Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) named after the job, or None
@@ -633,6 +653,11 @@ class AsyncJobClient(Generic[J]):
         a plain-text body, which :meth:`Kube.request` cannot decode, hence the raw request).
         Raises :class:`ApiError` on other failures."""
         return await self._get_optional(VOLCANO_PODGROUPS.path(self.namespace, name))
+
+
+def _wire(obj: Manifest, queue: str | None, multicluster: bool) -> JSON:
+    """What is sent for ``obj``: :func:`wire_dict`, a TrainJob marked by :func:`_dispatched`."""
+    return _dispatched(wire_dict(obj), queue, multicluster) if isinstance(obj, TrainJob) else wire_dict(obj)
 
 
 def _dispatched(body: JSON, queue: str | None, multicluster: bool) -> JSON:
@@ -725,20 +750,29 @@ class AsyncTrainerClient:
 
     # ----------------------------------------------------------------------- runtimes
 
-    async def _runtime_objects(self) -> list[TrainingRuntime | ClusterTrainingRuntime]:
-        """Every TrainingRuntime of the namespace, then every ClusterTrainingRuntime, each by name:
-        also those without the ``trainer.kubeflow.org/framework`` label, and a name present in both
-        scopes twice (``spec.runtimeRef.kind`` picks one); none of a kind whose CRD is not
-        installed. Raises :class:`ApiError`."""
+    async def _runtime_objects(
+        self,
+        kinds: Iterable[Resource] = (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES),
+        *,
+        label_selector: str | None = None,
+        all_namespaces: bool = False,
+    ) -> list[TrainingRuntime | ClusterTrainingRuntime]:
+        """Every TrainingRuntime of the namespace (of every namespace with ``all_namespaces``), then
+        every ClusterTrainingRuntime, each by namespace and name, of ``kinds`` (those two resources)
+        and the label selector: also those without the ``trainer.kubeflow.org/framework`` label, and
+        a name present in both scopes twice (``spec.runtimeRef.kind`` picks one); none of a kind
+        whose CRD is not installed. Raises :class:`ApiError`."""
         out: list[TrainingRuntime | ClusterTrainingRuntime] = []
-        for res, ns in ((TRAINING_RUNTIMES, self.namespace), (CLUSTER_TRAINING_RUNTIMES, None)):
+        for res in kinds:
+            ns = self.namespace if res.namespaced and not all_namespaces else None
             try:
-                items, _ = await self.kube.list(res, ns)
+                items, _ = await self.kube.list(res, ns, label_selector)
             except ApiError as e:
                 if e.not_found:  # the CRD is not installed
                     continue
                 raise
-            out += sorted((runtime_from_dict(i) for i in items), key=lambda r: r.metadata.name or "")
+            found = (runtime_from_dict(i) for i in items)
+            out += sorted(found, key=lambda r: (r.metadata.namespace or "", r.metadata.name or ""))
         return out
 
     async def list_runtimes(self) -> list[Runtime]:
@@ -880,13 +914,14 @@ class AsyncTrainerClient:
             if meta.get(key):
                 metadata[key] = dict(meta[key])
         body = {"apiVersion": TrainJob.model_fields["api_version"].default, "kind": TrainJob.KIND, "metadata": metadata}
-        await self._create(load_trainjob({**body, "spec": spec}), None, None, False)
+        job = load_trainjob({**body, "spec": spec})
+        await self._create(job, _wire(job, None, False), None)
         return name
 
     def _namespace_for(self, obj: Manifest, namespace: str | None) -> str | None:
         """Where a namespaced object goes: ``namespace`` if given, else the client's when it was
         given, else the object's own, else the client's (its context's)."""
-        if not resource_of({"apiVersion": obj.api_version, "kind": obj.kind}).namespaced:
+        if not manifest_resource(obj).namespaced:
             return None
         if namespace:
             return namespace
@@ -894,17 +929,17 @@ class AsyncTrainerClient:
             return self.namespace
         return obj.metadata.namespace or self.namespace
 
-    async def _create(self, job: TrainJob, namespace: str | None, queue: str | None, multicluster: bool) -> TrainJob:
-        """Create ``job`` where :meth:`create_job` says; returns the stored object."""
-        ns = self._namespace_for(job, namespace)
-        body = with_namespace(_dispatched(wire_dict(job), queue, multicluster), ns)
+    async def _create(self, obj: M, body: JSON, namespace: str | None) -> M:
+        """Create ``obj`` as ``body`` (:func:`_wire`) where :meth:`create_job` puts a TrainJob;
+        returns the stored object (with the name the apiserver made of a ``generateName``)."""
+        ns = self._namespace_for(obj, namespace)
         try:
-            created = await self.kube.create(TRAINJOBS, ns, body)
+            created = await self.kube.create(manifest_resource(obj), ns, with_namespace(body, ns))
         except ApiError as e:
             if e.conflict:
-                raise AlreadyExistsError(job.kind, ns, job.metadata.name or "") from None
+                raise AlreadyExistsError(obj.kind, ns, obj.metadata.name or "") from None
             raise
-        return TrainJob.model_validate(created)
+        return cast(M, type(obj).model_validate(created))
 
     async def create_job(
         self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
@@ -925,7 +960,26 @@ class AsyncTrainerClient:
         the name is taken; :class:`ApiError` when the apiserver refuses it (e.g. 422 from the CRD's
         validation).
         """
-        return await self._shape(await self._create(load_trainjob(manifest), namespace, queue, multicluster))
+        job = load_trainjob(manifest)
+        return await self._shape(await self._create(job, _wire(job, queue, multicluster), namespace))
+
+    async def create(
+        self, manifests: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
+    ) -> list[Manifest]:
+        """Create every object of ``manifests`` (TrainJobs, MPIJobs, TrainingRuntimes,
+        ClusterTrainingRuntimes), in order, like ``kubectl create``: an object may have
+        ``metadata.generateName`` instead of a name, which the apiserver completes. Namespaced
+        objects go where :meth:`create_job` puts a TrainJob; ``queue`` and ``multicluster`` apply to
+        the TrainJobs as there. Returns the stored :mod:`api` objects (with their names). All are
+        validated (and marked) before the first is sent.
+
+        Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
+        mark); :class:`AlreadyExistsError` when a name is taken (the objects before it stay
+        created); :class:`ApiError` when the apiserver refuses one.
+        """
+        objs = load_manifests(manifests)
+        bodies = [_wire(o, queue, multicluster) for o in objs]
+        return [await self._create(o, body, namespace) for o, body in zip(objs, bodies, strict=True)]
 
     async def apply(
         self,
@@ -942,14 +996,13 @@ class AsyncTrainerClient:
         and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
         Returns the stored :mod:`api` objects. All are validated (and marked) before the first is sent.
 
-        Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
-        mark); :class:`ApiError` when the apiserver refuses one (409 on a field conflict unless
-        ``force``).
+        Raises :class:`ManifestError` for invalid input, an object without ``metadata.name`` (a
+        ``generateName`` only: :meth:`create` it), or a TrainJob ``multicluster`` cannot mark;
+        :class:`ApiError` when the apiserver refuses one (409 on a field conflict unless ``force``).
         """
         objs = load_manifests(manifests)
-        bodies = [
-            _dispatched(wire_dict(o), queue, multicluster) if isinstance(o, TrainJob) else wire_dict(o) for o in objs
-        ]
+        require_names(objs, "apply")
+        bodies = [_wire(o, queue, multicluster) for o in objs]
         out: list[Manifest] = []
         for obj, wire in zip(objs, bodies, strict=True):
             body = with_namespace(wire, self._namespace_for(obj, namespace))
@@ -1052,6 +1105,24 @@ class AsyncTrainerClient:
         return once it is gone. Raises :class:`NotFoundError` (a ``RuntimeError``, as the SDK),
         :class:`WaitTimeoutError` when ``wait`` and it is still there after ``timeout`` seconds."""
         await self._jobs.delete_job(name, wait=wait, timeout=timeout)
+
+    async def delete(
+        self, manifests: Source, namespace: str | None = None, *, wait: bool = False, timeout: float = 60.0
+    ) -> list[Manifest]:
+        """Delete every object ``manifests`` names (by kind and ``metadata.name``; namespaced ones
+        where :meth:`create_job` puts a TrainJob), in order, like ``kubectl delete -f``; with
+        ``wait``, each is gone before the next is deleted. Returns the objects as read.
+
+        Raises :class:`ManifestError` for invalid input or an object without ``metadata.name``,
+        before anything is deleted; :class:`NotFoundError` for one that does not exist (those
+        before it stay deleted); :class:`WaitTimeoutError`, :class:`ApiError` (:func:`delete_object`).
+        """
+        objs = load_manifests(manifests)
+        require_names(objs, "delete")
+        for obj in objs:
+            res, ns, name = manifest_resource(obj), self._namespace_for(obj, namespace), obj.metadata.name or ""
+            await delete_object(self.kube, res, ns, name, wait=wait, timeout=timeout)
+        return objs
 
     async def wait_for_pod(
         self, name: str, step: str | None = None, node: int | None = None, timeout: float = DEFAULT_POD_TIMEOUT

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from api.base import Model, ObjectMeta
+from api.kinds import Resource, resource_of
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.errors import ManifestError
@@ -136,8 +137,12 @@ def unknown_fields(model: BaseModel, path: str = "") -> list[str]:
 def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
     """Validate one document as the :mod:`api` model its ``kind`` names.
 
+    An object may have ``metadata.generateName`` instead of ``metadata.name`` (only create
+    accepts it: :func:`require_names`).
+
     Raises :class:`ManifestError` (one line, naming ``where`` and the object) when it is not a
-    mapping, has an unsupported ``apiVersion``/``kind``, fails validation or has unknown fields.
+    mapping, has an unsupported ``apiVersion``/``kind``, neither ``metadata.name`` nor
+    ``metadata.generateName``, fails validation or has unknown fields.
     """
     if isinstance(doc, Model):
         doc = wire_dict(doc)  # re-validate: a model built in Python may hold anything
@@ -151,10 +156,10 @@ def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
     api_version = KINDS[str(kind)].model_fields["api_version"].default
     if doc.get("apiVersion") != api_version:
         raise ManifestError(f"{where}: {kind} must have apiVersion {api_version}, not {doc.get('apiVersion')!r}")
-    name = meta(doc).name
+    name = meta(doc).name or (doc.get("metadata") or {}).get("generateName")
     what = f"{kind} {name!r}" if name else str(kind)
     if not name:
-        raise ManifestError(f"{where}: {what} has no metadata.name")
+        raise ManifestError(f"{where}: {what} has no metadata.name (nor metadata.generateName)")
     try:
         obj = KINDS[str(kind)].model_validate(dict(doc))
     except ValidationError as e:
@@ -163,6 +168,30 @@ def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
     if unknown:
         raise ManifestError(f"{where}: {what} has fields this API does not know: {', '.join(unknown)}")
     return obj
+
+
+def manifest_resource(obj: Manifest) -> Resource:
+    """Where the object's kind lives (:func:`api.kinds.resource_of`): group, version, plural, scope."""
+    return resource_of({"apiVersion": obj.api_version, "kind": obj.kind})
+
+
+def generate_name(obj: Manifest) -> str | None:
+    """The object's ``metadata.generateName`` (a prefix the apiserver completes into a name on
+    create), None when it has none."""
+    value = (obj.metadata.model_extra or {}).get("generateName")
+    return str(value) if value else None
+
+
+def require_names(objs: Sequence[Manifest], verb: str) -> None:
+    """Check that every object has a ``metadata.name``: only create completes a
+    ``metadata.generateName``. Raises :class:`ManifestError` naming the first that has none and
+    ``verb``, the operation that needs one (``apply``, ``delete``)."""
+    for obj in objs:
+        if not obj.metadata.name:
+            raise ManifestError(
+                f"{obj.kind} with metadata.generateName {generate_name(obj)!r} has no metadata.name: "
+                f"{verb} needs one (create completes a generateName)"
+            )
 
 
 def load_manifests(source: Source) -> list[Manifest]:

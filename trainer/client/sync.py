@@ -68,8 +68,8 @@ class TrainerClient:
     its ``namespace``, ``config_file`` and ``context`` are read), or a kubeconfig path (this
     client's first argument before). ``kubeconfig`` defaults to ``$KUBECONFIG``/``~/.kube/config``,
     else the in-cluster configuration; ``namespace`` to the current context's. A namespace given
-    here also wins over a manifest's own in :meth:`create_job` and :meth:`apply`. Close with
-    :meth:`close` or use as a context manager.
+    here also wins over a manifest's own in :meth:`create_job`, :meth:`create`, :meth:`apply` and
+    :meth:`delete`. Close with :meth:`close` or use as a context manager.
 
     Raises ``ValueError`` for a ``backend_config`` of another kind (the SDK's local-process and
     container backends) or with a ``client_configuration``; what :meth:`AsyncTrainerClient.connect`
@@ -207,6 +207,14 @@ class TrainerClient:
         and ``multicluster`` mark the TrainJobs as :meth:`create_job` does."""
         return self._run(self._client.apply(manifests, namespace, force, queue=queue, multicluster=multicluster))
 
+    def create(
+        self, manifests: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
+    ) -> list[Manifest]:
+        """Create TrainJobs, MPIJobs and runtimes, a ``metadata.generateName`` completed by the
+        apiserver; returns the stored :mod:`api` objects (:meth:`AsyncTrainerClient.create`, for
+        what it raises)."""
+        return self._run(self._client.create(manifests, namespace, queue=queue, multicluster=multicluster))
+
     def get_job(self, name: str) -> TrainJob:
         """The TrainJob ``name`` (:class:`trainer.client.shapes.TrainJob`). Raises
         :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
@@ -265,6 +273,13 @@ class TrainerClient:
     def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Delete the TrainJob (with ``wait``, return once it is gone). Raises :class:`NotFoundError`."""
         self._run(self._client.delete_job(name, wait=wait, timeout=timeout))
+
+    def delete(
+        self, manifests: Source, namespace: str | None = None, *, wait: bool = False, timeout: float = 60.0
+    ) -> list[Manifest]:
+        """Delete the objects ``manifests`` names; returns them (:meth:`AsyncTrainerClient.delete`,
+        for what it raises: :class:`NotFoundError`, :class:`ManifestError`...)."""
+        return self._run(self._client.delete(manifests, namespace, wait=wait, timeout=timeout))
 
     def get_workload(self, name: str) -> WorkloadInfo | None:
         """The TrainJob's Kueue Workload (``cluster_name``: the worker cluster it runs on), if any."""
