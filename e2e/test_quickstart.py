@@ -1,4 +1,4 @@
-"""The README's quick start, read from README.md (the fenced block between its ``<!-- quickstart``
+"""The quick start, read from docs/quickstart.md (the fenced block between its ``<!-- quickstart``
 and ``<!-- end of quickstart -->`` markers) and run as written, one bash process, against the
 session's cluster.
 
@@ -7,7 +7,7 @@ run`` in the background, ``trainer apply`` of the runtime and the quick start Tr
 (Complete), ``trainer describe``, ``trainer logs -f``, ``trainer delete``, ``kill %1``. Each command must
 exit 0 but ``trainer logs``: on KWOK nodes no kubelet serves logs, and it must then say so in one line.
 
-Substituted, because the session's cluster is not the README's and is shared with the suite:
+Substituted, because the session's cluster is not the quick start's and is shared with the suite:
 
 - the install line (``python3 -m venv``, ``pip install``) and ``make binaries``: the suite runs in
   the venv that has the project and the binaries already; the test puts that venv first on PATH;
@@ -41,18 +41,18 @@ from localcluster.binaries import ensure
 from localcluster.operator_process import Operator
 
 pytestmark = pytest.mark.e2e
-README = ROOT / "README.md"
+QUICKSTART = ROOT / "docs" / "quickstart.md"
 START = re.compile(r"^<!-- quickstart\b.*-->$", re.M)
 END = "<!-- end of quickstart -->"
 RELEASE, NAMESPACE = "quickstart", "trainer-quickstart"
 RC = "::quickstart-rc::"
 
 
-def quickstart_commands(readme: str) -> list[str]:
-    """The commands of the README's quick start block, continuation lines joined, comments kept."""
-    start = START.search(readme)
-    assert start, f"README.md has no quick start block ({START.pattern})"
-    block = readme[start.end() : readme.index(END, start.end())].strip()
+def quickstart_commands(page: str) -> list[str]:
+    """The commands of the quick start block of ``page``, continuation lines joined, comments kept."""
+    start = START.search(page)
+    assert start, f"docs/quickstart.md has no quick start block ({START.pattern})"
+    block = page[start.end() : page.index(END, start.end())].strip()
     assert block.startswith("```sh\n") and block.endswith("\n```"), "the quick start block is not a ```sh fence"
     commands, pending = [], ""
     for line in block.splitlines()[1:-1]:
@@ -83,8 +83,8 @@ def substitute(command: str, cluster: Any, tmp: Path) -> str | None:
     return command
 
 
-def test_the_readme_block_is_found_and_complete() -> None:
-    commands = quickstart_commands(README.read_text())
+def test_the_quick_start_block_is_found_and_complete() -> None:
+    commands = quickstart_commands(QUICKSTART.read_text())
     for step in ("helm install", "trainer apply", "trainer wait", "trainer describe", "trainer logs -f"):
         assert any(c.startswith(step) for c in commands), f"the quick start has no {step!r}"
     assert any(c.startswith("trainer delete") for c in commands)
@@ -112,7 +112,7 @@ def helm_env(cluster: Any, tmp_path: Path) -> Iterator[dict[str, str]]:
         cluster.run_kubectl("delete", "trainjob", "quickstart", "-n", "default", "--ignore-not-found", check=False)
 
 
-def test_the_readme_quick_start_runs_as_written(
+def test_the_quick_start_runs_as_written(
     cluster: Any, operator: Operator, helm_env: dict[str, str], tmp_path: Path
 ) -> None:
     work = tmp_path / "quickstart"
@@ -120,7 +120,7 @@ def test_the_readme_quick_start_runs_as_written(
     cluster.run_kubectl(
         "delete", "trainjob", "quickstart", "-n", "default", "--ignore-not-found", "--wait", check=False
     )
-    commands = quickstart_commands(README.read_text())
+    commands = quickstart_commands(QUICKSTART.read_text())
     script = ["set -u", f"export PATH={Path(sys.executable).parent}:$PATH", f"cd {ROOT}"]
     run: list[str] = []
     for command in commands:
