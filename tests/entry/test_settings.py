@@ -96,7 +96,7 @@ def test_the_consumers_options_come_from_the_settings() -> None:
 
 def test_operating_md_lists_exactly_the_flags() -> None:
     page = (ROOT / "docs" / "operating.md").read_text()
-    paragraph = page[page.index("Flags (each also read from") :].split("\n\n")[0]
+    paragraph = page[page.index("<!-- flags table:") :].split("<!-- end of flags table")[0]
     listed = set(re.findall(r"`(--[a-z-]+)", paragraph)) - {"--help"}
     declared = {flag_name(f) for f, _ in flags()}
     assert listed == declared, f"docs/operating.md's flag list differs from trainer/settings.py: {listed ^ declared}"
