@@ -1,11 +1,13 @@
 """The ``trainer`` command line end to end on the real local cluster, run as a user runs it (a
 separate process): apply the sample, wait, get, list, describe, logs of a named step, delete, and
-the exit codes a script relies on. Logs come from the log nodes of :mod:`e2e.test_sdk`."""
+the exit codes a script relies on; kubectl's forms: ``get TYPE [NAME]``, ``create -f`` of a
+``generateName``, ``delete -f``. Logs come from the log nodes of :mod:`e2e.test_sdk`."""
 
 from __future__ import annotations
 
 import json
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -28,9 +30,9 @@ class Trainer:
     def __init__(self, kubeconfig: Path, namespace: str) -> None:
         self.kubeconfig, self.namespace = kubeconfig, namespace
 
-    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def __call__(self, *args: str, timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, input=stdin)
 
     def start(self, *args: str) -> Streamed:
         """Start ``trainer ... ARGS`` without waiting for it (a watch): its stdout lines as they come."""
@@ -120,10 +122,11 @@ def test_apply_wait_get_list_describe_delete_the_sample(trainer: Trainer, sample
     assert (data["state"], data["queue"], data["podGroup"]) == ("Complete", None, None)
     assert {"SuccessfulCreate", "AllJobsCompleted"} <= {e["reason"] for e in data["events"]}
 
-    runtimes = trainer("runtimes").stdout
+    runtimes = trainer("get", "runtimes").stdout
     assert any(
         line.split()[:3] == ["torch-distributed", "ClusterTrainingRuntime", "torch"] for line in runtimes.splitlines()
     )
+    assert trainer("runtimes").stdout == runtimes  # the command before `get runtimes`
 
     # A Complete job will not become Failed: exit 1 at once, not a timeout.
     never = trainer("wait", "pytorch-simple", "--status", "Failed", "--timeout", "30")
@@ -225,3 +228,55 @@ def test_get_watch_prints_a_line_per_change(trainer: Trainer, samples: None, tmp
     missing = trainer("get", "no-such-job", "-w", timeout=30)
     assert missing.returncode == 1
     assert one_line_error(missing) == f"error: TrainJob {trainer.namespace}/no-such-job not found"
+
+
+def test_kubectl_forms_get_type_create_with_generate_name_and_delete_f(
+    trainer: Trainer, samples: None, tmp_path: Path
+) -> None:
+    generated = sample()
+    del generated["metadata"]["name"]
+    generated["metadata"]["generateName"] = "gen-"
+    generated["spec"]["suspend"] = True
+    named = sample("named")
+    named["spec"]["suspend"] = True
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump_all([named, generated]))
+
+    created = trainer("create", "-f", str(both))
+    assert created.returncode == 0, created.stderr
+    first, second = created.stdout.splitlines()
+    assert first == "trainjob.trainer.kubeflow.org/named created"
+    made = re.fullmatch(r"trainjob\.trainer\.kubeflow\.org/(gen-[a-z0-9]{5}) created", second)
+    assert made, second
+    name = made.group(1)
+    again = trainer("create", "-f", "-", stdin=yaml.safe_dump(generated))  # stdin; another name each time
+    other = again.stdout.removesuffix(" created\n").rsplit("/", 1)[-1]
+    assert again.returncode == 0 and other.startswith("gen-") and other != name, again.stdout
+    taken = trainer("create", "-f", str(both))
+    assert taken.returncode == 1
+    assert one_line_error(taken) == f"error: TrainJob {trainer.namespace}/named already exists"
+
+    listed = trainer("get", "trainjobs").stdout.splitlines()
+    assert listed[0].split()[:2] == ["NAME", "STATE"]
+    assert sorted(line.split()[0] for line in listed[1:]) == sorted(["named", name, other])
+    assert trainer("get", "tj", "-o", "name").stdout == trainer("list", "-o", "name").stdout
+    got = json.loads(trainer("get", "trainjobs", name, "-o", "json").stdout)
+    assert (got["metadata"]["name"], got["metadata"]["generateName"]) == (name, "gen-")
+    assert trainer("get", f"tj/{name}", "-o", "name").stdout == f"trainjob.trainer.kubeflow.org/{name}\n"
+    ctr = trainer("get", "ctr", "torch-distributed", "-o", "name")
+    assert ctr.stdout == "clustertrainingruntime.trainer.kubeflow.org/torch-distributed\n", ctr.stderr
+    unknown = trainer("get", "pods", "x")
+    assert unknown.returncode == 2 and "unknown resource type 'pods'; the types are trainjobs" in unknown.stderr
+
+    refused = trainer("delete", "-f", str(both))  # the generated one has no name to delete by
+    assert refused.returncode == 1 and "delete needs one" in one_line_error(refused)
+    named_file = tmp_path / "named.yaml"
+    named_file.write_text(yaml.safe_dump(named))
+    deleted = trainer("delete", "-f", str(named_file), "--wait")
+    assert (deleted.returncode, deleted.stdout) == (0, "trainjobs.trainer.kubeflow.org/named deleted\n"), deleted.stderr
+    gone = trainer("delete", "-f", str(named_file))
+    assert one_line_error(gone) == f"error: TrainJob {trainer.namespace}/named not found"
+    assert trainer("delete", "-f", str(named_file), "--ignore-not-found").returncode == 0
+    for job in (name, other):
+        assert trainer("delete", "tj", job).stdout == f"trainjobs.trainer.kubeflow.org/{job} deleted\n"
+    assert trainer("get", "trainjobs").stderr == "No TrainJobs found.\n"
