@@ -27,6 +27,7 @@ from trainer.framework.kube.client import Kube
 from trainer.framework.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.framework.metrics import Metrics
 from trainer.framework.probes import metrics_app, probes_app, serve
+from trainer.mpijob import crd as mpijob_crd
 from trainer.settings import EVENT_LOOPS, Settings, parse_args
 from trainer.statusserver import server as status_server
 from trainer.webhook.server import WebhookServer, cache_facts
@@ -72,6 +73,7 @@ async def run(settings: Settings) -> int:
         )
         metrics.leading(lease_name, False)
     manager = new_manager(kube, settings, metrics, elector)
+    await mpijob_crd.check(kube)  # one error line when the MPIJob CRD does not serve v2beta1
     checks: dict[str, Callable[[], str | None]] = {}
     servers = []
     for app, address, what in (

@@ -42,6 +42,7 @@ from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
+    CRDS,
     EVENTS,
     JOBS,
     JOBSETS,
@@ -62,6 +63,7 @@ from api.kinds import (
     Resource,
 )
 from trainer.framework.tls import SECRET_NAME as WEBHOOK_SECRET
+from trainer.mpijob.crd import CRD_NAME as MPIJOB_CRD
 from trainer.statusserver.server import SECRET_NAME as STATUS_SERVER_SECRET
 from trainer.webhook import server as webhook
 
@@ -171,6 +173,12 @@ OPERATOR: list[Rule] = [
     ),
     Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
     Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
+    Rule(
+        CRDS,
+        ("get",),
+        "at startup, whether the MPIJob CRD serves v2beta1 (training-operator v1's serves v1 only: mpijob/crd.py)",
+        names=(MPIJOB_CRD,),
+    ),
     Rule(
         JOBS,
         ("get",),
