@@ -174,6 +174,12 @@ OPERATOR: list[Rule] = [
     Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
     Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
     Rule(
+        PODS,
+        (*WATCH, "delete"),
+        "the worker Pods of MPIJobs mpi-operator started: informer (by label), deleted when such an MPIJob is "
+        "suspended and as its cleanPodPolicy says once it finished (mpijob/upstream.py)",
+    ),
+    Rule(
         CRDS,
         ("get",),
         "at startup, whether the MPIJob CRD serves v2beta1 (training-operator v1's serves v1 only: mpijob/crd.py)",

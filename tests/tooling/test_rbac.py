@@ -33,6 +33,7 @@ from api.kinds import (
     JOBSETS,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    PODS,
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     Resource,
@@ -176,7 +177,8 @@ async def used(scheduler: str) -> dict[str, set[Grant]]:
         # All), MPIJobs (their ttlSecondsAfterFinished) and a TrainJob's other children (its runtime's
         # ttlSecondsAfterFinished), the JobSets Kubeflow Trainer made (a suspended TrainJob's, one past
         # its deadline: trainer/trainjob/features/upstream_jobset.py).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, JOBSETS, *TTL_CHILDREN},
+        # The worker Pods of MPIJobs mpi-operator started (trainer/mpijob/upstream.py).
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, JOBSETS, PODS, *TTL_CHILDREN},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},

@@ -146,6 +146,9 @@ class Watches:
     index_by: Index = controller_uid
     """The uid each cached object is filed under for :meth:`Reader.about` (an Event: the object it is
     about); by default its controller owner's."""
+    label: str | None = None
+    """Only the objects this label selector matches are listed and watched (e.g.
+    ``training.kubeflow.org/operator-name=mpi-operator`` of Pods); None: every one."""
 
 
 class Source(NamedTuple):
@@ -207,7 +210,7 @@ class Controller:
         """Every cache this controller reads (:class:`Source`), primary first."""
         out = [Source(self.for_, None, strip_managed_fields)]
         out += [Source(o.resource, o.label, o.keep) for o in self.owns]
-        out += [Source(w.resource, None, w.keep, w.field_selector, w.index_by) for w in self.watches]
+        out += [Source(w.resource, w.label, w.keep, w.field_selector, w.index_by) for w in self.watches]
         resources = [s.resource for s in out]
         dup = {r.kind for r in resources if resources.count(r) > 1}
         if dup:

@@ -6,7 +6,8 @@ The reconcile is :meth:`trainer.jobs.reconcile.Reconciler.reconcile`; this modul
 children (:mod:`trainer.mpijob.children`; the SSH Secret made once) and ``runPolicy``: when the job
 finishes, ``cleanPodPolicy`` (All: the worker Job and all its pods go; Running: the worker Job is
 suspended, which stops its running pods and keeps finished ones; None: nothing), the PodGroup is
-released, and after ``ttlSecondsAfterFinished`` the MPIJob itself is deleted. Follows
+released, and after ``ttlSecondsAfterFinished`` the MPIJob itself is deleted. MPIJobs mpi-operator
+started finish under their launcher Job or are handed over (:mod:`trainer.mpijob.upstream`). Follows
 kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``.
 """
 
@@ -41,6 +42,7 @@ from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, d
 from trainer.jobs.mpi import new_ssh_secret
 from trainer.jobs.reconcile import Blocked, Latest, declare
 from trainer.jobs.status_writer import Event, Telling
+from trainer.mpijob import upstream
 from trainer.mpijob.children import build_mpijob_children, names, validate, worker_replicas
 from trainer.mpijob.status import desired_conditions, replica_statuses
 from trainer.mpijob.validation import mpijob_errors, mpijob_worker_limit_errors
@@ -132,7 +134,11 @@ class MPIJobKind:
         self.options, self.gang_name = options, gang_name
 
     def expand(self, reader: Reader, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
-        """The MPIJob as this reconcile sees it (:func:`info`)."""
+        """The MPIJob as this reconcile sees it (:func:`info`), unless mpi-operator started it
+        (:func:`trainer.mpijob.upstream.handover`)."""
+        handed = upstream.handover(reader, obj, job)
+        if handed is not None:
+            return handed  # a launcher Job mpi-operator made runs it, or goes first
         return info(self.options, self.gang_name, reader, obj, job)
 
     def desired(self, reader: Reader, info: MPIJobInfo, plan: GangPlan) -> Desired:
@@ -262,12 +268,15 @@ def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) ->
 
 
 def controller(gang: GangScheduler, options: MPIJobOptions | None = None) -> Controller:
-    """The MPIJob controller's declaration under gang scheduler ``gang``."""
+    """The MPIJob controller's declaration under gang scheduler ``gang``; it also watches the Pods labelled
+    as mpi-operator labels them, for the worker Pods of MPIJobs mpi-operator started
+    (:mod:`trainer.mpijob.upstream`)."""
     options = options or MPIJobOptions()
     return declare(
         "mpijob",
         MPIJobKind(options, gang.name),
         gang,
         telling=TELLING,
+        watches=(upstream.WATCHES,),
         status_coalesce_seconds=options.status_coalesce_seconds,
     )
