@@ -294,10 +294,11 @@ class Upstream:
             raise RuntimeError("upstream is not started")
         return self.procs["trainer"].pid
 
-    def start(self, api: ApiClient | None = None) -> None:
-        """Start both processes (returns at once; see :meth:`wait_ready`); with ``api``, first get the
-        token JobSet's metrics need (:func:`metrics_token`) and install JobSet's webhook configurations
-        (:func:`webhook_configurations`). Raises ``RuntimeError`` naming a refused request."""
+    def start(self, api: ApiClient | None = None, only: str | None = None) -> None:
+        """Start both processes, or the one named ``only`` (``trainer``, ``jobset``); returns at once
+        (see :meth:`wait_ready`). With ``api``, first get the token JobSet's metrics need
+        (:func:`metrics_token`) and install JobSet's webhook configurations (:func:`webhook_configurations`).
+        Raises ``RuntimeError`` naming a refused request."""
         if api is not None and not self.token:
             self.token = metrics_token(api)
             text = (self.directory / "webhooks" / "jobset.yaml").read_text()
@@ -308,6 +309,8 @@ class Upstream:
                 if status not in (201, 409):
                     raise RuntimeError(f"POST {path}: {status} {body}")
         for name, (argv, extra) in self.commands().items():
+            if only not in (None, name):
+                continue
             with (self.state_dir / f"{name}.log").open("ab") as out:
                 self.procs[name] = subprocess.Popen(
                     argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **extra}
@@ -354,12 +357,13 @@ class Upstream:
                 proc.kill()
                 proc.wait()
 
-    def stop(self) -> None:
-        """SIGTERM both, then SIGKILL after 30 s."""
-        for proc in self.procs.values():
+    def stop(self, only: str | None = None) -> None:
+        """SIGTERM both, or the one named ``only``, then SIGKILL after 30 s."""
+        procs = [p for name, p in self.procs.items() if only in (None, name)]
+        for proc in procs:
             if proc.poll() is None:
                 proc.terminate()
-        for proc in self.procs.values():
+        for proc in procs:
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -1,21 +1,46 @@
-"""Helpers of the end-to-end tests beyond :mod:`localcluster.client`: Kueue's view of a runtime, the
-operator's JSON log, deeply nested objects and the webhook configurations' caBundle."""
+"""Helpers of the end-to-end tests beyond :mod:`localcluster.client`: a module's own cluster and its
+client, Kueue's view of a runtime, the operator's JSON log, deeply nested objects and the webhook
+configurations' caBundle."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 from api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
-from localcluster.client import wait_for
+from localcluster import LocalCluster
+from localcluster.client import Client, wait_for
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.webhook.server import CONFIG_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def own_cluster(cluster: LocalCluster) -> Iterator[LocalCluster]:
+    """``cluster`` started for one module (not the session's) and stopped after it, unless
+    ``TRAINER_E2E_KEEP_CLUSTER`` is set."""
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            cluster.stop()
+
+
+@contextlib.asynccontextmanager
+async def connected(cluster: LocalCluster) -> AsyncIterator[Client]:
+    """A :class:`~localcluster.client.Client` of ``cluster``, closed after the block."""
+    client = await Client.connect(cluster)
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 async def kueue_sees_runtime(

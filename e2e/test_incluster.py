@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from api.kinds import JOBS, TRAINJOBS
-from e2e.helpers import ROOT
+from e2e.helpers import ROOT, connected, own_cluster
 from e2e.test_trainjob import trainjob
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
@@ -64,15 +64,13 @@ def ic_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluste
     cluster = LocalCluster(
         tmp_path_factory.mktemp("incluster"), nodes=2, service_account_admission=True, extra_crds=[CRDS]
     )
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        (cluster.state_dir / "logs").mkdir(parents=True, exist_ok=True)
-        (cluster.state_dir / "logs" / "incluster.json").write_text(json.dumps(FIGURES, indent=2) + "\n")
-        print(f"\nin-cluster figures: {json.dumps(FIGURES)}")
-        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
-            cluster.stop()
+    with own_cluster(cluster):
+        try:
+            yield cluster
+        finally:
+            (cluster.state_dir / "logs").mkdir(parents=True, exist_ok=True)
+            (cluster.state_dir / "logs" / "incluster.json").write_text(json.dumps(FIGURES, indent=2) + "\n")
+            print(f"\nin-cluster figures: {json.dumps(FIGURES)}")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -96,11 +94,8 @@ def release(ic_cluster: LocalCluster) -> Iterator[Release]:
 
 @pytest.fixture(scope="module")
 async def kube(ic_cluster: LocalCluster, release: Release) -> AsyncIterator[Client]:
-    client = await Client.connect(ic_cluster)
-    try:
+    async with connected(ic_cluster) as client:
         yield client
-    finally:
-        await client.close()
 
 
 def exec_python(release: Release, pod: str, code: str) -> str:

@@ -36,34 +36,20 @@ from typing import Any
 
 import pytest
 
+from e2e import doc_blocks
 from e2e.helpers import ROOT
 from localcluster.binaries import ensure
 from localcluster.operator_process import Operator
 
 pytestmark = pytest.mark.e2e
 QUICKSTART = ROOT / "docs" / "quickstart.md"
-START = re.compile(r"^<!-- quickstart\b.*-->$", re.M)
-END = "<!-- end of quickstart -->"
 RELEASE, NAMESPACE = "quickstart", "trainer-quickstart"
 RC = "::quickstart-rc::"
 
 
 def quickstart_commands(page: str) -> list[str]:
-    """The commands of the quick start block of ``page``, continuation lines joined, comments kept."""
-    start = START.search(page)
-    assert start, f"docs/quickstart.md has no quick start block ({START.pattern})"
-    block = page[start.end() : page.index(END, start.end())].strip()
-    assert block.startswith("```sh\n") and block.endswith("\n```"), "the quick start block is not a ```sh fence"
-    commands, pending = [], ""
-    for line in block.splitlines()[1:-1]:
-        pending += line
-        if pending.endswith("\\"):
-            pending = pending[:-1]
-            continue
-        if pending.strip():
-            commands.append(pending.strip())
-        pending = ""
-    return commands
+    """The commands of the quick start block of ``page`` (:func:`e2e.doc_blocks.commands`)."""
+    return doc_blocks.commands(page, "quickstart")
 
 
 def substitute(command: str, cluster: Any, tmp: Path) -> str | None:

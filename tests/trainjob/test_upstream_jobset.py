@@ -111,6 +111,15 @@ async def test_a_suspended_trainjobs_jobset_goes_in_the_foreground_then_the_trai
     assert w.jobs() and all(j["spec"]["suspend"] is True for j in w.jobs())
 
 
+async def test_a_resumed_trainjob_whose_jobset_upstream_left_suspended_is_taken_over() -> None:
+    w = world(suspend=False)  # Kueue admitted it; upstream stopped before it resumed the JobSet
+    jobset_of(w, suspend=True)
+    await w.reconcile()
+    assert [(x.verb, x.kind) for x in w.kube.writes if x.verb == "delete"] == [("delete", JOBSETS.kind)]
+    await w.settle()
+    assert w.jobs() and all(j["spec"].get("suspend") is not True for j in w.jobs())
+
+
 async def test_a_jobset_being_deleted_is_waited_for() -> None:
     w = world(suspend=True)
     js = jobset_of(w, suspend=True)

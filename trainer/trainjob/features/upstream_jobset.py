@@ -12,8 +12,9 @@ child of it, so no TrainJob ever runs two sets of pods (:func:`handover`):
   and message kept); ``jobsStatus`` is its ``replicatedJobsStatus``. ``activeDeadlineSeconds`` holds as
   upstream's ``reconcileDeadline``: once past, the TrainJob fails with ``DeadlineExceeded`` and the JobSet
   is deleted.
-- **suspended** (by its user or a queue): the JobSet is deleted in the foreground (its Jobs and their
-  pods first). Once it is gone the TrainJob is this operator's like any other, and runs under it when
+- **suspended** (by its user or a queue), or its JobSet still suspended (resumed, but upstream stopped
+  before it resumed the JobSet): the JobSet is deleted in the foreground (its Jobs and their pods
+  first). Once it is gone the TrainJob is this operator's like any other, and runs under it when
   resumed. Upstream's runtime snapshot, if it made one, is kept and read (YAML,
   :func:`~trainer.trainjob.features.snapshot.runtime_of_snapshot`).
 - **finished**: nothing is touched, the JobSet included (its own TTL, if any, collects it).
@@ -70,7 +71,8 @@ WATCHES = Watches(JOBSETS, trainjob_of_jobset, keep=kept_jobset)
 def handover(reader: Reader, obj: JSON, job: TrainJob, now: datetime) -> Blocked | None:
     """None when the TrainJob ``obj`` (parsed as ``job``) controls no JobSet: this operator runs it. Else
     what to do while it does (see the module docstring): wait for a JobSet being deleted; leave a finished
-    TrainJob untouched; delete the JobSet of a suspended one in the foreground; for a running one,
+    TrainJob untouched; delete the JobSet of a suspended one (or a suspended JobSet) in the foreground;
+    for a running one,
     its status as the JobSet's (or ``DeadlineExceeded`` and the JobSet's deletion past
     ``activeDeadlineSeconds``), looked at again when its deadline falls."""
     jobsets = reader.owned(JOBSETS, str(job.metadata.uid))
@@ -80,7 +82,8 @@ def handover(reader: Reader, obj: JSON, job: TrainJob, now: datetime) -> Blocked
     ident = (JOBSETS, str(job.metadata.namespace), str(meta(jobset).name))
     if finished(obj, TRAINJOB_TERMINAL) is not None or meta(jobset).deletion:
         return Blocked(None)  # a JobSet's deletion brings the next reconcile
-    if job.spec.suspend:
+    if job.spec.suspend or (jobset.get("spec") or {}).get("suspend"):
+        # No pods to keep (or about to have none): its Jobs go with their pods first.
         return Blocked(None, Desired(delete_foreground=[ident]))
     left = deadline_left(job, False, now)
     if left is not None and left <= 0:
