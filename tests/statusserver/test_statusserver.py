@@ -594,6 +594,10 @@ async def test_a_replicas_late_write_of_an_older_report_does_not_replace_a_newer
     assert (a.stale_reports, b.stale_reports) == (0, 1)
     await a._write((NS, "a"), report(100, "2026-11-27T10:00:03Z"))  # the same time again: written
     assert len([w for w in kube.writes if w.verb == "patch_status"]) == 3
+    # Within the one second the time keeps, the lower progress is the older report (87% after 100%).
+    await b._write((NS, "a"), report(87, "2026-11-27T10:00:03Z"))
+    assert kube.objects[(TRAINJOBS, (NS, "a"))]["status"]["trainerStatus"]["progressPercentage"] == 100
+    assert b.stale_reports == 2
 
 
 async def test_a_status_write_that_meets_another_writers_change_reads_again() -> None:

@@ -148,8 +148,10 @@ class StatusServer:
 
     async def _write(self, key: Key, patch: JSON) -> None:
         """Write ``patch`` (a ``trainerStatus`` merge-patch, :func:`status_patch`) unless the TrainJob holds a
-        newer report (``lastUpdatedTime``): every replica serves posts and coalesces its own, so one
-        replica's late write of an older report must not replace the newer one another replica wrote.
+        newer report (``lastUpdatedTime``; within one second, which is all it keeps, the higher
+        ``progressPercentage``, as a run's progress only grows): every replica serves posts and coalesces
+        its own, so one replica's late write of an older report must not replace the newer one another
+        replica wrote.
         The first read is the TrainJob cache's when there is one (no GET); the write is conditional on the
         resourceVersion read, so a cache behind the apiserver costs a 409, and a conflict reads again with
         a GET (3 tries). Raises :class:`ApiError` (404 when the TrainJob is gone)."""
@@ -158,9 +160,18 @@ class StatusServer:
         for attempt in range(WRITE_TRIES):
             cached = self.auth.cached(TRAINJOBS, ns, name) if attempt == 0 else None
             current = cached or await self.kube.get(TRAINJOBS, ns, name)
-            held = ((current.get("status") or {}).get("trainerStatus") or {}).get("lastUpdatedTime")
+            held_status = (current.get("status") or {}).get("trainerStatus") or {}
+            held = held_status.get("lastUpdatedTime")
             stored_at = parse_time(held)
-            if stored_at is not None and reported is not None and stored_at > reported:
+            if (
+                stored_at is not None
+                and reported is not None
+                and (stored_at, _progress(held_status))
+                > (
+                    reported,
+                    _progress(patch["trainerStatus"]),
+                )
+            ):
                 self.stale_reports += 1
                 log.debug("older report not written", trainjob=f"{ns}/{name}", held=held)
                 return
@@ -276,3 +287,9 @@ def setup(kube: KubeClient, settings: StatusServerSettings, manager: Manager) ->
     server = StatusServer(kube, settings, publisher)
     server.auth.reader = reader  # the pods' Jobs and TrainJobs are read from the caches
     return server
+
+
+def _progress(status: JSON) -> int:
+    """A ``trainerStatus``'s ``progressPercentage`` (-1 when it has none)."""
+    value = status.get("progressPercentage")
+    return value if isinstance(value, int) else -1
