@@ -9,6 +9,7 @@
 #        localcluster/build.sh volcano kueue    # build only the named components
 # Components: etcd kwok kubernetes volcano kueue helm trainer_e2e
 #             upstream (only when named: the bench's upstream side)
+#             mpi_operator (only when named: the MPIJob migration test)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -372,6 +373,20 @@ build_upstream() {
   printf '%s\n' "$jobset" >"$out/JOBSET_VERSION"
 }
 
+# build_mpi_operator: kubeflow/mpi-operator's controller (MPI_OPERATOR_VERSION) and its MPIJob CRD in
+# crds/, for the migration test (e2e/test_mpijob_migration.py: MPIJobs it started, handed to this operator).
+build_mpi_operator() {
+  local ver="$MPI_OPERATOR_VERSION" out="$cache/bin/mpi_operator-$MPI_OPERATOR_VERSION"
+  [ -x "$out/mpi-operator" ] && [ -f "$out/crds/kubeflow.org_mpijobs.yaml" ] && return 0
+  local src
+  mkdir -p "$out"
+  log "mpi-operator $ver: resolving modules"
+  src="$(module_dir github.com/kubeflow/mpi-operator "$ver")"
+  wrapper_build "$cache/src/mpi_operator-$ver" github.com/kubeflow/mpi-operator "$ver" \
+    github.com/kubeflow/mpi-operator/cmd/mpi-operator "$out/mpi-operator"
+  copy_crds "$out/crds" "$src/manifests/base/kubeflow.org_mpijobs.yaml"
+}
+
 # build_trainer_e2e: Kubeflow Trainer's own end-to-end suite (test/e2e, ginkgo) compiled as a test
 # binary, with the runtimes its setup (hack/e2e-setup-cluster.sh) installs: the kustomization
 # manifests/base/runtimes in runtimes/ (for `kubectl apply -k`) and examples/flux in flux/; and in
@@ -406,7 +421,7 @@ components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator"
     exit 2
   fi
 done
