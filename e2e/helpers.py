@@ -13,6 +13,7 @@ from pathlib import Path
 
 from api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from localcluster import LocalCluster
+from localcluster.binaries import ensure
 from localcluster.client import Client, wait_for
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
@@ -31,6 +32,21 @@ def own_cluster(cluster: LocalCluster) -> Iterator[LocalCluster]:
     finally:
         if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
             cluster.stop()
+
+
+def shell_env(cluster: LocalCluster, tmp: Path) -> dict[str, str]:
+    """The environment the blocks run in: the cluster's kubeconfig, kubectl and helm on PATH, Helm's
+    state under ``tmp``."""
+    tools = ensure("kubectl", "helm")
+    path = ":".join([str(tools["kubectl"].parent), str(tools["helm"].parent), str(Path(sys.executable).parent)])
+    return {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "PATH": f"{path}:{os.environ.get('PATH', '')}",
+        "HELM_CACHE_HOME": str(tmp / "helm" / "cache"),
+        "HELM_CONFIG_HOME": str(tmp / "helm" / "config"),
+        "HELM_DATA_HOME": str(tmp / "helm" / "data"),
+    }
 
 
 @contextlib.asynccontextmanager

@@ -37,13 +37,15 @@ import pytest
 import yaml
 
 from api.kinds import JOBS, TRAINJOBS
-from e2e.helpers import ROOT, connected, own_cluster
+from e2e import doc_blocks
+from e2e.helpers import ROOT, connected, own_cluster, shell_env
 from e2e.test_trainjob import trainjob
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.incluster import NAMESPACE, Release, installed
+from localcluster.operator_image import REPOSITORY, chart_version
 from localcluster.realnode.images import image_config
-from localcluster.realnode.node import unavailable
+from localcluster.realnode.node import NODE_SELECTOR, unavailable
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.leader import LEASE_DURATION
@@ -342,3 +344,35 @@ async def test_helm_uninstall_leaves_only_the_crds(release: Release) -> None:
     crds = cluster.run_kubectl("get", "crds", "-o", "name").stdout
     assert "trainjobs.trainer.kubeflow.org" in crds
     assert NAMESPACE in cluster.run_kubectl("get", "namespaces", "-o", "name").stdout
+
+
+def test_the_readmes_install_block_runs_as_written(release: Release, tmp_path: Path) -> None:
+    """README.md's "Install on an existing cluster", after the module's release is gone: ``docker build``
+    and ``push`` stand for the image buildah built from the same Dockerfile, tagged as the README tags it
+    (the chart's appVersion) and imported into the nodes; ``REGISTRY`` is where that image is
+    (``docker.io/library``); the install adds only what this cluster needs: ``pullPolicy: Never`` (no
+    registry) and the real nodes' selector (KWOK nodes run no image)."""
+    written = doc_blocks.commands((ROOT / "README.md").read_text(), "install")
+    tag = chart_version()
+
+    def substitute(command: str) -> doc_blocks.Step | None:
+        if command.startswith("docker build"):
+            assert f"REGISTRY/{REPOSITORY}:{tag} " in command, f"the README builds another tag than {tag}"
+            built = release.import_image(tag)
+            return lambda: f"{built.name} imported into the nodes"
+        command = command.replace("REGISTRY/", "docker.io/library/")
+        if command.startswith("helm install "):
+            node = " ".join(f"--set nodeSelector.{k}={v}" for k, v in NODE_SELECTOR.items())
+            return f"{command} --set image.pullPolicy=Never {node}"
+        return command
+
+    ran = doc_blocks.run(written, substitute, shell_env(release.cluster, tmp_path), ROOT)
+    try:
+        for r in ran:
+            print(f"$ {r.written}\n{r.output}")
+        assert [r.rc for r in ran] == [0] * len(written), ran[-1].output
+        pods = release.pods()
+        assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods), pods
+        assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {f"docker.io/library/{REPOSITORY}:{tag}"}
+    finally:
+        release.helm("uninstall", "trainer", "-n", "trainer-system", "--wait", check=False)

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,10 +35,9 @@ import pytest
 from api.kinds import JOBS, JOBSETS, PODS, TRAINJOBS
 from bench.upstream import Upstream, ensure_upstream
 from e2e import doc_blocks
-from e2e.helpers import ROOT, connected, own_cluster
+from e2e.helpers import ROOT, connected, own_cluster, shell_env
 from e2e.test_trainjob import rjob, runtime, trainjob
 from localcluster import LocalCluster
-from localcluster.binaries import ensure
 from localcluster.client import Client, condition, wait_for
 from localcluster.kueue import cluster_queue, local_queue, resource_flavor
 from localcluster.operator_process import running_operator
@@ -89,21 +86,6 @@ def upstream(mg_cluster: LocalCluster, upstream_dir: Path) -> Iterator[Upstream]
 async def kube(mg_cluster: LocalCluster) -> AsyncIterator[Client]:
     async with connected(mg_cluster) as client:
         yield client
-
-
-def shell_env(cluster: LocalCluster, tmp: Path) -> dict[str, str]:
-    """The environment the blocks run in: the cluster's kubeconfig, kubectl and helm on PATH, Helm's
-    state under ``tmp``."""
-    tools = ensure("kubectl", "helm")
-    path = ":".join([str(tools["kubectl"].parent), str(tools["helm"].parent), str(Path(sys.executable).parent)])
-    return {
-        **os.environ,
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "PATH": f"{path}:{os.environ.get('PATH', '')}",
-        "HELM_CACHE_HOME": str(tmp / "helm" / "cache"),
-        "HELM_CONFIG_HOME": str(tmp / "helm" / "config"),
-        "HELM_DATA_HOME": str(tmp / "helm" / "data"),
-    }
 
 
 class Stand:

@@ -1,5 +1,8 @@
 """Switching a live cluster from kubeflow/mpi-operator v0.8 (and from training-operator v1) to this operator
-never duplicates or loses an MPIJob, on a cluster of its own (2 KWOK nodes).
+never duplicates or loses an MPIJob, on a cluster of its own (2 KWOK nodes), following docs/migration.md's
+``mpi-operator-switch`` and ``mpijob-v1-crd`` blocks as written (:mod:`e2e.doc_blocks`; ``kubectl scale`` of
+mpi-operator's Deployment stands for stopping its process, and the chart's install adds ``replicas=0`` and no
+webhook or status server: this operator runs as a process).
 
 - mpi-operator v0.8.2 (built from the module proxy, :mod:`localcluster.mpi_operator`, with its own MPIJob
   CRD) starts two MPIJobs: one running (its launcher runs ~40 s) and one suspended. It is stopped, this
@@ -21,7 +24,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import os
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,7 +35,8 @@ import pytest
 import yaml
 
 from api.kinds import JOBS, MPIJOBS, PODS
-from e2e.helpers import ROOT, connected, log_events, own_cluster
+from e2e import doc_blocks
+from e2e.helpers import ROOT, connected, log_events, own_cluster, shell_env
 from localcluster import LocalCluster
 from localcluster.binaries import ensure
 from localcluster.client import Client, condition, wait_for
@@ -46,6 +49,7 @@ from trainer.jobs.child_writer import HASH_ANNOTATION
 pytestmark = pytest.mark.e2e
 CRDS = ROOT / "config" / "crd" / "bases"
 CHART = ROOT / "charts" / "trainer"
+DOC = ROOT / "docs" / "migration.md"
 NS = "migration"
 AFTER = "migration-crd"
 SAMPLE: JSON = yaml.safe_load((ROOT / "config" / "samples" / "mpijob.yaml").read_text())
@@ -169,17 +173,36 @@ async def test_mpijobs_mpi_operator_started_are_finished_or_handed_over_never_ru
         await mpijob_cond(client, "parked", "Suspended", timeout=60)
     except BaseException:
         print(upstream.log_tail())
-        raise
-    finally:
         upstream.stop()
+        raise
     FIGURES["mpi_operator_running_s"] = round(time.monotonic() - start, 1)
     upstream_parked = await client.kube.get(JOBS, NS, "parked-launcher")
     assert upstream_parked["spec"]["suspend"] is True
     assert HASH_ANNOTATION not in (upstream_parked["metadata"].get("annotations") or {})
     assert upstream_parked["metadata"]["labels"] == {"app": "parked"}, "mpi-operator labels its launcher Job app only"
     assert len(await workers_of(client, "running")) == 2
-    # This operator's CRDs over mpi-operator's: same name and version, every MPIJob kept.
-    mig_cluster.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+
+    # docs/migration.md's switch, as written: mpi-operator stopped (a process here, not a Deployment), this
+    # operator's CRDs over its own, the chart (replicas 0, no webhook: this operator runs as a process below).
+    def stop_mpi_operator() -> str:
+        upstream.stop()
+        return "mpi-operator stopped"
+
+    def substitute(command: str) -> doc_blocks.Step | None:
+        if command.startswith("kubectl -n mpi-operator scale deployment mpi-operator"):
+            return stop_mpi_operator
+        if command.startswith("helm install trainer "):
+            return f"{command} --set replicas=0 --set webhook.enabled=false --set statusServer.enabled=false"
+        return command
+
+    written = doc_blocks.commands(DOC.read_text(), "mpi-operator-switch")
+    try:
+        ran = doc_blocks.run(written, substitute, shell_env(mig_cluster, mig_cluster.state_dir), ROOT)
+    finally:
+        upstream.stop()  # also when the block failed before it
+    for r in ran:
+        print(f"$ {r.written}\n{r.output}")
+    assert [r.rc for r in ran] == [0] * len(written), ran[-1].output
 
     seen: list[tuple[int, list[str]]] = []
     sampling = True
@@ -250,13 +273,7 @@ async def crd_gone(cluster: LocalCluster) -> bool:
 
 
 def helm(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    home = cluster.state_dir / "helm"
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
+    env = shell_env(cluster, cluster.state_dir)
     argv = [str(ensure("helm")["helm"]), f"--kubeconfig={cluster.kubeconfig}", *args]
     return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
 
@@ -310,12 +327,13 @@ async def test_training_operator_v1s_mpijob_crd_is_said_never_silent_and_the_doc
         FIGURES["crd_swap_refused"] = refused.stderr.strip()
         print(f"apiserver: {refused.stderr.strip()}")
 
-        # The documented path.
-        ok(mig_cluster, "delete", "mpijobs.kubeflow.org", "--all", "--all-namespaces")
-        ok(mig_cluster, "delete", "crd", "mpijobs.kubeflow.org")
-        await wait_for(lambda: crd_gone(mig_cluster), "the v1 MPIJob CRD gone", 60)
-        ok(mig_cluster, "apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
-        ok(mig_cluster, "wait", "--for=condition=Established", "--timeout=60s", "crd/mpijobs.kubeflow.org")
+        # The documented path, as docs/migration.md writes it.
+        written = doc_blocks.commands(DOC.read_text(), "mpijob-v1-crd")
+        env = shell_env(mig_cluster, tmp_path)
+        ran = await asyncio.to_thread(doc_blocks.run, written, lambda c: c, env, ROOT)
+        for r in ran:
+            print(f"$ {r.written}\n{r.output}")
+        assert [r.rc for r in ran] == [0] * len(written), ran[-1].output
         await client.create_namespace(AFTER)
         after = mpijob("after", LAUNCHER_SHORT)
         after["metadata"]["namespace"] = AFTER
