@@ -15,6 +15,7 @@ from api.kinds import (
     JOBS,
     JOBSETS,
     MPIJOBS,
+    PODS,
     TRAINJOBS,
     VOLCANO_PODGROUPS,
     VOLCANO_QUEUES,
@@ -58,6 +59,7 @@ def context(scheduler: str, tables: dict[Any, list[JSON]]) -> Context:
     tables = {
         JOBS: [],
         JOBSETS: [],
+        PODS: [],
         CONFIGMAPS: [],
         VOLCANO_QUEUES: queues("a", "b", "c", "default"),
         VOLCANO_PODGROUPS: [],

@@ -120,9 +120,8 @@ def upstream_launcher(reader: Reader, job: MPIJob) -> JSON | None:
 
 def upstream_workers(reader: Reader, uid: str) -> list[JSON]:
     """The worker Pods mpi-operator made of the MPIJob with ``uid`` (only mpi-operator makes Pods an MPIJob
-    controls), as the Pod cache lists them; none when the reader declares no Pods (a controller declared
-    without :data:`WATCHES`, as the MPIJob controller never is: it then hands nothing over by Pods)."""
-    return reader.owned(PODS, uid) if reader.declares(PODS) else []
+    controls), as the Pod cache of :data:`WATCHES` lists them."""
+    return reader.owned(PODS, uid)
 
 
 def handover(reader: Reader, obj: JSON, job: MPIJob) -> Blocked | None:
