@@ -51,7 +51,8 @@ CRDS: list[CRDSpec] = [
         short_names=["tj"],
         categories=["kubeflow", "trainer"],
         printer_columns=[
-            {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            # The first True condition (kubeflow/trainer#3963): a resumed job's Suspended=False is not its state.
+            {"name": "State", "type": "string", "jsonPath": '.status.conditions[?(@.status=="True")].type'},
             {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
             {"name": "Nodes", "type": "integer", "jsonPath": ".spec.trainer.numNodes"},
             {"name": "Queue", "type": "string", "jsonPath": r".metadata.labels.kueue\.x-k8s\.io/queue-name"},

@@ -32,9 +32,9 @@ def walk(schema: dict[str, Any], path: str) -> dict[str, Any]:
 def test_trainjob_schema_has_status_columns_defaults_enums_and_rules() -> None:
     version = schema_of("trainjobs")
     assert version["subresources"] == {"status": {}}
-    assert {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"} in version[
-        "additionalPrinterColumns"
-    ]
+    columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
+    assert columns["State"]["jsonPath"] == '.status.conditions[?(@.status=="True")].type'  # kubeflow/trainer#3963
+    assert columns["Suspended"] == {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"}
     spec = walk(version["schema"]["openAPIV3Schema"], "spec")
     assert spec["required"] == ["runtimeRef"]
     assert walk(spec, "suspend")["default"] is False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api import crd
 from api.base import Condition
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob, SuccessPolicy
 from api.trainer_v1alpha1 import (
@@ -155,3 +156,34 @@ def test_by_default_only_upstreams_conditions_so_the_official_sdk_sees_a_run() -
     ok = {"conditions": [{"type": "Complete", "status": "True"}]}
     done = [job("init", **ok), job("node", **ok), job("node", **ok)]
     assert conds(observed(False, done, TEMPLATE), [], rich=False) == {"Complete": ("True", "AllJobsCompleted")}
+
+
+def state_column(conditions: list[Condition]) -> str:
+    """What ``kubectl get trainjobs`` shows as State: the apiserver evaluates the column's JSONPath and
+    prints its first result (kubernetes ``apiextensions-apiserver`` ``tableconvertor.go``), here the
+    first condition whose status is True ("" for none)."""
+    spec = next(s for s in crd.CRDS if s.resource.plural == "trainjobs")
+    column = next(c for c in spec.printer_columns if c["name"] == "State")
+    assert column["jsonPath"] == '.status.conditions[?(@.status=="True")].type'
+    return next((c.type for c in conditions if c.status == "True"), "")
+
+
+def test_state_column_tells_a_resumed_job_from_a_suspended_one() -> None:
+    """kubeflow/trainer#3666: after a resume the State column no longer shows Suspended."""
+    all_ready = [job("node", ready=2, active=2), job("node", ready=2, active=2)]
+    ok = {"conditions": [{"type": "Complete", "status": "True"}]}
+    done = [job("init", **ok), job("node", **ok), job("node", **ok)]
+    for rich in (False, True):
+        now: list[Condition] = []
+        states = []
+        for obs in (
+            observed(True, [], TEMPLATE),
+            observed(False, [], TEMPLATE),
+            observed(False, all_ready, TEMPLATE),
+            observed(False, done, TEMPLATE),
+        ):
+            now = merge_conditions(now, desired_conditions(obs, now, running_condition=rich), "t")
+            states.append(state_column(now))
+        # Resumed: nothing by default (no condition at all, as the kubeflow SDK wants to see a run),
+        # Running with --trainjob-running-condition once every trainer pod is ready.
+        assert states == ["Suspended", "", "Running" if rich else "", "Complete"], rich

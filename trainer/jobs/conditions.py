@@ -137,8 +137,9 @@ def merge_conditions(
     current: list[Condition], desired: list[Condition], now: str, generation: int | None = None
 ) -> list[Condition]:
     """The new condition list: each desired condition keeps its ``lastTransitionTime`` unless its status
-    changed; conditions that became True move to the end (so ``conditions[-1:]``, the State column, is the
-    latest thing that happened); conditions the controller no longer wants are dropped, except
+    changed; conditions that became True move to the end (so ``conditions[-1:]``, an MPIJob's State
+    column, is the latest thing that happened; a TrainJob's shows its first True one, kubeflow/trainer#3963);
+    conditions the controller no longer wants are dropped, except
     Suspended/Running/Complete/Failed history which ``desired`` carries itself."""
     out = [c.model_copy() for c in current]
     by_type = {c.type: i for i, c in enumerate(out)}
