@@ -75,10 +75,11 @@ async def run(settings: Settings) -> int:
     manager = new_manager(kube, settings, metrics, elector)
     await mpijob_crd.check(kube)  # one error line when the MPIJob CRD does not serve v2beta1
     checks: dict[str, Callable[[], str | None]] = {}
+    live: dict[str, Callable[[], str | None]] = {}
     servers = []
     for app, address, what in (
         (metrics_app(metrics), settings.metrics_bind_address, "metrics"),
-        (probes_app(manager.not_ready, checks), settings.health_probe_bind_address, "health probes"),
+        (probes_app(manager.not_ready, checks, live), settings.health_probe_bind_address, "health probes"),
     ):
         served = await serve(app, address, what)
         if served is not None:
@@ -110,7 +111,9 @@ async def run(settings: Settings) -> int:
         parts += [when_synced(), webhook.run(synced)]
     status_settings = settings.status_server
     if status_settings is not None:
-        parts.append(status_server.setup(kube, status_settings, manager).run())
+        statuses = status_server.setup(kube, status_settings, manager)
+        checks["status-server"] = live["status-server"] = statuses.not_serving  # kubeflow/trainer#3338
+        parts.append(statuses.run())
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(manager.run())
     # The webhook serves on every replica, leading or not; gather() of nothing would end at once.

@@ -810,3 +810,35 @@ def test_the_flags() -> None:
     assert (args.status_server_port, args.status_server_host, args.status_write_interval) == (8082, "127.0.0.1", 2.0)
     with pytest.raises(SystemExit):
         parse_args(["--status-write-interval", "0"])
+
+
+async def test_healthz_and_readyz_fail_while_the_status_server_does_not_listen() -> None:
+    """kubeflow/trainer#3338: the status server's check is on both probes; it fails until the server
+    listens and again once it stopped."""
+    from trainer.framework.probes import probes_app
+    from trainer.framework.probes import serve as serve_http
+
+    server = StatusServer(ApiKube(), StatusServerSettings(port=0, bind_address="127.0.0.1"))
+    check = {"status-server": server.not_serving}
+    probes = await serve_http(probes_app(lambda: None, check, check), "127.0.0.1:0", "probes")
+    assert probes
+    bundle = generate(["localhost"], ["127.0.0.1"])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*_files(bundle.cert, bundle.key))
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def answers() -> list[tuple[int, str]]:
+                out = []
+                for path in ("/healthz", "/readyz"):
+                    async with http.get(f"http://127.0.0.1:{probes[1]}{path}") as r:
+                        out.append((r.status, await r.text()))
+                return out
+
+            failed = "[-]status-server failed: not serving yet: no serving certificate or listener\n"
+            assert await answers() == [(500, f"{failed}healthz check failed\n")] * 2
+            runner = await server.listen(context)
+            assert await answers() == [(200, "ok")] * 2
+            await runner.cleanup()
+    finally:
+        await probes[0].cleanup()

@@ -3,12 +3,15 @@
 * metrics on ``--metrics-bind-address`` (default ``:8080``): ``GET /metrics``, the Prometheus text
   format of the operator's own registry (:class:`trainer.framework.metrics.Metrics`);
 * probes on ``--health-probe-bind-address`` (default ``:8081``): ``GET /healthz`` answers 200 while
-  the process serves at all (liveness), ``GET /readyz`` 200 while every cache has listed and is
-  being watched, else 500 with the check that failed and why, as controller-runtime's ``healthz``
-  handler words it (``sigs.k8s.io/controller-runtime`` ``pkg/healthz/healthz.go``), e.g.
+  the process serves at all (liveness; and its status server listens, when enabled), ``GET /readyz``
+  200 while every cache has listed and is being watched, else 500 with the check that failed and why,
+  as controller-runtime's ``healthz`` handler words it (``sigs.k8s.io/controller-runtime``
+  ``pkg/healthz/healthz.go``), e.g.
   ``[-]informers-synced failed: not watching: trainjobs.trainer.kubeflow.org``; with the webhook also
   ``webhook-configurations`` (its configurations carry the served CA, see
-  :meth:`trainer.webhook.server.WebhookServer.not_ready`). A standby replica waiting for the leader
+  :meth:`trainer.webhook.server.WebhookServer.not_ready`); with the status server both ``/healthz``
+  and ``/readyz`` check ``status-server`` (it listens, see
+  :meth:`trainer.statusserver.server.StatusServer.not_serving`). A standby replica waiting for the leader
   Lease is ready: it would take over with warm caches.
 
 A bind address is ``host:port``; ``:port`` listens on every interface, port ``0`` on a free port
@@ -58,25 +61,32 @@ READY_CHECK = "informers-synced"
 
 
 def probes_app(
-    not_ready: Callable[[], str | None], more: Mapping[str, Callable[[], str | None]] | None = None
+    not_ready: Callable[[], str | None],
+    more: Mapping[str, Callable[[], str | None]] | None = None,
+    live: Mapping[str, Callable[[], str | None]] | None = None,
 ) -> web.Application:
-    """``GET /healthz`` (always 200) and ``GET /readyz``: 200 ``ok`` when ``not_ready()`` and every
-    check of ``more`` (by name, e.g. ``webhook-configurations``; read at each request, so the caller may
-    add checks later) answer None, else 500 with one line
-    ``[-]<name> failed: <reason>`` per failed check (``informers-synced`` for ``not_ready``) and
-    ``healthz check failed``, as controller-runtime answers failed checks."""
+    """``GET /healthz`` and ``GET /readyz``: 200 ``ok`` when every check answers None, else 500 with one
+    line ``[-]<name> failed: <reason>`` per failed check and ``healthz check failed``, as
+    controller-runtime answers failed checks. ``/readyz`` runs ``not_ready`` (named ``informers-synced``)
+    and every check of ``more`` (by name, e.g. ``webhook-configurations``); ``/healthz`` the checks of
+    ``live`` only (none: always 200). Both mappings are read at each request, so the caller may add
+    checks later (e.g. ``status-server``, in both, as kubeflow/trainer ``pkg/statusserver/setup.go``
+    ``RegisterProbes`` adds its checker to both)."""
     more = more if more is not None else {}
+    live = live if live is not None else {}
 
-    async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(request: web.Request) -> web.Response:
-        checks = [(READY_CHECK, not_ready), *more.items()]  # read now: checks may be added after the start
+    def answer(checks: list[tuple[str, Callable[[], str | None]]]) -> web.Response:
         failed = [(name, reason) for name, check in checks if (reason := check()) is not None]
         if not failed:
             return web.Response(text="ok")
         lines = "".join(f"[-]{name} failed: {reason}\n" for name, reason in failed)
         return web.Response(status=500, text=f"{lines}healthz check failed\n")
+
+    async def healthz(request: web.Request) -> web.Response:
+        return answer(list(live.items()))
+
+    async def readyz(request: web.Request) -> web.Response:
+        return answer([(READY_CHECK, not_ready), *more.items()])  # read now: checks may be added after the start
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

@@ -145,6 +145,8 @@ class StatusServer:
         """The certificate keeper while :meth:`run` serves."""
         self.port: int | None = None
         """The port bound by :meth:`listen`."""
+        self.problem: str | None = "not serving yet: no serving certificate or listener"
+        """Why it does not accept connections now (:meth:`not_serving`)."""
 
     async def _write(self, key: Key, patch: JSON) -> None:
         """Write ``patch`` (a ``trainerStatus`` merge-patch, :func:`status_patch`) unless the TrainJob holds a
@@ -232,6 +234,13 @@ class StatusServer:
         app.router.add_route("*", "/{tail:.*}", self.not_found)
         return app
 
+    def not_serving(self) -> str | None:
+        """Why the status server does not accept connections now, None while it listens: the check
+        ``status-server`` of ``/readyz`` and ``/healthz``, as kubeflow/trainer ``pkg/statusserver/setup.go``
+        (``RegisterProbes``, one checker on both; upstream dials its port). ``not serving yet: ...`` until
+        :meth:`listen` has bound its port (the certificate comes first, :meth:`run`), ``stopped`` after."""
+        return self.problem
+
     async def listen(self, context: ssl.SSLContext) -> web.AppRunner:
         """Serve :meth:`app` over TLS with ``context`` on the configured address; sets :attr:`port`
         (the bound one, when configured 0). The caller cleans the runner up. Raises ``OSError``."""
@@ -245,6 +254,7 @@ class StatusServer:
             await runner.cleanup()
             raise
         self.port = next((a[1] for a in runner.addresses if isinstance(a, tuple)), s.port)
+        self.problem = None
         return runner
 
     async def run(self) -> None:
@@ -268,6 +278,7 @@ class StatusServer:
                 loops = [tls.run(), *([publisher.run()] if publisher is not None else [])]
                 await asyncio.gather(*loops)
             finally:
+                self.problem = "stopped"
                 await self.limiter.close()
                 await runner.cleanup()
         finally:
