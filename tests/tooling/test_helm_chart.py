@@ -254,7 +254,12 @@ def test_leader_election_off_drops_the_flag_and_the_lease_role() -> None:
     objects = helm_template("leaderElection.enabled=false")
     assert "--leader-elect" not in container(objects)["args"]
     roles = {(doc["kind"], doc["metadata"]["name"]) for doc in objects if doc["kind"] in ("Role", "RoleBinding")}
-    assert roles == {("Role", "trainer-webhook-certificates"), ("RoleBinding", "trainer-webhook-certificates")}
+    assert roles == {
+        ("Role", "trainer-webhook-certificates"),
+        ("RoleBinding", "trainer-webhook-certificates"),
+        ("Role", "kubeflow-trainer-public"),
+        ("RoleBinding", "kubeflow-trainer-public"),
+    }
 
 
 def test_names_follow_the_release() -> None:
@@ -271,6 +276,10 @@ def test_names_follow_the_release() -> None:
         ("Service", "team-a-trainer-operator-metrics"),
         ("Service", "team-a-trainer-webhook-service"),
         ("Deployment", "team-a-trainer-operator"),
+        # The one name the kubeflow SDK asks for, in the release namespace.
+        ("ConfigMap", "kubeflow-trainer-public"),
+        ("Role", "kubeflow-trainer-public"),
+        ("RoleBinding", "kubeflow-trainer-public"),
         # One per cluster whatever the release, like the CRDs they guard (the ClusterRole names them).
         ("ValidatingWebhookConfiguration", webhook.CONFIG_NAME),
         ("MutatingWebhookConfiguration", webhook.CONFIG_NAME),
@@ -309,3 +318,35 @@ def test_the_webhook_configurations_are_the_codes_without_ca_bundle() -> None:
             k: v for k, v in expected.items() if k != "metadata"
         }
         assert all("caBundle" not in h["clientConfig"] for h in ours["webhooks"])
+
+
+def test_the_public_configmap_tells_the_sdk_the_trainer_version_everyone_may_read() -> None:
+    """kubeflow/trainer ``manifests/overlays/manager/kustomization.yaml``: ConfigMap
+    ``kubeflow-trainer-public``, key ``kubeflow_trainer_version``, in the install namespace; the value is
+    the upstream release whose API this operator serves (``UPSTREAM_TRAINER_VERSION``)."""
+    served = next(
+        line.split("=", 1)[1].strip()
+        for line in (ROOT / "localcluster" / "versions.env").read_text().splitlines()
+        if line.startswith("UPSTREAM_TRAINER_VERSION=")
+    )
+    objects = by_key(helm_template())
+    cm = objects[("ConfigMap", "kubeflow-trainer-public", NAMESPACE)]
+    assert cm["data"] == {"kubeflow_trainer_version": served}
+    role = objects[("Role", "kubeflow-trainer-public", NAMESPACE)]
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kubeflow-trainer-public"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    binding = objects[("RoleBinding", "kubeflow-trainer-public", NAMESPACE)]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+    ]
+    assert by_key(helm_template("publicConfigMap.trainerVersion=v2.4.0"))[key(cm)]["data"] == {
+        "kubeflow_trainer_version": "v2.4.0"
+    }
+    off = {key(doc) for doc in helm_template("publicConfigMap.enabled=false")}
+    assert not {key(cm), key(role), key(binding)} & off
