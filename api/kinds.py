@@ -82,6 +82,10 @@ MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False
 )
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", namespaced=False)
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
+"""A gang TrainJob's budget against voluntary evictions (:mod:`trainer.trainjob.features.disruption`)."""
+NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")
+"""A TrainJob's ingress policy under ``--trainjob-network-policy`` (:mod:`trainer.trainjob.features.network_policy`)."""
 
 # Gang schedulers and queues.
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")

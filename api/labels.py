@@ -45,6 +45,10 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 OPERATOR_NAME = "mpi-operator"
 """The value of :data:`OPERATOR_NAME_LABEL`."""
 
+# Ours, on the Pods of a TrainJob under --trainjob-network-policy: kubeflow/trainer#4020 (draft) selects a
+# TrainJob's Pods on it in the NetworkPolicy it makes of each TrainJob.
+TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
+
 # The queue a job asks for (see trainer.jobs.features.queues).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -50,7 +50,9 @@ from api.kinds import (
     LEASES,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    NETWORK_POLICIES,
     PERSISTENT_VOLUME_CLAIMS,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     SECRETS,
     SERVICES,
@@ -151,6 +153,18 @@ OPERATOR: list[Rule] = [
         PERSISTENT_VOLUME_CLAIMS,
         (*WATCH, *APPLY, "get", "delete"),
         "informer (children only, by label); volumeClaimPolicies (get: as for jobs); ttlSecondsAfterFinished",
+    ),
+    Rule(
+        POD_DISRUPTION_BUDGETS,
+        (*WATCH, *APPLY, "get", "delete"),
+        "informer (children only, by label); a gang TrainJob's budget (get: as for jobs); deleted once it finished "
+        "(trainjob/features/disruption.py)",
+    ),
+    Rule(
+        NETWORK_POLICIES,
+        (*WATCH, *APPLY, "get", "delete"),
+        "informer (children only, by label); a TrainJob's under --trainjob-network-policy (get: as for jobs); deleted "
+        "once it finished or the flag is off (trainjob/features/network_policy.py)",
     ),
     Rule(
         VALIDATING_WEBHOOKS,

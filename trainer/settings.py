@@ -166,6 +166,15 @@ class Settings:
         metavar="BOOL",
         feeds=[(TrainJobOptions, "running_condition")],
     )
+    trainjob_network_policy: bool = setting(
+        False,
+        "each TrainJob gets a NetworkPolicy (named like it) that lets into its pods only its own pods; its pods "
+        "are labelled trainer.kubeflow.org/trainjob-name for it. Ingress only; a network plugin must enforce "
+        "NetworkPolicy (default false: none, and the operator deletes those it made)",
+        parse=parse_bool,
+        metavar="BOOL",
+        feeds=[(TrainJobOptions, "network_policy")],
+    )
     webhook_port: int = setting(
         0,
         "port of the admission webhook (TLS); 0 (default) disables it. The webhook configurations "

@@ -46,7 +46,7 @@ from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
 from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.statusserver.server import StatusServerSettings
-from trainer.trainjob.controller import TTL_CHILDREN
+from trainer.trainjob.controller import RUNNING_ONLY, TTL_CHILDREN
 from trainer.webhook import server as webhook
 from trainer.wiring import Settings, new_manager
 
@@ -178,7 +178,8 @@ async def used(scheduler: str) -> dict[str, set[Grant]]:
         # ttlSecondsAfterFinished), the JobSets Kubeflow Trainer made (a suspended TrainJob's, one past
         # its deadline: trainer/trainjob/features/upstream_jobset.py).
         # The worker Pods of MPIJobs mpi-operator started (trainer/mpijob/upstream.py).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, JOBSETS, PODS, *TTL_CHILDREN},
+        # A TrainJob's PodDisruptionBudget and NetworkPolicy once it finished (or no longer desired).
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, JOBSETS, PODS, *TTL_CHILDREN, *RUNNING_ONLY},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},

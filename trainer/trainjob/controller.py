@@ -38,7 +38,9 @@ from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
     JOBS,
+    NETWORK_POLICIES,
     PERSISTENT_VOLUME_CLAIMS,
+    POD_DISRUPTION_BUDGETS,
     SECRETS,
     SERVICES,
     TRAINING_RUNTIMES,
@@ -66,7 +68,9 @@ from trainer.jobs.reconcile import Blocked, Latest, declare, first_error
 from trainer.jobs.status_writer import Event, Telling
 from trainer.trainjob.children import build_children
 from trainer.trainjob.features import upstream_jobset, volume_claims
+from trainer.trainjob.features.disruption import NO_GANG, disruption_budget
 from trainer.trainjob.features.injection import Injection
+from trainer.trainjob.features.network_policy import labelled, network_policy
 from trainer.trainjob.features.snapshot import (
     SNAPSHOT_SUFFIX,
     runtime_of_snapshot,
@@ -87,6 +91,9 @@ from trainer.trainjob.status import desired_conditions, job_restarts_status, job
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
 """Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its
 ``volumeClaimPolicies`` retain has no owner reference and stays)."""
+RUNNING_ONLY = (POD_DISRUPTION_BUDGETS, NETWORK_POLICIES)
+"""Children only a TrainJob that runs has (a gang's PodDisruptionBudget, the NetworkPolicy of
+``--trainjob-network-policy``): deleted once it finished, or when no longer desired."""
 
 
 def trainjobs_of_runtime(runtime: JSON, reader: Reader) -> Iterable[Key]:
@@ -118,6 +125,8 @@ class TrainJobOptions:
     """``--max-nodes-per-job``: the most nodes (pods of one replicated job) a TrainJob may have; 0: no limit."""
     status_coalesce_seconds: float = 1.0
     """``--status-coalesce-seconds``: how long a change of only ``jobsStatus`` may wait to be written."""
+    network_policy: bool = False
+    """``--trainjob-network-policy``: each TrainJob gets a NetworkPolicy letting in only its own pods."""
 
 
 def invalid(obj: JSON, message: str) -> list[Condition]:
@@ -151,7 +160,7 @@ class TrainJobKind:
 
     def desired(self, reader: Reader, info: RuntimeInfo, plan: GangPlan) -> Desired:
         """The TrainJob's writes now (:func:`desired`)."""
-        return desired(reader, info, plan)
+        return desired(reader, info, plan, gang_name=self.gang_name, isolated=self.options.network_policy)
 
     def settle(self, info: RuntimeInfo, desired: Desired, latest: Latest) -> RuntimeInfo:
         """``info`` with the Jobs just written counted in jobsStatus (:func:`settled`)."""
@@ -238,14 +247,27 @@ def _snapshot_problem(obj: JSON, snapshot: JSON) -> Blocked | None:
     return None
 
 
-def desired(reader: Reader, info: RuntimeInfo, plan: GangPlan) -> Desired:
+def desired(
+    reader: Reader, info: RuntimeInfo, plan: GangPlan, *, gang_name: str = NO_GANG, isolated: bool = False
+) -> Desired:
     """The TrainJob's writes now: its runtime snapshot and children while it runs (none of a new
-    attempt until the previous one's Jobs are gone); once finished, the deletes of Jobs that still run
-    and, after ``ttlSecondsAfterFinished``, of every child but the snapshot."""
+    attempt until the previous one's Jobs are gone), with a gang's PodDisruptionBudget
+    (:mod:`~trainer.trainjob.features.disruption`, ``gang_name``: ``--gang-scheduler-name``) and, when
+    ``isolated`` (``--trainjob-network-policy``), its NetworkPolicy, its pods labelled for it
+    (:mod:`~trainer.trainjob.features.network_policy`); once finished, the deletes of Jobs that still run
+    and of those two, and, after ``ttlSecondsAfterFinished``, of every child but the snapshot."""
     ns, uid = str(info.job.metadata.namespace), str(info.job.metadata.uid)
     out = Desired(delete=list(plan.delete))
     out.once.append(Once(CONFIGMAPS, ns, snapshot_name(str(info.job.metadata.name)), _snapshot(info)))
     jobs = [*info.previous, *info.replaced, *info.observed]
+    candidates = (disruption_budget(info, gang_name), network_policy(info.job) if isolated else None)
+    running_only = [o for o in candidates if o is not None and not info.finished]
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in running_only}
+    for res in RUNNING_ONLY:  # finished, or no longer desired (e.g. the switch turned off)
+        owned = reader.owned(res, uid)
+        out.delete += [
+            (res, *key_of(o)) for o in owned if (res.kind, o["metadata"]["name"]) not in wanted and not _deleting(o)
+        ]
     if info.finished or (info.deadline_left is not None and info.deadline_left <= 0):
         # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
         # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
@@ -283,8 +305,10 @@ def desired(reader: Reader, info: RuntimeInfo, plan: GangPlan) -> Desired:
     out.apply += children.config_maps
     if children.service is not None:
         out.apply.append(children.service)
+    out.apply += running_only
     if not info.previous and not restarting:
-        out.apply += decorate([j for j in children.jobs if key_of(j) not in held], plan, info.not_in_gang)
+        new_jobs = decorate([j for j in children.jobs if key_of(j) not in held], plan, info.not_in_gang)
+        out.apply += labelled(new_jobs, str(info.job.metadata.name)) if isolated else new_jobs
     return out
 
 
@@ -360,7 +384,7 @@ def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> C
         telling=TELLING,
         settles=True,
         announce=False,
-        also_owns=(PERSISTENT_VOLUME_CLAIMS,),
+        also_owns=(PERSISTENT_VOLUME_CLAIMS, *RUNNING_ONLY),
         watches=(
             Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
             Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
