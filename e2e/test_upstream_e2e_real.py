@@ -12,6 +12,9 @@ status server is called at the pod network's gateway (``--status-server-host`` 1
 apiserver runs its ServiceAccount admission plugin, as every real cluster does (the local cluster turns
 it off for KWOK): the injected projected token needs the pod's ``serviceAccountName``, which it sets.
 
+The chart's NOTES.txt sample runs there too, each ``trainer`` command of the NOTES as written
+(config/samples/trainjob.yaml's image is that training image under its name as well).
+
 Needs what ``e2e/test_real_pods.py`` needs (root, cgroups, Debian's packages), and is skipped as it is
 where the machine cannot run real nodes or with ``TRAINER_E2E_REAL=0``. Only one real-node cluster
 runs on a machine at a time: run it under ``flock /tmp/realnode.lock``.
@@ -29,6 +32,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e import doc_blocks
+from e2e.helpers import ROOT, shell_env
 from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster
 from localcluster.binaries import component_dir
 from localcluster.cluster import LocalCluster, reserved_ports
@@ -63,7 +68,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     try:
         nodes.start()
         for node in nodes.nodes:
-            node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, torch_runtime_image())
+            for name in (torch_runtime_image(), SAMPLE_IMAGE):
+                node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, name)
         yield local
     finally:
         nodes.stop()
@@ -76,3 +82,43 @@ def test_upstream_status_server_it_passes_on_a_real_node(cluster: LocalCluster, 
     install_runtimes(cluster)
     got = run_suite(cluster, tmp_path, [f"--ginkgo.focus={re.escape(IT)}"])
     assert [s["leaf"] for s in got if s["state"] == "passed"] == [IT]
+
+
+SAMPLE_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
+"""The image config/samples/trainjob.yaml names: the training image under that name on the node."""
+
+
+def notes_commands() -> list[str]:
+    """The ``trainer ...`` lines the chart's NOTES.txt tells a user to run, as written."""
+    notes = (ROOT / "charts" / "trainer" / "templates" / "NOTES.txt").read_text()
+    return [line.strip() for line in notes.splitlines() if line.startswith("  trainer ")]
+
+
+def test_the_charts_notes_sample_runs_as_written_on_a_real_node(cluster: LocalCluster, tmp_path: Path) -> None:
+    """The sample TrainJob the chart's NOTES.txt runs (config/samples/trainjob.yaml on
+    config/samples/torch-distributed.yaml), each NOTES command as written: it completes on the real node
+    and each rank prints its all-reduced sum. Upstream's own ``torch-distributed`` runtime, which the
+    previous It installed under the sample runtime's name, is deleted first."""
+    cluster.run_kubectl("delete", "clustertrainingruntime", "torch-distributed", "--ignore-not-found")
+    written = notes_commands()
+    assert written and written[0].startswith("trainer apply -f config/samples/"), written
+    ran = doc_blocks.run(written, lambda c: c, shell_env(cluster, tmp_path), ROOT, timeout=1300)
+    for r in ran:
+        print(f"$ {r.written}\n{r.output}")
+    if ran[-1].rc != 0:
+        print(
+            cluster.run_kubectl(
+                "logs",
+                "-n",
+                "default",
+                "-l",
+                "jobset.sigs.k8s.io/jobset-name=pytorch-simple",
+                "--prefix",
+                "--tail=50",
+                check=False,
+            ).stdout
+        )
+    assert [r.rc for r in ran] == [0] * len(written), ran[-1].output
+    logs = next(r.output for r in ran if " logs " in r.written)
+    for rank in range(2):
+        assert f"rank {rank} of 2: sum 3.0" in logs, logs
