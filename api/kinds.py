@@ -82,6 +82,10 @@ MUTATING_WEBHOOKS = Resource(
     "admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False
 )
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False
+)
+"""Who may read ``/metrics`` under ``--metrics-secure`` (:mod:`trainer.framework.delegated_auth`)."""
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 """A gang TrainJob's budget against voluntary evictions (:mod:`trainer.trainjob.features.disruption`)."""
 NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")

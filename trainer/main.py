@@ -22,11 +22,13 @@ from typing import Any
 
 import structlog
 
+from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.kube.cache import wait_synced
 from trainer.framework.kube.client import Kube
 from trainer.framework.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.framework.metrics import Metrics
-from trainer.framework.probes import metrics_app, probes_app, serve
+from trainer.framework.probes import METRICS_SECRET, metrics_app, parse_bind_address, probes_app, serve
+from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.mpijob import crd as mpijob_crd
 from trainer.settings import EVENT_LOOPS, Settings, parse_args
 from trainer.statusserver import server as status_server
@@ -76,12 +78,34 @@ async def run(settings: Settings) -> int:
     await mpijob_crd.check(kube)  # one error line when the MPIJob CRD does not serve v2beta1
     checks: dict[str, Callable[[], str | None]] = {}
     live: dict[str, Callable[[], str | None]] = {}
+    parts: list[Coroutine[Any, Any, Any]] = []
+    metrics_tls: WebhookTLS | None = None
+    metrics_auth: DelegatedAuth | None = None
+    if settings.metrics_secure and parse_bind_address(settings.metrics_bind_address) is not None:
+        # kubeflow/trainer#3912: HTTPS, and only for tokens the apiserver lets get /metrics.
+        dns, ips = serving_names(settings.metrics_service, settings.webhook_namespace)
+        metrics_tls = WebhookTLS(
+            kube,
+            settings.webhook_namespace,
+            dns,
+            ips,
+            validity=settings.webhook_cert_validity,
+            secret_name=METRICS_SECRET,
+        )
+        await metrics_tls.start()
+        metrics_auth = DelegatedAuth(kube)
+        parts.append(metrics_tls.run())  # renewed when due, reloaded on a change of its Secret
     servers = []
-    for app, address, what in (
-        (metrics_app(metrics), settings.metrics_bind_address, "metrics"),
-        (probes_app(manager.not_ready, checks, live), settings.health_probe_bind_address, "health probes"),
+    for app, address, what, context in (
+        (
+            metrics_app(metrics, metrics_auth),
+            settings.metrics_bind_address,
+            "metrics",
+            metrics_tls.context if metrics_tls is not None else None,
+        ),
+        (probes_app(manager.not_ready, checks, live), settings.health_probe_bind_address, "health probes", None),
     ):
-        served = await serve(app, address, what)
+        served = await serve(app, address, what, context)
         if served is not None:
             servers.append(served[0])
     log.info(
@@ -93,7 +117,6 @@ async def run(settings: Settings) -> int:
         leader_elect=bool(elector),
         identity=elector.identity if elector else None,
     )
-    parts: list[Coroutine[Any, Any, Any]] = []
     webhook_settings = settings.webhook
     if webhook_settings is not None:
         webhook = WebhookServer(
@@ -149,6 +172,8 @@ async def run(settings: Settings) -> int:
             await side
         for runner in servers:
             await runner.cleanup()
+        if metrics_tls is not None:
+            metrics_tls.close()
         await kube.close()
     log.info("stopped")
     return 0

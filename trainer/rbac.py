@@ -56,6 +56,7 @@ from api.kinds import (
     PODS,
     SECRETS,
     SERVICES,
+    SUBJECT_ACCESS_REVIEWS,
     TOKEN_REVIEWS,
     TRAINING_RUNTIMES,
     TRAINJOBS,
@@ -64,6 +65,7 @@ from api.kinds import (
     VOLCANO_QUEUES,
     Resource,
 )
+from trainer.framework.probes import METRICS_SECRET
 from trainer.framework.tls import SECRET_NAME as WEBHOOK_SECRET
 from trainer.mpijob.crd import CRD_NAME as MPIJOB_CRD
 from trainer.statusserver.server import SECRET_NAME as STATUS_SERVER_SECRET
@@ -185,7 +187,17 @@ OPERATOR: list[Rule] = [
         "informer of the Job controller's FailedCreate events (replica_failure.py); events, repeats as a series "
         "(kube/events.py)",
     ),
-    Rule(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens (statusserver/auth.py)"),
+    Rule(
+        TOKEN_REVIEWS,
+        ("create",),
+        "the status server checks trainer pods' bearer tokens (statusserver/auth.py); --metrics-secure: the "
+        "scraper's (framework/delegated_auth.py)",
+    ),
+    Rule(
+        SUBJECT_ACCESS_REVIEWS,
+        ("create",),
+        "--metrics-secure: may the scraper's token get /metrics (framework/delegated_auth.py)",
+    ),
     Rule(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob (statusserver/auth.py)"),
     Rule(
         PODS,
@@ -222,8 +234,9 @@ CERTIFICATES: list[Rule] = [
     Rule(
         SECRETS,
         ("get", "update", *WATCH),
-        "the webhook's and the status server's certificate Secrets: read, watch (by name), rotate (webhook/tls.py)",
-        names=(WEBHOOK_SECRET, STATUS_SERVER_SECRET),
+        "the certificate Secrets of the webhook, the status server and --metrics-secure: read, watch (by name), "
+        "rotate (webhook/tls.py)",
+        names=(WEBHOOK_SECRET, STATUS_SERVER_SECRET, METRICS_SECRET),
     ),
     Rule(
         SECRETS,

@@ -255,6 +255,20 @@ class Settings:
         ":8080",
         "host:port of the Prometheus /metrics endpoint; :port for every interface, 0 disables (default :8080)",
     )
+    metrics_secure: bool = setting(
+        False,
+        "serve /metrics over HTTPS (certificate in Secret trainer-metrics-certs of --webhook-namespace, for "
+        "--metrics-service) to bearer tokens a TokenReview authenticates and a SubjectAccessReview allows get "
+        "on the non-resource URL /metrics, as controller-runtime's secure metrics (default false: plain HTTP, "
+        "open to anyone who reaches the port)",
+        parse=parse_bool,
+        metavar="BOOL",
+    )
+    metrics_service: str = setting(
+        "trainer-operator-metrics",
+        "Service in front of /metrics, named in its certificate under --metrics-secure (default "
+        "trainer-operator-metrics)",
+    )
     health_probe_bind_address: str = setting(":8081", "host:port of /healthz and /readyz; 0 disables (default :8081)")
     leader_elect: bool = setting(
         False,

@@ -250,6 +250,23 @@ def test_metrics_off_and_on_another_port() -> None:
     assert svc["spec"]["ports"] == [{"name": "http-metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}]
 
 
+def test_metrics_secure_is_off_by_default_and_on_serves_https_to_the_metrics_reader() -> None:
+    """kubeflow/trainer#3912: metrics.secure adds --metrics-secure (the Service's name for the
+    certificate) and a ClusterRole granting get on /metrics, to bind to the scraper."""
+    assert not any(a.startswith("--metrics-secure") for a in container(chart("none"))["args"])
+    assert "ClusterRole" not in {k for k, _name, _ns in by_key(helm_template()) if _name.endswith("metrics-reader")}
+    for webhook_on in ("true", "false"):
+        objects = helm_template("metrics.secure=true", f"webhook.enabled={webhook_on}")
+        args = container(objects)["args"]
+        assert {"--metrics-secure=true", "--metrics-service=trainer-operator-metrics"} <= set(args)
+        assert args.count("--webhook-namespace=$(POD_NAMESPACE)") == 1
+        reader = by_key(objects)[("ClusterRole", "trainer-metrics-reader", "")]
+        assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert (
+        "--metrics-secure=true" not in container(helm_template("metrics.secure=true", "metrics.enabled=false"))["args"]
+    )
+
+
 def test_leader_election_off_drops_the_flag_and_the_lease_role() -> None:
     objects = helm_template("leaderElection.enabled=false")
     assert "--leader-elect" not in container(objects)["args"]

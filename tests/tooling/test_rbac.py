@@ -42,6 +42,7 @@ from tests.kube_double import reader
 from trainer import rbac
 from trainer.framework.kube.client import Kube
 from trainer.framework.owner import owner_reference
+from trainer.framework.probes import METRICS_SECRET
 from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
 from trainer.jobs.gang.base import GangInput, PodSet
@@ -90,10 +91,11 @@ OWN_NAMESPACE = {"trainer/framework/kube/leader.py": "leader", "trainer/framewor
 
 def certificate_secrets() -> set[str]:
     """The Secrets the certificate keepers (:class:`WebhookTLS`) are made for: the webhook's (the
-    default ``secret_name``) and the status server's (:class:`StatusServerSettings`)."""
+    default ``secret_name``), the status server's (:class:`StatusServerSettings`) and the secure
+    metrics' (:data:`~trainer.framework.probes.METRICS_SECRET`)."""
     default = inspect.signature(WebhookTLS).parameters["secret_name"].default
     status = next(f.default for f in dataclasses.fields(StatusServerSettings) if f.name == "secret_name")
-    return {default, str(status)}
+    return {default, str(status), METRICS_SECRET}
 
 
 NAMED = {"trainer/framework/tls.py": certificate_secrets()}

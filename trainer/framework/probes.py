@@ -1,7 +1,11 @@
 """The operator's two small HTTP servers (aiohttp), as controller-runtime's manager runs them:
 
 * metrics on ``--metrics-bind-address`` (default ``:8080``): ``GET /metrics``, the Prometheus text
-  format of the operator's own registry (:class:`trainer.framework.metrics.Metrics`);
+  format of the operator's own registry (:class:`trainer.framework.metrics.Metrics`); with
+  ``--metrics-secure`` over HTTPS (certificate in Secret :data:`METRICS_SECRET`) and only for bearer
+  tokens the apiserver lets ``get /metrics`` (:mod:`trainer.framework.delegated_auth`), as
+  controller-runtime's ``metricsserver.Options{SecureServing: true, FilterProvider:
+  filters.WithAuthenticationAndAuthorization}``;
 * probes on ``--health-probe-bind-address`` (default ``:8081``): ``GET /healthz`` answers 200 while
   the process serves at all (liveness; and its status server listens, when enabled), ``GET /readyz``
   200 while every cache has listed and is being watched, else 500 with the check that failed and why,
@@ -21,11 +25,13 @@ controller-runtime.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping
 
 import structlog
 from aiohttp import web
 
+from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.metrics import CONTENT_TYPE, Metrics
 
 log = structlog.get_logger("trainer.framework.probes")
@@ -44,10 +50,24 @@ def parse_bind_address(value: str) -> tuple[str | None, int] | None:
     return (host or None, int(port))
 
 
-def metrics_app(metrics: Metrics) -> web.Application:
-    """``GET /metrics``."""
+METRICS_SECRET = "trainer-metrics-certs"
+"""The Secret holding the CA and serving certificate of ``/metrics`` under ``--metrics-secure``."""
+
+
+def metrics_app(metrics: Metrics, auth: DelegatedAuth | None = None) -> web.Application:
+    """``GET /metrics``; with ``auth`` only for a bearer token it lets in (else its 401 or 403 with
+    its message, as controller-runtime's secure metrics answer; 500 when the apiserver could not be
+    asked)."""
 
     async def handle(request: web.Request) -> web.Response:
+        if auth is not None:
+            try:
+                decision = await auth.decide(request.headers.get("Authorization"), "get", request.path)
+            except Exception as e:  # the apiserver's answer or its absence
+                log.warning("metrics request not authorized: the apiserver could not be asked", error=str(e))
+                return web.Response(status=500, text=f"Internal Server Error: {e}\n")
+            if not decision.allowed:
+                return web.Response(status=decision.code, text=decision.message + "\n")
         body = metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
@@ -94,17 +114,20 @@ def probes_app(
     return app
 
 
-async def serve(app: web.Application, address: str, what: str) -> tuple[web.AppRunner, int] | None:
-    """Serve ``app`` on ``address`` (see :func:`parse_bind_address`); returns the runner (``await
-    runner.cleanup()`` stops it) and the port bound, or None when ``address`` disables it. Raises
-    ``OSError`` when the address cannot be bound, ``ValueError`` when it is malformed."""
+async def serve(
+    app: web.Application, address: str, what: str, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, int] | None:
+    """Serve ``app`` on ``address`` (see :func:`parse_bind_address`), over TLS with ``ssl_context``
+    when given; returns the runner (``await runner.cleanup()`` stops it) and the port bound, or None
+    when ``address`` disables it. Raises ``OSError`` when the address cannot be bound, ``ValueError``
+    when it is malformed."""
     bind = parse_bind_address(address)
     if bind is None:
         log.info(f"{what} server disabled")
         return None
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, bind[0], bind[1], reuse_address=True)
+    site = web.TCPSite(runner, bind[0], bind[1], reuse_address=True, ssl_context=ssl_context)
     try:
         await site.start()
     except BaseException:

@@ -35,11 +35,14 @@ from dataclasses import dataclass
 from api.kinds import JOBS, PODS, TOKEN_REVIEWS, TRAINJOBS, Resource
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import Reader
+from trainer.framework.delegated_auth import bearer_token
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of
 from trainer.framework.kube.client import KubeClient
 from trainer.framework.meta import meta
 from trainer.trainjob.features.injection import token_audience
+
+__all__ = ["TokenAuthenticator", "Verdict", "bearer_token", "token_expiry"]
 
 CACHE_TTL = 60.0
 """Seconds an accepted token is trusted without a new TokenReview (never beyond its expiry)."""
@@ -73,13 +76,6 @@ class Verdict:
     def allowed(self) -> bool:
         """True for 200."""
         return self.code == 200
-
-
-def bearer_token(header: str | None) -> str:
-    """The credentials of an RFC 7235 ``Bearer`` Authorization header (scheme in any case, any
-    whitespace), "" unless it holds exactly one (upstream ``extractRawToken``)."""
-    parts = (header or "").split()
-    return parts[1] if len(parts) == 2 and parts[0].lower() == "bearer" else ""
 
 
 def token_expiry(token: str) -> float | None:
