@@ -53,8 +53,8 @@ def test_trainer_settings_and_torch_env_land_on_the_node_container(
 ) -> None:
     job = build_children(info(trainjob, runtime, []), suspend=False).jobs[0]
     node = find_named(pod_spec(job)["containers"], "node")
-    assert node is not None
-    assert node["command"] == trainjob.spec.trainer.command
+    assert node is not None and trainjob.spec.trainer is not None
+    assert trainjob.spec.trainer is not None and node["command"] == trainjob.spec.trainer.command
     assert node["resources"]["limits"]["cpu"] == "1"
     env = env_of(node)
     assert env["PET_NNODES"] == "2"
