@@ -237,6 +237,18 @@ class PodGroupPolicy(Model):
     """Use the Volcano PodGroup."""
 
 
+class RunPolicy(Model):
+    """Lifecycle defaults of every TrainJob of a runtime, each overridden by the TrainJob's field of the
+    same name (KEP-2899 ``RunPolicy``, proposed in kubeflow/trainer#3824, tracked by kubeflow/trainer#4052)."""
+
+    active_deadline_seconds: int | None = Field(default=None, ge=1)
+    """Seconds a TrainJob that sets no ``spec.activeDeadlineSeconds`` may be active (from
+    ``status.startTime``) before it fails with reason ``DeadlineExceeded``."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Seconds after a TrainJob that sets no ``spec.ttlSecondsAfterFinished`` finished (Complete or Failed)
+    that the TrainJob itself is deleted, its children with it; 0: at once."""
+
+
 class TrainingRuntimeSpec(Model):
     """Specification of a (Cluster)TrainingRuntime."""
 
@@ -252,6 +264,8 @@ class TrainingRuntimeSpec(Model):
     """Gang scheduling settings."""
     template: JobSetTemplateSpec
     """The replicated jobs every TrainJob of this runtime expands into."""
+    run_policy: RunPolicy | None = None
+    """Deadline and TTL defaults of the runtime's TrainJobs (KEP-2899, kubeflow/trainer#3824)."""
 
 
 class _RuntimeBase(Model):
@@ -550,6 +564,10 @@ class TrainJobSpec(Model):
     )
     """Seconds the job may run before it fails with reason DeadlineExceeded (v2.2+); the clock
     restarts when a suspended job resumes. Immutable."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Seconds after the job finished (Complete or Failed) that the TrainJob itself is deleted, its
+    children with it (owner references); 0: at once; unset: the runtime's ``runPolicy`` default, else
+    never. Mutable (KEP-2899, kubeflow/trainer#3824 and #4052)."""
     managed_by: str | None = cel(
         (
             f"self in ['{MANAGED_BY_TRAINER}', '{MANAGED_BY_MULTIKUEUE}']",
@@ -642,6 +660,12 @@ class TrainJobStatus(Model):
     trainer_status: TrainerStatus | None = None
     """The latest runtime status of the trainer step (progress, remaining time, metrics), as the
     trainer's pods post it to the operator's status server; empty until one does."""
+    start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the job last became active (RFC 3339), as JobSet's ``status.startTime`` (kubernetes-sigs/jobset
+    KEP-1186): set when it is first not suspended, cleared while it is suspended, set again on resume and
+    on a restart of the whole group; ``activeDeadlineSeconds`` counts from it. Kept once finished."""
+    completion_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the job finished, Complete or Failed (RFC 3339): the time of that condition; set once."""
 
 
 class TrainJob(Model):

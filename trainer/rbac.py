@@ -106,7 +106,7 @@ class Rule:
 
 
 OPERATOR: list[Rule] = [
-    Rule(TRAINJOBS, WATCH, "informer (manager.py)"),
+    Rule(TRAINJOBS, (*WATCH, "delete"), "informer (manager.py); ttlSecondsAfterFinished and runPolicy's (KEP-2899)"),
     Rule(TRAINJOBS, ("patch",), "status conditions and jobsStatus (trainer/jobs/status_writer.py)", "status"),
     Rule(
         TRAINJOBS,

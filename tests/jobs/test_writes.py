@@ -26,7 +26,7 @@ async def test_a_reconcile_on_a_cache_behind_its_own_writes_writes_nothing_again
     w = World("torch", "none")
     w.kube.hold = True  # the watch delivers nothing of what the first reconcile writes
     first = await w.reconcile()
-    assert first == 3, "the runtime snapshot, the Service, the Job (no status: nothing counted yet)"
+    assert first == 4, "the runtime snapshot, the Service, the Job, and status.startTime (nothing counted yet)"
     assert await w.reconcile() == 0, "the second reconcile sees its own writes, not the stale cache"
     w.kube.release()
     (job,) = w.jobs()
@@ -38,7 +38,7 @@ async def test_a_reconcile_on_a_cache_behind_its_own_writes_writes_nothing_again
     assert await w.reconcile() == 0
     assert w.kube.count("create", JOBS.kind) == w.kube.count("create", SERVICES.kind) == 1, "created with POST"
     assert w.kube.count("apply", JOBS.kind) == w.kube.count("apply", SERVICES.kind) == 0
-    assert w.kube.count("patch_status", TRAINJOBS.kind) == 1
+    assert w.kube.count("patch_status", TRAINJOBS.kind) == 2, "startTime, then jobsStatus"
 
 
 async def test_a_child_deleted_after_the_cache_caught_up_is_created_again() -> None:
@@ -334,7 +334,7 @@ async def test_the_echo_of_a_trainjobs_own_child_writes_is_not_reconciled() -> N
     w = World("torch", "none", children_batch_seconds=0)
     await drained(w)
     w.kube.hold = True  # the watch reports the children after the answers came back
-    assert await w.reconcile() == 3, "the runtime snapshot, the Service, the Job"
+    assert await w.reconcile() == 4, "the runtime snapshot, the Service, the Job, status.startTime"
     w.kube.release()
     assert await drained(w) == 0, "the echoes of its own creates: the reconcile counted them already"
     (job,) = w.jobs()

@@ -34,6 +34,7 @@ from api.kinds import (
     MPIJOBS,
     MUTATING_WEBHOOKS,
     PODS,
+    TRAINJOBS,
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     Resource,
@@ -181,7 +182,8 @@ async def used(scheduler: str) -> dict[str, set[Grant]]:
         # its deadline: trainer/trainjob/features/upstream_jobset.py).
         # The worker Pods of MPIJobs mpi-operator started (trainer/mpijob/upstream.py).
         # A TrainJob's PodDisruptionBudget and NetworkPolicy once it finished (or no longer desired).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, JOBSETS, PODS, *TTL_CHILDREN, *RUNNING_ONLY},
+        # TrainJobs (their own or their runtime's runPolicy ttlSecondsAfterFinished, KEP-2899).
+        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, TRAINJOBS, JOBSETS, PODS, *TTL_CHILDREN, *RUNNING_ONLY},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},

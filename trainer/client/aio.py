@@ -854,6 +854,8 @@ class AsyncTrainerClient:
         initializer: Initializer | None = None,
         trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
         options: list[Option] | None = None,
+        *,
+        ttl_seconds_after_finished: int | None = None,
     ) -> str:
         """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`api` runtime; default
         ``$DEFAULT_TRAINING_RUNTIME``, else ``torch-distributed``), an optional :class:`Initializer`
@@ -869,13 +871,20 @@ class AsyncTrainerClient:
         it does not derive the recipe and config from the runtime as Kubeflow Trainer does). ``options`` are called as
         the kubeflow SDK calls its options, ``option(job_spec, trainer, client)``, on a dict whose
         ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
-        ``spec.runtimePatches`` and ``spec.activeDeadlineSeconds`` are used (the SDK's own
-        Kubernetes options refuse any client but its own; ``Name`` works).
+        ``spec.runtimePatches``, ``spec.activeDeadlineSeconds`` and ``spec.ttlSecondsAfterFinished`` are
+        used (the SDK's own Kubernetes options refuse any client but its own; ``Name`` works).
+
+        ``ttl_seconds_after_finished`` (seconds, >= 0) becomes ``spec.ttlSecondsAfterFinished``: that
+        long after the TrainJob finished it is deleted with its children (KEP-2899's
+        ``ttl_seconds_after_finished``, kubeflow/trainer#4052); None: the runtime's
+        ``runPolicy.ttlSecondsAfterFinished``, if any.
 
         Raises ``ValueError`` for a trainer of another type or one the runtime cannot run (naming
-        the field); :class:`NotFoundError` when the runtime does not exist; what
-        :meth:`create_job` raises.
+        the field), or a negative ``ttl_seconds_after_finished``; :class:`NotFoundError` when the
+        runtime does not exist; what :meth:`create_job` raises.
         """
+        if ttl_seconds_after_finished is not None and ttl_seconds_after_finished < 0:
+            raise ValueError(f"ttl_seconds_after_finished must be >= 0, not {ttl_seconds_after_finished}")
         if runtime is None:
             runtime = os.getenv("DEFAULT_TRAINING_RUNTIME", "torch-distributed")
         if isinstance(runtime, str):
@@ -908,6 +917,13 @@ class AsyncTrainerClient:
         for key in ("runtimePatches", "activeDeadlineSeconds"):
             if given.get(key):
                 spec[key] = given[key]
+        ttl = (
+            ttl_seconds_after_finished
+            if ttl_seconds_after_finished is not None
+            else given.get("ttlSecondsAfterFinished")
+        )
+        if ttl is not None:
+            spec["ttlSecondsAfterFinished"] = ttl
         name = str(meta.get("name") or random.choice(string.ascii_lowercase) + uuid.uuid4().hex[:11])
         metadata: JSON = {"name": name}
         for key in ("labels", "annotations"):

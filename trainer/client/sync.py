@@ -181,10 +181,16 @@ class TrainerClient:
         initializer: Initializer | None = None,
         trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
         options: list[Option] | None = None,
+        *,
+        ttl_seconds_after_finished: int | None = None,
     ) -> str:
         """Create a TrainJob running ``trainer`` on ``runtime``; returns its name
-        (:meth:`AsyncTrainerClient.train`)."""
-        return self._run(self._client.train(runtime, initializer, trainer, options))
+        (:meth:`AsyncTrainerClient.train`; ``ttl_seconds_after_finished``: ``spec.ttlSecondsAfterFinished``)."""
+        return self._run(
+            self._client.train(
+                runtime, initializer, trainer, options, ttl_seconds_after_finished=ttl_seconds_after_finished
+            )
+        )
 
     def create_job(
         self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False

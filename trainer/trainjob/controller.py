@@ -138,9 +138,10 @@ TELLING = Telling(
     warnings=frozenset(
         {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}
     ),
-    progress_fields=frozenset({"jobsStatus"}),
+    progress_fields=frozenset({"jobsStatus", "startTime"}),
 )
-"""How a TrainJob's changes are told: its problems as Warning events; ``jobsStatus`` coalesced."""
+"""How a TrainJob's changes are told: its problems as Warning events; ``jobsStatus`` and ``startTime``
+coalesced (a new running TrainJob's ``startTime`` goes with its first counts)."""
 
 
 class TrainJobKind:
@@ -166,9 +167,11 @@ class TrainJobKind:
         """``info`` with the Jobs just written counted in jobsStatus (:func:`settled`)."""
         return settled(info, desired, latest)
 
-    def conditions(self, info: RuntimeInfo, plan: GangPlan) -> list[Condition]:
+    def conditions(self, info: RuntimeInfo, plan: GangPlan) -> list[Condition] | None:
         """The TrainJob's conditions (:func:`trainer.trainjob.status.desired_conditions`) and, while it runs,
-        the gang's."""
+        the gang's; None once a TTL deletes the TrainJob itself (no status write)."""
+        if _ttl_due(info) and info.ttl_deletes_job:
+            return None  # being deleted: no status write
         current = (info.job.status.conditions if info.job.status else None) or []
         out = desired_conditions(info, current, self.options.running_condition)
         return out if info.finished else out + gang_conditions(plan)
@@ -272,7 +275,11 @@ def desired(
         # As JobSet does: a finished TrainJob's Jobs that still run are deleted, so their pods
         # stop holding nodes (e.g. MPI workers once the launcher is done); so does a deadline.
         out.delete += [(JOBS, *key_of(j)) for j in jobs if finished(j, JOB_TERMINAL) is None and not _deleting(j)]
-        if info.ttl_left is not None and info.ttl_left <= 0:
+        if _ttl_due(info) and info.ttl_deletes_job:
+            # The TrainJob's own ttlSecondsAfterFinished, or its runtime's runPolicy's (KEP-2899): the
+            # TrainJob itself goes; the garbage collector takes its children (owner references).
+            out.delete.append((TRAINJOBS, *key_of(info.obj)))
+        elif _ttl_due(info):
             # ttlSecondsAfterFinished: the group goes (JobSet deletes the JobSet); the TrainJob and
             # its runtime snapshot stay, with their outcome.
             out.delete += [
@@ -330,6 +337,11 @@ def settled(info: RuntimeInfo, desired: Desired, latest: Latest) -> RuntimeInfo:
     return dataclasses.replace(info, observed=observed, statuses=jobs_status(info.rjobs, observed))
 
 
+def _ttl_due(info: RuntimeInfo) -> bool:
+    """The TTL that holds for the finished TrainJob has passed."""
+    return info.ttl_left is not None and info.ttl_left <= 0
+
+
 def _snapshot(info: RuntimeInfo) -> Callable[[], JSON]:
     runtime_obj = info.runtime_obj or {}
     return lambda: snapshot_config_map(info.obj, runtime_obj)
@@ -354,7 +366,28 @@ def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -
         "restarts": restarts or None,
         "restartsCountTowardsMax": counted or None,
         "replicatedJobsStatus": job_restarts_status(info),
+        **times(old, info, conditions),
     }
+
+
+def times(old: JSON, info: RuntimeInfo, conditions: list[JSON] | None) -> JSON:
+    """``startTime`` and ``completionTime`` (RFC 3339). ``startTime`` as JobSet keeps it
+    (kubernetes-sigs/jobset KEP-1186, ``keps/1186-active-deadline-seconds``): set to now when the
+    TrainJob is not suspended and has none, cleared while it is suspended, set to now again on a restart
+    of the whole group (failurePolicy ``RestartJobSet``), unchanged by a Job restarted alone, kept once
+    finished. ``completionTime``: the time of the ``Complete`` or ``Failed`` condition, once."""
+    start, done = old.get("startTime"), old.get("completionTime")
+    terminal = next(
+        (c for c in conditions or [] if c.get("type") in TRAINJOB_TERMINAL and c.get("status") == "True"), None
+    )
+    if terminal is not None:
+        done = done or terminal.get("lastTransitionTime") or info.now
+        start = start or None
+    elif info.suspended:
+        start = None
+    elif not start or (info.decision is not None and info.decision.restarts_group):
+        start = info.now
+    return {"startTime": start, "completionTime": done}
 
 
 def _conditions(job: TrainJob) -> list[Condition]:

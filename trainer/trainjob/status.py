@@ -112,13 +112,14 @@ def restarting_condition(info: RuntimeInfo, have: dict[str, Condition], keep_fal
     return Condition(type=COND_RESTARTING, status="False", reason=done[0], message=done[1]) if keep_false else None
 
 
-def deadline_exceeded(seconds: int) -> Condition:
-    """``Failed`` with reason ``DeadlineExceeded``: the TrainJob ran past ``activeDeadlineSeconds`` (``seconds``)."""
+def deadline_exceeded(seconds: int, where: str = "spec.activeDeadlineSeconds") -> Condition:
+    """``Failed`` with reason ``DeadlineExceeded``: the TrainJob ran past ``activeDeadlineSeconds``
+    (``seconds``, set at ``where``: the TrainJob's field or its runtime's ``runPolicy``)."""
     return Condition(
         type=COND_FAILED,
         status="True",
         reason=REASON_DEADLINE_EXCEEDED,
-        message=f"TrainJob exceeded its active deadline of {seconds} seconds (spec.activeDeadlineSeconds)",
+        message=f"TrainJob exceeded its active deadline of {seconds} seconds ({where})",
     )
 
 
@@ -129,7 +130,9 @@ def finished_condition(info: RuntimeInfo) -> Condition | None:
     failed Job decides through the runtime's failurePolicy (:mod:`trainer.trainjob.features.failure_policy`); the
     TrainJob's own ``activeDeadlineSeconds`` fails it with ``DeadlineExceeded``."""
     if info.deadline_left is not None and info.deadline_left <= 0:
-        return deadline_exceeded(int(info.job.spec.active_deadline_seconds or 0))
+        own = bool(info.job.spec.active_deadline_seconds)
+        where = "spec.activeDeadlineSeconds" if own else "runPolicy.activeDeadlineSeconds of its runtime"
+        return deadline_exceeded(int(info.deadline_seconds or 0), where)
     if info.decision is not None:
         # A failed Job: the failure policy fails the TrainJob, or restarts it (then it is neither).
         if not info.decision.fail:

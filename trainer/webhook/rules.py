@@ -55,7 +55,7 @@ from trainer.trainjob.features.overrides import (
     override_targets,
 )
 from trainer.trainjob.features.snapshot import runtime_ref
-from trainer.trainjob.features.validation import RFC1035, runtime_errors, trainjob_errors
+from trainer.trainjob.features.validation import RFC1035, lifecycle_warnings, runtime_errors, trainjob_errors
 from trainer.trainjob.policies import active
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.shape import replicated_jobs, step_of
@@ -351,6 +351,7 @@ def validate_runtime(obj: JSON, old: JSON | None = None) -> Verdict:
         v.errors += _pydantic_errors(e)
         return v
     v.errors += runtime_errors(runtime.spec)
+    v.warnings += lifecycle_warnings(runtime.spec)
     return v
 
 

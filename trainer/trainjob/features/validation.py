@@ -257,6 +257,40 @@ def runtime_errors(spec: TrainingRuntimeSpec) -> list[str]:
     return errors
 
 
+def lifecycle_warnings(spec: TrainingRuntimeSpec) -> list[str]:
+    """Admission warnings for a runtime whose templates carry a deadline or a TTL of their own: the
+    JobSet template's ``ttlSecondsAfterFinished`` and each replicated Job template's
+    ``activeDeadlineSeconds`` and ``ttlSecondsAfterFinished``. KEP-2899 as proposed
+    (kubeflow/trainer#3824, #4052) refuses them so that the TrainJob controller alone owns cleanup;
+    they stay admitted here, with a warning naming ``spec.runPolicy``, since runtimes written before
+    rely on them (the JobSet TTL deletes the children and keeps the TrainJob; a Job's own deadline
+    fails that Job, and the runtime's failurePolicy decides)."""
+    template = spec.template.spec or JobSetSpec()
+    out = []
+    if template.ttl_seconds_after_finished is not None:
+        out.append(
+            "spec.template.spec.ttlSecondsAfterFinished deletes the TrainJob's children but keeps the TrainJob; "
+            "set spec.runPolicy.ttlSecondsAfterFinished to delete the TrainJob itself (KEP-2899 refuses it here)"
+        )
+    for i, rjob in enumerate(template.replicated_jobs or []):
+        job_spec = (rjob.template or {}).get("spec") or {}
+        for name, instead in (
+            ("activeDeadlineSeconds", "spec.runPolicy.activeDeadlineSeconds"),
+            ("ttlSecondsAfterFinished", "spec.runPolicy.ttlSecondsAfterFinished"),
+        ):
+            if job_spec.get(name) is not None:
+                out.append(
+                    f"{RJOBS}[{i}].template.spec.{name} applies to each Job alone, not to the TrainJob; "
+                    f"set {instead} instead (KEP-2899 refuses it here)"
+                )
+    return out
+
+
+MISSING_RJOB_PATCH = "must not have replicated job that doesn't exist in the runtime job template"
+"""kubeflow/trainer's refusal of a ``runtimePatches`` entry naming a replicated job the runtime's template
+lacks (``pkg/runtime/framework/plugins/jobset/jobset.go``; checked against the unpatched template, #3948)."""
+
+
 def override_target_errors(info: RuntimeInfo) -> list[str]:
     """Overrides that target a replicated job the runtime does not have: each entry of
     ``podSpecOverrides[].targetJobs``, ``podTemplateOverrides[].targetJobs`` and

@@ -19,6 +19,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntimeSpec,
     TrainJob,
 )
+from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished_at, job_failed
@@ -44,18 +45,46 @@ from trainer.trainjob.runtime.shape import (
 from trainer.trainjob.status import jobs_status
 
 
-def deadline_left(job: TrainJob, finished: bool, now: datetime) -> float | None:
+def deadline_seconds(job: TrainJob, runtime: TrainingRuntimeSpec | None = None) -> int | None:
+    """The ``activeDeadlineSeconds`` that holds for ``job``: its own, else its runtime's
+    ``runPolicy.activeDeadlineSeconds`` (KEP-2899 value resolution, kubeflow/trainer#3824), else None."""
+    if job.spec.active_deadline_seconds:
+        return job.spec.active_deadline_seconds
+    return runtime.run_policy.active_deadline_seconds if runtime and runtime.run_policy else None
+
+
+def deadline_left(
+    job: TrainJob, finished: bool, now: datetime, runtime: TrainingRuntimeSpec | None = None
+) -> float | None:
     """As upstream ``reconcileDeadline`` (kubeflow/trainer ``pkg/controller/trainjob_controller.go``):
-    one budget for the whole TrainJob from its creation or its last resume. Seconds left (<= 0: past),
-    None when the TrainJob has no deadline, is finished or suspended."""
-    seconds = job.spec.active_deadline_seconds
+    one budget for the whole TrainJob (:func:`deadline_seconds`) from ``status.startTime`` (JobSet's
+    KEP-1186: the last time it became active); before that is written, from its last resume (the
+    ``Suspended`` condition turning False) or its creation, and from ``now`` when it starts in this very
+    reconcile. Seconds left (<= 0: past), None when no deadline holds, or it is finished or suspended."""
+    seconds = deadline_seconds(job, runtime)
     if not seconds or finished or job.spec.suspend or not job.metadata.creation_timestamp:
         return None
-    start = str(job.metadata.creation_timestamp)
-    for c in (job.status.conditions if job.status else None) or []:
-        if c.type == COND_SUSPENDED and c.status == "False" and c.last_transition_time:
-            start = c.last_transition_time
+    start = job.status.start_time if job.status else None
+    if not start:
+        start = str(job.metadata.creation_timestamp)
+        for c in (job.status.conditions if job.status else None) or []:
+            if c.type == COND_SUSPENDED and c.last_transition_time:
+                # Resumed (False), or suspended until now: it becomes active in this reconcile.
+                start = c.last_transition_time if c.status == "False" else format_time(now)
     return seconds_left(seconds, start, now)
+
+
+def ttl_of(job: TrainJob, runtime: TrainingRuntimeSpec) -> tuple[int | None, bool]:
+    """The ``ttlSecondsAfterFinished`` that holds for ``job`` and whether it deletes the TrainJob itself:
+    its own ``spec.ttlSecondsAfterFinished``, else its runtime's ``runPolicy.ttlSecondsAfterFinished``
+    (both delete the TrainJob, KEP-2899, kubeflow/trainer#3824 and #4052), else the runtime template's
+    JobSet ``ttlSecondsAfterFinished`` (deletes the children, the TrainJob stays, as JobSet deletes
+    its JobSet); ``(None, False)`` when none is set."""
+    if job.spec.ttl_seconds_after_finished is not None:
+        return job.spec.ttl_seconds_after_finished, True
+    if runtime.run_policy is not None and runtime.run_policy.ttl_seconds_after_finished is not None:
+        return runtime.run_policy.ttl_seconds_after_finished, True
+    return (runtime.template.spec.ttl_seconds_after_finished if runtime.template.spec else None), False
 
 
 def _target(job_restarts: dict[str, list[int]], job: JSON) -> int:
@@ -72,7 +101,7 @@ def _restarts_alone(policy: FailurePolicy | None) -> bool:
 
 
 def _ttl_left(job: TrainJob, runtime: TrainingRuntimeSpec, now: datetime) -> float | None:
-    ttl = runtime.template.spec.ttl_seconds_after_finished if runtime.template.spec else None
+    ttl, _ = ttl_of(job, runtime)
     conditions = (job.status.conditions if job.status else None) or []
     return seconds_left(ttl, finished_at(conditions, TRAINJOB_TERMINAL), now)
 
@@ -155,6 +184,9 @@ def runtime_info(
         job_restarts_counted=job_counted,
         restarts_alone=_restarts_alone(failure_policy),
         decision=None if finished else decide(failure_policy, failed, total_counted),
-        deadline_left=deadline_left(job, finished, now),
+        deadline_left=deadline_left(job, finished, now, runtime),
+        deadline_seconds=deadline_seconds(job, runtime),
         ttl_left=_ttl_left(job, runtime, now) if finished else None,
+        ttl_deletes_job=ttl_of(job, runtime)[1],
+        now=format_time(now),
     )

@@ -85,8 +85,15 @@ class RuntimeInfo:
     deadline_left: float | None
     """Seconds left of ``spec.activeDeadlineSeconds`` (counted from creation or the last resume;
     <= 0: exceeded), None when it does not apply (unset, suspended or finished)."""
+    deadline_seconds: int | None
+    """The ``activeDeadlineSeconds`` that holds: the TrainJob's own, else its runtime's ``runPolicy``'s."""
     ttl_left: float | None
-    """Seconds until ``ttlSecondsAfterFinished`` deletes the children (<= 0: due), None when it does not apply."""
+    """Seconds until ``ttlSecondsAfterFinished`` deletes (<= 0: due), None when it does not apply."""
+    ttl_deletes_job: bool
+    """The TTL that holds is the TrainJob's own or its runtime's ``runPolicy``'s: it deletes the TrainJob
+    itself; else (the runtime template's JobSet TTL) it deletes the children and the TrainJob stays."""
+    now: str
+    """The time of this reconcile (RFC 3339): ``status.startTime`` when the job becomes active now."""
 
     @property
     def template(self) -> JobSetSpec:
