@@ -7,7 +7,8 @@ MPIJob uses (:mod:`trainer.jobs.mpi`): Secret ``<trainjob>-mpi-ssh-auth`` (made 
 ``hostfile``) mounted at /etc/mpi in the launcher, with the implementation's launcher environment
 (whose names are reserved). The ``node`` replicated job runs ``trainer.numNodes`` pods, one fewer
 (but at least one) when ``runLauncherAsNode`` (the launcher is then the first host); without
-``trainer.numNodes``, as many as the runtime gives it (:func:`node_pods`). Its validation:
+``trainer.numNodes``, as many as the runtime gives it (:func:`node_pods`); its ``node`` container gets
+the TrainJob's ``trainer.image`` and ``trainer.env`` as the launcher does. Its validation:
 ``numProcPerNode`` must be an integer.
 """
 
@@ -21,7 +22,7 @@ from api.kinds import SECRETS
 from api.labels import JOBSET_NAME
 from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.framework.merge import find_named
+from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.resources import gpus_per_node
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
 from trainer.trainjob.policies.base import Created, Expansion, Policy
@@ -58,7 +59,8 @@ def node_pods(
     if n is not None:
         return max(n - 1, 1) if policy.run_launcher_as_node else n
     if step_of(rjob) == STEP_TRAINER:
-        return (runtime.ml_policy.num_nodes if runtime.ml_policy else None) or 1
+        count = runtime.ml_policy.num_nodes if runtime.ml_policy else None
+        return 1 if count is None else count
     parallelism = (rjob.template.get("spec") or {}).get("parallelism")
     return max(int(parallelism) if parallelism is not None else 1, 1)
 
@@ -133,15 +135,21 @@ class MPIPolicy(Policy):
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
         """:func:`apply_mpi`, the launcher being the trainer's replicated job (``EnforceMLPolicy``); the
         TrainJob's ``trainer.image`` also runs the ``node`` workers, whose processes the launcher's
-        mpirun starts (kubeflow/trainer v2.4, #4301)."""
+        mpirun starts (kubeflow/trainer v2.4, #4301), and its ``trainer.env`` is their environment too,
+        merged by name into their ``node`` container (kubeflow/trainer#3931, fixing #3427: the
+        launcher and its workers are one training cluster)."""
         source = self.source(x.runtime)
         if source is None:
             return
         apply_mpi(x.job, source, rjob.name, is_trainer, pod, x.resources)
-        image = x.job.spec.trainer.image if x.job.spec.trainer else None
+        trainer = x.job.spec.trainer
         node = find_named(pod.get("spec", {}).get("containers"), NODE_CONTAINER)
-        if image and not is_trainer and rjob.name == NODE_RJOB and node is not None:
-            node["image"] = image
+        if trainer is None or is_trainer or rjob.name != NODE_RJOB or node is None:
+            return
+        if trainer.image:
+            node["image"] = trainer.image
+        if trainer.env:
+            upsert_env(node, [e.to_dict() for e in trainer.env])
 
     def config_maps(self, info: RuntimeInfo) -> list[JSON]:
         """The hostfile ConfigMap (:func:`hostfile_config_map`; ``Build``'s ConfigMap)."""
