@@ -36,6 +36,7 @@ import structlog
 from aiohttp import web
 
 from api.kinds import TRAINJOBS
+from trainer.framework.bounded import BoundedDict
 from trainer.framework.certs import VALIDITY
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
@@ -62,6 +63,8 @@ MAX_BODY = 1 << 16
 """Largest request body accepted, in bytes (upstream ``maxBodySize``)."""
 WRITE_TRIES = 3
 """Tries of a conditional status write that meets a newer resourceVersion (another writer's)."""
+MAX_WRITTEN = 100_000
+"""TrainJobs whose last report this server remembers at most (the oldest go first)."""
 
 
 # --------------------------------------------------------------------------- answers
@@ -138,6 +141,8 @@ class StatusServer:
         self.auth = TokenAuthenticator(kube)
         """Decides who may post; :func:`setup` gives it the TrainJob controller's caches."""
         self.limiter = WriteLimiter(self._write, settings.write_interval)
+        self._written: BoundedDict[Key, JSON] = BoundedDict(MAX_WRITTEN)
+        """The last report this server wrote per TrainJob: its own, told from another replica's."""
         self.stale_reports = 0
         """Reports not written because the TrainJob already held a newer one (another replica's)."""
         self.publisher = publisher
@@ -150,10 +155,11 @@ class StatusServer:
 
     async def _write(self, key: Key, patch: JSON) -> None:
         """Write ``patch`` (a ``trainerStatus`` merge-patch, :func:`status_patch`) unless the TrainJob holds a
-        newer report (``lastUpdatedTime``; within one second, which is all it keeps, the higher
-        ``progressPercentage``, as a run's progress only grows): every replica serves posts and coalesces
-        its own, so one replica's late write of an older report must not replace the newer one another
-        replica wrote.
+        newer report (``lastUpdatedTime``; within one second, which is all it keeps, another replica's
+        report with a higher ``progressPercentage``, as a run's progress only grows, while this server's
+        own last report is replaced by its later one whatever the progress): every replica serves posts
+        and coalesces its own, so one replica's late write of an older report must not replace the newer
+        one another replica wrote.
         The first read is the TrainJob cache's when there is one (no GET); the write is conditional on the
         resourceVersion read, so a cache behind the apiserver costs a 409, and a conflict reads again with
         a GET (3 tries). Raises :class:`ApiError` (404 when the TrainJob is gone)."""
@@ -165,20 +171,20 @@ class StatusServer:
             held_status = (current.get("status") or {}).get("trainerStatus") or {}
             held = held_status.get("lastUpdatedTime")
             stored_at = parse_time(held)
+            # Another writer's report of the same second: the lower progress is the older one. This
+            # server's own last report is replaced by its later one whatever its progress (last post wins).
+            tie = 0 if self._written.get(key) == held_status else 1
             if (
                 stored_at is not None
                 and reported is not None
-                and (stored_at, _progress(held_status))
-                > (
-                    reported,
-                    _progress(patch["trainerStatus"]),
-                )
+                and (stored_at, tie * _progress(held_status)) > (reported, tie * _progress(patch["trainerStatus"]))
             ):
                 self.stale_reports += 1
                 log.debug("older report not written", trainjob=f"{ns}/{name}", held=held)
                 return
             try:
                 await self.kube.patch_status(TRAINJOBS, ns, name, patch, meta(current).resource_version)
+                self._written[key] = {k: v for k, v in patch["trainerStatus"].items() if v is not None}
                 return
             except ApiError as e:
                 if not e.conflict or attempt == WRITE_TRIES - 1:
