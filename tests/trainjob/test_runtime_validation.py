@@ -330,8 +330,8 @@ def test_overrides_of_replicated_jobs_the_runtime_lacks_are_refused_in_all_three
     assert got == [
         "spec.podSpecOverrides[0].targetJobs: replicated job 'ghost' is not in runtime 'x' (it has node, side)",
         "spec.podTemplateOverrides[1].targetJobs: replicated job 'nope' is not in runtime 'x' (it has node, side)",
-        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs: replicated job 'gone' is not in "
-        "runtime 'x' (it has node, side)",
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs: must not have replicated job that "
+        "doesn't exist in the runtime job template: replicated job 'gone' is not in runtime 'x' (it has node, side)",
     ]
 
 

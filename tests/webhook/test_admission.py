@@ -283,7 +283,8 @@ def test_overrides_naming_a_missing_replicated_job_are_refused_once_with_the_nam
     patch = {"manager": "m", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "gone"}]}}}}
     (err,) = rules.validate_trainjob(tj(runtimePatches=[patch]), None, facts()).errors
     assert err.startswith(
-        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs: replicated job 'gone'"
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs: must not have replicated job "
+        "that doesn't exist in the runtime job template: replicated job 'gone'"
     )
 
 

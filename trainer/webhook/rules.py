@@ -42,6 +42,7 @@ from api.trainer_v1alpha1 import (
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
+from trainer.jobs.child_writer import OURS, claim
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.volcano import queue_problems
@@ -54,7 +55,7 @@ from trainer.trainjob.features.overrides import (
     RUNTIME_PATCHES,
     override_targets,
 )
-from trainer.trainjob.features.snapshot import runtime_ref
+from trainer.trainjob.features.snapshot import runtime_of_snapshot, runtime_ref
 from trainer.trainjob.features.validation import RFC1035, lifecycle_warnings, runtime_errors, trainjob_errors
 from trainer.trainjob.policies import active
 from trainer.trainjob.runtime.expand import runtime_info
@@ -96,6 +97,9 @@ class AdmissionFacts:
     """``mpijob(namespace, name)``: the MPIJob, or None."""
     max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
     """``--max-nodes-per-job``: the most nodes (pods of one replicated job, MPI workers) a job may have; 0: no limit."""
+    snapshot: Callable[[str, str], JSON | None] = lambda _namespace, _name: None
+    """``snapshot(namespace, trainjob)``: the TrainJob's runtime snapshot, ConfigMap
+    ``<trainjob>-runtime-snapshot`` (:mod:`trainer.trainjob.features.snapshot`), or None."""
 
 
 def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
@@ -156,7 +160,9 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         return v
     ref = job.spec.runtime_ref
     kind = ref.kind or ClusterTrainingRuntime.KIND
-    runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
+    runtime_obj = _frozen_runtime(obj, facts) if old is not None else None
+    if runtime_obj is None:
+        runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
     if runtime_obj is None:
         if old is None:
             where = f" in namespace {job.metadata.namespace!r}" if kind == TrainingRuntime.KIND else ""
@@ -180,6 +186,21 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
     return v
+
+
+def _frozen_runtime(obj: JSON, facts: AdmissionFacts) -> JSON | None:
+    """The runtime an update of the TrainJob ``obj`` is checked against: the one its runtime snapshot
+    froze when that snapshot is of its ``runtimeRef``, else None (then the live runtime). The reconcile
+    expands from the snapshot, so an edited or deleted runtime neither refuses nor admits an update it
+    would not build (kubeflow/trainer#3960, fixing #3923)."""
+    m = meta(obj)
+    config_map = facts.snapshot(str(m.namespace or ""), str(m.name or ""))
+    if config_map is None or claim(config_map, obj) != OURS:
+        return None
+    frozen = runtime_of_snapshot(config_map)
+    if frozen is None or (str(frozen.get("kind") or ""), str(meta(frozen).name or "")) != runtime_ref(obj):
+        return None
+    return frozen
 
 
 def check_queue_change(obj: JSON, old: JSON, kind: str, facts: AdmissionFacts) -> list[str]:
@@ -213,8 +234,16 @@ def _check_against_runtime(job: TrainJob, runtime: TrainingRuntime | ClusterTrai
             for c in t.containers(kind_name):
                 cname = c.get("name", "")
                 if cname not in have:
+                    # kubeflow/trainer's words for a runtimePatches entry (jobset.go, #3948: init
+                    # containers and containers are told apart, each checked against the template's own).
+                    upstream = (
+                        f"must not have {'initContainer' if kind_name == 'initContainers' else 'container'} "
+                        f"that doesn't exist in the runtime job {t.rjob}: "
+                        if t.field == RUNTIME_PATCHES
+                        else ""
+                    )
                     errors.append(
-                        f"{where}.{kind_name}: container {cname!r} is not in replicated job {t.rjob!r} "
+                        f"{where}.{kind_name}: {upstream}container {cname!r} is not in replicated job {t.rjob!r} "
                         f"(it has {', '.join(sorted(have)) or 'none'})"
                     )
                 protected = cname in (NODE_CONTAINER, STEP_DATASET_INITIALIZER, STEP_MODEL_INITIALIZER) and (

@@ -37,6 +37,7 @@ from aiohttp import web
 from api.jobkinds import MPIJOB, TRAINJOB
 from api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
+    CONFIGMAPS,
     JOBS,
     KUEUE_LOCAL_QUEUES,
     MPIJOBS,
@@ -58,6 +59,7 @@ from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.trainjob.features.snapshot import snapshot_name
 from trainer.webhook import rules
 
 log = structlog.get_logger("trainer.webhook")
@@ -467,6 +469,7 @@ def cache_facts(
         gang=gang,
         mpijob=lambda namespace, name: mpijobs.get(MPIJOBS, namespace, name),
         max_nodes_per_job=max_nodes_per_job,
+        snapshot=lambda namespace, name: trainjobs.get(CONFIGMAPS, namespace, snapshot_name(name)),
     )
 
 

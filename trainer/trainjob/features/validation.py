@@ -294,15 +294,19 @@ lacks (``pkg/runtime/framework/plugins/jobset/jobset.go``; checked against the u
 def override_target_errors(info: RuntimeInfo) -> list[str]:
     """Overrides that target a replicated job the runtime does not have: each entry of
     ``podSpecOverrides[].targetJobs``, ``podTemplateOverrides[].targetJobs`` and
-    ``runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs`` must name one of ``info.rjobs``
-    (upstream ignores the others, so the override would be lost without a word)."""
+    ``runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs`` must name one of ``info.rjobs``,
+    the runtime template's own (upstream v2.0-v2.1 ignores the others, so the override would be lost
+    without a word; a ``runtimePatches`` entry is refused with :data:`MISSING_RJOB_PATCH`, as
+    kubeflow/trainer#3948 checks it against the template before the patches are merged)."""
     have = [r.name for r in info.rjobs]
     runtime = info.job.spec.runtime_ref.name
-    return [
-        f"{t.where}: replicated job {t.rjob!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
-        for t in override_targets(info.job)
-        if t.rjob not in have
-    ]
+    out = []
+    for t in override_targets(info.job):
+        if t.rjob in have:
+            continue
+        detail = f"replicated job {t.rjob!r} is not in runtime {runtime!r} (it has {', '.join(have) or 'none'})"
+        out.append(f"{t.where}: {MISSING_RJOB_PATCH}: {detail}" if t.strategic else f"{t.where}: {detail}")
+    return out
 
 
 def running_pods(jobs: list[JSON]) -> dict[str, int]:
