@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from api.base import (
     Condition,
@@ -145,17 +145,34 @@ class TorchMLPolicySource(Model):
     (Trainer v2.3), e.g. an init container that waits for the master."""
 
 
+MPI_PROCS_RULE, MPI_PROCS_MESSAGE = "self >= 1", "NumProcPerNode in mpiPolicy must be >= 1"
+"""The CEL rule of ``mlPolicy.mpi.numProcPerNode`` and its message (kubeflow/trainer#3809)."""
+TRAINER_PROCS_RULE = "type(self) != int || self >= 1"
+"""The CEL rule of ``spec.trainer.numProcPerNode``: kubeflow/trainer#3809's ``self >= 1`` on its integers
+(the field also takes v2.0-v2.1's ``auto``, ``cpu`` and ``gpu``)."""
+TRAINER_PROCS_MESSAGE = "numProcPerNode must be greater than or equal to 1"
+"""kubeflow/trainer#3809's message for ``spec.trainer.numProcPerNode`` below 1."""
+
+
 class MPIMLPolicySource(Model):
     """The MPI ML policy: hostfile, SSH keys and launcher environment."""
 
-    num_proc_per_node: int | None = Field(default=1, ge=1)
-    """Slots per node. Defaults to 1."""
+    num_proc_per_node: int | None = cel((MPI_PROCS_RULE, MPI_PROCS_MESSAGE), default=1)
+    """Slots per node, at least 1 (the CRD's rule and message are kubeflow/trainer#3809's). Defaults to 1."""
     mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] | None = "OpenMPI"
     """MPI implementation. Defaults to OpenMPI."""
     ssh_auth_mount_path: str | None = "/root/.ssh"
     """Where the SSH keys are mounted. Defaults to /root/.ssh."""
     run_launcher_as_node: bool | None = False
     """Let the launcher also run training processes. Defaults to false."""
+
+    @field_validator("num_proc_per_node")
+    @classmethod
+    def _slots_at_least_one(cls, value: int | None) -> int | None:
+        """The CRD's rule, for manifests read without an apiserver. Raises ``ValueError`` below 1."""
+        if value is not None and value < 1:
+            raise ValueError(MPI_PROCS_MESSAGE)
+        return value
 
 
 class JAXMLPolicySource(Model):
@@ -183,8 +200,10 @@ ONE_POLICY = (
 class MLPolicy(Model):
     """The ML framework settings of a runtime; at most one of torch, mpi, jax and xgboost."""
 
-    num_nodes: int | None = Field(default=1, ge=1)
-    """Number of training nodes. Defaults to 1."""
+    num_nodes: int | None = Field(default=1, ge=0)
+    """Number of training nodes, 0 or more (0: the trainer's Job runs no pod and completes, as a JobSet
+    replicated job of ``replicas: 0``; kubeflow/trainer#3809 bounds only the TrainJob's, this one not at
+    all, and a negative count is refused here). Defaults to 1."""
     torch: TorchMLPolicySource | None = None
     """Settings for torch (torchrun)."""
     mpi: MPIMLPolicySource | None = None
@@ -351,12 +370,23 @@ class Trainer(Model):
     """Arguments to the entrypoint."""
     env: list[EnvVar] | None = list_map("name")
     """Environment merged into the training container."""
-    num_nodes: int | None = Field(default=None, ge=1)
-    """Number of training nodes; overrides the runtime's ``mlPolicy.numNodes``."""
+    num_nodes: int | None = Field(default=None, ge=0)
+    """Number of training nodes, 0 or more (kubeflow/trainer#3809: ``Minimum=0``, as JobSet's replicas;
+    0: the trainer's Job runs no pod and completes); overrides the runtime's ``mlPolicy.numNodes``."""
     resources_per_node: KubeObject | None = resource_requirements()
     """Compute resources of each node (``corev1.ResourceRequirements``); the schema checks its quantities."""
-    num_proc_per_node: IntOrStr | None = None
-    """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer for torch; an integer for MPI."""
+    num_proc_per_node: IntOrStr | None = cel((TRAINER_PROCS_RULE, TRAINER_PROCS_MESSAGE), default=None)
+    """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer for torch; an integer for MPI. An
+    integer must be at least 1 (kubeflow/trainer#3809's message; its rule ``self >= 1`` applies here to
+    integers only, as the field also takes v2.0-v2.1's strings)."""
+
+    @field_validator("num_proc_per_node")
+    @classmethod
+    def _procs_at_least_one(cls, value: int | str | None) -> int | str | None:
+        """The CRD's rule, for manifests read without an apiserver. Raises ``ValueError`` below 1."""
+        if isinstance(value, int) and value < 1:
+            raise ValueError(TRAINER_PROCS_MESSAGE)
+        return value
 
 
 class PodSpecOverrideTargetJob(Model):

@@ -111,9 +111,9 @@ def test_a_typed_trainjob_is_sent_with_only_the_fields_given() -> None:
                 "apiVersion": "trainer.kubeflow.org/v1alpha1",
                 "kind": "TrainJob",
                 "metadata": {"name": "x"},
-                "spec": {"runtimeRef": {"name": "rt"}, "trainer": {"numNodes": 0}},
+                "spec": {"runtimeRef": {"name": "rt"}, "trainer": {"numNodes": -1}},
             },
-            "TrainJob 'x' is invalid: spec.trainer.numNodes: Input should be greater than or equal to 1",
+            "TrainJob 'x' is invalid: spec.trainer.numNodes: Input should be greater than or equal to 0",
         ),
         (
             {
@@ -152,7 +152,7 @@ def test_validation_errors_are_capped() -> None:
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainingRuntime",
         "metadata": {"name": "rt"},
-        "spec": {"mlPolicy": {"numNodes": 0, "mpi": {"numProcPerNode": 0, "mpiImplementation": "x"}}},
+        "spec": {"mlPolicy": {"numNodes": -1, "mpi": {"numProcPerNode": 0, "mpiImplementation": "x"}}},
     }
     with pytest.raises(ManifestError) as caught:
         load_manifests(bad)

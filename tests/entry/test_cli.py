@@ -103,8 +103,8 @@ def test_a_missing_manifest_is_one_line_and_exit_1_without_contacting_a_cluster(
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n", "kind 'ConfigMap' is not supported"),
         (
             "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\n"
-            "spec: {runtimeRef: {name: rt}, trainer: {numNodes: 0}}\n",
-            "spec.trainer.numNodes: Input should be greater than or equal to 1",
+            "spec: {runtimeRef: {name: rt}, trainer: {numNodes: -1}}\n",
+            "spec.trainer.numNodes: Input should be greater than or equal to 0",
         ),
         (
             "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x}\n"

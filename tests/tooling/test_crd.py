@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from api import crd
-from api.trainer_v1alpha1 import TrainJob
+from api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 
 
 @pytest.mark.parametrize("spec", crd.CRDS, ids=lambda s: s.resource.plural)
@@ -48,8 +49,30 @@ def test_trainjob_schema_has_status_columns_defaults_enums_and_rules() -> None:
     assert walk(spec, "trainer.numProcPerNode") == {
         "x-kubernetes-int-or-string": True,
         "description": walk(spec, "trainer.numProcPerNode")["description"],
+        "x-kubernetes-validations": [
+            {"rule": "type(self) != int || self >= 1", "message": "numProcPerNode must be greater than or equal to 1"}
+        ],
     }
     assert "kubectl" not in str(spec)  # descriptions are the docstrings, not tool notes
+
+
+def test_num_nodes_may_be_zero_and_num_proc_per_node_is_at_least_one_as_kubeflow_trainer_3809() -> None:
+    trainer = walk(schema_of("trainjobs")["schema"]["openAPIV3Schema"], "spec.trainer")
+    assert walk(trainer, "numNodes")["minimum"] == 0
+    assert TrainJob.model_validate({"spec": {"runtimeRef": {"name": "rt"}, "trainer": {"numNodes": 0}}})
+    for plural in ("trainingruntimes", "clustertrainingruntimes"):
+        policy = walk(schema_of(plural)["schema"]["openAPIV3Schema"], "spec.mlPolicy")
+        assert walk(policy, "numNodes")["minimum"] == 0, plural
+        procs = walk(policy, "mpi.numProcPerNode")
+        assert "minimum" not in procs, "the CEL rule's message, not the schema's, tells it"
+        assert procs["x-kubernetes-validations"] == [
+            {"rule": "self >= 1", "message": "NumProcPerNode in mpiPolicy must be >= 1"}
+        ], plural
+    with pytest.raises(ValidationError, match="numProcPerNode must be greater than or equal to 1"):
+        TrainJob.model_validate({"spec": {"runtimeRef": {"name": "rt"}, "trainer": {"numProcPerNode": 0}}})
+    with pytest.raises(ValidationError, match="NumProcPerNode in mpiPolicy must be >= 1"):
+        MPIMLPolicySource.model_validate({"numProcPerNode": 0})
+    assert TrainJob.model_validate({"spec": {"runtimeRef": {"name": "rt"}, "trainer": {"numProcPerNode": "auto"}}})
 
 
 def test_every_property_is_typed_structurally() -> None:

@@ -50,13 +50,14 @@ def trainer_rjob(rjobs: list[ReplicatedJob]) -> ReplicatedJob | None:
 
 
 def num_nodes(job: TrainJob, runtime: TrainingRuntimeSpec) -> int | None:
-    """Training nodes: ``trainer.numNodes``, else the runtime's ``mlPolicy.numNodes`` (default 1),
-    else None (no ML policy: keep the template's parallelism), as kubeflow/trainer
+    """Training nodes (0 or more; 0: the trainer's Job runs no pod, kubeflow/trainer#3809):
+    ``trainer.numNodes``, else the runtime's ``mlPolicy.numNodes`` (default 1), else None (no ML
+    policy: keep the template's parallelism), as kubeflow/trainer
     ``pkg/runtime/core/trainingruntime.go`` merges them."""
     if job.spec.trainer and job.spec.trainer.num_nodes is not None:
         return job.spec.trainer.num_nodes
     if runtime.ml_policy is not None:
-        return runtime.ml_policy.num_nodes or 1
+        return 1 if runtime.ml_policy.num_nodes is None else runtime.ml_policy.num_nodes
     return None
 
 
