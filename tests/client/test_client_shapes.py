@@ -185,6 +185,8 @@ def test_trainer_and_initializer_specs() -> None:
         "image": "img",
         "env": [{"name": "A", "value": "1"}],
     }
+    assert trainer_spec(rt, sdk.CustomTrainerContainer(image="img", num_nodes=0))["numNodes"] == 0  # #3809
+    assert "numNodes" not in trainer_spec(rt, sdk.CustomTrainerContainer(image="img"))
     assert resources_per_node({"mig-1g.5gb": 1, "Example.com/NPU": 1})["limits"] == {
         "nvidia.com/mig-1g.5gb": "1",
         "Example.com/NPU": "1",

@@ -314,9 +314,10 @@ def function_command(
 
 
 def _nodes_spec(num_nodes: int | None, resources: Mapping[str, Any] | None) -> JSON:
-    """``numNodes`` and ``resourcesPerNode`` (:func:`resources_per_node`) of ``spec.trainer``, when set."""
+    """``numNodes`` and ``resourcesPerNode`` (:func:`resources_per_node`) of ``spec.trainer``, when set
+    (``numNodes`` 0 too: a TrainJob may have no node, kubeflow/trainer#3809)."""
     spec: JSON = {}
-    if num_nodes:
+    if num_nodes is not None:
         spec["numNodes"] = num_nodes
     if resources:
         spec["resourcesPerNode"] = resources_per_node(resources)
