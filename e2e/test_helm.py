@@ -86,6 +86,10 @@ OBJECTS = {
     ("Service", f"{PREFIX}-operator-metrics", NAMESPACE),
     ("Service", f"{PREFIX}-webhook-service", NAMESPACE),
     ("Deployment", f"{PREFIX}-operator", NAMESPACE),
+    # The Trainer version the kubeflow SDK reads, and who may read it (upstream's name, not the release's).
+    ("ConfigMap", "kubeflow-trainer-public", NAMESPACE),
+    ("Role", "kubeflow-trainer-public", NAMESPACE),
+    ("RoleBinding", "kubeflow-trainer-public", NAMESPACE),
     *WEBHOOK_CONFIGURATIONS,
 }
 (PORT,) = reserved_ports(1)

@@ -16,26 +16,35 @@ import pytest
 from api.kinds import SECRETS
 from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
 from trainer.framework.probes import METRICS_SECRET
 
 pytestmark = pytest.mark.e2e
 (PORT,) = reserved_ports(1)
 OPERATOR_ARGS = [f"--metrics-bind-address=127.0.0.1:{PORT}", "--metrics-secure"]
-SERVER_NAME = "trainer-operator-metrics.default.svc"  # --metrics-service in --webhook-namespace (defaults)
 
 
-async def scrape(trust: ssl.SSLContext, token: str | None) -> tuple[int, str]:
+def home(operator: Operator) -> str:
+    """The operator's own namespace (``--webhook-namespace``): where it keeps the Secret, and the
+    namespace of ``--metrics-service``'s default name; ``default`` unless it runs as its ServiceAccount."""
+    return operator.env.get("TRAINER_WEBHOOK_NAMESPACE", "default")
+
+
+async def scrape(trust: ssl.SSLContext, token: str | None, server_name: str) -> tuple[int, str]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as http,
-        http.get(f"https://127.0.0.1:{PORT}/metrics", headers=headers, server_hostname=SERVER_NAME) as r,
+        http.get(f"https://127.0.0.1:{PORT}/metrics", headers=headers, server_hostname=server_name) as r,
     ):
         return r.status, await r.text()
 
 
-async def test_only_a_scraper_granted_get_metrics_reads_them(cluster: Any, client: Client, ns: str) -> None:
+async def test_only_a_scraper_granted_get_metrics_reads_them(
+    cluster: Any, client: Client, ns: str, operator: Operator
+) -> None:
+    server_name = f"trainer-operator-metrics.{home(operator)}.svc"  # --metrics-service's default
     secret = await wait_for(
-        lambda: client.kube.get_or_none(SECRETS, "default", METRICS_SECRET), "the metrics certificate Secret"
+        lambda: client.kube.get_or_none(SECRETS, home(operator), METRICS_SECRET), "the metrics certificate Secret"
     )
     trust = ssl.create_default_context(cadata=base64.b64decode(secret["data"]["ca.crt"]).decode())
     cluster.run_kubectl("create", "serviceaccount", "scraper", "-n", ns)
@@ -43,12 +52,12 @@ async def test_only_a_scraper_granted_get_metrics_reads_them(cluster: Any, clien
 
     async def answered() -> tuple[int, str] | None:
         try:
-            return await scrape(trust, None)
+            return await scrape(trust, None, server_name)
         except aiohttp.ClientConnectionError:
             return None
 
     assert (await wait_for(answered, "/metrics over HTTPS"))[0] == 401
-    status, body = await scrape(trust, token)
+    status, body = await scrape(trust, token, server_name)
     assert status == 403 and f"user=system:serviceaccount:{ns}:scraper, verb=get, path=/metrics" in body, body
 
     role = f"metrics-reader-{uuid.uuid4().hex[:6]}"
@@ -57,7 +66,7 @@ async def test_only_a_scraper_granted_get_metrics_reads_them(cluster: Any, clien
     try:
 
         async def allowed() -> str | None:  # a refusal is kept 10 s
-            status, body = await scrape(trust, token)
+            status, body = await scrape(trust, token, server_name)
             return body if status == 200 else None
 
         body = await wait_for(allowed, "the bound scraper to read /metrics", timeout=30)
