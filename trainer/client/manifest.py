@@ -156,7 +156,7 @@ def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
     api_version = KINDS[str(kind)].model_fields["api_version"].default
     if doc.get("apiVersion") != api_version:
         raise ManifestError(f"{where}: {kind} must have apiVersion {api_version}, not {doc.get('apiVersion')!r}")
-    name = meta(doc).name or (doc.get("metadata") or {}).get("generateName")
+    name = meta(doc).name or meta(doc).data.get("generateName")
     what = f"{kind} {name!r}" if name else str(kind)
     if not name:
         raise ManifestError(f"{where}: {what} has no metadata.name (nor metadata.generateName)")

@@ -65,7 +65,6 @@ from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, controller_uid, key_of
-from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
 from trainer.jobs.child_writer import HASH_ANNOTATION, Desired, Once
 from trainer.jobs.conditions import JOB_TERMINAL, MPIJOB_TERMINAL, finished, is_true, kept_conditions
@@ -85,7 +84,7 @@ POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "ownerR
 def kept_pod(obj: JSON) -> JSON:
     """What the MPIJob controller's cache keeps of a Pod: :data:`POD_METADATA` and ``status.phase`` and
     ``status.reason``; not its spec."""
-    m = strip_managed_fields(obj).get("metadata") or {}
+    m = meta(obj).data  # managedFields are not among the fields kept
     status = obj.get("status") or {}
     out: JSON = {"metadata": {k: m[k] for k in POD_METADATA if k in m}}
     for k in ("apiVersion", "kind"):
