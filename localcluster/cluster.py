@@ -67,6 +67,12 @@ SERVICE_CIDR = f"{SERVICE_IP.rsplit('.', 1)[0]}.0/24"  # 10.0.0.0/24
 POD_CIDR = "10.1.0.1/16"  # fake pod IPs handed out by kwok
 NODE_IP = "127.0.0.1"  # InternalIP of every node: loopback, so nothing ever leaves the machine
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# The Workload API (scheduling.k8s.io/v1beta1 Workload and PodGroup, beta in Kubernetes 1.37 but off by
+# default) and the kube-scheduler's gang scheduling of a PodGroup: GenericWorkload on the apiserver, the
+# scheduler and the controller manager (its PodGroup protection controller releases the finalizer the
+# apiserver's admission puts on a PodGroup that pods use). Dynamic Resource Allocation is on by default.
+FEATURE_GATES = "GenericWorkload=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 VOLCANO_COMPONENTS = ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager")
 VOLCANO_WEBHOOK = "vc-webhook-manager"  # started once Volcano's queues are Open (see localcluster.volcano)
@@ -453,6 +459,8 @@ class LocalCluster:
                 f"--service-account-signing-key-file={pki.sa_key}",
                 # Fake pods need no token volume, and pods need not wait for their ServiceAccount.
                 *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
+                f"--feature-gates={FEATURE_GATES}",
+                f"--runtime-config={RUNTIME_CONFIG}",
                 "--profiling=false",
             ],
         )
@@ -470,6 +478,7 @@ class LocalCluster:
                 f"--service-account-private-key-file={pki.sa_key}",
                 f"--root-ca-file={pki.ca_cert}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--feature-gates={FEATURE_GATES}",
                 "--profiling=false",
             ],
         )
@@ -481,6 +490,7 @@ class LocalCluster:
                 f"--kubeconfig={self.state_dir / 'kubeconfigs' / 'kube-scheduler.yaml'}",
                 "--secure-port=0",
                 "--leader-elect=false",
+                f"--feature-gates={FEATURE_GATES}",
                 "--profiling=false",
             ],
         )

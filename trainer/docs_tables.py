@@ -60,7 +60,15 @@ def support_matrix() -> list[tuple[str, str, str]]:
             "Kubernetes",
             v["KUBERNETES_VERSION"],
             f"the local cluster's kube-apiserver, kube-controller-manager and kube-scheduler (etcd "
-            f"{v['ETCD_VERSION']}), with KWOK {v['KWOK_VERSION']} nodes and real kubelets; no other version is tested",
+            f"{v['ETCD_VERSION']}, feature gate `GenericWorkload`, `scheduling.k8s.io/v1beta1` served), with KWOK "
+            f"{v['KWOK_VERSION']} nodes and real kubelets; no other version is tested. `spec.scheduling` needs 1.37 or "
+            "later; the rest needs only the APIs of 1.33 (the suite ran on v1.33.13 before v1.37.2)",
+        ),
+        (
+            "Workload API",
+            f"scheduling.k8s.io/v1beta1 ({v['KUBERNETES_VERSION']})",
+            "`--gang-scheduler-name=workload`: the kube-scheduler's own gangs (a `Workload` and its `PodGroup`s "
+            "per TrainJob whose runtime sets `spec.scheduling`, and per MPIJob), with no other scheduler installed",
         ),
         (
             "Kueue",
