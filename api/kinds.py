@@ -97,6 +97,11 @@ VOLCANO_QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "Queue", "queues",
 VOLCANO_COMMANDS = Resource("bus.volcano.sh", "v1alpha1", "Command", "commands")
 VOLCANO_HYPERNODES = Resource("topology.volcano.sh", "v1alpha1", "HyperNode", "hypernodes", namespaced=False)
 COSCHEDULING_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+WORKLOADS = Resource("scheduling.k8s.io", "v1beta1", "Workload", "workloads")
+"""The Workload API (kubernetes/api ``scheduling/v1beta1``, Kubernetes 1.37): one per TrainJob whose runtime
+sets ``spec.scheduling``, under ``--gang-scheduler-name=workload`` (:mod:`trainer.jobs.gang.workload`)."""
+POD_GROUPS = Resource("scheduling.k8s.io", "v1beta1", "PodGroup", "podgroups")
+"""The kube-scheduler's PodGroup, one per group of the Workload; Pods join it by ``spec.schedulingGroup``."""
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 """JobSet (kubernetes-sigs/jobset ``api/jobset/v1alpha2``): what Kubeflow Trainer makes of a TrainJob; this
 operator reads those a cluster switched from it still has (:mod:`trainer.trainjob.features.upstream_jobset`)."""

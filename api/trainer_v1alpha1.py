@@ -34,6 +34,17 @@ from api.jobset_v1alpha2 import (
     JobSetSpec,
 )
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINER_GROUP, TRAINER_VERSION, TRAINING_RUNTIMES, TRAINJOBS
+from api.scheduling_v1beta1 import (
+    MAX_POD_GROUP_RESOURCE_CLAIMS,
+    MAX_POD_GROUP_TEMPLATES,
+    ONE_CLAIM_SOURCE,
+    ONE_MODE,
+    ONE_SCHEDULING_POLICY,
+    DisruptionMode,
+    PodGroupResourceClaim,
+    PodGroupSchedulingConstraints,
+    PodGroupSchedulingPolicy,
+)
 
 GROUP, VERSION = TRAINER_GROUP, TRAINER_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -256,6 +267,81 @@ class PodGroupPolicy(Model):
     """Use the Volcano PodGroup."""
 
 
+def _rule(pair: tuple[str, str]) -> dict[str, Any]:
+    """A CEL rule as the CRD schema carries it."""
+    return {"rule": pair[0], "message": pair[1]}
+
+
+NO_MIN_COUNT = (
+    "!has(self.gang) || !has(self.gang.minCount)",
+    "gang.minCount is computed from numNodes and must not be set",
+)
+"""kubeflow/trainer KEP-3015: a gang's ``minCount`` is always the operator's, from the TrainJob."""
+TARGETED_ONCE = (
+    "self.all(e, self.filter(o, o.targetReplicatedJobs.exists(n, n in e.targetReplicatedJobs)).size() == 1)",
+    "a ReplicatedJob must not be targeted by more than one replicatedJobs entry",
+)
+
+
+class JobScheduling(Model):
+    """Level 3 of KEP-3015: every Job (replica) of the targeted replicated job is a group of its own,
+    its gang sized to that Job's pods, so replicas are placed and preempted independently."""
+
+    scheduling_policy: PodGroupSchedulingPolicy | None = cel(ONE_SCHEDULING_POLICY, NO_MIN_COUNT, default=None)
+    """The policy of each Job's group. Defaults to gang."""
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    """Topology constraints of each Job's group."""
+    disruption_mode: DisruptionMode | None = cel(ONE_MODE, default=None)
+    """How each Job's Pods may be disrupted."""
+    resource_claims: list[PodGroupResourceClaim] | None = Field(
+        default=None,
+        max_length=MAX_POD_GROUP_RESOURCE_CLAIMS,
+        json_schema_extra={"x-kubernetes-list-type": "atomic", "x-kubernetes-validations": [_rule(ONE_CLAIM_SOURCE)]},
+    )
+    """ResourceClaims each Job's Pods share (one per Job from a template)."""
+
+
+class ReplicatedJobScheduling(Model):
+    """Level 2 of KEP-3015: the targeted replicated jobs, every replica of each, form one group."""
+
+    target_replicated_jobs: list[str] = Field(
+        min_length=1,
+        max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "set", "items": {"type": "string", "maxLength": 253}},
+    )
+    """Names of the runtime template's replicated jobs this entry groups; each is targeted by one entry."""
+    scheduling_policy: PodGroupSchedulingPolicy | None = cel(ONE_SCHEDULING_POLICY, NO_MIN_COUNT, default=None)
+    """The group's policy. Defaults to gang."""
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    """The group's topology constraints."""
+    disruption_mode: DisruptionMode | None = cel(ONE_MODE, default=None)
+    """How the group's Pods may be disrupted."""
+    job: JobScheduling | None = None
+    """Level 3 instead: a group per Job of the (single) targeted replicated job."""
+
+
+class Scheduling(Model):
+    """Workload-aware scheduling of a runtime's TrainJobs by the kube-scheduler itself (the Workload API,
+    ``scheduling.k8s.io``), as kubeflow/trainer KEP-3015 proposes (``proposals/3015-workload-aware-scheduling``,
+    kubeflow/trainer#3219; not in a release): each TrainJob gets one ``Workload`` and a ``PodGroup`` per
+    group, created before any Pod; its Pods name their group in ``spec.schedulingGroup``. Either level 1
+    (the fields below but ``replicatedJobs``: one group of every Pod) or level 2/3 (``replicatedJobs``,
+    naming every replicated job once); the two mix only with CompositePodGroups, not built here."""
+
+    scheduling_policy: PodGroupSchedulingPolicy | None = cel(ONE_SCHEDULING_POLICY, NO_MIN_COUNT, default=None)
+    """Level 1: the policy of the TrainJob's one group. Defaults to gang (``minCount``: every Pod)."""
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    """Level 1: topology constraints of the TrainJob's group."""
+    disruption_mode: DisruptionMode | None = cel(ONE_MODE, default=None)
+    """Level 1: how the TrainJob's Pods may be disrupted."""
+    replicated_jobs: list[ReplicatedJobScheduling] | None = Field(
+        default=None,
+        max_length=MAX_POD_GROUP_TEMPLATES,
+        json_schema_extra={"x-kubernetes-list-type": "atomic", "x-kubernetes-validations": [_rule(TARGETED_ONCE)]},
+    )
+    """Levels 2 and 3: a group per entry (or per Job of its replicated job)."""
+
+
 class RunPolicy(Model):
     """Lifecycle defaults of every TrainJob of a runtime, each overridden by the TrainJob's field of the
     same name (KEP-2899 ``RunPolicy``, proposed in kubeflow/trainer#3824, tracked by kubeflow/trainer#4052)."""
@@ -266,6 +352,13 @@ class RunPolicy(Model):
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
     """Seconds after a TrainJob that sets no ``spec.ttlSecondsAfterFinished`` finished (Complete or Failed)
     that the TrainJob itself is deleted, its children with it; 0: at once."""
+
+
+SCHEDULING_EXCLUSIVE = (
+    "!(has(self.scheduling) && has(self.podGroupPolicy))",
+    "scheduling and podGroupPolicy are mutually exclusive",
+)
+"""KEP-3015: a runtime asks for the Workload API or for a PodGroup plugin, not both."""
 
 
 class TrainingRuntimeSpec(Model):
@@ -281,6 +374,9 @@ class TrainingRuntimeSpec(Model):
         default=None,
     )
     """Gang scheduling settings."""
+    scheduling: Scheduling | None = None
+    """Gang scheduling by the kube-scheduler through the Workload API (KEP-3015, ahead of upstream); needs
+    ``--gang-scheduler-name=workload`` and a cluster serving ``scheduling.k8s.io/v1beta1``."""
     template: JobSetTemplateSpec
     """The replicated jobs every TrainJob of this runtime expands into."""
     run_policy: RunPolicy | None = None
@@ -291,7 +387,7 @@ class _RuntimeBase(Model):
     api_version: str = API_VERSION
     kind: str = ""
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingRuntimeSpec
+    spec: TrainingRuntimeSpec = cel(SCHEDULING_EXCLUSIVE)
 
 
 class TrainingRuntime(_RuntimeBase):

@@ -53,6 +53,7 @@ from api.kinds import (
     NETWORK_POLICIES,
     PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
+    POD_GROUPS,
     PODS,
     SECRETS,
     SERVICES,
@@ -63,6 +64,7 @@ from api.kinds import (
     VALIDATING_WEBHOOKS,
     VOLCANO_PODGROUPS,
     VOLCANO_QUEUES,
+    WORKLOADS,
     Resource,
 )
 from trainer.framework.probes import METRICS_SECRET
@@ -258,6 +260,19 @@ GANG: dict[str, list[Rule]] = {
             "informer; one PodGroup per job (get: as for jobs); deleted when done",
         ),
         Rule(VOLCANO_QUEUES, WATCH, "informer: queue checks (gang/volcano.py)"),
+    ],
+    "workload": [
+        Rule(
+            WORKLOADS,
+            (*WATCH, "create", "get", "patch"),
+            "informer; one Workload per job, created once and never changed (get, patch: a create's 409 on one "
+            "the job controls is read and labelled, reconciler/child_writer.py) (gang/workload.py)",
+        ),
+        Rule(
+            POD_GROUPS,
+            (*WATCH, "create", "get", "patch"),
+            "informer; a PodGroup per group of the Workload, created once (get, patch: as for workloads)",
+        ),
     ],
     "scheduler-plugins": [
         Rule(

@@ -81,8 +81,9 @@ EXTRA: dict[str, set[str]] = {
     # JobSet's restart counters, which a TrainJob has no other place for; KEP-2899's times (proposed,
     # kubeflow/trainer#3824 and #4052).
     "TrainJobStatus": {"restarts", "restartsCountTowardsMax", "replicatedJobsStatus", "startTime", "completionTime"},
-    # KEP-2899 as proposed (kubeflow/trainer#3824 and #4052): not in a release yet.
-    "TrainingRuntimeSpec": {"runPolicy"},
+    # KEP-2899 as proposed (kubeflow/trainer#3824 and #4052) and KEP-3015's Workload API block
+    # (kubeflow/trainer#3219): not in a release yet.
+    "TrainingRuntimeSpec": {"runPolicy", "scheduling"},
 }
 
 

@@ -36,6 +36,7 @@ OVERLAYS = {
     "volcano": "overlays/volcano",
     "kueue": "overlays/kueue",
     "scheduler-plugins": "overlays/scheduler-plugins",
+    "workload": "overlays/workload",
 }
 """The ``config/`` directory deploying each ``--gang-scheduler-name``."""
 INSTANCE = "app.kubernetes.io/instance"

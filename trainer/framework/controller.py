@@ -103,6 +103,12 @@ class Reader:
         """Whether the cache of ``res`` has applied every change up to ``resource_version``."""
         return self._store(res).seen(resource_version)
 
+    def served(self, res: Resource) -> bool:
+        """Whether the apiserver serves ``res``: False while its cache found it never served (a 404 before any
+        list, :attr:`trainer.framework.kube.cache.Informer.absent`: its CRD or API group is not installed).
+        Raises :class:`UndeclaredRead` for an undeclared resource."""
+        return not bool(getattr(self._store(res), "absent", False))
+
     def kept(self, res: Resource) -> Projection:
         """What the cache of ``res`` keeps of an object (its :attr:`Owns.keep`), without interning: what a
         desired object is compared through, so a projected cache never looks like drift."""

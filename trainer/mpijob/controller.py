@@ -97,7 +97,14 @@ def mpijob_gang_input(info: MPIJobInfo) -> GangInput:
         schedule_timeout_seconds=policy.schedule_timeout_seconds if policy else None,
         finished=info.finished or bool(info.invalid),
         started=info.started,
+        scheduling=LEVEL_1_GANG,
+        all_pod_sets=tuple(sets),
     )
+
+
+LEVEL_1_GANG: JSON = {"schedulingPolicy": {"gang": {}}}
+"""What an MPIJob asks of the Workload API (``--gang-scheduler-name=workload``): one gang of its launcher and
+workers, ``minCount`` its ``schedulingPolicy.minAvailable`` or every Pod, as mpi-operator's PodGroups."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,6 +226,9 @@ def desired(info: MPIJobInfo, plan: GangPlan) -> Desired:
     name, labels = names(job)["ssh"], {JOB_NAME_LABEL: str(job.metadata.name)}
     out.once.append(Once(SECRETS, str(job.metadata.namespace), name, partial(new_ssh_secret, info.obj, name, labels)))
     out.apply += [*plan.apply, children.service, children.config_map]
+    out.once += [
+        Once(res, str(job.metadata.namespace), o["metadata"]["name"], partial(dict, o)) for res, o in plan.create
+    ]
     jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
     out.apply += decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL)
     return out

@@ -46,6 +46,8 @@ from trainer.jobs.child_writer import OURS, claim
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.volcano import queue_problems
+from trainer.jobs.gang.workload import API_MISSING as WORKLOAD_API_MISSING
+from trainer.jobs.gang.workload import Workload as WorkloadGang
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
@@ -100,6 +102,9 @@ class AdmissionFacts:
     snapshot: Callable[[str, str], JSON | None] = lambda _namespace, _name: None
     """``snapshot(namespace, trainjob)``: the TrainJob's runtime snapshot, ConfigMap
     ``<trainjob>-runtime-snapshot`` (:mod:`trainer.trainjob.features.snapshot`), or None."""
+    workload_api: Callable[[], bool | None] = lambda: None
+    """Whether the cluster serves the Workload API (``scheduling.k8s.io/v1beta1`` Workload and PodGroup);
+    None when unknown (the operator does not watch it: another gang scheduler)."""
 
 
 def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
@@ -178,6 +183,8 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         if runtime is not None:
             v.errors += _check_against_runtime(job, runtime)
             v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
+            if old is not None:
+                v.errors += check_gang_size_change(obj, old, runtime, facts)
         warning = deprecation_warning({**runtime_obj, "kind": kind}, referenced=True)
         if warning:
             v.warnings.append(warning)
@@ -186,6 +193,25 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
     return v
+
+
+def check_gang_size_change(
+    obj: JSON, old: JSON, runtime: TrainingRuntime | ClusterTrainingRuntime, facts: AdmissionFacts
+) -> list[str]:
+    """``spec.trainer.numNodes`` is immutable while the Workload API gang-schedules the TrainJob (its runtime
+    sets ``spec.scheduling`` and the operator runs with ``--gang-scheduler-name=workload``): the PodGroups'
+    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015, until elastic
+    TrainJobs are defined)."""
+    if facts.gang != WorkloadGang.name or runtime.spec.scheduling is None:
+        return []
+    before, after = (((o.get("spec") or {}).get("trainer") or {}).get("numNodes") for o in (old, obj))
+    if before == after:
+        return []
+    return [
+        f"spec.trainer.numNodes: cannot change from {before} to {after}: the runtime's spec.scheduling gang-schedules "
+        "this TrainJob through the Workload API, whose PodGroups' minCount was computed from numNodes and does not "
+        "change; delete the TrainJob and create it again with the new numNodes"
+    ]
 
 
 def _frozen_runtime(obj: JSON, facts: AdmissionFacts) -> JSON | None:
@@ -367,9 +393,11 @@ def deprecation_warning(runtime: JSON, referenced: bool) -> str | None:
     )
 
 
-def validate_runtime(obj: JSON, old: JSON | None = None) -> Verdict:
+def validate_runtime(obj: JSON, old: JSON | None = None, facts: AdmissionFacts | None = None) -> Verdict:
     """Admission of a TrainingRuntime or ClusterTrainingRuntime create (``old`` None) or update; a create
-    of a deprecated ClusterTrainingRuntime is admitted with upstream's warning."""
+    of a deprecated ClusterTrainingRuntime is admitted with upstream's warning. With ``facts``, a
+    ``spec.scheduling`` the running operator or the cluster cannot serve is refused
+    (:func:`scheduling_support_errors`)."""
     v = Verdict()
     warning = deprecation_warning(obj, referenced=False) if old is None else None
     if warning:
@@ -380,8 +408,27 @@ def validate_runtime(obj: JSON, old: JSON | None = None) -> Verdict:
         v.errors += _pydantic_errors(e)
         return v
     v.errors += runtime_errors(runtime.spec)
+    if facts is not None and runtime.spec.scheduling is not None:
+        v.errors += scheduling_support_errors(facts)
     v.warnings += lifecycle_warnings(runtime.spec)
     return v
+
+
+def scheduling_support_errors(facts: AdmissionFacts) -> list[str]:
+    """Why a runtime's ``spec.scheduling`` cannot be served here: the operator runs with another
+    ``--gang-scheduler-name`` (no Workload would be made: its TrainJobs would run ungrouped), or the cluster
+    does not serve the Workload API. The seed-000 rule: a gang is never dropped in silence. kubeflow/trainer
+    KEP-3015 refuses such a runtime when its feature gate is off, the same way."""
+    if facts.gang != WorkloadGang.name:
+        return [
+            f"spec.scheduling: the operator runs with --gang-scheduler-name={facts.gang}, so no Workload would be "
+            "made and the TrainJobs of this runtime would not be gang scheduled; start the operator with "
+            f"--gang-scheduler-name={WorkloadGang.name} (chart value gangScheduler: {WorkloadGang.name}) or "
+            "remove spec.scheduling"
+        ]
+    if facts.workload_api() is False:
+        return [f"spec.scheduling: {WORKLOAD_API_MISSING}"]
+    return []
 
 
 def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdict:

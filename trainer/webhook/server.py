@@ -42,11 +42,13 @@ from api.kinds import (
     KUEUE_LOCAL_QUEUES,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    POD_GROUPS,
     PODS,
     TRAINING_RUNTIMES,
     TRAINJOBS,
     VALIDATING_WEBHOOKS,
     VOLCANO_QUEUES,
+    WORKLOADS,
     Resource,
 )
 from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
@@ -331,7 +333,7 @@ class WebhookServer:
         elif path == "/validate-mpijob":
             verdict = rules.validate_mpijob(obj, old, facts)
         else:
-            verdict = rules.validate_runtime(obj, old)
+            verdict = rules.validate_runtime(obj, old, facts)
         if not verdict.allowed:
             log.info("admission refused", path=path, name=meta(obj).name, errors=verdict.errors)
         return review_response(uid, verdict)
@@ -461,6 +463,11 @@ def cache_facts(
     def volcano_queues() -> list[JSON] | None:
         return trainjobs.items(VOLCANO_QUEUES) if trainjobs.declares(VOLCANO_QUEUES) else None
 
+    def workload_api() -> bool | None:
+        if not trainjobs.declares(WORKLOADS):
+            return None
+        return trainjobs.served(WORKLOADS) and trainjobs.served(POD_GROUPS)
+
     return rules.AdmissionFacts(
         runtime=runtime,
         active_pods=active_pods,
@@ -470,6 +477,7 @@ def cache_facts(
         mpijob=lambda namespace, name: mpijobs.get(MPIJOBS, namespace, name),
         max_nodes_per_job=max_nodes_per_job,
         snapshot=lambda namespace, name: trainjobs.get(CONFIGMAPS, namespace, snapshot_name(name)),
+        workload_api=workload_api,
     )
 
 

@@ -11,8 +11,9 @@ from trainer.jobs.gang.coscheduling import Coscheduling
 from trainer.jobs.gang.kueue import Kueue
 from trainer.jobs.gang.none import NoGang
 from trainer.jobs.gang.volcano import Volcano
+from trainer.jobs.gang.workload import Workload
 
-SCHEDULERS: dict[str, type[GangScheduler]] = {cls.name: cls for cls in (NoGang, Volcano, Kueue, Coscheduling)}
+SCHEDULERS: dict[str, type[GangScheduler]] = {cls.name: cls for cls in (NoGang, Volcano, Kueue, Coscheduling, Workload)}
 
 
 def get(name: str) -> GangScheduler:

@@ -20,7 +20,7 @@ from typing import ClassVar, Protocol
 from api.base import Condition
 from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
-from api.labels import REPLICATED_JOB_NAME
+from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
@@ -67,10 +67,19 @@ class GangInput:
     network_topology: JSON | None = None
     """The Volcano PodGroup's ``spec.networkTopology`` ({mode, highestTierAllowed}), if any."""
     runtime_policy: str | None = None
-    """The scheduler the runtime's ``podGroupPolicy`` names (``volcano``/``coscheduling``), if any."""
+    """The scheduler the runtime's ``podGroupPolicy`` names (``volcano``/``coscheduling``), or ``workload``
+    when it sets ``spec.scheduling``; None: neither."""
     finished: bool = False
     started: bool = False
     """True once the job's Jobs have been released (unsuspended) at least once."""
+    scheduling: JSON | None = None
+    """The Workload API groups the job asks for: its runtime's ``spec.scheduling`` (kubeflow/trainer
+    KEP-3015's ``Scheduling``), None when it asks for none (:mod:`trainer.jobs.gang.workload`)."""
+    all_pod_sets: tuple[PodSet, ...] = ()
+    """Every pod set of the job in order, those completed first (initializers) included: ``scheduling``
+    names them."""
+    sequenced: bool = False
+    """The job starts its replicated jobs in an order (``dependsOn``, ``startupPolicy: InOrder``)."""
 
     @property
     def name(self) -> str:
@@ -92,6 +101,10 @@ class Facts(Protocol):
         """Every cached object of ``res``."""
         ...
 
+    def served(self, res: Resource) -> bool:
+        """Whether the apiserver serves ``res`` (False: its API is not installed)."""
+        ...
+
 
 @dataclass
 class GangPlan:
@@ -99,6 +112,8 @@ class GangPlan:
 
     apply: list[JSON] = field(default_factory=list)
     """Objects to server-side apply (e.g. the PodGroup)."""
+    create: list[tuple[Resource, JSON]] = field(default_factory=list)
+    """Objects created once when absent and never changed (the Workload and its PodGroups)."""
     delete: list[tuple[Resource, str, str]] = field(default_factory=list)
     """Objects to delete: (resource, namespace, name)."""
     scheduler_name: str | None = None
@@ -106,6 +121,9 @@ class GangPlan:
     pod_labels: dict[str, str] = field(default_factory=dict)
     pod_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     """Annotations per pod set name (``"*"`` for every set)."""
+    scheduling_groups: dict[tuple[str, int | None], str] = field(default_factory=dict)
+    """``spec.schedulingGroup.podGroupName`` of the Pods of ``(pod set, Job index)`` (index None: every Job
+    of the set)."""
     hold: bool = False
     """Keep every Job suspended (no Pods) for now."""
     conditions: list[Condition] = field(default_factory=list)
@@ -180,17 +198,25 @@ def scheduler_name_problems(job: GangInput, expected: str | None, flag: str) -> 
     return out
 
 
+RUNTIME_POLICY_FLAGS = {"volcano": "volcano", "coscheduling": "scheduler-plugins", "workload": "workload"}
+"""The ``--gang-scheduler-name`` that serves each runtime gang setting of :attr:`GangInput.runtime_policy`."""
+
+
 def runtime_policy_problem(job: GangInput, accepted: str | None, flag: str) -> list[Condition]:
-    """A runtime ``podGroupPolicy`` naming a scheduler other than the running one."""
+    """A runtime ``podGroupPolicy`` (or ``spec.scheduling``: ``workload``) naming a scheduler other than the
+    running one."""
     if job.runtime_policy is None or job.runtime_policy == accepted:
         return []
+    field = "spec.scheduling" if job.runtime_policy == "workload" else "spec.podGroupPolicy"
+    what = "spec.scheduling (the Workload API)" if job.runtime_policy == "workload" else "podGroupPolicy"
+    value = "" if job.runtime_policy == "workload" else f" is {job.runtime_policy!r}"
     return [
         problem(
             "PodGroupPolicyMismatch",
-            f"the runtime's podGroupPolicy is {job.runtime_policy!r}, but the operator runs with "
-            f"--gang-scheduler-name={flag}; its gang settings are ignored. Start the operator with "
-            f"--gang-scheduler-name={'volcano' if job.runtime_policy == 'volcano' else 'scheduler-plugins'} "
-            "or change spec.podGroupPolicy of the runtime",
+            f"the runtime's {what}{value}, but the operator runs with --gang-scheduler-name={flag}; its gang "
+            f"settings are ignored. Start the operator with "
+            f"--gang-scheduler-name={RUNTIME_POLICY_FLAGS.get(job.runtime_policy, job.runtime_policy)} "
+            f"or change {field} of the runtime",
         )
     ]
 
@@ -233,14 +259,19 @@ def pod_group_metadata(job: GangInput) -> JSON:
 def decorate(
     jobs: list[JSON], plan: GangPlan, skip: frozenset[str] | set[str], set_label: str = REPLICATED_JOB_NAME
 ) -> list[JSON]:
-    """Copies of ``jobs`` whose pod templates carry the plan's schedulerName (where unset), labels
-    and annotations. A Job's pod set is named by its label ``set_label``; Jobs of sets in ``skip``
-    (not in the gang) are left as they are."""
+    """Copies of ``jobs`` whose pod templates carry the plan's schedulerName (where unset), labels,
+    annotations and scheduling group (``spec.schedulingGroup``). A Job's pod set is named by its label
+    ``set_label``, its index by ``jobset.sigs.k8s.io/job-index``; Jobs of sets in ``skip`` (not in the gang)
+    get only their scheduling group."""
     out = []
     for job in jobs:
-        rjob = job["metadata"]["labels"].get(set_label, "")
+        labels = job["metadata"]["labels"]
+        rjob = labels.get(set_label, "")
+        index = labels.get(JOB_INDEX)
+        group = plan.scheduling_groups.get((rjob, int(index) if str(index).isdigit() else None))
+        group = group or plan.scheduling_groups.get((rjob, None))
         if rjob in skip:
-            out.append(job)
+            out.append(job if group is None else _with_scheduling_group(job, group))
             continue
         # Copies along the path that changes only: the rest of the Job is shared with ``jobs``.
         pod = dict(job["spec"]["template"])
@@ -254,9 +285,18 @@ def decorate(
         spec = dict(pod.get("spec") or {})
         if plan.scheduler_name and not spec.get("schedulerName"):
             spec["schedulerName"] = plan.scheduler_name
+        if group is not None:
+            spec["schedulingGroup"] = {"podGroupName": group}
         pod["spec"] = spec
         out.append({**job, "spec": {**job["spec"], "template": pod}})
     return out
+
+
+def _with_scheduling_group(job: JSON, group: str) -> JSON:
+    """A copy of ``job`` whose Pods join PodGroup ``group`` (``spec.schedulingGroup.podGroupName``)."""
+    pod = dict(job["spec"]["template"])
+    pod["spec"] = {**(pod.get("spec") or {}), "schedulingGroup": {"podGroupName": group}}
+    return {**job, "spec": {**job["spec"], "template": pod}}
 
 
 def gang_conditions(plan: GangPlan) -> list[Condition]:

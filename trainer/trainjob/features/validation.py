@@ -43,6 +43,7 @@ from trainer.jobs.features.limits import (
     container_quantities,
     quantity_errors,
 )
+from trainer.jobs.gang.workload import scheduling_errors
 from trainer.trainjob.children import coordinator_endpoint
 from trainer.trainjob.features.failure_policy import pattern_error
 from trainer.trainjob.features.overrides import override_targets
@@ -245,6 +246,7 @@ def runtime_errors(spec: TrainingRuntimeSpec) -> list[str]:
     pgp = spec.pod_group_policy
     if pgp is not None and pgp.coscheduling is not None and pgp.volcano is not None:
         errors.append("spec.podGroupPolicy: set only one of coscheduling and volcano")
+    errors += _scheduling(spec, template, rjobs)
     errors += _replicated_jobs(rjobs)
     errors += _policies(template, names)
     errors += _coordinator(template, rjobs)
@@ -254,6 +256,27 @@ def runtime_errors(spec: TrainingRuntimeSpec) -> list[str]:
         errors += _dns1035(subdomain, "spec.template.spec.network.subdomain", "subdomain")
     for ml_policy in active(spec):
         errors += ml_policy.runtime_errors(spec)
+    return errors
+
+
+def _scheduling(spec: TrainingRuntimeSpec, template: JobSetSpec, rjobs: list[ReplicatedJob]) -> list[str]:
+    """``spec.scheduling`` (KEP-3015): exclusive with ``podGroupPolicy``, its groups buildable for the template
+    (:func:`trainer.jobs.gang.workload.scheduling_errors`), and no Pod template naming a scheduling group of
+    its own (the operator sets ``spec.schedulingGroup``, as it owns the Workload)."""
+    if spec.scheduling is None:
+        return []
+    errors = []
+    if spec.pod_group_policy is not None:
+        errors.append("spec.scheduling: scheduling and podGroupPolicy are mutually exclusive: remove one")
+    replicas = [(r.name, r.replicas) for r in rjobs]
+    errors += scheduling_errors(spec.scheduling.to_dict(), replicas, shape.sequenced(rjobs, template))
+    for i, r in enumerate(rjobs):
+        pod = ((r.template.get("spec") or {}).get("template") or {}).get("spec") or {}
+        if pod.get("schedulingGroup") is not None:
+            errors.append(
+                f"{RJOBS}[{i}].template.spec.template.spec.schedulingGroup: Pod schedulingGroup must not be set, "
+                "it is owned by the TrainJob controller (spec.scheduling)"
+            )
     return errors
 
 

@@ -18,6 +18,7 @@ from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.jobs.gang.volcano import network_topology
 from trainer.trainjob.features.failure_policy import Decision
 from trainer.trainjob.policies.base import Policy
+from trainer.trainjob.runtime.shape import sequenced
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,18 @@ class RuntimeInfo:
             queue=self.queue,
             schedule_timeout_seconds=cosched.schedule_timeout_seconds if cosched else None,
             network_topology=network_topology(volcano.network_topology) if volcano else None,
-            runtime_policy="volcano" if volcano is not None else "coscheduling" if cosched is not None else None,
+            runtime_policy=(
+                "volcano"
+                if volcano is not None
+                else "coscheduling"
+                if cosched is not None
+                else "workload"
+                if self.runtime.scheduling is not None
+                else None
+            ),
             finished=self.finished,
             started=self.started,
+            scheduling=self.runtime.scheduling.to_dict() if self.runtime.scheduling is not None else None,
+            all_pod_sets=tuple(self.pod_sets),
+            sequenced=sequenced(self.rjobs, self.template),
         )

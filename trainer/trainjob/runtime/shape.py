@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.jobset_v1alpha2 import ReplicatedJob
+from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import ANCESTOR_LABEL, NODE_CONTAINER, STEP_TRAINER, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -76,6 +76,13 @@ def completed_first(rjobs: list[ReplicatedJob]) -> set[str]:
     before the rest start, so they are not in the gang (counting them would deadlock it, as in
     mpi-operator#608)."""
     return {d.name for r in rjobs for d in r.depends_on or [] if d.status == "Complete"}
+
+
+def sequenced(rjobs: list[ReplicatedJob], template: JobSetSpec) -> bool:
+    """Whether the runtime starts its replicated jobs in an order: some ``dependsOn``, or JobSet's
+    ``startupPolicy: InOrder`` (then no gang of every Pod could ever fill, KEP-3015)."""
+    in_order = (template.startup_policy.startup_policy_order if template.startup_policy else None) == "InOrder"
+    return in_order or any(r.depends_on for r in rjobs)
 
 
 def pods_per_job(policy: Policy, x: Expansion, rjob: ReplicatedJob) -> tuple[int, bool]:

@@ -1,0 +1,221 @@
+"""Gang scheduling by the kube-scheduler itself, through the Workload API (``--gang-scheduler-name=workload``,
+kubeflow/trainer KEP-3015), on the local cluster's real kube-apiserver, kube-scheduler and
+kube-controller-manager (Kubernetes 1.37, feature gate GenericWorkload): no Volcano, Kueue or
+scheduler-plugins takes part.
+
+Three KWOK nodes of 6 CPU of this module's own (tainted, so no other pod lands there) have room for three
+of the four 4-CPU pods of a 4-node TrainJob: on the gang runtime no pod is bound, on the same runtime
+without ``spec.scheduling`` three are; a fourth node lets the gang bind all four at once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from api.kinds import NODES, POD_GROUPS, PODS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS
+from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, condition, wait_for
+from trainer.framework.json_codec import JSON
+from trainer.framework.kube.client import ApiError
+
+pytestmark = pytest.mark.e2e
+GANG_SCHEDULER = "workload"
+TAG = uuid.uuid4().hex[:6]
+TAINT = f"trainer.e2e/workload-gang-{TAG}"
+LABEL = "trainer.e2e/workload-gang"
+
+
+def node(name: str) -> JSON:
+    """A KWOK node of 6 CPU, labelled and tainted for this module's pods only."""
+    resources = {"cpu": "6", "memory": "64Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, LABEL: TAG},
+        },
+        "spec": {"taints": [{"key": TAINT, "effect": "NoSchedule"}]},
+        "status": {"allocatable": resources, "capacity": resources},
+    }
+
+
+def placed_runtime(name: str, scheduling: JSON | None) -> JSON:
+    """A torch runtime whose pods go only to this module's nodes and run for a while."""
+    node_rjob = rjob("node", "trainer", run_for=RUN_FOR)
+    pod = node_rjob["template"]["spec"]["template"]["spec"]
+    pod["nodeSelector"] = {LABEL: TAG}
+    pod["tolerations"] = [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+    out = runtime(name, node_rjob)
+    if scheduling is not None:
+        out["spec"]["scheduling"] = scheduling
+    return out
+
+
+def four_nodes(name: str, rt: str) -> JSON:
+    return trainjob(name, rt, trainer={"numNodes": 4, "resourcesPerNode": {"requests": {"cpu": "4"}}})
+
+
+@pytest.fixture(name="nodes")
+async def nodes_fixture(client: Client) -> AsyncIterator[list[str]]:
+    """This module's three nodes, Ready; deleted afterwards with any fourth one."""
+    names = [f"wl-gang-{TAG}-{i}" for i in range(3)]
+    for name in names:
+        await client.kube.create(NODES, None, node(name))
+    await wait_for(lambda: ready(client, names), "the gang test's nodes Ready", 60)
+    try:
+        yield names
+    finally:
+        for name in [*names, f"wl-gang-{TAG}-3"]:
+            await client.kube.delete(NODES, None, name)
+
+
+async def ready(client: Client, names: list[str]) -> bool | None:
+    for name in names:
+        n = await client.kube.get_or_none(NODES, None, name)
+        c = condition(n, "Ready")
+        if not c or c.get("status") != "True":
+            return None
+    return True
+
+
+async def pods(client: Client, ns: str, job: str) -> list[JSON]:
+    return await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={job}")
+
+
+def bound(ps: list[JSON]) -> list[JSON]:
+    return [p for p in ps if (p.get("spec") or {}).get("nodeName")]
+
+
+async def settled_pods(client: Client, ns: str, job: str, count: int, bound_count: int, hold: float = 8) -> list[JSON]:
+    """Wait until ``job`` has ``count`` pods of which ``bound_count`` are bound, then check it stays so for
+    ``hold`` seconds (a gang binding later would be a partial gang)."""
+
+    async def probe() -> list[JSON] | None:
+        ps = await pods(client, ns, job)
+        return ps if len(ps) == count and len(bound(ps)) == bound_count else None
+
+    await wait_for(probe, f"{job}: {count} pods, {bound_count} bound", 60)
+    await asyncio.sleep(hold)
+    ps = await pods(client, ns, job)
+    assert (len(ps), len(bound(ps))) == (count, bound_count), [p["spec"].get("nodeName") for p in ps]
+    return ps
+
+
+async def first_seen(client: Client, ns: str) -> dict[str, int]:
+    """Poll the namespace every 0.1 s until a Pod exists: the resourceVersion at which the Workload, a PodGroup
+    and a Pod were each first seen (the creation resourceVersion of the first two, which nothing changes
+    before the Pods come)."""
+    seen: dict[str, int] = {}
+
+    async def probe() -> bool | None:
+        for res, kind in ((WORKLOADS, "Workload"), (POD_GROUPS, "PodGroup"), (PODS, "Pod")):
+            items, _ = await client.kube.list(res, ns)
+            if items and kind not in seen:
+                seen[kind] = min(int(o["metadata"]["resourceVersion"]) for o in items)
+        return True if "Pod" in seen else None
+
+    await wait_for(probe, "the gang's first pod", 60, interval=0.1)
+    return seen
+
+
+async def scheduling_objects(client: Client, ns: str) -> tuple[JSON, list[JSON]]:
+    (workload,) = (await client.kube.list(WORKLOADS, ns))[0]
+    groups, _ = await client.kube.list(POD_GROUPS, ns)
+    return workload, groups
+
+
+async def test_a_gang_binds_all_of_its_pods_or_none(client: Client, ns: str, nodes: list[str]) -> None:
+    await client.apply(placed_runtime("gang", {"schedulingPolicy": {"gang": {}}}), ns)
+    await client.apply(placed_runtime("plain", None), ns)
+    await client.apply(four_nodes("gang", "gang"), ns)
+    seen = await first_seen(client, ns)
+
+    # No pod is bound: three fit, the gang needs four.
+    ps = await settled_pods(client, ns, "gang", 4, 0)
+    for p in ps:
+        scheduled = condition(p, "PodScheduled")
+        assert scheduled is not None and scheduled["status"] == "False", p.get("status")
+        assert scheduled.get("reason") == "Unschedulable" and scheduled.get("message"), scheduled
+
+    # The Workload and its PodGroup were made before the first pod, as KEP-3015 orders them.
+    workload, groups = await scheduling_objects(client, ns)
+    (group,) = groups
+    tj = await client.trainjob(ns, "gang")
+    assert tj is not None
+    uid = tj["metadata"]["uid"]
+    assert workload["metadata"]["ownerReferences"][0]["uid"] == uid
+    assert workload["spec"]["podGroupTemplates"] == [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": 4}}}]
+    assert [r["kind"] for r in group["metadata"]["ownerReferences"]] == ["TrainJob", "Workload"]
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    # Polled every 0.1 s from the TrainJob's creation: the resourceVersion each was first seen at.
+    assert seen["Workload"] <= seen["PodGroup"] < seen["Pod"], seen
+    first_pod = min(p["metadata"]["creationTimestamp"] for p in ps)
+    for obj in (workload, group):
+        assert obj["metadata"]["creationTimestamp"] <= first_pod
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in ps} == {group["metadata"]["name"]}
+
+    # The same job without spec.scheduling: three bound, one pending (a partial gang holding nodes).
+    await client.apply(four_nodes("plain", "plain"), ns)
+    await settled_pods(client, ns, "plain", 4, 3, hold=3)
+    await client.kube.delete(TRAINJOBS, ns, "plain")
+    await wait_for(lambda: gone(client, ns, "plain"), "the plain job's pods gone", 60)
+
+    # numNodes is immutable while the gang is active.
+    with pytest.raises(ApiError) as refused:
+        await client.kube.merge_patch(TRAINJOBS, ns, "gang", {"spec": {"trainer": {"numNodes": 3}}})
+    assert "spec.trainer.numNodes: cannot change from 4 to 3" in str(refused.value), refused.value
+
+    # A fourth node: all four bound at once, within 30 s.
+    await client.kube.create(NODES, None, node(f"wl-gang-{TAG}-3"))
+    await settled_pods_within(client, ns, "gang", 30)
+
+    # Suspend: the pods go, the Workload and PodGroup stay as they were; resume: all four again.
+    before = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in (workload, group)}
+    await client.kube.merge_patch(TRAINJOBS, ns, "gang", {"spec": {"suspend": True}})
+    await wait_for(lambda: gone(client, ns, "gang"), "the gang's pods gone on suspend", 60)
+    workload, groups = await scheduling_objects(client, ns)
+    assert {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in (workload, *groups)} == before
+    await client.kube.merge_patch(TRAINJOBS, ns, "gang", {"spec": {"suspend": False}})
+    await settled_pods_within(client, ns, "gang", 60)
+    workload, groups = await scheduling_objects(client, ns)
+    assert {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in (workload, *groups)} == before
+
+
+async def settled_pods_within(client: Client, ns: str, job: str, timeout: float) -> None:
+    async def all_bound() -> bool | None:
+        ps = await pods(client, ns, job)
+        return True if len(ps) == 4 and len(bound(ps)) == 4 else None
+
+    await wait_for(all_bound, f"{job}: all 4 pods bound", timeout)
+
+
+async def gone(client: Client, ns: str, job: str) -> bool | None:
+    return True if not await pods(client, ns, job) else None
+
+
+@pytest.mark.parametrize(
+    ("scheduling", "extra", "fragment"),
+    [
+        ({"schedulingPolicy": {"gang": {}}}, {"podGroupPolicy": {"volcano": {}}}, "scheduling and podGroupPolicy"),
+        ({"schedulingPolicy": {"gang": {"minCount": 2}}}, {}, "gang.minCount is computed from numNodes"),
+        (
+            {"replicatedJobs": [{"targetReplicatedJobs": ["node"], "job": {}}]},
+            {"template": {"spec": {"replicatedJobs": [{**rjob("node", "trainer"), "replicas": 9}]}}},
+            "9 PodGroup templates, more than the 8 a Workload holds",
+        ),
+    ],
+)
+async def test_bad_scheduling_is_refused_naming_the_field(
+    client: Client, ns: str, scheduling: JSON, extra: dict[str, Any], fragment: str
+) -> None:
+    rt = placed_runtime("bad", scheduling)
+    rt["spec"].update(extra)
+    with pytest.raises(ApiError) as refused:
+        await client.kube.create(TRAINING_RUNTIMES, ns, {**rt, "metadata": {"name": "bad", "namespace": ns}})
+    assert "scheduling" in str(refused.value) and fragment in str(refused.value), refused.value
