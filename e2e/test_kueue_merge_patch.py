@@ -163,10 +163,7 @@ async def test_kueues_merge_patches_start_a_trainjob_with_its_assignment_and_sto
     await wait_for(lambda: _inactive(client, ns), "jobsStatus with no active pod after the stop", 60)
     admitted, out = as_kueue(restore_patch)
     assert admitted, out
-    for job in await client.jobs(ns, "tj"):
-        spec = job["spec"]["template"]["spec"]
-        assert job["spec"]["suspend"] is True
-        assert "type" not in (spec.get("nodeSelector") or {}) and not spec.get("schedulingGates"), spec
+    await wait_for(lambda: _restored(client, ns), "the suspended Jobs' templates without Kueue's assignment")
 
     # Admitted again, on a flavor without topology: the pods run at once.
     admitted, out = as_kueue(lambda tj: admission_patch(tj, [PodSetInfo("node", node_selector={"type": "kwok"})]))
@@ -203,6 +200,14 @@ async def _all(client: Client, ns: str, check: Callable[[JSON], bool]) -> bool:
 
 def _running(pod: JSON) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running"
+
+
+async def _restored(client: Client, ns: str) -> bool:
+    jobs = await client.jobs(ns, "tj")
+    specs = [j["spec"]["template"]["spec"] for j in jobs if j["spec"].get("suspend")]
+    return len(specs) == len(jobs) > 0 and not any(
+        s.get("schedulingGates") or "type" in (s.get("nodeSelector") or {}) for s in specs
+    )
 
 
 async def _inactive(client: Client, ns: str) -> JSON | None:
