@@ -311,3 +311,104 @@ def local_queue(namespace: str, name: str, cluster_queue_name: str) -> dict[str,
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"clusterQueue": cluster_queue_name},
     }
+
+
+# --- What Kueue writes to a TrainJob (pkg/controller/jobs/trainjob) ------------------------------
+
+KUEUE_MANAGER = "kueue.x-k8s.io/manager"
+"""The ``spec.runtimePatches[].manager`` of Kueue's own entry (``runtimePatchManagerName``)."""
+
+
+def kueue_runtime_patch() -> dict[str, Any]:
+    """The ``runtimePatches`` entry Kueue's defaulting webhook appends to a queued TrainJob at creation
+    (``trainjob_webhook.go``, v0.17+): its manager and an empty JobSet spec patch, which admission fills."""
+    return {"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}}
+
+
+@dataclass(frozen=True)
+class PodSetInfo:
+    """What Kueue's admission assigns one pod set, a replicated job (``pkg/podset`` ``PodSetInfo``):
+    the flavor's node labels and tolerations, and, under Topology Aware Scheduling, annotations and
+    the ``kueue.x-k8s.io/topology`` scheduling gate."""
+
+    name: str
+    node_selector: dict[str, str]
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    tolerations: list[dict[str, Any]] | None = None
+    scheduling_gates: list[str] | None = None
+
+
+def _replicated_job_patch(info: PodSetInfo) -> dict[str, Any]:
+    """One ``ReplicatedJobPatch`` as Kueue's typed struct serializes it (``omitempty``: an empty map or
+    list is left out, the Pod template's ``metadata`` is always there)."""
+    metadata = {k: dict(v) for k, v in (("labels", info.labels), ("annotations", info.annotations)) if v}
+    spec: dict[str, Any] = {}
+    if info.node_selector:
+        spec["nodeSelector"] = dict(info.node_selector)
+    if info.tolerations:
+        spec["tolerations"] = [dict(t) for t in info.tolerations]
+    if info.scheduling_gates:
+        spec["schedulingGates"] = [{"name": g} for g in info.scheduling_gates]
+    return {"name": info.name, "template": {"spec": {"template": {"metadata": metadata, "spec": spec}}}}
+
+
+def _with_kueue_entry(trainjob: dict[str, Any], replicated_jobs: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """``spec.runtimePatches`` of ``trainjob`` whole, every other manager's entry as read, Kueue's with
+    ``replicated_jobs`` (None: none, as ``RestorePodSetsInfo`` leaves it). Raises ``ValueError`` when the
+    TrainJob has no Kueue entry ("kueue runtime patch not found")."""
+    patches = [dict(p) for p in (trainjob.get("spec") or {}).get("runtimePatches") or []]
+    for i, entry in enumerate(patches):
+        if entry.get("manager") == KUEUE_MANAGER:
+            spec = {"replicatedJobs": replicated_jobs} if replicated_jobs else {}
+            patches[i] = {**entry, "trainingRuntimeSpec": {"template": {"spec": spec}}}
+            return patches
+    raise ValueError("kueue runtime patch not found")
+
+
+def admission_patch(trainjob: dict[str, Any], podsets: list[PodSetInfo]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) by which Kueue starts an admitted ``trainjob``, as read: one
+    request that carries ``spec.runtimePatches`` whole, Kueue's entry filled with each pod set's
+    assignment, and ``spec.suspend: false``, with the resourceVersion read (kubernetes-sigs/kueue#14836:
+    ``RunWithPodSetsInfo`` and the job reconciler's ``startJob`` patch with ``clientutil.Patch``, a
+    ``client.MergeFrom`` whose original has its resourceVersion cleared; a merge patch replaces a list
+    whole)."""
+    patches = _with_kueue_entry(trainjob, [_replicated_job_patch(p) for p in podsets])
+    return {
+        "metadata": {"resourceVersion": _resource_version(trainjob)},
+        "spec": {"runtimePatches": patches, "suspend": False},
+    }
+
+
+def _resource_version(trainjob: dict[str, Any]) -> str:
+    return str((trainjob.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def suspend_patch(trainjob: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch by which Kueue stops (evicts, preempts, deactivates) a running ``trainjob``,
+    as read: ``spec.suspend: true`` alone, with the resourceVersion read (kubernetes-sigs/kueue#14836,
+    ``Stop``). Kueue then waits until the TrainJob's ``status.jobsStatus`` counts no active pod and
+    sends :func:`restore_patch`."""
+    return {"metadata": {"resourceVersion": _resource_version(trainjob)}, "spec": {"suspend": True}}
+
+
+def restore_patch(trainjob: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch by which Kueue, having stopped ``trainjob`` (read once it has no active
+    pod), takes its assignment back: ``spec.runtimePatches`` whole with Kueue's entry emptied
+    (``RestorePodSetsInfo``), with the resourceVersion read (kubernetes-sigs/kueue#14836, ``Stop``)."""
+    patches = _with_kueue_entry(trainjob, None)
+    return {"metadata": {"resourceVersion": _resource_version(trainjob)}, "spec": {"runtimePatches": patches}}
+
+
+def kueue_sees_runtime_patches(crd: dict[str, Any]) -> bool:
+    """Whether Kueue integrates TrainJobs over the TrainJob CRD ``crd``: its check of the installed CRD
+    (kubernetes-sigs/kueue#14886, ``pkg/controller/jobs/trainjob/crd_validation.go``,
+    ``hasRuntimePatchesField``): some version of ``spec.versions`` whose ``served`` is the boolean true
+    has ``runtimePatches`` among ``schema.openAPIV3Schema.properties.spec.properties``."""
+    for version in crd.get("spec", {}).get("versions") or []:
+        if not isinstance(version, dict) or version.get("served") is not True:
+            continue
+        props = version.get("schema", {}).get("openAPIV3Schema", {}).get("properties", {})
+        if "runtimePatches" in props.get("spec", {}).get("properties", {}):
+            return True
+    return False

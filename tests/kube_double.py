@@ -87,8 +87,9 @@ def _fields_selected(obj: JSON, selector: str | None) -> bool:
     return True
 
 
-def _merge(base: Any, patch: Any) -> Any:
-    """RFC 7386 merge patch."""
+def merge_patch(base: Any, patch: Any) -> Any:
+    """``base`` with the JSON merge patch ``patch`` applied (RFC 7386), as the apiserver applies one:
+    an object is merged key by key, null deletes a key, anything else (a list) replaces whole."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     out = dict(base) if isinstance(base, dict) else {}
@@ -96,7 +97,7 @@ def _merge(base: Any, patch: Any) -> Any:
         if v is None:
             out.pop(k, None)
         else:
-            out[k] = _merge(out.get(k), v)
+            out[k] = merge_patch(out.get(k), v)
     return out
 
 
@@ -222,13 +223,13 @@ class RecordingKube:
         obj = copy.deepcopy(self.objects[(res, key)])
         if resource_version is not None and obj["metadata"].get("resourceVersion") != resource_version:
             raise ApiError(409, {"reason": "Conflict", "message": "the object has been modified"})
-        obj["status"] = _merge(obj.get("status") or {}, status)
+        obj["status"] = merge_patch(obj.get("status") or {}, status)
         return self._store(res, obj)
 
     async def merge_patch(self, res: Resource, namespace: str | None, name: str, patch: JSON) -> JSON:
         key = (namespace or "", name)
         self.writes.append(Write("merge_patch", res.kind, key, patch))
-        obj = _merge(self.objects[(res, key)], patch)
+        obj = merge_patch(self.objects[(res, key)], patch)
         return self._store(res, obj)
 
     async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from api import crd
 from api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
+from localcluster.kueue import kueue_sees_runtime_patches
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("spec", crd.CRDS, ids=lambda s: s.resource.plural)
@@ -104,3 +110,21 @@ def test_upstream_manifest_round_trips_through_the_model() -> None:
     data = TrainJob.model_validate(manifest).to_dict()
     assert data["spec"]["trainer"] == manifest["spec"]["trainer"]  # type: ignore[index]
     assert data["spec"]["podSpecOverrides"] == manifest["spec"]["podSpecOverrides"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("where", ["config/crd/bases", "charts/trainer/crds"])
+def test_the_shipped_trainjob_crd_passes_kueues_runtime_patches_check(where: str) -> None:
+    doc = yaml.safe_load((ROOT / where / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+    assert doc["metadata"]["name"] == "trainjobs.trainer.kubeflow.org"
+    assert kueue_sees_runtime_patches(doc)
+    (version,) = doc["spec"]["versions"]
+    patches = walk(version["schema"]["openAPIV3Schema"], "spec.runtimePatches")
+    # Upstream's shape (pkg/apis/trainer/v1alpha1/trainjob_types.go, v2.3.0): a list map keyed by manager.
+    assert patches["type"] == "array" and patches["x-kubernetes-list-map-keys"] == ["manager"]
+    assert patches["x-kubernetes-list-type"] == "map" and patches["items"]["required"] == ["manager"]
+    assert {"manager", "time", "trainingRuntimeSpec"} <= set(patches["items"]["properties"])
+    # What the check refuses: a served version without the field, or the field only in a version not served.
+    assert not kueue_sees_runtime_patches({"spec": {"versions": [{**version, "served": False}]}})
+    older = copy.deepcopy(version)
+    del older["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["runtimePatches"]
+    assert not kueue_sees_runtime_patches({"spec": {"versions": [older]}})

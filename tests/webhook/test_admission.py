@@ -47,16 +47,24 @@ def tj(name: str = "job", **spec: Any) -> JSON:
     }
 
 
-def test_override_changes_need_a_suspended_job_and_no_active_pods_when_resuming() -> None:
+def test_override_changes_need_a_suspended_job_and_no_active_pods() -> None:
     gate = [{"targetJobs": [{"name": "aux"}], "schedulingGates": [{"name": "g"}]}]
     running, changed = tj(), tj(podSpecOverrides=gate)
-    assert "suspended" in rules.validate_trainjob(changed, running, facts()).errors[0]
-    assert rules.validate_trainjob(tj(suspend=True, podSpecOverrides=gate), tj(suspend=True), facts(active=3)).allowed
+    (error,) = rules.validate_trainjob(changed, running, facts()).errors
+    assert error.startswith("spec.podSpecOverrides: may change only while the TrainJob is suspended"), error
+    assert rules.validate_trainjob(tj(suspend=True, podSpecOverrides=gate), tj(suspend=True), facts()).allowed
     resumed = rules.validate_trainjob(tj(suspend=False, podSpecOverrides=gate), tj(suspend=True), facts(active=3))
     assert not resumed.allowed and "3 active pods" in resumed.errors[0]
     assert rules.validate_trainjob(tj(suspend=False, podSpecOverrides=gate), tj(suspend=True), facts()).allowed
-    # Kueue's stop: suspend and restore overrides in one update while pods still run.
-    assert rules.validate_trainjob(tj(suspend=True), tj(suspend=False, podSpecOverrides=gate), facts(active=2)).allowed
+    # Active pods refuse a change whichever way suspend goes, as upstream's active replicated jobs do
+    # (Kueue stops in two requests: suspend, then, once no pod is active, restore the overrides).
+    for new, old in (
+        (tj(suspend=True, podSpecOverrides=gate), tj(suspend=True)),
+        (tj(suspend=True), tj(podSpecOverrides=gate)),
+    ):
+        (error,) = rules.validate_trainjob(new, old, facts(active=2)).errors
+        assert error.startswith("spec.podSpecOverrides: cannot change while") and "2 active pods" in error, error
+    assert rules.validate_trainjob(tj(suspend=True), tj(suspend=False, podSpecOverrides=gate), facts()).allowed
 
 
 def test_env_of_the_node_container_is_set_through_the_trainer_not_overrides() -> None:

@@ -314,9 +314,12 @@ def _check_expansion(
     return trainjob_errors(info, facts.max_nodes_per_job)
 
 
-def _overrides(obj: JSON | None) -> JSON:
-    spec = (obj or {}).get("spec") or {}
-    return {k: spec.get(k) for k in OVERRIDE_FIELDS}
+def _changed_overrides(obj: JSON, old: JSON) -> list[str]:
+    """The override fields (:data:`OVERRIDE_FIELDS`) whose value differs between ``old`` and ``obj``, as
+    ``spec.<field>``, compared whole: a JSON merge patch replaces a list whole (Kueue's admission and
+    stop, kubernetes-sigs/kueue#14836), so a list sent back as it was is no change."""
+    spec, before = obj.get("spec") or {}, old.get("spec") or {}
+    return [f"spec.{f}" for f in OVERRIDE_FIELDS if spec.get(f) != before.get(f)]
 
 
 def _suspended(obj: JSON, kind: str) -> bool:
@@ -328,22 +331,27 @@ def _suspended(obj: JSON, kind: str) -> bool:
 
 
 def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: str) -> list[str]:
-    """Overrides (and the scheduling gates and node selectors in them) may change only while the job
-    is suspended (old or new object, as upstream v2.3), and a job that resumes may not carry changed
-    overrides while its Jobs still have active pods (seed 004: a gate cannot be added to a Pod)."""
-    if _overrides(obj) == _overrides(old):
+    """Overrides (and the scheduling gates and node selectors in them) may change only when the job is
+    suspended before or after the update, so that one request may fill them and resume the job (Kueue's
+    admission), and never while its Jobs have active pods, whichever way ``suspend`` goes (seed 004: a
+    gate cannot be added to a Pod). Follows kubeflow/trainer ``pkg/runtime/framework/plugins/jobset/
+    jobset.go`` ``checkRuntimePatchesImmutability`` (v2.3.0, kubeflow/trainer#3469), where the JobSet's
+    active replicated jobs refuse the change."""
+    changed = _changed_overrides(obj, old)
+    if not changed:
         return []
+    fields = ", ".join(changed)
     if not (_suspended(obj, kind) or _suspended(old, kind)):
         return [
-            "spec.podSpecOverrides/podTemplateOverrides/runtimePatches may change only while the TrainJob is "
-            "suspended: set spec.suspend to true first (Kubernetes cannot add scheduling gates to running Pods)"
+            f"{fields}: may change only while the TrainJob is suspended, before or after the update: set "
+            "spec.suspend to true first or in the same update (Kubernetes cannot add scheduling gates to running Pods)"
         ]
     m = meta(obj)
     active = facts.active_pods(kind, str(m.namespace), str(m.name))
-    if not _suspended(obj, kind) and active > 0:
+    if active > 0:
         return [
-            f"spec overrides cannot change while the TrainJob's Jobs still have {active} active pods; "
-            "keep spec.suspend true until its pods are gone, then change the overrides and resume"
+            f"{fields}: cannot change while the TrainJob's Jobs still have {active} active pods; keep "
+            f"spec.suspend true until its pods are gone, then change {fields}"
         ]
     return []
 
