@@ -26,6 +26,7 @@ OVERLAYS = {
     "volcano": "overlays/volcano",
     "kueue": "overlays/kueue",
     "scheduler-plugins": "overlays/scheduler-plugins",
+    "workload": "overlays/workload",
 }
 """The ``config/`` directory deploying each ``--gang-scheduler-name``."""
 

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from localcluster.binaries import ensure
+from localcluster.operator_sa import OVERLAYS
 from trainer import rbac
 from trainer.webhook import server as webhook
 
@@ -31,14 +32,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainer"
 CONFIG = ROOT / "config"
 NAMESPACE = "trainer-system"
-OVERLAYS = {
-    "none": "default",
-    "volcano": "overlays/volcano",
-    "kueue": "overlays/kueue",
-    "scheduler-plugins": "overlays/scheduler-plugins",
-    "workload": "overlays/workload",
-}
-"""The ``config/`` directory deploying each ``--gang-scheduler-name``."""
 INSTANCE = "app.kubernetes.io/instance"
 
 Doc = dict[str, Any]
