@@ -16,14 +16,19 @@ from typing import Any
 
 import pytest
 
-from api.kinds import NODES, POD_GROUPS, PODS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS
+from api.kinds import NODES, POD_GROUPS, PODS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS, Resource
+from e2e.helpers import webhook_ca_patched
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "workload"
+(PORT,) = reserved_ports(1)
+OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
 TAG = uuid.uuid4().hex[:6]
 TAINT = f"trainer.e2e/workload-gang-{TAG}"
 LABEL = "trainer.e2e/workload-gang"
@@ -59,6 +64,13 @@ def placed_runtime(name: str, scheduling: JSON | None) -> JSON:
 
 def four_nodes(name: str, rt: str) -> JSON:
     return trainjob(name, rt, trainer={"numNodes": 4, "resourcesPerNode": {"requests": {"cpu": "4"}}})
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def webhook_installed(client: Client, operator: Operator) -> None:
+    """The operator's admission webhook serves this module (its configurations' caBundle patched)."""
+    await wait_for(lambda: webhook_ca_patched(client.kube), "webhook configurations patched")
+    await asyncio.sleep(1)
 
 
 @pytest.fixture(name="nodes")
@@ -107,21 +119,17 @@ async def settled_pods(client: Client, ns: str, job: str, count: int, bound_coun
     return ps
 
 
-async def first_seen(client: Client, ns: str) -> dict[str, int]:
-    """Poll the namespace every 0.1 s until a Pod exists: the resourceVersion at which the Workload, a PodGroup
-    and a Pod were each first seen (the creation resourceVersion of the first two, which nothing changes
-    before the Pods come)."""
-    seen: dict[str, int] = {}
+async def created_at(client: Client, res: Resource, ns: str, since: str) -> int:
+    """The resourceVersion at which the first ``res`` of ``ns`` was created after ``since``: the ``ADDED``
+    event of a watch replayed from ``since`` carries the object as it was created."""
 
-    async def probe() -> bool | None:
-        for res, kind in ((WORKLOADS, "Workload"), (POD_GROUPS, "PodGroup"), (PODS, "Pod")):
-            items, _ = await client.kube.list(res, ns)
-            if items and kind not in seen:
-                seen[kind] = min(int(o["metadata"]["resourceVersion"]) for o in items)
-        return True if "Pod" in seen else None
+    async def first() -> int:
+        async for kind, obj in client.kube.watch(res, ns, since, timeout_seconds=20):
+            if kind == "ADDED":
+                return int(obj["metadata"]["resourceVersion"])
+        raise AssertionError(f"no {res.kind} created in {ns} since {since}")
 
-    await wait_for(probe, "the gang's first pod", 60, interval=0.1)
-    return seen
+    return await asyncio.wait_for(first(), 30)
 
 
 async def scheduling_objects(client: Client, ns: str) -> tuple[JSON, list[JSON]]:
@@ -133,8 +141,8 @@ async def scheduling_objects(client: Client, ns: str) -> tuple[JSON, list[JSON]]
 async def test_a_gang_binds_all_of_its_pods_or_none(client: Client, ns: str, nodes: list[str]) -> None:
     await client.apply(placed_runtime("gang", {"schedulingPolicy": {"gang": {}}}), ns)
     await client.apply(placed_runtime("plain", None), ns)
+    _, since = await client.kube.list(TRAINJOBS, ns)
     await client.apply(four_nodes("gang", "gang"), ns)
-    seen = await first_seen(client, ns)
 
     # No pod is bound: three fit, the gang needs four.
     ps = await settled_pods(client, ns, "gang", 4, 0)
@@ -150,11 +158,16 @@ async def test_a_gang_binds_all_of_its_pods_or_none(client: Client, ns: str, nod
     assert tj is not None
     uid = tj["metadata"]["uid"]
     assert workload["metadata"]["ownerReferences"][0]["uid"] == uid
-    assert workload["spec"]["podGroupTemplates"] == [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": 4}}}]
+    (template,) = workload["spec"]["podGroupTemplates"]
+    assert {k: v for k, v in template.items() if v is not None} == {
+        "name": "gang",
+        "schedulingPolicy": {"gang": {"minCount": 4}},
+    }
     assert [r["kind"] for r in group["metadata"]["ownerReferences"]] == ["TrainJob", "Workload"]
     assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
-    # Polled every 0.1 s from the TrainJob's creation: the resourceVersion each was first seen at.
-    assert seen["Workload"] <= seen["PodGroup"] < seen["Pod"], seen
+    # The resourceVersions at which each was created, replayed by watches from before the TrainJob.
+    seen = {res.kind: await created_at(client, res, ns, since) for res in (WORKLOADS, POD_GROUPS, PODS)}
+    assert seen["Workload"] < seen["PodGroup"] < seen["Pod"], seen
     first_pod = min(p["metadata"]["creationTimestamp"] for p in ps)
     for obj in (workload, group):
         assert obj["metadata"]["creationTimestamp"] <= first_pod
@@ -176,15 +189,22 @@ async def test_a_gang_binds_all_of_its_pods_or_none(client: Client, ns: str, nod
     await settled_pods_within(client, ns, "gang", 30)
 
     # Suspend: the pods go, the Workload and PodGroup stay as they were; resume: all four again.
-    before = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in (workload, group)}
+    before = {o["metadata"]["name"]: kept(o) for o in (workload, group)}
     await client.kube.merge_patch(TRAINJOBS, ns, "gang", {"spec": {"suspend": True}})
     await wait_for(lambda: gone(client, ns, "gang"), "the gang's pods gone on suspend", 60)
     workload, groups = await scheduling_objects(client, ns)
-    assert {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in (workload, *groups)} == before
+    assert {o["metadata"]["name"]: kept(o) for o in (workload, *groups)} == before
     await client.kube.merge_patch(TRAINJOBS, ns, "gang", {"spec": {"suspend": False}})
     await settled_pods_within(client, ns, "gang", 60)
     workload, groups = await scheduling_objects(client, ns)
-    assert {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in (workload, *groups)} == before
+    assert {o["metadata"]["name"]: kept(o) for o in (workload, *groups)} == before
+
+
+def kept(obj: JSON) -> tuple[str, int | None, str]:
+    """What shows an object was neither recreated nor changed by anyone: its uid, generation and spec (its
+    status and finalizers are the scheduler's and the PodGroup protection controller's)."""
+    m = obj["metadata"]
+    return m["uid"], m.get("generation"), repr(sorted(obj["spec"].items()))
 
 
 async def settled_pods_within(client: Client, ns: str, job: str, timeout: float) -> None:
