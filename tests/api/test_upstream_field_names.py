@@ -83,6 +83,10 @@ EXTRA: dict[str, set[str]] = {
     "TrainJobStatus": {"restarts", "restartsCountTowardsMax", "replicatedJobsStatus", "startTime", "completionTime"},
     # KEP-2899 as proposed (kubeflow/trainer#3824 and #4052): not in a release yet.
     "TrainingRuntimeSpec": {"runPolicy"},
+    # KEP-2782 (DRA, proposals/2782-dra-support; kubeflow/trainer#4027, open): not in a release yet.
+    "Trainer": {"resourceClaimsPerNode"},
+    "PodSpecPatch": {"resourceClaims"},
+    "ContainerPatch": {"resources"},
 }
 
 
