@@ -27,9 +27,13 @@ from trainer.framework.kube.client import WriteGuard
 class TableStore:
     """A :class:`~trainer.framework.controller.Store` over a fixed list of objects."""
 
-    def __init__(self, objects: list[JSON] | None = None, index_by: Index = controller_uid) -> None:
+    def __init__(
+        self, objects: list[JSON] | None = None, index_by: Index = controller_uid, absent: bool = False
+    ) -> None:
         self.objects = {key_of(o): o for o in objects or []}
         self.index_by = index_by
+        self.absent = absent
+        """The resource is not served (as an informer answered 404 finds it)."""
 
     def get(self, namespace: str | None, name: str) -> JSON | None:
         return self.objects.get((namespace or "", name))

@@ -54,6 +54,7 @@ from api.kinds import (
     PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
     PODS,
+    RESOURCE_CLAIM_TEMPLATES,
     SECRETS,
     SERVICES,
     SUBJECT_ACCESS_REVIEWS,
@@ -116,6 +117,12 @@ OPERATOR: list[Rule] = [
         "finalizers",
     ),
     Rule(TRAINING_RUNTIMES, WATCH, "informer (manager.py)"),
+    Rule(
+        RESOURCE_CLAIM_TEMPLATES,
+        WATCH,
+        "informer: the GPUs a TrainJob's DRA claims count, and whether the cluster serves resource.k8s.io/v1 "
+        "(trainjob/features/devices.py, KEP-2782)",
+    ),
     Rule(CLUSTER_TRAINING_RUNTIMES, WATCH, "informer (manager.py)"),
     Rule(MPIJOBS, (*WATCH, "patch", "delete"), "informer; Kueue queue label; ttlSecondsAfterFinished"),
     Rule(MPIJOBS, ("patch",), "status (controllers/mpijob.py)", "status"),

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 class Store(Protocol):
     """A cache of one resource (an informer, or a test's table)."""
 
+    absent: bool
+    """True while the apiserver does not serve the resource and never did (a 404 before any list)."""
+
     def get(self, namespace: str | None, name: str) -> JSON | None: ...
 
     def items(self) -> list[JSON]: ...
@@ -107,6 +110,12 @@ class Reader:
         """What the cache of ``res`` keeps of an object (its :attr:`Owns.keep`), without interning: what a
         desired object is compared through, so a projected cache never looks like drift."""
         return self.keeps.get(res, strip_managed_fields)
+
+    def served(self, res: Resource) -> bool:
+        """Whether the apiserver serves ``res``, as its cache found: False while its informer was answered
+        404 and never listed it (a CRD not installed, an API group the cluster lacks), True otherwise.
+        Raises :class:`UndeclaredRead` for an undeclared resource."""
+        return not self._store(res).absent
 
     def declares(self, res: Resource) -> bool:
         """Whether the controller declared ``res``."""

@@ -29,6 +29,7 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 import yaml
@@ -59,6 +60,7 @@ from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.trainjob.controller import devices_of
 from trainer.trainjob.features.snapshot import snapshot_name
 from trainer.webhook import rules
 
@@ -470,6 +472,7 @@ def cache_facts(
         mpijob=lambda namespace, name: mpijobs.get(MPIJOBS, namespace, name),
         max_nodes_per_job=max_nodes_per_job,
         snapshot=lambda namespace, name: trainjobs.get(CONFIGMAPS, namespace, snapshot_name(name)),
+        devices=partial(devices_of, trainjobs),
     )
 
 
