@@ -371,11 +371,6 @@ CLAIMS_IN_RESOURCES_MESSAGE = (
     "resourcesPerNode.claims is not supported: request DRA devices with spec.trainer.resourceClaimsPerNode "
     "(name and resourceClaimTemplateName); the node container's resources.claims are wired from it"
 )
-ONE_CLAIM_SOURCE = (
-    "self.all(c, has(c.resourceClaimName) != has(c.resourceClaimTemplateName))",
-    "each resourceClaims entry must set exactly one of resourceClaimName and resourceClaimTemplateName",
-)
-"""CEL on a runtime patch's ``resourceClaims``: the apiserver's Pod validation, said at admission."""
 
 
 class TrainerResourceClaim(Model):
@@ -558,7 +553,6 @@ class PodSpecPatch(Model):
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
-            "x-kubernetes-validations": [{"rule": ONE_CLAIM_SOURCE[0], "message": ONE_CLAIM_SOURCE[1]}],
         },
     )
     """DRA claims of the Pods (KEP-2782), each replacing the template's of the same name whole; a container

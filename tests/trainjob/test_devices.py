@@ -202,6 +202,11 @@ def test_a_container_claim_without_its_pod_claim_is_refused() -> None:
         "'gpu' is not in the pod's resourceClaims (none); add it there (spec.trainer.resourceClaimsPerNode for the "
         "node container, a runtime patch's resourceClaims otherwise) or remove it"
     ]
+    node["resourceClaims"] = [{"name": "gpu"}]  # neither source: the apiserver would refuse every pod
+    assert runtime_errors(ClusterTrainingRuntime.model_validate(rt_obj).spec) == [
+        "spec.template.spec.replicatedJobs[0].template.spec.template.spec.resourceClaims[gpu]: set exactly one of "
+        "resourceClaimName and resourceClaimTemplateName"
+    ]
 
 
 REFUSAL = (

@@ -8,8 +8,9 @@ ResourceClaim per pod, and its ``node`` container names each in ``resources.clai
 training node, when no extended resource (``nvidia.com/gpu``) says them, are those the ``node``
 container's first claim asks for (:func:`claimed_gpus`): the ML policies read them as they read extended
 GPUs. Where the cluster does not serve ``resource.k8s.io/v1``, a TrainJob that asks for claims is refused
-naming the field (:func:`unserved_errors`); a container that names a claim its pod lacks is refused
-(:func:`dangling_claims`). Pure: the cache of ResourceClaimTemplates is read through :class:`Devices`.
+naming the field (:func:`unserved_errors`); a container that names a claim its pod lacks, or a claim
+without exactly one source, is refused (:func:`claim_errors`). Pure: the cache of ResourceClaimTemplates
+is read through :class:`Devices`.
 """
 
 from __future__ import annotations
@@ -103,11 +104,17 @@ def claims_of(pod: JSON) -> list[str]:
     return [str(c.get("name")) for c in (pod.get("spec") or {}).get("resourceClaims") or [] if isinstance(c, dict)]
 
 
-def dangling_claims(pod_spec: JSON, where: str) -> list[str]:
-    """Why a container of ``pod_spec`` (a Pod spec, at path ``where``) names in ``resources.claims`` a claim
-    the pod's ``resourceClaims`` lack (KEP-2782 Validation; the apiserver would refuse every pod of it)."""
+def claim_errors(pod_spec: JSON, where: str) -> list[str]:
+    """Why the DRA claims of ``pod_spec`` (a Pod spec, at path ``where``) would have the apiserver refuse
+    every pod of it: a ``resourceClaims`` entry that sets not exactly one of ``resourceClaimName`` and
+    ``resourceClaimTemplateName``, a container that names in ``resources.claims`` a claim the pod's
+    ``resourceClaims`` lack (KEP-2782 Validation)."""
     have = [str(c.get("name")) for c in pod_spec.get("resourceClaims") or [] if isinstance(c, dict)]
-    errors = []
+    errors = [
+        f"{where}.resourceClaims[{c.get('name')}]: set exactly one of resourceClaimName and resourceClaimTemplateName"
+        for c in pod_spec.get("resourceClaims") or []
+        if isinstance(c, dict) and bool(c.get("resourceClaimName")) == bool(c.get("resourceClaimTemplateName"))
+    ]
     for kind in ("initContainers", "containers"):
         for c in pod_spec.get(kind) or []:
             for claim in ((c.get("resources") or {}).get("claims") or []) if isinstance(c, dict) else []:

@@ -44,7 +44,7 @@ from trainer.jobs.features.limits import (
     quantity_errors,
 )
 from trainer.trainjob.children import coordinator_endpoint
-from trainer.trainjob.features.devices import dangling_claims, unserved_errors
+from trainer.trainjob.features.devices import claim_errors, unserved_errors
 from trainer.trainjob.features.failure_policy import pattern_error
 from trainer.trainjob.features.overrides import override_targets
 from trainer.trainjob.features.volume_claims import mounted
@@ -107,7 +107,7 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
             )
         errors += _dns1035(r.group_name, f"{where}.groupName", "group name")
         errors += container_quantities(shape.pod_spec(r), f"{where}.template.spec.template.spec")
-        errors += dangling_claims(shape.pod_spec(r), f"{where}.template.spec.template.spec")
+        errors += claim_errors(shape.pod_spec(r), f"{where}.template.spec.template.spec")
         step = step_of(r)
         if r.replicas < 1:
             errors.append(
@@ -405,5 +405,5 @@ def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JO
     errors += unserved_errors(info.job, pods, info.devices)
     for name, pod in pods.items():
         # Only a runtime patch can leave one here: resourceClaimsPerNode adds both ends.
-        errors += dangling_claims(pod.get("spec") or {}, f"spec.runtimePatches: replicated job {name!r}, pod spec")
+        errors += claim_errors(pod.get("spec") or {}, f"spec.runtimePatches: replicated job {name!r}, pod spec")
     return errors
