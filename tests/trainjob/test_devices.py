@@ -276,3 +276,30 @@ def test_the_schema_refuses_resources_per_node_claims_and_bad_claim_names() -> N
         job(resourceClaimsPerNode=[{"name": "gpu"}])  # resourceClaimTemplateName is required
     with pytest.raises(ValidationError):
         job(resourceClaimsPerNode=[{"name": "GPU_0", "resourceClaimTemplateName": "t"}])
+
+
+def test_mpi_workers_get_the_claims_when_the_launcher_is_a_node_too() -> None:
+    obj = load_sample("deepspeed-distributed.yaml")
+    mpi = ClusterTrainingRuntime.model_validate(obj)
+    tj = TrainJob.model_validate(
+        {
+            "metadata": {"name": "ds", "namespace": "default", "uid": "u"},
+            "spec": {
+                "runtimeRef": {"name": "deepspeed-distributed"},
+                "trainer": {"numNodes": 2, "resourceClaimsPerNode": CLAIM},
+            },
+        }
+    )
+
+    def claims(rt: ClusterTrainingRuntime) -> dict[str, Any]:
+        jobs = build_children(expand(tj, rt, templates(template(count=4))), suspend=False).jobs
+        return {j["metadata"]["name"]: j["spec"]["template"]["spec"].get("resourceClaims") for j in jobs}
+
+    # runLauncherAsNode: the launcher (the trainer step) and its node workers, as kubeflow/trainer#4027.
+    assert claims(mpi) == {"ds-launcher-0": CLAIM, "ds-node-0": CLAIM}
+    obj["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = False
+    assert claims(ClusterTrainingRuntime.model_validate(obj)) == {"ds-launcher-0": CLAIM, "ds-node-0": None}
+    info = expand(tj, mpi, templates(template(count=4)))
+    assert info.node_gpus == 4
+    (hostfile,) = info.policy.config_maps(info)
+    assert hostfile["data"]["hostfile"].split("\n")[0] == "ds-launcher-0-0.ds slots=4"  # a slot per claimed GPU

@@ -107,6 +107,11 @@ class Policy:
         """Change the pod template ``pod`` of ``rjob`` in place, after the step settings and before the
         TrainJob's overrides; ``env`` is :meth:`env`."""
 
+    def training_node(self, x: Expansion, rjob: ReplicatedJob) -> bool:
+        """Whether ``rjob``, not the trainer's, runs training nodes too and gets ``resourceClaimsPerNode``
+        (kubeflow/trainer#4027, KEP-2782). Default: no."""
+        return False
+
     def config_maps(self, info: RuntimeInfo) -> list[JSON]:
         """ConfigMaps the pods mount, applied every reconcile."""
         return []

@@ -148,6 +148,12 @@ class MPIPolicy(Policy):
         if trainer.env:
             upsert_env(node, [e.to_dict() for e in trainer.env])
 
+    def training_node(self, x: Expansion, rjob: ReplicatedJob) -> bool:
+        """The ``node`` workers under ``runLauncherAsNode``: the launcher is one host among them, so they get
+        the trainer's DRA claims as it does (kubeflow/trainer#4027's ``isMPILauncherAsNode``)."""
+        source = self.source(x.runtime)
+        return source is not None and bool(source.run_launcher_as_node) and rjob.name == NODE_RJOB
+
     def config_maps(self, info: RuntimeInfo) -> list[JSON]:
         """The hostfile ConfigMap (:func:`hostfile_config_map`; ``Build``'s ConfigMap)."""
         source = self.source(info.runtime)

@@ -59,7 +59,7 @@ def pod_template(
     policy.mutate_pod(x, rjob, is_trainer, pod, env)
     for patch, strategic in patches_for(job, rjob.name):
         pod = apply_pod_patch(pod, patch, strategic)
-    if is_trainer and job.spec.trainer is not None:
+    if (is_trainer or policy.training_node(x, rjob)) and job.spec.trainer is not None:
         apply_claims(pod, job.spec.trainer.resource_claims_per_node)  # after the patches: they win (KEP-2782)
     claims = x.runtime.template.spec.volume_claim_policies if x.runtime.template.spec else None
     if claims:
