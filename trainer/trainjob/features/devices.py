@@ -69,25 +69,31 @@ def apply_claims(pod: JSON, claims: list[TrainerResourceClaim] | None) -> None:
             resources["claims"] = replace_named(resources.get("claims"), {"name": claim.name})
 
 
-def trainer_claims(job: TrainJob, rjob: ReplicatedJob) -> JSON:
+def trainer_claims(job: TrainJob, rjob: ReplicatedJob) -> JSON | None:
     """The pod template of the trainer's replicated job ``rjob`` as far as its claims go: the runtime's,
     with the TrainJob's overrides and runtime patches (:func:`~trainer.trainjob.features.overrides.apply_pod_patch`)
     and then ``resourceClaimsPerNode`` (:func:`apply_claims`), as the expansion builds it; what
-    :func:`claimed_gpus` reads before the ML policy's environment exists."""
-    base: JSON = copy_json((rjob.template.get("spec") or {}).get("template") or {})
-    pod = reduce(lambda p, patch: apply_pod_patch(p, *patch), patches_for(job, rjob.name), base)
-    apply_claims(pod, job.spec.trainer.resource_claims_per_node if job.spec.trainer else None)
+    :func:`claimed_gpus` reads before the ML policy's environment exists. None, without building it, when
+    neither the runtime, a patch nor the TrainJob gives the pod a claim (the common case)."""
+    claims = job.spec.trainer.resource_claims_per_node if job.spec.trainer else None
+    template: JSON = (rjob.template.get("spec") or {}).get("template") or {}
+    patches = patches_for(job, rjob.name)
+    patched = any((patch.get("spec") or {}).get("resourceClaims") for patch, _ in patches)
+    if not claims and not patched and not (template.get("spec") or {}).get("resourceClaims"):
+        return None
+    pod = reduce(lambda p, patch: apply_pod_patch(p, *patch), patches, copy_json(template))
+    apply_claims(pod, claims)
     return pod
 
 
-def claimed_gpus(pod: JSON, devices: Devices) -> int:
+def claimed_gpus(pod: JSON | None, devices: Devices) -> int:
     """GPUs the ``node`` container of ``pod`` claims through DRA, as KEP-2782 resolves them: its first
     ``resources.claims`` entry, the pod's ``resourceClaims`` entry of that name, and the ResourceClaimTemplate
     it names (:attr:`Devices.template`), whose device requests count as
     :func:`~trainer.framework.resources.gpus_requested` says (only the request the entry names, when it
     names one). 0 when the container claims nothing, the claim names a ResourceClaim (``resourceClaimName``,
-    not read here) or the template is not in the cache."""
-    spec = pod.get("spec") or {}
+    not read here), the template is not in the cache or there is no pod (None)."""
+    spec = (pod or {}).get("spec") or {}
     node = find_named(spec.get("containers"), NODE_CONTAINER)
     first = next(iter(((node or {}).get("resources") or {}).get("claims") or []), None)
     source = find_named(spec.get("resourceClaims"), str((first or {}).get("name") or "")) if first else None
