@@ -56,23 +56,40 @@ Quantity = Annotated[int | str, QuantityValue()]
 """``resource.Quantity`` such as ``"500m"`` or ``"4Gi"``; the CRD schema checks its grammar."""
 
 
-def resource_requirements() -> Any:
+def resource_requirements(*rules: tuple[str, str]) -> Any:
     """Field marker for a ``corev1.ResourceRequirements`` kept as JSON (:data:`KubeObject`) whose
     ``limits`` and ``requests`` the CRD schema types as maps of :func:`quantity_schema`, as upstream's
-    CRDs do: a quantity such as ``cpu: lots`` is refused when the object is written."""
+    CRDs do: a quantity such as ``cpu: lots`` is refused when the object is written; its ``claims`` are
+    typed as ``corev1.ResourceClaim`` (``name``, ``request``), so a rule may name them. ``rules``: CEL
+    ``(rule, message)`` pairs on the whole object."""
 
     def resource_list(doc: str) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": quantity_schema(), "description": doc}
 
-    return Field(
-        default=None,
-        json_schema_extra={
-            "properties": {
-                "limits": resource_list("The maximum amount of each compute resource, by resource name."),
-                "requests": resource_list("The minimum amount of each compute resource, by resource name."),
-            }
+    claim = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "Name of one of the Pod's resourceClaims."},
+            "request": {"type": "string", "description": "Only this request of the claim, when set."},
         },
-    )
+        "required": ["name"],
+    }
+    extra: dict[str, Any] = {
+        "properties": {
+            "limits": resource_list("The maximum amount of each compute resource, by resource name."),
+            "requests": resource_list("The minimum amount of each compute resource, by resource name."),
+            "claims": {
+                "type": "array",
+                "items": claim,
+                "description": "DRA claims of the Pod (spec.resourceClaims) the container uses, by name.",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+        }
+    }
+    if rules:
+        extra["x-kubernetes-validations"] = [{"rule": r, "message": m} for r, m in rules]
+    return Field(default=None, json_schema_extra=extra)
 
 
 def list_map(*keys: str) -> Any:

@@ -186,6 +186,8 @@ def field_schema(info: FieldInfo) -> dict[str, Any]:
             schema["minItems" if schema.get("type") == "array" else "minLength"] = m.min_length
         elif isinstance(m, at.MaxLen):
             schema["maxItems" if schema.get("type") == "array" else "maxLength"] = m.max_length
+        elif isinstance(getattr(m, "pattern", None), str):  # Field(pattern=...)
+            schema["pattern"] = m.pattern
     if isinstance(info.json_schema_extra, dict):
         schema.update(info.json_schema_extra)
     items = schema.get("items") or {}

@@ -90,6 +90,9 @@ POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "PodDisruptionBudget", "poddis
 """A gang TrainJob's budget against voluntary evictions (:mod:`trainer.trainjob.features.disruption`)."""
 NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")
 """A TrainJob's ingress policy under ``--trainjob-network-policy`` (:mod:`trainer.trainjob.features.network_policy`)."""
+RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates")
+"""DRA claim templates (kubernetes/kubernetes ``staging/src/k8s.io/api/resource/v1``): the devices a
+TrainJob's ``resourceClaimsPerNode`` asks for per node (:mod:`trainer.trainjob.features.devices`)."""
 
 # Gang schedulers and queues.
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")

@@ -454,6 +454,45 @@ class Initializer(Model):
     """Model initializer settings."""
 
 
+# --------------------------------------------------------------------------- DRA (KEP-2782)
+
+DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""An RFC 1123 label, as ``+kubebuilder:validation:Pattern`` writes it (a Pod's claim name is one)."""
+MAX_CLAIMS = 32
+"""At most this many claims per list (KEP-2782's ``MaxItems=32`` on ``resourceClaimsPerNode`` and
+``PodSpecPatch.resourceClaims``)."""
+CLAIMS_IN_RESOURCES_RULE = "!has(self.claims)"
+"""CEL on ``spec.trainer.resourcesPerNode``: its ``claims`` are refused (KEP-2782 Validation)."""
+CLAIMS_IN_RESOURCES_MESSAGE = (
+    "resourcesPerNode.claims is not supported: request DRA devices with spec.trainer.resourceClaimsPerNode "
+    "(name and resourceClaimTemplateName); the node container's resources.claims are wired from it"
+)
+
+
+class TrainerResourceClaim(Model):
+    """One DRA claim of every training node (kubeflow/trainer KEP-2782 ``TrainerResourceClaim``,
+    ``proposals/2782-dra-support/README.md``): each trainer pod gets its own ResourceClaim made from the
+    template by the kube-controller-manager, bound to the pod and deleted with it."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)
+    """Name of the claim inside the Pod (an RFC 1123 label): the Pod's ``spec.resourceClaims[].name`` and
+    the ``node`` container's ``resources.claims[].name``."""
+    resource_claim_template_name: str = Field(min_length=1, max_length=253)
+    """Name of a ResourceClaimTemplate (``resource.k8s.io/v1``) in the TrainJob's namespace."""
+
+
+class PodResourceClaim(Model):
+    """A Pod's reference to a ResourceClaim or a ResourceClaimTemplate (``corev1.PodResourceClaim``), as
+    ``runtimePatches`` carry it (KEP-2782 ``PodSpecPatch.resourceClaims``)."""
+
+    name: str = Field(min_length=1)
+    """Name of the claim inside the Pod; containers reference it in ``resources.claims``."""
+    resource_claim_name: str | None = None
+    """A ResourceClaim in the Pod's namespace, shared by every Pod that names it."""
+    resource_claim_template_name: str | None = None
+    """A ResourceClaimTemplate in the Pod's namespace: each Pod gets its own claim made from it."""
+
+
 class Trainer(Model):
     """Trainer settings, applied to the container ``node`` of the replicated job labelled
     ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``."""
@@ -469,8 +508,19 @@ class Trainer(Model):
     num_nodes: int | None = Field(default=None, ge=0)
     """Number of training nodes, 0 or more (kubeflow/trainer#3809: ``Minimum=0``, as JobSet's replicas;
     0: the trainer's Job runs no pod and completes); overrides the runtime's ``mlPolicy.numNodes``."""
-    resources_per_node: KubeObject | None = resource_requirements()
-    """Compute resources of each node (``corev1.ResourceRequirements``); the schema checks its quantities."""
+    resources_per_node: KubeObject | None = resource_requirements(
+        (CLAIMS_IN_RESOURCES_RULE, CLAIMS_IN_RESOURCES_MESSAGE)
+    )
+    """Compute resources of each node (``corev1.ResourceRequirements``); the schema checks its quantities
+    and refuses ``claims`` (KEP-2782: DRA claims go in ``resourceClaimsPerNode``)."""
+    resource_claims_per_node: list[TrainerResourceClaim] | None = Field(
+        default=None,
+        max_length=MAX_CLAIMS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """DRA claims of each training node (KEP-2782): added by name to the trainer pods' ``resourceClaims``
+    (replacing a runtime's or a runtime patch's of the same name) and to the ``node`` container's
+    ``resources.claims``. Needs a cluster that serves ``resource.k8s.io/v1``."""
     num_proc_per_node: IntOrStr | None = cel((TRAINER_PROCS_RULE, TRAINER_PROCS_MESSAGE), default=None)
     """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer for torch; an integer for MPI. An
     integer must be at least 1 (kubeflow/trainer#3809's message; its rule ``self >= 1`` applies here to
@@ -562,6 +612,10 @@ class ContainerPatch(Model):
     """Volume mounts merged by mount path."""
     security_context: KubeObject | None = None
     """Security context merged field by field (``corev1.SecurityContext``)."""
+    resources: KubeObject | None = resource_requirements()
+    """Compute resources (``corev1.ResourceRequirements``, KEP-2782): requests and limits merged key by
+    key, ``claims`` (names of the Pod's ``resourceClaims``) replacing the container's list. For the
+    trainer's ``node`` container, ``spec.trainer.resourcesPerNode`` and ``resourceClaimsPerNode`` win."""
 
 
 class PodSpecPatch(Model):
@@ -589,6 +643,16 @@ class PodSpecPatch(Model):
     """Scheduling gates merged by name."""
     termination_grace_period_seconds: int | None = Field(default=None, ge=0)
     """Seconds the Pods get to stop."""
+    resource_claims: list[PodResourceClaim] | None = Field(
+        default=None,
+        max_length=MAX_CLAIMS,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+        },
+    )
+    """DRA claims of the Pods (KEP-2782), each replacing the template's of the same name whole; a container
+    consumes one by naming it in its ``resources.claims``."""
 
 
 class PodTemplatePatch(Model):

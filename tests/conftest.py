@@ -28,6 +28,13 @@ def info(
     return runtime_info(obj, job, runtime.spec, runtime.to_dict(), observed or [], gang, injection=injection)
 
 
+def runtime_patch(pod_spec: dict[str, Any], rjob: str = "node", manager: str = "user") -> dict[str, Any]:
+    """A ``runtimePatches`` entry by ``manager`` patching the Pod spec of replicated job ``rjob`` with ``pod_spec``."""
+    pod = {"template": {"spec": {"template": {"spec": pod_spec}}}}
+    rjobs = [{"name": rjob, **pod}]
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": rjobs}}}}
+
+
 def load_sample(name: str) -> dict[str, Any]:
     """A sample manifest from config/samples as a dict."""
     data: dict[str, Any] = yaml.safe_load((SAMPLES / name).read_text())

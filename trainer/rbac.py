@@ -55,6 +55,7 @@ from api.kinds import (
     POD_DISRUPTION_BUDGETS,
     POD_GROUPS,
     PODS,
+    RESOURCE_CLAIM_TEMPLATES,
     SECRETS,
     SERVICES,
     SUBJECT_ACCESS_REVIEWS,
@@ -118,6 +119,12 @@ OPERATOR: list[Rule] = [
         "finalizers",
     ),
     Rule(TRAINING_RUNTIMES, WATCH, "informer (manager.py)"),
+    Rule(
+        RESOURCE_CLAIM_TEMPLATES,
+        WATCH,
+        "informer: the GPUs a TrainJob's DRA claims count, and whether the cluster serves resource.k8s.io/v1 "
+        "(trainjob/features/devices.py, KEP-2782)",
+    ),
     Rule(CLUSTER_TRAINING_RUNTIMES, WATCH, "informer (manager.py)"),
     Rule(MPIJOBS, (*WATCH, "patch", "delete"), "informer; Kueue queue label; ttlSecondsAfterFinished"),
     Rule(MPIJOBS, ("patch",), "status (controllers/mpijob.py)", "status"),

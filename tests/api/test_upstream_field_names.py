@@ -84,6 +84,10 @@ EXTRA: dict[str, set[str]] = {
     # KEP-2899 as proposed (kubeflow/trainer#3824 and #4052) and KEP-3015's Workload API block
     # (kubeflow/trainer#3219): not in a release yet.
     "TrainingRuntimeSpec": {"runPolicy", "scheduling"},
+    # KEP-2782 (DRA, proposals/2782-dra-support; kubeflow/trainer#4027, open): not in a release yet.
+    "Trainer": {"resourceClaimsPerNode"},
+    "PodSpecPatch": {"resourceClaims"},
+    "ContainerPatch": {"resources"},
 }
 
 

@@ -59,6 +59,7 @@ def test_own_writes_are_read_until_the_cache_has_them() -> None:
         def __init__(self) -> None:
             self.objects: dict[tuple[str, str], JSON] = {}
             self.rv = 0
+            self.absent = False
 
         def get(self, namespace: str | None, name: str) -> JSON | None:
             return self.objects.get((namespace or "", name))

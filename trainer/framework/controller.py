@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 class Store(Protocol):
     """A cache of one resource (an informer, or a test's table)."""
 
+    absent: bool
+    """True while the apiserver does not serve the resource and never did (a 404 before any list)."""
+
     def get(self, namespace: str | None, name: str) -> JSON | None: ...
 
     def items(self) -> list[JSON]: ...
@@ -103,16 +106,16 @@ class Reader:
         """Whether the cache of ``res`` has applied every change up to ``resource_version``."""
         return self._store(res).seen(resource_version)
 
-    def served(self, res: Resource) -> bool:
-        """Whether the apiserver serves ``res``: False while its cache found it never served (a 404 before any
-        list, :attr:`trainer.framework.kube.cache.Informer.absent`: its CRD or API group is not installed).
-        Raises :class:`UndeclaredRead` for an undeclared resource."""
-        return not bool(getattr(self._store(res), "absent", False))
-
     def kept(self, res: Resource) -> Projection:
         """What the cache of ``res`` keeps of an object (its :attr:`Owns.keep`), without interning: what a
         desired object is compared through, so a projected cache never looks like drift."""
         return self.keeps.get(res, strip_managed_fields)
+
+    def served(self, res: Resource) -> bool:
+        """Whether the apiserver serves ``res``, as its cache found: False while its informer was answered
+        404 and never listed it (a CRD not installed, an API group the cluster lacks), True otherwise.
+        Raises :class:`UndeclaredRead` for an undeclared resource."""
+        return not self._store(res).absent
 
     def declares(self, res: Resource) -> bool:
         """Whether the controller declared ``res``."""

@@ -70,3 +70,15 @@ def find_named(items: list[JSON] | None, name: str) -> JSON | None:
         if item.get("name") == name:
             return item
     return None
+
+
+def replace_named(items: list[JSON] | None, entry: JSON) -> list[JSON]:
+    """A new list: ``items`` with the entry named like ``entry`` replaced by it whole, in its place, else
+    ``entry`` appended (a strategic merge patch's ``retainKeys``, as Pod ``resourceClaims`` merge)."""
+    out = [copy_json(i) for i in items or []]
+    for i, cur in enumerate(out):
+        if isinstance(cur, dict) and cur.get("name") == entry.get("name"):
+            out[i] = copy_json(entry)
+            return out
+    out.append(copy_json(entry))
+    return out

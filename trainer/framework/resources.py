@@ -281,6 +281,26 @@ def gpus_per_node(resources: Mapping[str, Any] | None) -> int:
     return first("requests") or first("limits")
 
 
+def gpus_requested(requests: Any) -> int:
+    """GPUs a DRA claim asks for: the sum of ``exactly.count`` over ``requests`` (a ResourceClaimTemplate's
+    ``spec.spec.devices.requests`` or a ResourceClaim's ``spec.devices.requests``, ``resource.k8s.io/v1``)
+    whose ``name`` contains ``gpu``, as kubeflow/trainer KEP-2782 (``proposals/2782-dra-support/README.md``,
+    "DRA-aware GPU detection") counts them. A request counts only when it is ``exactly`` (not
+    ``firstAvailable``), its ``allocationMode`` is ``ExactCount`` (the default; ``All`` has no count before
+    allocation) and it is not ``adminAccess``; ``count`` defaults to 1 (``resource.k8s.io/v1`` defaulting).
+    0 when nothing counts or ``requests`` is not a list."""
+    total = 0
+    for request in requests if isinstance(requests, list) else []:
+        exactly = request.get("exactly") if isinstance(request, dict) else None
+        if not isinstance(exactly, dict) or "gpu" not in str(request.get("name") or "").lower():
+            continue
+        if (exactly.get("allocationMode") or "ExactCount") != "ExactCount" or exactly.get("adminAccess") is True:
+            continue
+        count = exactly.get("count", 1)
+        total += count if isinstance(count, int) and count > 0 else 0
+    return total
+
+
 def cpus_per_node(resources: Mapping[str, Any] | None) -> int:
     """CPUs of one training node as kubeflow/trainer's torch plugin counts them (``getNumCPUPerNode``):
     the cpu request if non-zero, else the cpu limit, rounded up (``500m`` -> 1); 0 when neither is set."""

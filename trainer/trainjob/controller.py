@@ -41,6 +41,7 @@ from api.kinds import (
     NETWORK_POLICIES,
     PERSISTENT_VOLUME_CLAIMS,
     POD_DISRUPTION_BUDGETS,
+    RESOURCE_CLAIM_TEMPLATES,
     SECRETS,
     SERVICES,
     TRAINING_RUNTIMES,
@@ -68,6 +69,7 @@ from trainer.jobs.reconcile import Blocked, Latest, declare, first_error
 from trainer.jobs.status_writer import Event, Telling
 from trainer.trainjob.children import build_children
 from trainer.trainjob.features import upstream_jobset, volume_claims
+from trainer.trainjob.features.devices import Devices
 from trainer.trainjob.features.disruption import NO_GANG, disruption_budget
 from trainer.trainjob.features.injection import Injection
 from trainer.trainjob.features.network_policy import labelled, network_policy
@@ -111,6 +113,28 @@ def runtime_of(obj: JSON, reader: Reader) -> JSON | None:
     if kind == TrainingRuntime.KIND:
         return reader.get(TRAINING_RUNTIMES, key_of(obj)[0], name)
     return reader.get(CLUSTER_TRAINING_RUNTIMES, None, name)
+
+
+def devices_of(reader: Reader, namespace: str) -> Devices:
+    """What the cache tells of DRA for a TrainJob in ``namespace``: whether the cluster serves
+    ``resource.k8s.io/v1`` and its ResourceClaimTemplates there
+    (:class:`~trainer.trainjob.features.devices.Devices`)."""
+    return Devices(
+        served=reader.served(RESOURCE_CLAIM_TEMPLATES),
+        template=lambda name: reader.get(RESOURCE_CLAIM_TEMPLATES, namespace, name),
+    )
+
+
+def trainjobs_of_claim_template(template: JSON, reader: Reader) -> Iterable[Key]:
+    """The TrainJobs in the namespace of ``template`` (a ResourceClaimTemplate) that name it in
+    ``spec.trainer.resourceClaimsPerNode``: the GPUs they count come from it (a Job already made keeps
+    its pods' environment; a TrainJob whose runtime or runtime patches name it is expanded again on its
+    next change)."""
+    ns, name = key_of(template)
+    for tj in reader.items(TRAINJOBS):
+        claims = ((tj.get("spec") or {}).get("trainer") or {}).get("resourceClaimsPerNode") or []
+        if key_of(tj)[0] == ns and any(c.get("resourceClaimTemplateName") == name for c in claims):
+            yield key_of(tj)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,7 +242,10 @@ def _expand(
     problems = [] if settled else runtime_errors(runtime.spec)
     if problems:
         return Blocked(invalid(obj, f"runtime {name!r} is invalid: {'; '.join(problems)}"))
-    out = runtime_info(obj, job, runtime.spec, runtime_obj, observed, gang_name, injection=options.injection)
+    devices = devices_of(reader, ns)
+    out = runtime_info(
+        obj, job, runtime.spec, runtime_obj, observed, gang_name, injection=options.injection, devices=devices
+    )
     problems = [] if settled else trainjob_errors(out, options.max_nodes_per_job)
     if problems:
         return Blocked(invalid(obj, "; ".join(problems)))
@@ -406,7 +433,9 @@ def _deleting(obj: JSON) -> bool:
 def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:
     """The TrainJob controller's declaration under gang scheduler ``gang``: also owns the claims of
     ``volumeClaimPolicies`` and watches the (Cluster)TrainingRuntimes, each mapped to the TrainJobs that
-    reference them, and the JobSets Kubeflow Trainer made, each mapped to its TrainJob
+    reference them, the ResourceClaimTemplates (DRA), each mapped to the TrainJobs whose
+    ``resourceClaimsPerNode`` name it (a cluster without ``resource.k8s.io/v1`` leaves that cache absent:
+    :func:`devices_of`), and the JobSets Kubeflow Trainer made, each mapped to its TrainJob
     (:mod:`trainer.trainjob.features.upstream_jobset`). A reconcile reads its Job writes back
     (``settles``): their echoes need no reconcile. As JobSet and Trainer, it announces no creation: the
     Job controller tells each pod it creates."""
@@ -422,6 +451,7 @@ def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> C
         watches=(
             Watches(TRAINING_RUNTIMES, trainjobs_of_runtime),
             Watches(CLUSTER_TRAINING_RUNTIMES, trainjobs_of_runtime),
+            Watches(RESOURCE_CLAIM_TEMPLATES, trainjobs_of_claim_template),
             upstream_jobset.WATCHES,
         ),
         status_coalesce_seconds=options.status_coalesce_seconds,

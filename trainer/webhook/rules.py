@@ -51,6 +51,7 @@ from trainer.jobs.gang.workload import Workload as WorkloadGang
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
+from trainer.trainjob.features.devices import NO_DEVICES, Devices, count_warnings
 from trainer.trainjob.features.overrides import (
     POD_SPEC_OVERRIDES,
     POD_TEMPLATE_OVERRIDES,
@@ -105,6 +106,9 @@ class AdmissionFacts:
     workload_api: Callable[[], bool | None] = lambda: None
     """Whether the cluster serves the Workload API (``scheduling.k8s.io/v1beta1`` Workload and PodGroup);
     None when unknown (the operator does not watch it: another gang scheduler)."""
+    devices: Callable[[str], Devices] = lambda _namespace: NO_DEVICES
+    """``devices(namespace)``: whether the cluster serves DRA and its ResourceClaimTemplates in that
+    namespace (:class:`trainer.trainjob.features.devices.Devices`)."""
 
 
 def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
@@ -182,7 +186,9 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
             v.errors += _check_against_runtime(job, runtime)
-            v.errors += _check_expansion(obj, job, runtime, runtime_obj, facts)
+            errors, warnings = _check_expansion(obj, job, runtime, runtime_obj, facts)
+            v.errors += errors
+            v.warnings += warnings
             if old is not None:
                 v.errors += check_gang_size_change(obj, old, runtime, facts)
         warning = deprecation_warning({**runtime_obj, "kind": kind}, referenced=True)
@@ -299,19 +305,23 @@ def _check_expansion(
     runtime: TrainingRuntime | ClusterTrainingRuntime,
     runtime_obj: JSON,
     facts: AdmissionFacts,
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """Expand the TrainJob as the reconciler will (the pure core) and check what it produces, as the
     reconciler does when the webhook does not run (:func:`trainer.trainjob.features.validation.trainjob_errors`,
-    ``--max-nodes-per-job`` included); input the core cannot expand is refused here rather than failing in
-    the reconcile."""
+    ``--max-nodes-per-job`` and DRA included); input the core cannot expand is refused here rather than
+    failing in the reconcile. Returns (errors, warnings); the warning is KEP-2782's for a torch trainer
+    whose DRA claims give no GPU count (:func:`trainer.trainjob.features.devices.count_warnings`)."""
     problems = runtime_errors(runtime.spec)
     if problems:
-        return [f"spec.runtimeRef: runtime {runtime.metadata.name!r} is invalid: {p}" for p in problems]
+        return [f"spec.runtimeRef: runtime {runtime.metadata.name!r} is invalid: {p}" for p in problems], []
+    devices = facts.devices(str(job.metadata.namespace or ""))
     try:
-        info = runtime_info(obj, job, runtime.spec, runtime_obj, [], facts.gang)
+        info = runtime_info(obj, job, runtime.spec, runtime_obj, [], facts.gang, devices=devices)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
-        return [f"spec: the TrainJob cannot be expanded on runtime {runtime.metadata.name!r}: {e!r}"]
-    return trainjob_errors(info, facts.max_nodes_per_job)
+        return [f"spec: the TrainJob cannot be expanded on runtime {runtime.metadata.name!r}: {e!r}"], []
+    trainer_pod = info.pod_set(info.trainer).template if info.trainer else None
+    torch = runtime.spec.ml_policy is not None and runtime.spec.ml_policy.torch is not None
+    return trainjob_errors(info, facts.max_nodes_per_job), count_warnings(job, torch, trainer_pod, info.node_gpus)
 
 
 def _changed_overrides(obj: JSON, old: JSON) -> list[str]:

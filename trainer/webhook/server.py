@@ -29,6 +29,7 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 import yaml
@@ -61,6 +62,7 @@ from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
+from trainer.trainjob.controller import devices_of
 from trainer.trainjob.features.snapshot import snapshot_name
 from trainer.webhook import rules
 
@@ -478,6 +480,7 @@ def cache_facts(
         max_nodes_per_job=max_nodes_per_job,
         snapshot=lambda namespace, name: trainjobs.get(CONFIGMAPS, namespace, snapshot_name(name)),
         workload_api=workload_api,
+        devices=partial(devices_of, trainjobs),
     )
 
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
-from trainer.framework.json_codec import JSON
-from trainer.framework.merge import deep_merge, find_named, merge_named_replace
+from trainer.framework.json_codec import JSON, copy_json
+from trainer.framework.merge import deep_merge, find_named, merge_named_replace, replace_named
 
 POD_SPEC_OVERRIDES = "podSpecOverrides"
 POD_TEMPLATE_OVERRIDES = "podTemplateOverrides"
@@ -162,13 +162,19 @@ def apply_pod_patch(template: JSON, patch: JSON, strategic: bool = False) -> JSO
     Container entries merge by name into containers the template already has (a patch never adds
     a container); their ``env`` entries replace same-named variables whole. ``strategic`` (a
     ``runtimePatches`` entry): tolerations replace the template's list, as in a strategic merge patch.
+    As a strategic merge patch of a Pod does (KEP-2782's ``resourceClaims`` and ``resources``): a
+    ``resourceClaims`` entry replaces the one of the same name whole (``retainKeys``), a container's
+    ``resources.claims`` replace its list (no merge key), its requests and limits merge key by key.
     """
     spec_patch = dict(patch.get("spec") or {})
     if strategic and spec_patch.get("tolerations") is not None:
         template = {**template, "spec": {**(template.get("spec") or {}), "tolerations": []}}
     container_patches = {k: spec_patch.pop(k, None) for k in ("containers", "initContainers")}
+    claim_patches = spec_patch.pop("resourceClaims", None)
     out = deep_merge(template, {"metadata": patch.get("metadata") or {}, "spec": spec_patch})
     spec = out.setdefault("spec", {})
+    for entry in claim_patches or []:
+        spec["resourceClaims"] = replace_named(spec.get("resourceClaims"), entry)
     for field, patches in container_patches.items():
         for cpatch in patches or []:
             container = find_named(spec.get(field), cpatch.get("name", ""))
@@ -179,6 +185,9 @@ def apply_pod_patch(template: JSON, patch: JSON, strategic: bool = False) -> JSO
             merged = deep_merge(container, rest)
             if env:
                 merged["env"] = merge_named_replace(merged.get("env"), env)
+            claims = (cpatch.get("resources") or {}).get("claims")
+            if claims is not None:
+                merged["resources"]["claims"] = copy_json(claims)
             container.clear()
             container.update(merged)
     return out

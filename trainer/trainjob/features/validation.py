@@ -45,6 +45,7 @@ from trainer.jobs.features.limits import (
 )
 from trainer.jobs.gang.workload import scheduling_errors
 from trainer.trainjob.children import coordinator_endpoint
+from trainer.trainjob.features.devices import claim_errors, unserved_errors
 from trainer.trainjob.features.failure_policy import pattern_error
 from trainer.trainjob.features.overrides import override_targets
 from trainer.trainjob.features.volume_claims import mounted
@@ -107,6 +108,7 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
             )
         errors += _dns1035(r.group_name, f"{where}.groupName", "group name")
         errors += container_quantities(shape.pod_spec(r), f"{where}.template.spec.template.spec")
+        errors += claim_errors(shape.pod_spec(r), f"{where}.template.spec.template.spec")
         step = step_of(r)
         if r.replicas < 1:
             errors.append(
@@ -383,8 +385,9 @@ def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JO
     """What is wrong with a TrainJob on its runtime once expanded (``info``): names of its children that
     do not fit 63 characters (Jobs, pods, claims, the coordinator label), as JobSet's webhook checks
     them, settings its ML policy cannot take, quantities of ``resourcesPerNode`` the apiserver cannot
-    read, overrides of replicated jobs the runtime lacks (:func:`override_target_errors`) and a size
-    above ``max_nodes`` (``--max-nodes-per-job``, 0: no limit; :func:`node_limit_errors`)."""
+    read, overrides of replicated jobs the runtime lacks (:func:`override_target_errors`), a size
+    above ``max_nodes`` (``--max-nodes-per-job``, 0: no limit; :func:`node_limit_errors`), DRA claims
+    where the cluster lacks DRA and container claims their pod lacks (:mod:`trainer.trainjob.features.devices`)."""
     name = str(info.job.metadata.name)
     errors: list[str] = []
     trainer_spec = info.job.spec.trainer
@@ -421,4 +424,9 @@ def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JO
                 )
     for ml_policy in active(info.runtime):
         errors += ml_policy.trainjob_errors(info)
+    pods = {ps.name: ps.template for ps in info.pod_sets}
+    errors += unserved_errors(info.job, pods, info.devices)
+    for name, pod in pods.items():
+        # Only a runtime patch can leave one here: resourceClaimsPerNode adds both ends.
+        errors += claim_errors(pod.get("spec") or {}, f"spec.runtimePatches: replicated job {name!r}, pod spec")
     return errors

@@ -21,6 +21,7 @@ from api.labels import COMPLETION_INDEX_ANNOTATION
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
+from trainer.framework.resources import gpus_per_node
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
@@ -46,6 +47,15 @@ class Expansion:
     """Host name of the rank-0 pod: ``<trainjob>-<trainer rjob>-0-0.<subdomain>``."""
     resources: JSON | None
     """One training node's ``{requests, limits}`` (:func:`trainer.trainjob.runtime.shape.node_resources`)."""
+    claimed_gpus: int = 0
+    """GPUs the trainer's ``node`` container claims through DRA (KEP-2782,
+    :func:`trainer.trainjob.features.devices.claimed_gpus`); 0 when it claims none or extended GPUs are set."""
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one training node: :func:`~trainer.framework.resources.gpus_per_node` of :attr:`resources`,
+        else :attr:`claimed_gpus` (KEP-2782: the DRA count is the fallback)."""
+        return gpus_per_node(self.resources) or self.claimed_gpus
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,11 @@ class Policy:
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
         """Change the pod template ``pod`` of ``rjob`` in place, after the step settings and before the
         TrainJob's overrides; ``env`` is :meth:`env`."""
+
+    def training_node(self, x: Expansion, rjob: ReplicatedJob) -> bool:
+        """Whether ``rjob``, not the trainer's, runs training nodes too and gets ``resourceClaimsPerNode``
+        (kubeflow/trainer#4027, KEP-2782). Default: no."""
+        return False
 
     def config_maps(self, info: RuntimeInfo) -> list[JSON]:
         """ConfigMaps the pods mount, applied every reconcile."""

@@ -23,7 +23,6 @@ from api.labels import JOBSET_NAME
 from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
-from trainer.framework.resources import gpus_per_node
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
 from trainer.trainjob.policies.base import Created, Expansion, Policy
 from trainer.trainjob.runtime.shape import step_of
@@ -65,14 +64,14 @@ def node_pods(
     return max(int(parallelism) if parallelism is not None else 1, 1)
 
 
-def slots(job: TrainJob, policy: MPIMLPolicySource, resources: JSON | None = None) -> int:
+def slots(job: TrainJob, policy: MPIMLPolicySource, gpus: int = 0) -> int:
     """Slots per host: ``trainer.numProcPerNode`` if an integer, else the policy's (default 1), except
-    that a policy of 1 on a node with several GPUs (``resources``: one node's ``{requests, limits}``)
-    gives one slot per GPU, as kubeflow/trainer's mpi plugin does."""
+    that a policy of 1 on a node with several GPUs (``gpus``: one node's, extended or claimed through DRA,
+    :attr:`~trainer.trainjob.policies.base.Expansion.gpus`) gives one slot per GPU, as kubeflow/trainer's
+    mpi plugin does."""
     value = job.spec.trainer.num_proc_per_node if job.spec.trainer else None
     if isinstance(value, int):
         return value
-    gpus = gpus_per_node(resources)
     if (policy.num_proc_per_node or 1) == 1 and gpus > 1:
         return gpus
     return policy.num_proc_per_node or 1
@@ -82,7 +81,7 @@ def hosts(info: RuntimeInfo, policy: MPIMLPolicySource) -> list[Host]:
     """Hostfile entries in the runtime's order of replicated jobs, as upstream's ``IdentifyPodNetwork``
     lists them: the launcher (the trainer step) when it runs as a node, and every pod of every Job of
     the ``node`` replicated job."""
-    n, s = info.job.metadata.name, slots(info.job, policy, info.node_resources)
+    n, s = info.job.metadata.name, slots(info.job, policy, info.node_gpus)
     subdomain = info.subdomain or str(n)
     names = [r.name for r in info.rjobs]
     node = next((ps for ps in info.pod_sets if ps.name == NODE_RJOB), None)
@@ -95,17 +94,15 @@ def hosts(info: RuntimeInfo, policy: MPIMLPolicySource) -> list[Host]:
     return out
 
 
-def apply_mpi(
-    job: TrainJob, policy: MPIMLPolicySource, rjob: str, is_launcher: bool, pod: JSON, resources: JSON | None = None
-) -> None:
+def apply_mpi(job: TrainJob, policy: MPIMLPolicySource, rjob: str, is_launcher: bool, pod: JSON, gpus: int = 0) -> None:
     """Mount the SSH keys (every MPI pod) and, in the launcher, the hostfile and its environment
-    (``resources``: one node's ``{requests, limits}``, for the slots)."""
+    (``gpus``: one node's GPUs, for the slots)."""
     if rjob != NODE_RJOB and not is_launcher:
         return
     mount_ssh(pod, secret_name(job), policy.ssh_auth_mount_path or "/root/.ssh")
     if is_launcher:
         implementation = policy.mpi_implementation or "OpenMPI"
-        mount_config(pod, hostfile_name(job), implementation, slots(job, policy, resources), "node")
+        mount_config(pod, hostfile_name(job), implementation, slots(job, policy, gpus), "node")
 
 
 def hostfile_config_map(info: RuntimeInfo, policy: MPIMLPolicySource) -> JSON:
@@ -141,7 +138,7 @@ class MPIPolicy(Policy):
         source = self.source(x.runtime)
         if source is None:
             return
-        apply_mpi(x.job, source, rjob.name, is_trainer, pod, x.resources)
+        apply_mpi(x.job, source, rjob.name, is_trainer, pod, x.gpus)
         trainer = x.job.spec.trainer
         node = find_named(pod.get("spec", {}).get("containers"), NODE_CONTAINER)
         if trainer is None or is_trainer or rjob.name != NODE_RJOB or node is None:
@@ -150,6 +147,12 @@ class MPIPolicy(Policy):
             node["image"] = trainer.image
         if trainer.env:
             upsert_env(node, [e.to_dict() for e in trainer.env])
+
+    def training_node(self, x: Expansion, rjob: ReplicatedJob) -> bool:
+        """The ``node`` workers under ``runLauncherAsNode``: the launcher is one host among them, so they get
+        the trainer's DRA claims as it does (kubeflow/trainer#4027's ``isMPILauncherAsNode``)."""
+        source = self.source(x.runtime)
+        return source is not None and bool(source.run_launcher_as_node) and rjob.name == NODE_RJOB
 
     def config_maps(self, info: RuntimeInfo) -> list[JSON]:
         """The hostfile ConfigMap (:func:`hostfile_config_map`; ``Build``'s ConfigMap)."""

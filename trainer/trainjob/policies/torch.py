@@ -26,26 +26,30 @@ if TYPE_CHECKING:
 TORCHTUNE_ENTRYPOINT = ["tune", "run"]
 
 
-def num_proc_per_node(job: TrainJob, policy: TorchMLPolicySource, resources: JSON | None) -> str:
+def num_proc_per_node(job: TrainJob, policy: TorchMLPolicySource, resources: JSON | None, claimed: int = 0) -> str:
     """PET_NPROC_PER_NODE: ``trainer.numProcPerNode``, else the runtime's (v2.0-v2.1), else ``auto``;
     ``cpu``, and ``auto`` on a node without GPUs, become the CPUs per node (at least 1) of
     ``resources`` (the node's ``{requests, limits}``), as upstream's torch plugin resolves them;
-    ``auto`` with GPUs and ``gpu`` are left to torchrun."""
+    ``auto`` with extended GPUs and ``gpu`` are left to torchrun. ``auto`` on a node whose only GPUs are
+    the ``claimed`` DRA devices (KEP-2782) becomes their count."""
     value = job.spec.trainer.num_proc_per_node if job.spec.trainer else None
     if value is None:
         value = policy.num_proc_per_node if policy.num_proc_per_node is not None else "auto"
-    if value == "cpu" or (value == "auto" and gpus_per_node(resources) == 0):
+    extended = gpus_per_node(resources)
+    if value == "auto" and extended == 0 and claimed > 0:
+        return str(claimed)
+    if value == "cpu" or (value == "auto" and extended == 0):
         return str(max(1, cpus_per_node(resources)))
     return str(value)
 
 
 def torch_env(
-    job: TrainJob, policy: TorchMLPolicySource, master: str, num_nodes: int, resources: JSON | None
+    job: TrainJob, policy: TorchMLPolicySource, master: str, num_nodes: int, resources: JSON | None, claimed: int = 0
 ) -> list[JSON]:
-    """The five ``PET_*`` variables; ``master``: the rank-0 pod's host name."""
+    """The five ``PET_*`` variables; ``master``: the rank-0 pod's host name; ``claimed``: the node's DRA GPUs."""
     return [
         {"name": "PET_NNODES", "value": str(num_nodes)},
-        {"name": "PET_NPROC_PER_NODE", "value": num_proc_per_node(job, policy, resources)},
+        {"name": "PET_NPROC_PER_NODE", "value": num_proc_per_node(job, policy, resources, claimed)},
         {"name": "PET_NODE_RANK", "valueFrom": RANK_FROM_INDEX},
         {"name": "PET_MASTER_ADDR", "value": master},
         {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
@@ -78,7 +82,9 @@ class Torch(Policy):
     def env(self, x: Expansion) -> list[JSON]:
         """:func:`torch_env` (``EnforceMLPolicy``)."""
         source = self.source(x.runtime)
-        return [] if source is None else torch_env(x.job, source, x.master, x.num_nodes or 1, x.resources)
+        if source is None:
+            return []
+        return torch_env(x.job, source, x.master, x.num_nodes or 1, x.resources, x.claimed_gpus)
 
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
         """Upsert ``env`` into the ``envInjection`` targets of ``rjob`` (``EnforceMLPolicy``, v2.3)."""

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from api.trainer_v1alpha1 import TrainingRuntimeSpec, XGBoostMLPolicySource
 from trainer.framework.json_codec import JSON
-from trainer.framework.resources import gpus_per_node
 from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 
 
-def xgboost_env(master: str, num_nodes: int, resources: JSON | None) -> list[JSON]:
-    """The four ``DMLC_*`` variables; ``master``: the rank-0 pod's host name; ``resources``: one
-    node's ``{requests, limits}``."""
-    workers = num_nodes * (gpus_per_node(resources) or 1)
+def xgboost_env(master: str, num_nodes: int, gpus: int) -> list[JSON]:
+    """The four ``DMLC_*`` variables; ``master``: the rank-0 pod's host name; ``gpus``: one node's GPUs
+    (:attr:`~trainer.trainjob.policies.base.Expansion.gpus`, extended or claimed through DRA)."""
+    workers = num_nodes * (gpus or 1)
     return [
         {"name": "DMLC_TRACKER_URI", "value": master},
         {"name": "DMLC_TRACKER_PORT", "value": str(MASTER_PORT)},
@@ -37,7 +36,7 @@ class XGBoost(Policy):
 
     def env(self, x: Expansion) -> list[JSON]:
         """:func:`xgboost_env` (``EnforceMLPolicy``)."""
-        return xgboost_env(x.master, x.num_nodes or 1, x.resources)
+        return xgboost_env(x.master, x.num_nodes or 1, x.gpus)
 
 
 XGBOOST = XGBoost()

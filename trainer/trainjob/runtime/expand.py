@@ -22,11 +22,13 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
+from trainer.framework.resources import gpus_per_node
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished_at, job_failed
 from trainer.jobs.conditions import finished as is_finished
 from trainer.jobs.facts import attempt_of, job_attempt_of, seconds_left, started
 from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.gang.base import PodSet
+from trainer.trainjob.features.devices import NO_DEVICES, Devices, claimed_gpus, trainer_claims
 from trainer.trainjob.features.failure_policy import decide
 from trainer.trainjob.features.injection import Injection
 from trainer.trainjob.features.overrides import job_metadata, template_metadata
@@ -115,11 +117,14 @@ def runtime_info(
     gang: str,
     now: datetime | None = None,
     injection: Injection | None = None,
+    devices: Devices = NO_DEVICES,
 ) -> RuntimeInfo:
     """Derive everything about ``job`` (its JSON ``obj``) on ``runtime`` (``runtime_obj`` its JSON,
     for the queue default) with every Job it owns (``observed``), under ``--gang-scheduler-name=gang``,
     at ``now`` (default: the current time), with the status server's ``injection`` into trainer pods
-    when the operator serves one. Pure but for the clock. May raise ``ValueError``, ``TypeError``,
+    when the operator serves one, and what the cluster tells of DRA (``devices``: whether it serves
+    ``resource.k8s.io/v1``, the ResourceClaimTemplates the trainer's claims count GPUs from). Pure but for
+    the clock. May raise ``ValueError``, ``TypeError``,
     ``KeyError``, ``AttributeError`` or ``IndexError`` on input its schema lets through that cannot be
     expanded (admission refuses it, see :func:`trainer.webhook.rules.validate_trainjob`)."""
     now = now or datetime.now(UTC)
@@ -131,7 +136,9 @@ def runtime_info(
     master = f"{name}-{trainer.name if trainer else NODE_CONTAINER}-0-0.{subdomain or name}"
     res = node_resources(job, rjobs, trainer.name if trainer else None)
     policy = policy_of(runtime)
-    x = Expansion(job, runtime, trainer.name if trainer else None, nodes, master, res)
+    # KEP-2782: the node's DRA GPUs count only where no extended GPU resource says them.
+    claimed = claimed_gpus(trainer_claims(job, trainer), devices) if trainer and not gpus_per_node(res) else 0
+    x = Expansion(job, runtime, trainer.name if trainer else None, nodes, master, res, claimed)
     env = policy.env(x)
     pod_sets, sized = [], set()
     for r in rjobs:
@@ -169,6 +176,8 @@ def runtime_info(
         trainer=trainer.name if trainer else None,
         num_nodes=nodes,
         node_resources=res,
+        node_gpus=x.gpus,
+        devices=devices,
         subdomain=subdomain,
         not_in_gang=frozenset(completed_first(rjobs)),
         queue=resolve_queue(obj, gang, runtime_obj),

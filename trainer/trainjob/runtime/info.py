@@ -16,6 +16,7 @@ from trainer.framework.json_codec import JSON
 from trainer.jobs.features.queues import QueueChoice
 from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.jobs.gang.volcano import network_topology
+from trainer.trainjob.features.devices import Devices
 from trainer.trainjob.features.failure_policy import Decision
 from trainer.trainjob.policies.base import Policy
 from trainer.trainjob.runtime.shape import sequenced
@@ -52,6 +53,11 @@ class RuntimeInfo:
     node_resources: JSON | None
     """One training node's ``{requests, limits}`` as the ML policies read them
     (:func:`trainer.trainjob.runtime.shape.node_resources`)."""
+    node_gpus: int
+    """GPUs of one training node (:attr:`trainer.trainjob.policies.base.Expansion.gpus`): extended
+    resources, else the DRA devices its ``node`` container claims."""
+    devices: Devices
+    """What the cluster tells of DRA for this TrainJob (:class:`trainer.trainjob.features.devices.Devices`)."""
     subdomain: str | None
     """The headless Service and Pod subdomain, or None when DNS hostnames are disabled."""
     not_in_gang: frozenset[str]

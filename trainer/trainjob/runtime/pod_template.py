@@ -1,7 +1,8 @@
 """The pod template of one replicated job of a TrainJob: the runtime's, with, in this order, the
 trainer or initializer settings (:func:`apply_trainer`, :func:`apply_initializer`; the trainer also gets the
 ML policy's environment with the rendezvous port, then the status server's injection), the ML policy's mutations,
-the TrainJob's overrides in all three upstream forms (:mod:`trainer.trainjob.features.overrides`) and the
+the TrainJob's overrides in all three upstream forms (:mod:`trainer.trainjob.features.overrides`), the
+trainer's DRA claims (``resourceClaimsPerNode``, :mod:`trainer.trainjob.features.devices`) and the
 ``volumeClaimPolicies`` volumes.
 
 Mirrors kubeflow/trainer ``pkg/runtime/core/trainingruntime.go`` (``buildObjects``: each plugin's
@@ -26,6 +27,7 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.resources import merge_resources
+from trainer.trainjob.features.devices import apply_claims
 from trainer.trainjob.features.injection import Injection, inject
 from trainer.trainjob.features.overrides import apply_pod_patch, patches_for
 from trainer.trainjob.features.volume_claims import add_claim_volumes
@@ -57,6 +59,8 @@ def pod_template(
     policy.mutate_pod(x, rjob, is_trainer, pod, env)
     for patch, strategic in patches_for(job, rjob.name):
         pod = apply_pod_patch(pod, patch, strategic)
+    if (is_trainer or policy.training_node(x, rjob)) and job.spec.trainer is not None:
+        apply_claims(pod, job.spec.trainer.resource_claims_per_node)  # after the patches: they win (KEP-2782)
     claims = x.runtime.template.spec.volume_claim_policies if x.runtime.template.spec else None
     if claims:
         add_claim_volumes(pod, claims, str(job.metadata.name))
