@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from api.kinds import NODES, POD_GROUPS, PODS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS, Resource
-from e2e.helpers import webhook_ca_patched
+from e2e.helpers import kueue_sees_runtime, webhook_ca_patched
+from e2e.test_gang_kueue import kueue_queues
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
@@ -75,15 +76,17 @@ async def webhook_installed(client: Client, operator: Operator) -> None:
 
 @pytest.fixture(name="nodes")
 async def nodes_fixture(client: Client) -> AsyncIterator[list[str]]:
-    """This module's three nodes, Ready; deleted afterwards with any fourth one."""
-    names = [f"wl-gang-{TAG}-{i}" for i in range(3)]
+    """Three nodes of this test (``<prefix>-0..2``), Ready; deleted afterwards with any fourth one
+    (``<prefix>-3``)."""
+    prefix = f"wl-gang-{uuid.uuid4().hex[:6]}"
+    names = [f"{prefix}-{i}" for i in range(3)]
     for name in names:
         await client.kube.create(NODES, None, node(name))
     await wait_for(lambda: ready(client, names), "the gang test's nodes Ready", 60)
     try:
         yield names
     finally:
-        for name in [*names, f"wl-gang-{TAG}-3"]:
+        for name in [*names, f"{prefix}-3"]:
             await client.kube.delete(NODES, None, name)
 
 
@@ -185,7 +188,7 @@ async def test_a_gang_binds_all_of_its_pods_or_none(client: Client, ns: str, nod
     assert "spec.trainer.numNodes: cannot change from 4 to 3" in str(refused.value), refused.value
 
     # A fourth node: all four bound at once, within 30 s.
-    await client.kube.create(NODES, None, node(f"wl-gang-{TAG}-3"))
+    await client.kube.create(NODES, None, node(nodes[0][:-1] + "3"))
     await settled_pods_within(client, ns, "gang", 30)
 
     # Suspend: the pods go, the Workload and PodGroup stay as they were; resume: all four again.
@@ -239,3 +242,33 @@ async def test_bad_scheduling_is_refused_naming_the_field(
     with pytest.raises(ApiError) as refused:
         await client.kube.create(TRAINING_RUNTIMES, ns, {**rt, "metadata": {"name": "bad", "namespace": ns}})
     assert "scheduling" in str(refused.value) and fragment in str(refused.value), refused.value
+
+
+async def test_kueue_admits_a_workload_gang_and_the_scheduler_places_it(
+    client: Client, ns: str, nodes: list[str]
+) -> None:
+    """Kueue (its queue label, carried under ``workload`` as under ``none``) admits the TrainJob by quota and
+    flips ``suspend``; the kube-scheduler then binds the gang, whose Workload and PodGroup were made while
+    Kueue held the job."""
+    await kueue_queues(client, ns, cpu="8")
+    await client.apply(placed_runtime("rt", {"schedulingPolicy": {"gang": {}}}), ns)
+    await kueue_sees_runtime(client.kube, ns, "rt", "lq")
+    job = trainjob(
+        "queued", "rt", suspend=True, trainer={"numNodes": 4, "resourcesPerNode": {"requests": {"cpu": "1"}}}
+    )
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    await client.apply(job, ns)
+
+    async def admitted() -> JSON | None:
+        tj = await client.trainjob(ns, "queued")
+        return tj if tj and tj["spec"].get("suspend") is False else None
+
+    await wait_for(admitted, "Kueue to admit the 4 x 1 CPU TrainJob into 8 CPUs", timeout=60)
+    await settled_pods_within(client, ns, "queued", 60)
+    workload, groups = await scheduling_objects(client, ns)
+    (group,) = groups
+    ps = await pods(client, ns, "queued")
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in ps} == {group["metadata"]["name"]}
+    assert {p["spec"]["nodeSelector"].get("type") for p in ps} == {"kwok"}, "Kueue's flavor reached the pods"
+    assert {p["spec"]["nodeName"] for p in ps} <= set(nodes)
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 4}}
