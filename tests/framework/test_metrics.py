@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from trainer.framework.kube.client import request_kind
 from trainer.framework.kube.queue import WorkQueue
-from trainer.framework.metrics import Metrics
+from trainer.framework.metrics import OTHER, Metrics, bounded
 from trainer.framework.probes import metrics_app, parse_bind_address, probes_app, serve
 
 NAMES = {
@@ -36,6 +36,18 @@ NAMES = {
     "trainer_jobs_succeeded": "counter",
     "trainer_jobs_failed": "counter",
     "trainer_jobs_restarted": "counter",
+    "kubeflow_trainer_jobs": "gauge",
+    "kubeflow_trainer_job_admission_wait_seconds": "histogram",
+    "kubeflow_trainer_job_startup_seconds": "histogram",
+    "kubeflow_trainer_job_run_seconds": "histogram",
+    "kubeflow_trainer_job_restarts": "counter",
+    "kubeflow_trainer_job_failures": "counter",
+    "kubeflow_trainer_job_refusals": "counter",
+    "kubeflow_trainer_trainjob_progress_ratio": "gauge",
+    "kubeflow_trainer_trainjob_remaining_seconds": "gauge",
+    "kubeflow_trainer_trainjob_metric": "gauge",
+    "kubeflow_trainer_training_series": "gauge",
+    "kubeflow_trainer_training_series_dropped": "counter",
 }
 
 
@@ -60,6 +72,26 @@ def test_metrics_have_controller_runtime_names_in_their_own_registry() -> None:
     samples = [s.name for f in text_string_to_metric_families(m.exposition().decode()) for s in f.samples]
     assert "trainer_jobs_created_total" in samples and "trainer_jobs_failed_total" in samples
     assert not [n for n in samples if n.endswith("_created")], "no _created series, as the Go client"
+
+
+def test_jobs_by_state_are_counted_at_scrape_time_with_every_state_present() -> None:
+    m = Metrics()
+    states = ["Running", "Running", "Suspended"]
+    m.job_states("TrainJob", "volcano", lambda: states)
+    s = samples(m)
+
+    def jobs(state: str) -> float:
+        return s[("kubeflow_trainer_jobs", (("gang_scheduler", "volcano"), ("kind", "TrainJob"), ("state", state)))]
+
+    assert [jobs(st) for st in ("Created", "Suspended", "Running", "Complete", "Failed")] == [0, 1, 2, 0, 0]
+    states.append("Complete")  # read again at the next scrape
+    s = samples(m)
+    assert jobs("Complete") == 1
+
+
+def test_reasons_outside_the_fixed_set_fold_into_other() -> None:
+    assert bounded("FailedJobs", {"FailedJobs"}) == "FailedJobs"
+    assert bounded("FailurePolicy_my-own-rule", {"FailedJobs"}) == OTHER == "other"
 
 
 def test_reconciles_count_by_result_and_errors_separately() -> None:

@@ -70,6 +70,7 @@ from trainer.jobs.child_writer import ChildWriter, Desired
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
 from trainer.jobs.facts import managed_by_us
 from trainer.jobs.features.event_filter import JobEventFilter
+from trainer.jobs.features.lifecycle import state_of
 from trainer.jobs.features.own_writes import OwnWrites
 from trainer.jobs.features.replica_failure import replica_failure
 from trainer.jobs.features.replica_failure import watches as failed_create_events
@@ -191,6 +192,7 @@ class Reconciler(Generic[J, I]):
             delay=status_coalesce_seconds,
             metrics=ctx.metrics,
             lane=ctx.queue if ctx.queue is not None else NoLane(),
+            gang_scheduler=gang.name,
         )
         self._latest = partial(own_writes.latest, ctx.reader)
         self._failures: BoundedDict[str, tuple[int | None, int]] = BoundedDict(MAX_FAILING)
@@ -345,6 +347,9 @@ def declare(
     own_writes, clock = OwnWrites(), ProgressClock()
 
     def build(ctx: Context) -> Reconcile:
+        if ctx.metrics is not None:
+            reader = ctx.reader
+            ctx.metrics.job_states(primary.kind, gang.name, lambda: job_states(reader, kind.facts))
         return Reconciler(
             kind,
             ctx,
@@ -374,6 +379,16 @@ def declare(
         ),
         event_filter=JobEventFilter(primary, own_writes, clock).accepts,
     )
+
+
+def job_states(reader: Reader, facts: KindFacts) -> list[str]:
+    """The state (:func:`trainer.jobs.features.lifecycle.state_of`) of every job of kind ``facts`` in the cache
+    that this operator manages, for ``kubeflow_trainer_jobs`` at scrape time."""
+    return [
+        state_of(obj, facts)
+        for obj in reader.items(facts.resource)
+        if not meta(obj).deletion and managed_by_us(obj, facts.run_policy)
+    ]
 
 
 def kept_job(obj: JSON) -> JSON:

@@ -8,6 +8,18 @@ new message of a condition the kind retells (``ReplicaFailure``), recorded befor
 whoever sees the condition finds its event; each outcome (first status, success, failure, restart) is
 counted once per job in :class:`~trainer.framework.metrics.Metrics`.
 
+The lifecycle metrics (:mod:`trainer.jobs.features.lifecycle`) are observed after the status write that records
+what they measure, from the status as stored before (``old``) and as written (``new``), so a reconcile
+that finds nothing to write observes nothing, and an operator restarted over settled jobs neither. A
+finish, a failure, a restart and a refusal are transitions of the status itself (a terminal condition
+turned True, ``restarts`` grown, a refusal's condition turned True): each is observed once, and a
+second write of the same transition from a cache that had not seen the first is recognised by
+``(job uid, event, marker)`` remembered (:data:`MAX_COUNTED` of them). The first start (admission
+wait) and the first running (startup) are not kept in the status (a suspend clears ``startTime``), so
+they are observed only for a job whose first status this process wrote (remembered, for
+:data:`MAX_COUNTED` jobs): a job an earlier process (or leader) saw born is never observed twice,
+at the price of its milestones that fall after the restart not being observed at all.
+
 A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
 waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
 starts the owner's :class:`ProgressClock` (the time of the watch event), so the reconcile that the
@@ -32,6 +44,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -46,6 +59,7 @@ from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
 from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions, true_condition
+from trainer.jobs.features import lifecycle
 
 if TYPE_CHECKING:
     from trainer.framework.kube.client import KubeClient
@@ -142,14 +156,19 @@ class StatusWriter:
         delay: float,
         metrics: Metrics | None,
         lane: IdleLane,
+        gang_scheduler: str = "none",
     ) -> None:
         self.kind, self.telling, self.kube, self.recorder, self.own_writes = kind, telling, kube, recorder, own_writes
         self.clock, self.delay, self.metrics = clock, delay, metrics
         self.lane = lane
         self._first = ProgressClock(clock.now)
         """Since when each job's first status waits for the children of newer jobs."""
-        self._counted: BoundedDict[tuple[str, str, int], None] = BoundedDict(MAX_COUNTED)
-        """Outcome events already counted: (job uid, event, restart)."""
+        self.gang_scheduler = gang_scheduler
+        """The ``gang_scheduler`` label of the lifecycle metrics (``--gang-scheduler-name``)."""
+        self._counted: BoundedDict[tuple[str, str, int | str], None] = BoundedDict(MAX_COUNTED)
+        """Outcome events already counted: (job uid, event, restart or marker)."""
+        self._born: BoundedDict[str, set[str]] = BoundedDict(MAX_COUNTED)
+        """Jobs whose first status this process wrote: uid -> milestones observed (admitted, running)."""
 
     async def write(self, obj: JSON, info: Any, desired: list[Condition], fields: JSON | None = None) -> float | None:
         """Merge ``desired`` into ``obj``'s conditions, record the kind's events for ``info`` (a restart)
@@ -195,6 +214,7 @@ class StatusWriter:
         # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
         self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
         self._count_outcomes(obj, old, new)
+        self._observe(obj, old, new)
         return None
 
     def forget(self, key: Key) -> None:
@@ -240,6 +260,64 @@ class StatusWriter:
                 continue
             self._counted[once] = None
             self.metrics.outcome(event, kind, ns, runtime, reason)
+
+    def _observe(self, obj: JSON, old: JSON, new: JSON) -> None:
+        """Observe the lifecycle metrics the write of ``new`` over ``old`` records (see the module
+        docstring for the rule that keeps each once)."""
+        m = self.metrics
+        if m is None:
+            return
+        facts = self.kind.facts
+        kind, gs = facts.resource.kind, self.gang_scheduler
+        uid = str(obj["metadata"].get("uid") or "")
+
+        def once(event: str, marker: int | str = 0) -> bool:
+            key = (uid, event, marker)
+            if key in self._counted:
+                return False
+            self._counted[key] = None
+            return True
+
+        if not old:
+            self._born.setdefault(uid, set())
+        born = self._born.get(uid)
+        if born is not None:
+            created = obj["metadata"].get("creationTimestamp")
+            if "admitted" not in born and lifecycle.admitted(obj, new, facts):
+                born.add("admitted")
+                wait = lifecycle.seconds_between(created, new.get("startTime"))
+                if wait is not None:
+                    m.admission_wait.labels(kind, gs).observe(wait)
+            if "running" not in born and lifecycle.running(new):
+                born.add("running")
+                startup = lifecycle.seconds_between(created, datetime.now(UTC))
+                if startup is not None:
+                    m.startup.labels(kind, gs).observe(startup)
+        end = lifecycle.finish(old, new, facts)
+        if end is not None and once("finished"):
+            if end.run_seconds is not None:
+                m.run.labels(kind, gs, end.result).observe(end.run_seconds)
+            if end.result == "failed":
+                m.failures.labels(kind, gs, end.reason).inc()
+        restarts = int(new.get("restarts") or 0)
+        restarted = restarts > int(old.get("restarts") or 0)
+        turned = _restart_turned(old, new)
+        if (restarted or turned) and once("restart", f"{restarts}/{turned[0] if turned else ''}"):
+            m.restarts.labels(kind, gs, lifecycle.restart_reason(new)).inc()
+        for reason, marker in lifecycle.refusals(old, new):
+            if once("refused:" + reason, marker):
+                m.refusals.labels(kind, reason).inc()
+
+
+def _restart_turned(old: JSON, new: JSON) -> list[str]:
+    """The transition times of restart conditions (JobSet's ``RestartingJobSet``, an MPIJob's
+    ``Restarting``) True in ``new`` and not in ``old``."""
+    out = []
+    for type_ in lifecycle.RESTART_CONDITIONS:
+        now = true_condition(new.get("conditions") or [], type_)
+        if now is not None and true_condition(old.get("conditions") or [], type_) is None:
+            out.append(str(now.get("lastTransitionTime") or ""))
+    return out
 
 
 def _nothing(value: Any) -> bool:
