@@ -28,6 +28,7 @@ from trainer.framework.manager import ManagerOptions
 from trainer.jobs import gang
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.mpijob.controller import MPIJobOptions
+from trainer.statusserver.series import DEFAULT_MAX_SERIES
 from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.controller import TrainJobOptions
 from trainer.webhook.server import WebhookSettings
@@ -241,6 +242,22 @@ class Settings:
         metavar="SECONDS",
         valid=(lambda v: v > 0, "must be positive"),
         feeds=[(StatusServerSettings, "write_interval")],
+    )
+    training_metrics: bool = setting(
+        True,
+        "export what trainer pods report (progress, remaining seconds, numeric metrics) as Prometheus series "
+        "by namespace and trainjob while the status server runs (default true)",
+        parse=parse_bool,
+        metavar="BOOL",
+        feeds=[(StatusServerSettings, "training_metrics")],
+    )
+    training_metrics_max_series: int = setting(
+        DEFAULT_MAX_SERIES,
+        "the most series of --training-metrics at once; a job that would pass it is not exported and "
+        f"kubeflow_trainer_training_series_dropped_total counts its series (default {DEFAULT_MAX_SERIES})",
+        parse=int,
+        valid=_NOT_NEGATIVE,
+        feeds=[(StatusServerSettings, "training_metrics_max_series")],
     )
     event_loop: str = setting(
         DEFAULT_EVENT_LOOP,

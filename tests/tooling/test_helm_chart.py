@@ -216,8 +216,9 @@ def test_webhook_off_and_on_another_port() -> None:
     default = container(chart("none"))
     off = helm_template("webhook.enabled=false")
     c = container(off)
-    assert not [a for a in c["args"] if a.startswith(("--webhook-", "--status-server-"))]
-    assert [a for a in default["args"] if not a.startswith(("--webhook-", "--status-server-"))] == c["args"]
+    status = ("--webhook-", "--status-server-", "--training-metrics")
+    assert not [a for a in c["args"] if a.startswith(status)]
+    assert [a for a in default["args"] if not a.startswith(status)] == c["args"]
     assert not {"webhook", "status"} & {p["name"] for p in c["ports"]}, "the status server goes with the Service"
     assert ("Service", "trainer-webhook-service", NAMESPACE) not in by_key(off)
     assert not {doc["kind"] for doc in off} & {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
@@ -228,7 +229,16 @@ def test_webhook_off_and_on_another_port() -> None:
     assert {"name": "webhook", "containerPort": 9444, "protocol": "TCP"} in moved["ports"]
     no_status = container(helm_template("statusServer.enabled=false"))
     assert "--webhook-port=9443" in no_status["args"]
-    assert not [a for a in no_status["args"] if a.startswith("--status-server-")]
+    assert not [a for a in no_status["args"] if a.startswith(("--status-server-", "--training-metrics"))]
+
+
+def test_training_metrics_follow_the_status_server_values() -> None:
+    default = container(chart("none"))["args"]
+    assert not [a for a in default if a.startswith("--training-metrics")], "the flags' defaults, as config/ has them"
+    off = container(
+        helm_template("statusServer.trainingMetrics=false", "statusServer.trainingMetricsMaxSeries=2000000")
+    )
+    assert {"--training-metrics=false", "--training-metrics-max-series=2000000"} <= set(off["args"])
 
 
 def test_metrics_off_and_on_another_port() -> None:

@@ -50,6 +50,7 @@ from trainer.statusserver.auth import TokenAuthenticator
 from trainer.statusserver.ca_publisher import CAPublisher
 from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
+from trainer.statusserver.series import DEFAULT_MAX_SERIES, TrainingSeries
 from trainer.trainjob.features.injection import base_url, status_path
 
 if TYPE_CHECKING:
@@ -126,6 +127,10 @@ class StatusServerSettings:
     reuse_port: bool = False
     """Bind with SO_REUSEPORT (``--webhook-reuse-port``)."""
     secret_name: str = SECRET_NAME
+    training_metrics: bool = True
+    """Export what trainer pods report as series (``--training-metrics``, :mod:`~trainer.statusserver.series`)."""
+    training_metrics_max_series: int = DEFAULT_MAX_SERIES
+    """Those series at most (``--training-metrics-max-series``)."""
 
     @property
     def url(self) -> str:
@@ -294,13 +299,18 @@ class StatusServer:
 def setup(kube: KubeClient, settings: StatusServerSettings, manager: Manager) -> StatusServer:
     """The status server for the operator run by ``manager`` (upstream ``SetupServer``), whose
     settings name the same URL (``Settings.status_server_url``, which injects it into trainer pods);
-    feeds the CA publisher from the manager's TrainJob informer. Call before the manager runs."""
+    feeds the CA publisher and, unless ``settings.training_metrics`` is off, the training series
+    (:class:`~trainer.statusserver.series.TrainingSeries`, in ``manager.metrics``) from the manager's
+    TrainJob informer. Call before the manager runs."""
     reader = manager.readers["trainjob"]
     writer = ChildWriter(kube, reader, manager.events, OwnWrites(), settles=False, announce=False)
     publisher = CAPublisher(writer, reader)
+    series = TrainingSeries(manager.metrics, settings.training_metrics_max_series)
     for informer in manager.informers:
         if informer.res == TRAINJOBS:
             informer.add_handler(publisher.on_trainjob)
+            if settings.training_metrics:
+                informer.add_handler(series.on_trainjob)
     server = StatusServer(kube, settings, publisher)
     server.auth.reader = reader  # the pods' Jobs and TrainJobs are read from the caches
     return server
