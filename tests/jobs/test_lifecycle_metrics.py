@@ -195,3 +195,24 @@ async def test_a_stale_cache_writing_a_finish_twice_counts_it_once() -> None:
     m = w.manager.metrics
     failures = {"kind": "TrainJob", "gang_scheduler": "none", "reason": "FailedJobs"}
     assert value(m, "kubeflow_trainer_job_failures_total", failures) == 1
+
+
+async def test_an_mpijob_life_is_observed_under_its_own_kind() -> None:
+    w = World("mpijob", "none")
+    born(w, 10)
+    m = w.manager.metrics
+    await w.settle()
+    mpi = lifecycle(m, "MPIJob")
+    assert mpi["admitted"] == 1 and lifecycle(m)["admitted"] == 0, "by kind"
+    for job in w.jobs():
+        w.set_status(JOBS, job, {"active": pods_wanted(job), "ready": pods_wanted(job)})
+    await w.settle()
+    running = w.condition("Running")
+    assert running is not None and running["status"] == "True"
+    assert lifecycle(m, "MPIJob")["startup"] == 1
+    assert states(m, "MPIJob")["Running"] == 1
+    w.complete_jobs()
+    await w.settle()
+    await w.settle()
+    assert lifecycle(m, "MPIJob")["run_succeeded"] == 1
+    assert states(m, "MPIJob") == {"Created": 0, "Suspended": 0, "Running": 0, "Complete": 1, "Failed": 0}
