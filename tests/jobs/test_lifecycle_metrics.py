@@ -181,6 +181,10 @@ def test_reasons_are_bounded_and_a_refusal_is_new_only_when_its_condition_turns(
     assert refusals({}, {"conditions": [other]}) == [], "not a refusal of a child"
     gone = {**refused, "status": "False"}
     assert refusals({"conditions": [gone]}, {"conditions": [refused]}) == [("ErrResourceExists", "t")]
+    pods = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate"}
+    apiserver = {**refused, "reason": "TrainJobResourcesCreationFailed"}
+    both = refusals({"conditions": [refused]}, {"conditions": [apiserver, pods]})
+    assert both == [("TrainJobResourcesCreationFailed", "t"), ("FailedCreate", "")], "another reason is another refusal"
 
 
 async def test_a_stale_cache_writing_a_finish_twice_counts_it_once() -> None:

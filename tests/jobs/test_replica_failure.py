@@ -218,6 +218,9 @@ async def test_a_trainjob_says_which_job_cannot_create_pods_and_loses_it_when_th
     await w.reconcile()
     assert w.condition(COND_REPLICA_FAILURE) is None, w.obj["status"]
     assert await w.settle() is None and await w.reconcile() == 0
+    refused = {"kind": "TrainJob", "reason": REASON_FAILED_CREATE}
+    count = w.manager.metrics.registry.get_sample_value("kubeflow_trainer_job_refusals_total", refused)
+    assert count == 1, "one refusal: the condition turned True once (its new message is no new refusal)"
 
 
 async def test_events_of_jobs_the_trainjob_does_not_control_or_earlier_jobs_are_ignored() -> None:
