@@ -196,7 +196,7 @@ class Metrics:
         )
         self.startup = Histogram(
             "kubeflow_trainer_job_startup_seconds",
-            "Seconds from a job's creation to its first running (a Job with every pod ready, or Running)",
+            "Seconds from a job's creation to its first running pod (a Job counting a ready pod)",
             lifecycle,
             buckets=LIFECYCLE_BUCKETS,
             registry=r,

@@ -57,6 +57,12 @@ def pods_missing(job: JSON) -> int:
     return max(pods_wanted(job) - have, 0)
 
 
+def pod_ready(jobs: Iterable[JSON]) -> bool:
+    """Whether a pod of these batch/v1 Jobs runs: a Job's ``status.ready`` (its pods with the ``Ready``
+    condition, which a running container without a readiness probe has) above 0."""
+    return any(int((j.get("status") or {}).get("ready") or 0) > 0 for j in jobs)
+
+
 def started(jobs: Iterable[JSON]) -> bool:
     """Whether any of a job's batch/v1 Jobs is not suspended (its pods may run or have run); of one
     Job, ``started([job])``: whether it runs (or ran)."""

@@ -107,6 +107,11 @@ class Expanded(Protocol):
         """Seconds after which to look again although nothing changed (a TTL, a deadline), or None."""
         ...
 
+    @property
+    def pod_ready(self) -> bool:
+        """Whether a pod of the job runs now (:func:`trainer.jobs.facts.pod_ready` of its Jobs)."""
+        ...
+
 
 J = TypeVar("J", bound=BaseModel)
 J_contra = TypeVar("J_contra", bound=BaseModel, contravariant=True)

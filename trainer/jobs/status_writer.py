@@ -15,10 +15,11 @@ finish, a failure, a restart and a refusal are transitions of the status itself 
 turned True, ``restarts`` grown, a refusal's condition turned True): each is observed once, and a
 second write of the same transition from a cache that had not seen the first is recognised by
 ``(job uid, event, marker)`` remembered (:data:`MAX_COUNTED` of them). The first start (admission
-wait) and the first running (startup) are not kept in the status (a suspend clears ``startTime``), so
-they are observed only for a job whose first status this process wrote (remembered, for
-:data:`MAX_COUNTED` jobs): a job an earlier process (or leader) saw born is never observed twice,
-at the price of its milestones that fall after the restart not being observed at all.
+wait) and the first ready pod (startup, looked for at every write, changed or not: the kind's
+``info.pod_ready``) are not kept in the status (a suspend clears ``startTime``), so they are observed
+only for a job this process saw without a status, once each (remembered, for :data:`MAX_COUNTED` jobs):
+a job an earlier process (or leader) saw born is never observed twice, at the price of its milestones
+that fall after the restart not being observed at all.
 
 A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
 waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
@@ -178,6 +179,7 @@ class StatusWriter:
         given). Returns the seconds to look again after when a
         progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
         old = obj.get("status") or {}
+        self._startup(obj, old, info)
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
         generation = meta(obj).generation
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
@@ -261,6 +263,24 @@ class StatusWriter:
             self._counted[once] = None
             self.metrics.outcome(event, kind, ns, runtime, reason)
 
+    def _startup(self, obj: JSON, old: JSON, info: Any) -> None:
+        """Observe the job's startup (creation to its first ready pod, ``info.pod_ready``) when this
+        process saw it born (no status yet: remembered from now on) and has not observed it yet. Asked
+        on every write, changed or not: a pod turning ready need not change the status."""
+        if self.metrics is None:
+            return
+        uid = str(obj["metadata"].get("uid") or "")
+        if not old:
+            self._born.setdefault(uid, set())
+        born = self._born.get(uid)
+        if born is None or "running" in born or info is None or not info.pod_ready:
+            return
+        born.add("running")
+        startup = lifecycle.seconds_between(obj["metadata"].get("creationTimestamp"), datetime.now(UTC))
+        if startup is not None:
+            kind = self.kind.facts.resource.kind
+            self.metrics.startup.labels(kind, self.gang_scheduler).observe(startup)
+
     def _observe(self, obj: JSON, old: JSON, new: JSON) -> None:
         """Observe the lifecycle metrics the write of ``new`` over ``old`` records (see the module
         docstring for the rule that keeps each once)."""
@@ -278,21 +298,12 @@ class StatusWriter:
             self._counted[key] = None
             return True
 
-        if not old:
-            self._born.setdefault(uid, set())
         born = self._born.get(uid)
-        if born is not None:
-            created = obj["metadata"].get("creationTimestamp")
-            if "admitted" not in born and lifecycle.admitted(obj, new, facts):
-                born.add("admitted")
-                wait = lifecycle.seconds_between(created, new.get("startTime"))
-                if wait is not None:
-                    m.admission_wait.labels(kind, gs).observe(wait)
-            if "running" not in born and lifecycle.running(new):
-                born.add("running")
-                startup = lifecycle.seconds_between(created, datetime.now(UTC))
-                if startup is not None:
-                    m.startup.labels(kind, gs).observe(startup)
+        if born is not None and "admitted" not in born and lifecycle.admitted(obj, new, facts):
+            born.add("admitted")
+            wait = lifecycle.seconds_between(obj["metadata"].get("creationTimestamp"), new.get("startTime"))
+            if wait is not None:
+                m.admission_wait.labels(kind, gs).observe(wait)
         end = lifecycle.finish(old, new, facts)
         if end is not None and once("finished"):
             if end.run_seconds is not None:

@@ -35,7 +35,7 @@ from trainer.framework.kube.cache import key_of
 from trainer.jobs import reconcile
 from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.conditions import MPIJOB_TERMINAL, finished, finished_at, kept_conditions, problem
-from trainer.jobs.facts import seconds_left, started
+from trainer.jobs.facts import pod_ready, seconds_left, started
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
@@ -69,6 +69,11 @@ class MPIJobInfo:
     def gang(self) -> GangInput:
         """The gang of the MPIJob (:func:`mpijob_gang_input`)."""
         return mpijob_gang_input(self)
+
+    @property
+    def pod_ready(self) -> bool:
+        """Whether a pod of its launcher or workers runs (:func:`trainer.jobs.facts.pod_ready`)."""
+        return pod_ready(self.observed.values())
 
     @property
     def requeue_after(self) -> float | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import JobStatus, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
+from trainer.jobs.facts import pod_ready
 from trainer.jobs.features.queues import QueueChoice
 from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.jobs.gang.volcano import network_topology
@@ -129,6 +130,11 @@ class RuntimeInfo:
         """Seconds until the active deadline or the TTL passes, whichever comes first; None: neither."""
         waits = [t for t in (self.deadline_left, self.ttl_left) if t is not None and t > 0]
         return min(waits) if waits else None
+
+    @property
+    def pod_ready(self) -> bool:
+        """Whether a pod of the current attempt's Jobs runs (:func:`trainer.jobs.facts.pod_ready`)."""
+        return pod_ready(self.observed)
 
     @property
     def gang(self) -> GangInput:
