@@ -1,10 +1,12 @@
 """A job's lifecycle as metrics read it, each rule once: its state (the ``state`` of
-``kubeflow_trainer_jobs``), whether it runs, and what one status write records (admitted, running,
-finished, failed, restarted, refused), with the bounded reasons each metric is labelled by.
+``kubeflow_trainer_jobs``), whether its status says it runs, and what one status write records
+(admitted, finished, failed, restarted, refused), with the bounded reasons each metric is labelled by.
 
 Everything here is pure: a job (JSON as the caches keep it) or its old and new status in, facts out.
-:class:`~trainer.jobs.status_writer.StatusWriter` observes what :func:`milestones` finds after the write
-that records it, and :func:`trainer.jobs.reconcile.declare` hands :func:`state_of` to
+:class:`~trainer.jobs.status_writer.StatusWriter` observes what :func:`admitted`, :func:`finish`,
+:func:`restart_reason` and :func:`refusals` find after the write that records it (the first ready pod
+is the kinds' ``info.pod_ready``, :func:`trainer.jobs.facts.pod_ready`), and
+:func:`trainer.jobs.reconcile.declare` hands :func:`state_of` to
 :meth:`~trainer.framework.metrics.Metrics.job_states`. The states are those the State column shows
 (kubeflow/trainer#3963 for a TrainJob, mpi-operator's ``conditions[-1:]`` for an MPIJob), one set for
 both kinds: an MPIJob's ``Succeeded`` is ``Complete``.
