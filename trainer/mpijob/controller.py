@@ -231,9 +231,7 @@ def desired(info: MPIJobInfo, plan: GangPlan) -> Desired:
     name, labels = names(job)["ssh"], {JOB_NAME_LABEL: str(job.metadata.name)}
     out.once.append(Once(SECRETS, str(job.metadata.namespace), name, partial(new_ssh_secret, info.obj, name, labels)))
     out.apply += [*plan.apply, children.service, children.config_map]
-    out.once += [
-        Once(res, str(job.metadata.namespace), o["metadata"]["name"], partial(dict, o)) for res, o in plan.create
-    ]
+    out.once += plan.create
     jobs = [j for j in (children.worker_job, children.launcher_job) if j is not None]
     out.apply += decorate(jobs, plan, set(), set_label=JOB_ROLE_LABEL)
     return out

@@ -331,7 +331,7 @@ def desired(
         held.add((ns, info.decision.job))  # restarted alone: replaced from the next reconcile on
     children = build_children(info, info.suspended or plan.hold)
     out.apply += plan.apply
-    out.once += [Once(res, ns, o["metadata"]["name"], partial(dict, o)) for res, o in plan.create]
+    out.once += plan.create
     for child in info.policy.created_once(info):
         out.once.append(Once(child.resource, ns, child.name, child.make))
     for pvc in volume_claims.claims(info.obj, info.template.volume_claim_policies or []):

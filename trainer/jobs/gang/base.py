@@ -24,6 +24,7 @@ from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
+from trainer.jobs.child_writer import Once
 from trainer.jobs.conditions import fold_problems, problem
 from trainer.jobs.features.queues import NO_QUEUE, QueueChoice
 
@@ -112,7 +113,7 @@ class GangPlan:
 
     apply: list[JSON] = field(default_factory=list)
     """Objects to server-side apply (e.g. the PodGroup)."""
-    create: list[tuple[Resource, JSON]] = field(default_factory=list)
+    create: list[Once] = field(default_factory=list)
     """Objects created once when absent and never changed (the Workload and its PodGroups)."""
     delete: list[tuple[Resource, str, str]] = field(default_factory=list)
     """Objects to delete: (resource, namespace, name)."""
@@ -236,15 +237,16 @@ def queue_problem(job: GangInput, carried_by: set[str], flag: str) -> list[Condi
     ]
 
 
-def reports_only(job: GangInput, carried_by: set[str], flag: str) -> GangPlan:
+def reports_only(job: GangInput, carried_by: set[str], flag: str, accepted: str | None = None) -> GangPlan:
     """The plan of a scheduler that creates nothing (none, kueue): only what it cannot carry, said
-    loudly (a queue of another convention, pods naming another scheduler, a runtime podGroupPolicy)."""
+    loudly (a queue of another convention, pods naming another scheduler, a runtime gang setting other
+    than ``accepted``: :func:`runtime_policy_problem`)."""
     plan = GangPlan()
     if job.finished:
         return plan
     plan.conditions += queue_problem(job, carried_by, flag)
     plan.conditions += scheduler_name_problems(job, None, flag)
-    plan.conditions += runtime_policy_problem(job, None, flag)
+    plan.conditions += runtime_policy_problem(job, accepted, flag)
     return plan
 
 

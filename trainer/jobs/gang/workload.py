@@ -35,6 +35,7 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar
 
 from api.base import Condition
@@ -44,16 +45,14 @@ from api.scheduling_v1beta1 import MAX_POD_GROUP_TEMPLATES
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference
+from trainer.jobs.child_writer import OURS, Once, claim
 from trainer.jobs.conditions import problem
 from trainer.jobs.gang.base import (
     Facts,
     GangInput,
     GangPlan,
     PodSet,
-    queue_problem,
     reports_only,
-    runtime_policy_problem,
-    scheduler_name_problems,
 )
 
 FLAG = "workload"
@@ -259,8 +258,9 @@ def pod_group_name(workload: str, template: str, job_name: str) -> str:
     return f"{head}-{template[: room - len(head)].strip('-')}-{suffix}"
 
 
-def _controls(obj: JSON, uid: str) -> bool:
-    return any(r.get("controller") and r.get("uid") == uid for r in meta(obj).owner_references)
+def _once(res: Resource, obj: JSON) -> Once:
+    """``obj`` created once when absent, never changed."""
+    return Once(res, obj["metadata"]["namespace"], obj["metadata"]["name"], partial(dict, obj))
 
 
 class Workload:
@@ -276,10 +276,7 @@ class Workload:
             return reports_only(job, {"kueue"}, FLAG)
         if job.finished:
             return GangPlan()  # kept until the job goes (owner references)
-        plan = GangPlan()
-        plan.conditions += queue_problem(job, {"kueue"}, FLAG)
-        plan.conditions += scheduler_name_problems(job, None, FLAG)
-        plan.conditions += runtime_policy_problem(job, "workload", FLAG)
+        plan = reports_only(job, {"kueue"}, FLAG, accepted=self.name)
         if not facts.served(WORKLOADS) or not facts.served(POD_GROUPS):
             plan.conditions.append(problem("WorkloadAPINotServed", f"spec.scheduling of the runtime: {API_MISSING}"))
             plan.hold = True
@@ -297,14 +294,14 @@ class Workload:
                 plan.scheduling_groups[member] = names[g.template]
         workload = facts.get(WORKLOADS, job.namespace, wl_name)
         if workload is None:
-            plan.create.append((WORKLOADS, self._workload(job, wl_name, found)))
+            plan.create.append(_once(WORKLOADS, self._workload(job, wl_name, found)))
         missing = []
         for g in found:
             if facts.get(POD_GROUPS, job.namespace, names[g.template]) is not None:
                 continue
             missing.append(names[g.template])
-            if workload is not None and _controls(workload, uid):
-                plan.create.append((POD_GROUPS, self._pod_group(job, workload, g, names[g.template])))
+            if workload is not None and claim(workload, job.owner) == OURS:
+                plan.create.append(_once(POD_GROUPS, self._pod_group(job, workload, g, names[g.template])))
         if not job.started and (workload is None or missing):
             plan.hold = True
             plan.conditions.append(

@@ -20,6 +20,7 @@ from api.kinds import POD_DISRUPTION_BUDGETS
 from api.labels import JOBSET_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
+from trainer.jobs.gang.workload import Workload
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
@@ -33,14 +34,10 @@ def trainer_pods(info: RuntimeInfo) -> int:
     return info.pod_set(info.trainer).count if info.trainer is not None else 0
 
 
-WORKLOAD_GANG = "workload"
-"""The ``--gang-scheduler-name`` that gangs only the TrainJobs whose runtime sets ``spec.scheduling``."""
-
-
 def is_gang(info: RuntimeInfo, gang_name: str) -> bool:
     """Whether the TrainJob is gang scheduled: its runtime has a ``podGroupPolicy``, or ``gang_name``
     (``--gang-scheduler-name``) is a gang scheduler (``workload``: for a runtime with ``spec.scheduling``)."""
-    if gang_name == WORKLOAD_GANG:
+    if gang_name == Workload.name:  # gangs only the TrainJobs whose runtime sets spec.scheduling
         return info.runtime.scheduling is not None or info.runtime.pod_group_policy is not None
     return info.runtime.pod_group_policy is not None or gang_name != NO_GANG
 
