@@ -796,6 +796,22 @@ class Metric(Model):
     """Value of the metric, serialized as a string."""
 
 
+class Checkpoint(Model):
+    """The last checkpoint the trainer saved, as it reported it (``trainerStatus.lastCheckpoint``; not in
+    upstream's ``TrainerStatus``, this operator's extension of KEP-2779): where a resumed, restarted or
+    resized job continues from."""
+
+    epoch: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    """Epochs complete in the checkpoint (the next run starts at ``epoch + 1``); empty when unknown."""
+    step: int | None = Field(default=None, ge=0)
+    """Optimizer steps complete in the checkpoint; empty when unknown."""
+    path: str | None = Field(default=None, min_length=1, max_length=256)
+    """Where the checkpoint was written, as the trainer names it (e.g. a file on the job's volume)."""
+    saved_time: str = Field(json_schema_extra={"format": "date-time"})
+    """When the checkpoint was saved (RFC 3339); the time of the post that reported it when the trainer
+    gives none."""
+
+
 class TrainerStatus(Model):
     """The latest runtime status the trainer step reported (kubeflow/trainer ``trainjob_types.go``
     ``TrainerStatus``, KEP-2779), written by the operator's status server."""
@@ -810,6 +826,9 @@ class TrainerStatus(Model):
     """The current metrics of the model."""
     last_updated_time: str = Field(json_schema_extra={"format": "date-time"})
     """When the runtime status was observed (RFC 3339)."""
+    last_checkpoint: Checkpoint | None = None
+    """The last checkpoint the trainer reported saving (this operator's extension, not upstream's): kept
+    across posts that do not report one, across suspend, resume and resize."""
 
 
 class ReplicatedJobRestarts(Model):

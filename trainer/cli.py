@@ -65,6 +65,7 @@ from trainer.client.multicluster import WorkloadInfo, for_multicluster
 from trainer.client.types import (
     MPIJOB,
     Holding,
+    checkpoint_text,
     eta_text,
     holding_condition,
     in_queue,
@@ -649,6 +650,8 @@ def describe_tables(
     if reported is not None and isinstance(job, TrainJob):
         rows.append(("Progress:", f"{progress_text(job)} (reported {age(reported.last_updated_time, now)} ago)"))
         rows.append(("ETA:", eta_text(job)))
+        if reported.last_checkpoint is not None:
+            rows.append(("Checkpoint:", checkpoint_text(job)))
     warning = unattended(job, now)
     if warning:
         rows.append(("Warning:", warning))

@@ -88,6 +88,8 @@ EXTRA: dict[str, set[str]] = {
     "Trainer": {"resourceClaimsPerNode"},
     "PodSpecPatch": {"resourceClaims"},
     "ContainerPatch": {"resources"},
+    # The trainer's last checkpoint: ours, not in KEP-2779 (docs/progress.md "Checkpoints").
+    "TrainerStatus": {"lastCheckpoint"},
 }
 
 

@@ -29,14 +29,14 @@ from tests.conftest import info, load_sample
 from tests.harness import World
 from tests.kube_double import RecordingKube, reader
 from trainer import cli
-from trainer.client.types import duration_text, eta_text, metrics_text, progress_text
+from trainer.client.types import checkpoint_text, duration_text, eta_text, metrics_text, progress_text
 from trainer.framework.certs import generate
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError
 from trainer.framework.owner import owner_reference
 from trainer.statusserver.auth import TokenAuthenticator, bearer_token
-from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
+from trainer.statusserver.payload import PayloadError, coalesce, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
 from trainer.trainjob.features import injection
@@ -213,6 +213,15 @@ def stored_pod(s: Served, name: str) -> JSON:
     return s.kube.objects[(PODS, (NS, name))]
 
 
+async def one_job(interval: float) -> AsyncIterator[tuple[Served, str]]:
+    """A server with write ``interval`` over TrainJob ``a`` and its pod ``a-node-0-0``, and that pod's token."""
+    kube = ApiKube()
+    kube.put(trainjob("a"))
+    owned_pod(kube, "a", "a-node-0-0")
+    async for s in serve(kube, interval):
+        yield s, kube.mint(stored_pod(s, "a-node-0-0"), token_audience(NS, "a"))
+
+
 # --------------------------------------------------------------------------- names and payloads
 
 
@@ -291,6 +300,57 @@ def test_the_payload_is_upstreams_with_its_bounds() -> None:
     for body_bytes in bad:
         with pytest.raises(PayloadError):
             parse_update(body_bytes, now)
+
+
+def test_a_checkpoint_is_reported_kept_across_posts_and_coalesced() -> None:
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    body = {"trainerStatus": {"progressPercentage": 40, "lastCheckpoint": {"epoch": 8, "step": 360, "path": "/c/8.pt"}}}
+    status = parse_update(json.dumps(body).encode(), now)
+    assert status is not None
+    saved = {"epoch": 8, "step": 360, "path": "/c/8.pt", "savedTime": "2026-01-02T03:04:05Z"}
+    assert stored(status)["lastCheckpoint"] == saved
+    with_checkpoint = status_patch(status)
+    assert with_checkpoint["trainerStatus"]["lastCheckpoint"] == saved
+    later = parse_update(b'{"trainerStatus": {"progressPercentage": 45}}', now)
+    assert later is not None
+    without = status_patch(later)
+    assert "lastCheckpoint" not in without["trainerStatus"], "a post without one leaves the stored one"
+    assert coalesce(with_checkpoint, without)["trainerStatus"]["lastCheckpoint"] == saved
+    assert coalesce(with_checkpoint, without)["trainerStatus"]["progressPercentage"] == 45
+    assert coalesce(None, without) == without and coalesce(without, with_checkpoint) == with_checkpoint
+    timed = {"lastCheckpoint": {"epoch": 1, "savedTime": "2026-01-02T04:00:00.5+01:00", "extra": 1}}
+    given = parse_update(json.dumps({"trainerStatus": timed}).encode(), now)
+    assert given is not None and stored(given)["lastCheckpoint"] == {"epoch": 1, "savedTime": "2026-01-02T03:00:00Z"}
+    bad = [
+        {"lastCheckpoint": {"epoch": -1}},
+        {"lastCheckpoint": {"step": "3"}},
+        {"lastCheckpoint": {"path": ""}},
+        {"lastCheckpoint": {"path": "p" * 257}},
+        {"lastCheckpoint": 3},
+    ]
+    for raw in bad:
+        with pytest.raises(PayloadError, match=r"trainerStatus\.lastCheckpoint"):
+            parse_update(json.dumps({"trainerStatus": raw}).encode(), now)
+    with pytest.raises(PayloadError, match=r"trainerStatus\.lastCheckpoint\.savedTime"):
+        parse_update(b'{"trainerStatus": {"lastCheckpoint": {"savedTime": "2026-01-01T00:00:00"}}}', now)
+
+
+async def test_a_checkpoint_survives_later_progress_posts_and_their_coalescing() -> None:
+    interval = 0.2
+    async for s, token in one_job(interval):
+        assert (await s.post("a", {"trainerStatus": {"progressPercentage": 10}}, token))[0] == 200
+        # Within one interval: a checkpoint, then progress without one; the coalesced write keeps both.
+        checkpoint = {"progressPercentage": 20, "lastCheckpoint": {"epoch": 2, "savedTime": "2026-01-01T00:00:00Z"}}
+        assert (await s.post("a", {"trainerStatus": checkpoint}, token))[0] == 200
+        assert (await s.post("a", {"trainerStatus": {"progressPercentage": 25}}, token))[0] == 200
+        await asyncio.sleep(interval * 2 + 0.1)
+        held = s.trainer_status("a")
+        assert held is not None and held["progressPercentage"] == 25
+        assert held["lastCheckpoint"] == {"epoch": 2, "savedTime": "2026-01-01T00:00:00Z"}
+        await asyncio.sleep(interval)
+        assert (await s.post("a", {"trainerStatus": {"progressPercentage": 30}}, token))[0] == 200
+        held = s.trainer_status("a")
+        assert held is not None and held["progressPercentage"] == 30 and held["lastCheckpoint"]["epoch"] == 2
 
 
 def test_the_model_and_the_crd_agree_on_the_payload() -> None:
@@ -547,12 +607,8 @@ async def test_an_expiring_token_is_not_trusted_beyond_its_expiry() -> None:
 
 
 async def test_a_chatty_job_gets_at_most_one_write_per_interval_and_the_last_post_wins() -> None:
-    kube = ApiKube()
-    kube.put(trainjob("a"))
-    owned_pod(kube, "a", "a-node-0-0")
     interval = 0.25
-    async for s in serve(kube, interval):
-        token = kube.mint(stored_pod(s, "a-node-0-0"), token_audience(NS, "a"))
+    async for s, token in one_job(interval):
         start = time.monotonic()
         for i in range(200):
             code, _ = await s.post(
@@ -777,6 +833,12 @@ def test_get_and_describe_show_progress_eta_and_metrics() -> None:
     assert "45% (reported 2m ago)" in text and "3h12m" in text
     assert "Metrics:" in text and "loss" in text and "0.98" in text
     assert "Metrics:" not in "\n".join(_render(t) for t in cli.describe_tables(plain, None, [], now))
+    assert "Checkpoint:" not in text and checkpoint_text(job) == ""
+    obj["status"]["trainerStatus"]["lastCheckpoint"] = {"epoch": 7, "step": 1400, "savedTime": "2026-01-01T00:07:00Z"}
+    saved = TrainJob.model_validate(obj)
+    assert checkpoint_text(saved) == "epoch 7, step 1400, saved 2026-01-01T00:07:00Z"
+    text = "\n".join(_render(t) for t in cli.describe_tables(saved, None, [], now))
+    assert "Checkpoint:" in text and "epoch 7, step 1400" in text
     assert [duration_text(s) for s in (0, 45, 330, 900, 3600, 11520, 86400, 93600)] == [
         "0s",
         "45s",

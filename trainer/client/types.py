@@ -178,6 +178,18 @@ def eta_text(job: TrainJob) -> str:
     return duration_text(seconds) if seconds is not None else "-"
 
 
+def checkpoint_text(job: TrainJob) -> str:
+    """The last checkpoint the trainer reported (``trainerStatus.lastCheckpoint``), e.g. ``epoch 7, step
+    1400 at /ckpt/epoch-7.pt, saved 2026-01-01T00:08:00Z``; "" when none."""
+    status = trainer_status_of(job)
+    c = status.last_checkpoint if status else None
+    if c is None:
+        return ""
+    said = [f"epoch {c.epoch}" if c.epoch is not None else "", f"step {c.step}" if c.step is not None else ""]
+    where = f" at {c.path}" if c.path else ""
+    return f"{', '.join(s for s in said if s) or 'saved'}{where}, saved {c.saved_time}"
+
+
 def metrics_text(job: TrainJob) -> str:
     """The reported metrics as ``name=value`` pairs, e.g. ``loss=0.23, accuracy=0.98``; "" when none."""
     status = trainer_status_of(job)

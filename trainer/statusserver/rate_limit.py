@@ -40,12 +40,19 @@ Writer = Callable[[Key, JSON], Awaitable[None]]
 
 class WriteLimiter:
     """At most one write per key per ``interval`` seconds; posts in between are coalesced into the
-    next write (the latest wins). ``clock`` (monotonic seconds) is for tests."""
+    next write by ``merge(pending, newer)`` (default: the latest wins). ``clock`` (monotonic seconds)
+    is for tests."""
 
-    def __init__(self, write: Writer, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        write: Writer,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        merge: Callable[[JSON | None, JSON], JSON] = lambda _older, newer: newer,
+    ) -> None:
         if interval <= 0:
             raise ValueError(f"the write interval must be positive, not {interval}")
-        self._write, self.interval, self._clock = write, interval, clock
+        self._write, self.interval, self._clock, self._merge = write, interval, clock, merge
         self._slots: dict[Key, _Slot] = {}
         self.writes = 0
         """Writes started so far."""
@@ -63,7 +70,7 @@ class WriteLimiter:
                 self.writes += 1
                 await self._write(key, patch)
             return True
-        slot.pending = patch
+        slot.pending = self._merge(slot.pending, patch)
         if slot.flusher is None:
             slot.flusher = asyncio.ensure_future(self._flush(key, slot))
         return False

@@ -48,7 +48,7 @@ from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.features.own_writes import OwnWrites
 from trainer.statusserver.auth import TokenAuthenticator
 from trainer.statusserver.ca_publisher import CAPublisher
-from trainer.statusserver.payload import PayloadError, parse_update, status_patch, stored
+from trainer.statusserver.payload import CHECKPOINT, PayloadError, coalesce, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.series import DEFAULT_MAX_SERIES, TrainingSeries
 from trainer.trainjob.features.injection import base_url, status_path
@@ -145,7 +145,7 @@ class StatusServer:
         self.kube, self.settings = kube, settings
         self.auth = TokenAuthenticator(kube)
         """Decides who may post; :func:`setup` gives it the TrainJob controller's caches."""
-        self.limiter = WriteLimiter(self._write, settings.write_interval)
+        self.limiter = WriteLimiter(self._write, settings.write_interval, merge=coalesce)
         self._written: BoundedDict[Key, JSON] = BoundedDict(MAX_WRITTEN)
         """The last report this server wrote per TrainJob: its own, told from another replica's."""
         self.stale_reports = 0
@@ -174,6 +174,7 @@ class StatusServer:
             cached = self.auth.cached(TRAINJOBS, ns, name) if attempt == 0 else None
             current = cached or await self.kube.get(TRAINJOBS, ns, name)
             held_status = (current.get("status") or {}).get("trainerStatus") or {}
+            held_status = {k: v for k, v in held_status.items() if k != CHECKPOINT}  # kept across reports
             held = held_status.get("lastUpdatedTime")
             stored_at = parse_time(held)
             # Another writer's report of the same second: the lower progress is the older one. This
@@ -189,7 +190,9 @@ class StatusServer:
                 return
             try:
                 await self.kube.patch_status(TRAINJOBS, ns, name, patch, meta(current).resource_version)
-                self._written[key] = {k: v for k, v in patch["trainerStatus"].items() if v is not None}
+                self._written[key] = {
+                    k: v for k, v in patch["trainerStatus"].items() if v is not None and k != CHECKPOINT
+                }
                 return
             except ApiError as e:
                 if not e.conflict or attempt == WRITE_TRIES - 1:
