@@ -63,7 +63,7 @@ class Dashboard:
     ) -> None:
         self.client, self.all_namespaces = client, all_namespaces
         self.prometheus_url, self.sample_interval, self.refresh = prometheus_url, sample_interval, refresh
-        self.samples = samples or Samples(gap=sample_interval / 2)
+        self.samples = samples if samples is not None else Samples(gap=sample_interval / 2)
 
     @property
     def scope(self) -> str:
