@@ -84,7 +84,10 @@ def test_what_a_tenant_writes_is_escaped_everywhere() -> None:
         labels={"kueue.x-k8s.io/queue-name": EVIL},
         status={
             "conditions": [{"type": "Failed", "status": "True", "reason": "Bad", "message": EVIL}],
-            "trainerStatus": {"metrics": [{"name": EVIL, "value": "1"}]},
+            "trainerStatus": {
+                "metrics": [{"name": EVIL, "value": "1"}],
+                "lastCheckpoint": {"path": EVIL, "savedTime": "2026-01-01T00:08:00Z"},
+            },
         },
     )
     event = Event(type="Warning", reason=EVIL, message=EVIL, involved_object_kind="Pod", involved_object_name=EVIL)
@@ -139,3 +142,12 @@ def test_a_job_without_metrics_or_status_says_so() -> None:
     assert "No metrics yet." in page and "No conditions." in page
     assert not Tags(page).named("svg")
     assert '<td class="state state-Created">Created</td>' in page
+    assert 'id="checkpoint"' not in page
+
+
+def test_the_job_page_says_where_the_job_continues_from() -> None:
+    saved = {"epoch": 8, "step": 360, "path": "/checkpoints/epoch-8.pt", "savedTime": "2026-01-01T00:08:00Z"}
+    job = trainjob(status={"trainerStatus": {"progressPercentage": 40, "lastCheckpoint": saved}})
+    page = render.job_page(JobDetail(job), {}, "sampled", 5, NOW)
+    text = "epoch 8, step 360 at /checkpoints/epoch-8.pt, saved 2026-01-01T00:08:00Z"
+    assert f'<td id="checkpoint">{text}</td>' in page

@@ -18,7 +18,7 @@ import jinja2
 
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client import Event, queue_of
-from trainer.client.types import duration_text, holding_condition, trainer_status_of
+from trainer.client.types import checkpoint_text, duration_text, holding_condition, trainer_status_of
 from trainer.dashboard.gather import Job, JobDetail
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
@@ -241,6 +241,7 @@ JOB = """{% extends "base" %}
 <progress max="100" value="{{ row.progress }}">{{ row.progress }}%</progress> {{ row.progress }}%
 {% else %}-{% endif %}</td></tr>
 <tr><th>ETA</th><td>{{ row.eta }}</td></tr>
+{% if checkpoint %}<tr><th>Checkpoint</th><td id="checkpoint">{{ checkpoint }}</td></tr>{% endif %}
 <tr><th>Age</th><td>{{ row.age }}</td></tr>
 </table>
 
@@ -365,6 +366,7 @@ def job_page(
         title=f"{row.kind} {row.namespace}/{row.name}",
         row=row,
         held=holding_condition(job),
+        checkpoint=checkpoint_text(job) if isinstance(job, TrainJob) else "",
         curves=curves(series),
         curves_source=curves_source,
         curves_error=curves_error,
