@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from e2e.helpers import ROOT
 from localcluster import ExternalCluster, LocalCluster
 from localcluster.client import Client
 from localcluster.operator_process import Operator, running_operator
+from localcluster.realnode.node import RealNodes
 
 pytestmark = pytest.mark.e2e
 
@@ -60,6 +63,24 @@ def operator(
     log_name = f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
     with running_operator(cluster, gang, extra, log_name, tmp_path_factory.mktemp("webhook")) as op:
         yield op
+
+
+@pytest.fixture(scope="module")
+def real_nodes(request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster) -> Iterator[RealNodes]:
+    """Two real nodes (kubelet + containerd) with the module's ``REAL_NODE_IMAGES`` (default: the training
+    image), for one module; stopped, and their pods gone, after it. Modules that ask for it skip
+    themselves where real nodes cannot run (:func:`localcluster.realnode.node.unavailable`)."""
+    if not isinstance(cluster, LocalCluster):
+        pytest.skip("real nodes join only the local cluster")
+    work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
+    nodes = RealNodes(cluster, 2, work, tuple(getattr(request.module, "REAL_NODE_IMAGES", ("training",))))
+    nodes.start()
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

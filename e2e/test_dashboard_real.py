@@ -25,7 +25,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from api.kinds import TRAINJOBS
 from e2e import browser
 from e2e.helpers import ROOT
-from e2e.test_real_workload import DIGITS, real_nodes  # noqa: F401 (a fixture)
+from e2e.test_real_workload import DIGITS
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
@@ -89,7 +89,7 @@ async def test_the_dashboard_shows_a_real_job_training_with_its_curves(
     client: Client,
     ns: str,
     cluster: LocalCluster,
-    real_nodes: RealNodes,  # noqa: F811 (the fixture imported)
+    real_nodes: RealNodes,
     dashboard: str,
     tmp_path: Path,
 ) -> None:

@@ -39,13 +39,8 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -68,6 +63,7 @@ IMAGE = images.TRAINING_IMAGE
 # The status server, where the real nodes' pods reach the host: the pod network's gateway address.
 (STATUS_PORT,) = reserved_ports(1)  # bound minutes after import, in the whole suite
 OPERATOR_ARGS = status_server_args(STATUS_PORT)
+REAL_NODE_IMAGES = ("busybox", "training")
 DIGITS = ROOT / "config" / "samples" / "digits"
 
 # Every rank adds rank + 1: the sum over WORLD ranks is WORLD * (WORLD + 1) / 2.
@@ -110,22 +106,6 @@ mpirun --version | head -n 1
 exec mpirun --allow-run-as-root -n 2 --mca btl tcp,self --mca btl_tcp_if_include eth0 \
   --mca oob_tcp_if_include eth0 python3 -c "$SCRIPT"
 """
-
-
-@pytest.fixture(scope="module")
-def real_nodes(cluster: Any) -> Iterator[RealNodes]:
-    """Two real nodes with the training image, for this module; stopped (and their pods gone) after it."""
-    if not isinstance(cluster, LocalCluster):
-        pytest.skip("real nodes join only the local cluster")
-    work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(cluster, 2, work, ("busybox", "training"))
-    nodes.start()
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
-        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
-            shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

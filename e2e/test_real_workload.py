@@ -9,11 +9,6 @@ skipped with its reason; ``TRAINER_E2E_REAL=0`` skips it."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -29,21 +24,6 @@ WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
 GANG_SCHEDULER = "workload"
 DIGITS = ROOT / "config" / "samples" / "digits"
-
-
-@pytest.fixture(scope="module")
-def real_nodes(cluster: Any) -> Iterator[RealNodes]:
-    """Two real nodes with the training image, for this module; stopped (and their pods gone) after it."""
-    if not isinstance(cluster, LocalCluster):
-        pytest.skip("real nodes join only the local cluster")
-    work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(cluster, 2, work, ("training",))
-    nodes.start()
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 async def test_the_digits_sample_trains_as_one_gang_on_two_real_nodes(
