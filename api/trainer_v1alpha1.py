@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from api.base import (
     Condition,
@@ -877,6 +877,26 @@ class TrainJobStatus(Model):
     """When the job finished, Complete or Failed (RFC 3339): the time of that condition; set once."""
 
 
+RESIZE_FIELDS = ("numNodes", "resourcesPerNode")
+"""The fields of ``spec.trainer`` that size a TrainJob: the CRD lets them change only while it is suspended
+(:func:`changed_only_while_suspended`); the webhook holds every field of ``spec.trainer`` so."""
+
+
+def changed_only_while_suspended(name: str) -> dict[str, JsonValue]:
+    """The CRD's transition rule on ``spec`` for ``spec.trainer.<name>``: it may change (be set, unset or
+    take another value) only when the stored TrainJob is suspended (``spec.suspend`` true before the
+    update, so the update that resumes it may carry the change), reported at ``spec.trainer.<name>``.
+    kubeflow/trainer keeps ``spec.trainer`` immutable (#3157); #3995 asks for this of ``numNodes``."""
+    now, was = (f"has({o}.trainer) && has({o}.trainer.{name})" for o in ("self", "oldSelf"))
+    same = f"({now}) == ({was}) && (!({now}) || self.trainer.{name} == oldSelf.trainer.{name})"
+    return {
+        "rule": f"(has(oldSelf.suspend) && oldSelf.suspend) || ({same})",
+        "message": f"{name} may change only while the TrainJob is suspended (spec.suspend true before the update): "
+        f"set spec.suspend to true first, then change {name}; the update that resumes the job may carry it",
+        "fieldPath": f".trainer.{name}",
+    }
+
+
 class TrainJob(Model):
     """A training job: a runtime reference plus the settings that specialise it."""
 
@@ -885,7 +905,9 @@ class TrainJob(Model):
     api_version: str = API_VERSION
     kind: str = TRAINJOBS.kind
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainJobSpec
+    spec: TrainJobSpec = Field(
+        json_schema_extra={"x-kubernetes-validations": [changed_only_while_suspended(f) for f in RESIZE_FIELDS]}
+    )
     status: TrainJobStatus | None = None
 
 

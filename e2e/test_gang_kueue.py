@@ -72,6 +72,14 @@ async def workload_of(client: Client, ns: str, name: str) -> JSON | None:
     return owned[0] if owned else None
 
 
+async def pending_for_quota(client: Client, ns: str, name: str) -> JSON | None:
+    """The Workload of TrainJob ``name`` while Kueue holds it for want of quota (``QuotaReserved`` False,
+    ``insufficient ...``), else None."""
+    wl = await workload_of(client, ns, name)
+    reserved = condition(wl, "QuotaReserved")
+    return wl if reserved and reserved["status"] == "False" and "insufficient" in reserved["message"] else None
+
+
 async def test_quota_counts_every_node_and_holds_the_bigger_job_until_the_first_finishes(
     client: Client, ns: str
 ) -> None:
@@ -93,12 +101,7 @@ async def test_quota_counts_every_node_and_holds_the_bigger_job_until_the_first_
 
     await client.apply(queued("big", nodes=2, cpu="1500m"), ns)
 
-    async def pending_for_quota() -> JSON | None:
-        wl = await workload_of(client, ns, "big")
-        reserved = condition(wl, "QuotaReserved")
-        return wl if reserved and reserved["status"] == "False" and "insufficient" in reserved["message"] else None
-
-    wl = await wait_for(pending_for_quota, "the 2-node job's Workload pending for quota", timeout=30)
+    wl = await wait_for(lambda: pending_for_quota(client, ns, "big"), "the 2-node job's Workload pending for quota", 30)
     # Both nodes are counted: 2 pods x 1.5 CPU (Kueue 0.14.5 counted the template's parallelism, 1).
     assert [ps["count"] for ps in wl["spec"]["podSets"]] == [2], wl["spec"]["podSets"]
     assert [r["resources"]["cpu"] for r in wl["status"]["resourceRequests"]] == ["3"], wl["status"]

@@ -284,6 +284,8 @@ def test_num_nodes_is_immutable_while_the_workload_gang_applies() -> None:
     old = {**load_sample("trainjob.yaml"), "kind": TRAINJOBS.kind}
     new = copy.deepcopy(old)
     new["spec"]["trainer"]["numNodes"] = 3
+    for o in (old, new):
+        o["spec"]["suspend"] = True  # a resize is allowed while suspended, but not of a Workload gang
     errors = rules.validate_trainjob(new, old, facts(runtime=runtime)).errors
     assert any(e.startswith("spec.trainer.numNodes: cannot change from 2 to 3") for e in errors), errors
     assert rules.validate_trainjob(new, old, facts(gang="none", runtime=load_sample("torch-distributed.yaml"))).allowed

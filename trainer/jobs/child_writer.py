@@ -150,6 +150,9 @@ class Desired:
     patch: list[tuple[Resource, str, str, JSON]] = field(default_factory=list)
     once: list[Once] = field(default_factory=list)
     apply: list[JSON] = field(default_factory=list)
+    told: list[tuple[str, str, str]] = field(default_factory=list)
+    """Events ``(type, reason, message)`` told on the owner once the deletions are sent (what they do
+    for the job, e.g. a resize), in this order."""
 
 
 class ChildWriter:
@@ -188,6 +191,8 @@ class ChildWriter:
             await self.delete(owner, res, ns, name)
         for res, ns, name in desired.delete_foreground:
             await self.delete(owner, res, ns, name, propagation="Foreground")
+        for type_, reason, message in desired.told:
+            await self.recorder.emit(owner, type_, reason, message)
         for res, ns, name, patch in desired.patch:
             if self._controls(owner, res, ns, name):
                 await self.kube.merge_patch(res, ns, name, patch)

@@ -73,6 +73,7 @@ from trainer.trainjob.features.devices import Devices
 from trainer.trainjob.features.disruption import NO_GANG, disruption_budget
 from trainer.trainjob.features.injection import Injection
 from trainer.trainjob.features.network_policy import labelled, network_policy
+from trainer.trainjob.features.resize import REASON_RESIZED, resize
 from trainer.trainjob.features.snapshot import (
     SNAPSHOT_SUFFIX,
     runtime_of_snapshot,
@@ -342,6 +343,12 @@ def desired(
         out.apply.append(children.service)
     out.apply += running_only
     if not info.previous and not restarting:
+        # Suspended Jobs whose size changed go and are created again at the new size (a resize).
+        sized = resize(info.observed, children.jobs)
+        out.delete_foreground += [(JOBS, *key) for key in sized.delete]
+        if sized.message:
+            out.told.append(("Normal", REASON_RESIZED, sized.message))
+        held |= sized.hold
         new_jobs = decorate([j for j in children.jobs if key_of(j) not in held], plan, info.not_in_gang)
         out.apply += labelled(new_jobs, str(info.job.metadata.name)) if isolated else new_jobs
     return out

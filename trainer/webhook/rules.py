@@ -195,6 +195,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         if warning:
             v.warnings.append(warning)
     if old is not None:
+        v.errors += check_trainer_change(obj, old, facts)
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
@@ -217,6 +218,50 @@ def check_gang_size_change(
         f"spec.trainer.numNodes: cannot change from {before} to {after}: the runtime's spec.scheduling gang-schedules "
         "this TrainJob through the Workload API, whose PodGroups' minCount was computed from numNodes and does not "
         "change; delete the TrainJob and create it again with the new numNodes"
+    ]
+
+
+def changed_trainer_fields(obj: JSON, old: JSON) -> list[str]:
+    """The fields of ``spec.trainer`` (camelCase, in their order in ``obj`` then ``old``) whose value differs
+    between ``old`` and ``obj``; a field set on one side only counts as changed."""
+    after, before = (((o.get("spec") or {}).get("trainer") or {}) for o in (obj, old))
+    names = list(dict.fromkeys([*after, *before]))
+    return [n for n in names if after.get(n) != before.get(n)]
+
+
+def check_trainer_change(obj: JSON, old: JSON, facts: AdmissionFacts) -> list[str]:
+    """Every field of ``spec.trainer`` (``numNodes`` and ``resourcesPerNode`` among them: a resize) may
+    change only while the TrainJob is suspended, ``spec.suspend`` true in ``old`` (so the update that
+    resumes it may carry the change, as Kueue admits in one request), and its Jobs have no active pods:
+    the reconcile rebuilds the suspended Jobs from the new spec (:mod:`trainer.trainjob.features.resize`),
+    while a running Job is never rewritten. kubeflow/trainer keeps all of ``spec.trainer`` immutable
+    (``self == oldSelf``, #3157); #3995 asks for ``numNodes`` while suspended, which this follows for
+    every field. One message per changed field, naming it and the rule."""
+    changed = changed_trainer_fields(obj, old)
+    if not changed:
+        return []
+    kind = TRAINJOB.resource.kind
+    if not _suspended(old, kind):
+        return [
+            f"spec.trainer.{name}: may change only while the TrainJob is suspended (spec.suspend true before the "
+            f"update); set spec.suspend to true first, then change {name} (the update that resumes the job may "
+            "carry it)"
+            for name in changed
+        ]
+    return _refused_while_pods_active(obj, kind, facts, [f"spec.trainer.{name}" for name in changed])
+
+
+def _refused_while_pods_active(obj: JSON, kind: str, facts: AdmissionFacts, fields: list[str]) -> list[str]:
+    """One refusal for each of ``fields`` (how a refusal names what changed) while the Jobs of the job
+    ``obj`` of ``kind`` still have active pods (they are not rebuilt until those are gone); none otherwise."""
+    m = meta(obj)
+    active = facts.active_pods(kind, str(m.namespace), str(m.name))
+    if active <= 0:
+        return []
+    return [
+        f"{f}: cannot change while the TrainJob's Jobs still have {active} active pods; keep "
+        f"spec.suspend true until its pods are gone, then change {f}"
+        for f in fields
     ]
 
 
@@ -356,14 +401,7 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
             f"{fields}: may change only while the TrainJob is suspended, before or after the update: set "
             "spec.suspend to true first or in the same update (Kubernetes cannot add scheduling gates to running Pods)"
         ]
-    m = meta(obj)
-    active = facts.active_pods(kind, str(m.namespace), str(m.name))
-    if active > 0:
-        return [
-            f"{fields}: cannot change while the TrainJob's Jobs still have {active} active pods; keep "
-            f"spec.suspend true until its pods are gone, then change {fields}"
-        ]
-    return []
+    return _refused_while_pods_active(obj, kind, facts, [fields])
 
 
 def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
