@@ -29,15 +29,17 @@ rbac: venv
 	$(PY) -m trainer.rbac
 	$(MAKE) --no-print-directory chart
 
-# charts/trainer's CRDs and the generated files its templates read (RBAC, webhook configurations):
+# charts/trainer's CRDs and the files its templates read (RBAC, webhook configurations, alerting rules, dashboard):
 # verbatim copies of config/'s (tests/tooling/test_helm_chart.py fails when one is stale).
 chart:
 	rm -rf charts/trainer/crds charts/trainer/files/config
-	mkdir -p charts/trainer/crds charts/trainer/files/config/rbac charts/trainer/files/config/webhook
+	mkdir -p charts/trainer/crds charts/trainer/files/config/rbac charts/trainer/files/config/webhook \
+	  charts/trainer/files/config/prometheus
 	cp config/crd/bases/*.yaml charts/trainer/crds/
 	cp config/rbac/role.yaml config/rbac/leader_election_role.yaml config/rbac/webhook_certificates_role.yaml \
 	  charts/trainer/files/config/rbac/
 	cp config/webhook/manifests.yaml charts/trainer/files/config/webhook/
+	cp config/prometheus/rules.yaml config/prometheus/dashboard.json charts/trainer/files/config/prometheus/
 	for f in config/overlays/*/role_patch.yaml; do \
 	  mkdir -p charts/trainer/files/$$(dirname $$f) && cp $$f charts/trainer/files/$$f; done
 

@@ -1,6 +1,6 @@
 """Helpers of the end-to-end tests beyond :mod:`localcluster.client`: a module's own cluster and its
-client, Kueue's view of a runtime, the operator's JSON log, deeply nested objects and the webhook
-configurations' caBundle."""
+client, Kueue's view of a runtime, the operator's JSON log, deeply nested objects, the webhook
+configurations' caBundle and a TrainJob's end."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from localcluster import LocalCluster
 from localcluster.binaries import ensure
-from localcluster.client import Client, wait_for
+from localcluster.client import Client, condition, wait_for
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.webhook.server import CONFIG_NAME
@@ -139,3 +139,15 @@ async def webhook_ca_patched(kube: Kube) -> bool:
         if config is None or not all(h.get("clientConfig", {}).get("caBundle") for h in config.get("webhooks") or []):
             return False
     return True
+
+
+async def trainjob_ended(client: Client, ns: str, name: str, timeout: float = 400) -> JSON:
+    """TrainJob ``ns/name`` once its ``Complete`` or ``Failed`` condition is True, read every 0.5 s;
+    ``AssertionError`` after ``timeout`` seconds."""
+
+    async def ended() -> JSON | None:
+        tj = await client.trainjob(ns, name) or {}
+        done = condition(tj, "Complete") or condition(tj, "Failed")
+        return tj if done and done.get("status") == "True" else None
+
+    return await wait_for(ended, f"TrainJob {ns}/{name} to end", timeout=timeout, interval=0.5)

@@ -14,11 +14,10 @@ import pytest
 import yaml
 
 from api.kinds import POD_GROUPS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS
-from e2e.helpers import ROOT
+from e2e.helpers import ROOT, trainjob_ended
 from localcluster import LocalCluster
-from localcluster.client import Client, condition, wait_for
+from localcluster.client import Client, condition
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, unavailable
-from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
@@ -38,12 +37,7 @@ async def test_the_digits_sample_trains_as_one_gang_on_two_real_nodes(
     job["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": NODE_SELECTOR}}]
     name = (await client.kube.create(TRAINJOBS, ns, job))["metadata"]["name"]
 
-    async def ended() -> JSON | None:
-        tj = await client.trainjob(ns, name) or {}
-        done = condition(tj, "Complete") or condition(tj, "Failed")
-        return tj if done and done.get("status") == "True" else None
-
-    tj = await wait_for(ended, f"TrainJob {ns}/{name} to end", timeout=400, interval=0.5)
+    tj = await trainjob_ended(client, ns, name)
     pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
     logs = "\n".join(cluster.run_kubectl("logs", "-n", ns, p["metadata"]["name"], check=False).stdout for p in pods)
     assert condition(tj, "Complete"), (tj.get("status"), logs)

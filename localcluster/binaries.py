@@ -3,7 +3,8 @@
 ``localcluster/build.sh`` puts every binary in ``$TRAINER_CACHE/bin/<component>-<version>/`` (the cache
 defaults to ``~/.cache/trainer``) with the versions pinned in ``localcluster/versions.env``. The optional
 components (Volcano, Kueue) also keep the CRDs they need next to their binaries, in ``crds/``. The
-tools the tests run (helm, for ``charts/trainer``) are built the same way, by :func:`ensure`.
+tools the tests run (helm, for ``charts/trainer``; Prometheus and promtool, for its rules) are built
+the same way, by :func:`ensure`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ TOOLS: dict[str, tuple[str, str]] = {
     "helm": ("HELM_VERSION", "helm"),
     # Kubeflow Trainer's own e2e suite (test/e2e), compiled (e2e/test_upstream_e2e.py runs it).
     "e2e.test": ("UPSTREAM_TRAINER_VERSION", "trainer_e2e"),
+    # The chart's alerting rules: promtool checks and unit-tests them, a real Prometheus scrapes the
+    # operator and evaluates them (tests/tooling/test_prometheus_rules.py, e2e/test_observability_real.py).
+    "prometheus": ("PROMETHEUS_VERSION", "prometheus"),
+    "promtool": ("PROMETHEUS_VERSION", "prometheus"),
 }
 # build.sh components that also install CRDs into their crds/ directory.
 COMPONENTS_WITH_CRDS = ("volcano", "kueue")

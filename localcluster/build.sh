@@ -10,6 +10,7 @@
 # Components: etcd kwok kubernetes volcano kueue helm trainer_e2e
 #             upstream (only when named: the bench's upstream side)
 #             mpi_operator (only when named: the MPIJob migration test)
+#             prometheus (only when named: Prometheus and promtool, for the chart's rules and their tests)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -387,6 +388,33 @@ build_mpi_operator() {
   copy_crds "$out/crds" "$src/manifests/base/kubeflow.org_mpijobs.yaml"
 }
 
+# build_prometheus: the Prometheus server and promtool (PROMETHEUS_VERSION, Prometheus v3 published as
+# module github.com/prometheus/prometheus v0.3XY.Z), for the chart's rules (tests/tooling/test_prometheus_rules.py
+# runs `promtool test rules`) and e2e/test_observability_real.py (a real Prometheus scraping the operator).
+# Built in a writable copy of the module (its own go.mod and go.sum, GOWORK=off: the zip's go.work
+# names directories it leaves out), with the remove_all_sd tag: only static scrape targets, none of
+# the cloud service discoveries' dependencies. No web UI assets: the HTTP API is all the tests use.
+build_prometheus() {
+  local ver="$PROMETHEUS_VERSION" out="$cache/bin/prometheus-$PROMETHEUS_VERSION"
+  [ -x "$out/prometheus" ] && [ -x "$out/promtool" ] && return 0
+  local mod="$cache/src/prometheus-$ver" src release ldflags cmd
+  mkdir -p "$out"
+  log "prometheus $ver: resolving modules"
+  src="$(module_dir github.com/prometheus/prometheus "$ver")"
+  rm -rf "$mod"
+  cp -R "$src" "$mod"
+  chmod -R u+w "$mod"
+  release="$(cat "$mod/VERSION")"
+  ldflags="-s -w -X github.com/prometheus/common/version.Version=$release"
+  ldflags+=" -X github.com/prometheus/common/version.Branch=HEAD"
+  for cmd in prometheus promtool; do
+    [ -x "$out/$cmd" ] && continue
+    log "prometheus $ver ($release): building $cmd"
+    (cd "$mod" && GOWORK=off go build -trimpath -tags remove_all_sd -ldflags "$ldflags" -o "$out/$cmd.tmp" "./cmd/$cmd")
+    mv "$out/$cmd.tmp" "$out/$cmd"
+  done
+}
+
 # build_trainer_e2e: Kubeflow Trainer's own end-to-end suite (test/e2e, ginkgo) compiled as a test
 # binary, with the runtimes its setup (hack/e2e-setup-cluster.sh) installs: the kustomization
 # manifests/base/runtimes in runtimes/ (for `kubectl apply -k`) and examples/flux in flux/; and in
@@ -421,7 +449,7 @@ components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator prometheus"
     exit 2
   fi
 done

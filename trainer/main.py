@@ -123,6 +123,7 @@ async def run(settings: Settings) -> int:
             kube,
             webhook_settings,
             cache_facts(manager.readers, settings.gang_scheduler_name, settings.max_nodes_per_job),
+            metrics,
         )
         checks["webhook-configurations"] = webhook.not_ready  # /readyz fails while they lack its CA
         synced = asyncio.Event()

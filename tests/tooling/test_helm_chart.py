@@ -119,6 +119,8 @@ def test_helm_lint_strict() -> None:
     for gang in OVERLAYS:
         run(helm, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, "--set", f"gangScheduler={gang}")
     run(helm, "lint", "--strict", str(CHART), "--set", "webhook.enabled=false,metrics.enabled=false,replicas=0")
+    monitoring = "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"
+    run(helm, "lint", "--strict", str(CHART), "--set", f"{monitoring},metrics.secure=true")
 
 
 def test_crds_are_config_crds_byte_for_byte() -> None:
@@ -134,7 +136,7 @@ def test_rbac_files_are_config_files_byte_for_byte() -> None:
     """The rules the chart reads (``files/config/``) are the files ``python -m trainer.rbac`` writes."""
     files = CHART / "files" / "config"
     generated = {path.relative_to(CONFIG): text for path, text in rbac.files().items()}
-    copied = {p.relative_to(files) for p in files.rglob("*") if p.is_file()}
+    copied = {p.relative_to(files) for p in files.rglob("*") if p.is_file() and p.parent.name != "prometheus"}
     assert copied == set(generated), "charts/trainer/files/config differs from config/: run `make chart`"
     stale = [
         str(p)
@@ -142,6 +144,14 @@ def test_rbac_files_are_config_files_byte_for_byte() -> None:
         if (files / p).read_bytes() != (CONFIG / p).read_bytes() or (files / p).read_text() != generated[p]
     ]
     assert not stale, f"stale in charts/trainer/files/config: {stale}: run `make rbac`"
+
+
+def test_prometheus_files_are_config_files_byte_for_byte() -> None:
+    """The alerting rules and the dashboard the chart reads are ``config/prometheus``'s (not its rules test)."""
+    copied = CHART / "files" / "config" / "prometheus"
+    assert sorted(p.name for p in copied.iterdir()) == ["dashboard.json", "rules.yaml"], "run `make chart`"
+    stale = [p.name for p in copied.iterdir() if p.read_bytes() != (CONFIG / "prometheus" / p.name).read_bytes()]
+    assert not stale, f"stale in charts/trainer/files/config/prometheus: {stale}: run `make chart`"
 
 
 @pytest.mark.parametrize("gang", OVERLAYS)
@@ -371,3 +381,90 @@ def test_the_public_configmap_tells_the_sdk_the_trainer_version_everyone_may_rea
     }
     off = {key(doc) for doc in helm_template("publicConfigMap.enabled=false")}
     assert not {key(cm), key(role), key(binding)} & off
+
+
+MONITORING = {"serviceMonitor": "ServiceMonitor", "prometheusRule": "PrometheusRule", "grafanaDashboard": "ConfigMap"}
+
+
+def test_monitoring_objects_are_off_by_default_and_each_value_renders_its_own() -> None:
+    default = by_key(helm_template())
+    assert not {k for k in default if k[0] in ("ServiceMonitor", "PrometheusRule")}
+    assert ("ConfigMap", "trainer-dashboard", NAMESPACE) not in default
+    names = {
+        "ServiceMonitor": "trainer-operator",
+        "PrometheusRule": "trainer-operator",
+        "ConfigMap": "trainer-dashboard",
+    }
+    for value, kind in MONITORING.items():
+        added = set(by_key(helm_template(f"{value}.enabled=true"))) - set(default)
+        assert added == {(kind, names[kind], NAMESPACE)}, value
+    assert not {k[0] for k in by_key(helm_template("serviceMonitor.enabled=true", "metrics.enabled=false"))} & {
+        "ServiceMonitor"
+    }, "no metrics Service, nothing to scrape"
+
+
+def test_service_monitor_scrapes_the_metrics_service_as_job_trainer_operator() -> None:
+    objects = helm_template("serviceMonitor.enabled=true", "serviceMonitor.labels.release=kube-prometheus-stack")
+    monitor, service = (
+        one(objects, "ServiceMonitor"),
+        by_key(objects)[("Service", "trainer-operator-metrics", NAMESPACE)],
+    )
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    webhook_service = by_key(objects)[("Service", "trainer-webhook-service", NAMESPACE)]
+    assert not monitor["spec"]["selector"]["matchLabels"].items() <= webhook_service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] == "http-metrics"
+    assert endpoint["honorLabels"] is True and endpoint["interval"] == "30s"
+    assert endpoint["relabelings"] == [{"targetLabel": "job", "replacement": "trainer-operator"}]
+    assert "scheme" not in endpoint and "tlsConfig" not in endpoint
+
+
+def test_service_monitor_under_metrics_secure_sends_its_token_over_https_to_the_certificate_name() -> None:
+    """docs/operating.md: HTTPS, Prometheus' ServiceAccount token, the CA of Secret trainer-metrics-certs."""
+    (endpoint,) = one(helm_template("serviceMonitor.enabled=true", "metrics.secure=true"), "ServiceMonitor")["spec"][
+        "endpoints"
+    ]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {
+        "ca": {"secret": {"name": "trainer-metrics-certs", "key": "ca.crt"}},
+        "serverName": f"trainer-operator-metrics.{NAMESPACE}.svc",
+    }
+
+
+def test_prometheus_rule_is_the_rules_file_with_the_stuck_thresholds_of_the_values() -> None:
+    source = yaml.safe_load((CONFIG / "prometheus" / "rules.yaml").read_text())
+    default = one(helm_template("prometheusRule.enabled=true"), "PrometheusRule")
+    assert default["spec"]["groups"] == source["groups"]
+    changed = one(
+        helm_template(
+            "prometheusRule.enabled=true",
+            "prometheusRule.jobsStuckCreatedFor=45m",
+            "prometheusRule.jobsStuckSuspendedFor=1d",
+            "prometheusRule.labels.role=alert-rules",
+        ),
+        "PrometheusRule",
+    )
+    assert changed["metadata"]["labels"]["role"] == "alert-rules"
+    fors = {r["alert"]: r.get("for") for g in changed["spec"]["groups"] for r in g["rules"]}
+    want = {r["alert"]: r.get("for") for g in source["groups"] for r in g["rules"]}
+    want |= {"TrainerJobsStuckCreated": "45m", "TrainerJobsStuckSuspended": "1d"}
+    assert fors == want
+
+
+def test_dashboard_configmap_carries_the_dashboard_json_and_the_sidecar_label() -> None:
+    default = by_key(helm_template("grafanaDashboard.enabled=true"))[("ConfigMap", "trainer-dashboard", NAMESPACE)]
+    assert default["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert default["data"] == {"trainer.json": (CONFIG / "prometheus" / "dashboard.json").read_text().rstrip("\n")}
+    other = helm_template(
+        "grafanaDashboard.enabled=true",
+        "grafanaDashboard.labels.grafana_dashboard=null",
+        "grafanaDashboard.labels.dashboards=trainer",
+        "grafanaDashboard.annotations.grafana_folder=Trainer",
+        "grafanaDashboard.namespace=monitoring",
+    )
+    cm = by_key(other)[("ConfigMap", "trainer-dashboard", "monitoring")]
+    assert "grafana_dashboard" not in cm["metadata"]["labels"] and cm["metadata"]["labels"]["dashboards"] == "trainer"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Trainer"}

@@ -22,12 +22,14 @@ from tests.kube_double import RecordingKube
 from tests.webhook.test_admission import facts, tj
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
+from trainer.framework.metrics import Metrics
 from trainer.webhook import server as webhook
 from trainer.webhook.server import MAX_REVIEW_BYTES, WebhookServer, WebhookSettings
 
 
-async def serve() -> AsyncIterator[str]:
-    hooks = WebhookServer(cast(Kube, RecordingKube()), WebhookSettings(port=0), facts())  # never called here
+async def serve(metrics: Metrics | None = None) -> AsyncIterator[str]:
+    kube = cast(Kube, RecordingKube())  # never called here
+    hooks = WebhookServer(kube, WebhookSettings(port=0), facts(), metrics)
     runner = hooks.runner()
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -111,3 +113,23 @@ async def test_a_slow_body_is_408_and_a_silent_connection_is_closed(monkeypatch:
         assert await asyncio.wait_for(reader.read(), 5) == b""
         assert 0.3 < time.monotonic() - start < 4
         writer.close()
+
+
+async def test_answers_are_counted_by_path_and_http_status_with_their_latency() -> None:
+    """controller-runtime's webhook metrics: a refusal in the review is a 200, a body that is no
+    AdmissionReview a 400; nothing is in flight once answered."""
+    metrics = Metrics()
+    sample = metrics.registry.get_sample_value
+    async for url in serve(metrics):
+        assert sample("controller_runtime_webhook_requests_in_flight", {"webhook": "/validate-mpijob"}) == 0
+        await post(url, json.dumps(review(tj())).encode())
+        await post(url, json.dumps(review(tj(), old=[])).encode())  # type: ignore[arg-type]
+        await post(url, b"[1, 2]")
+        await post(url, b"{}", path="/mutate-pod")
+    requests = "controller_runtime_webhook_requests_total"
+    assert sample(requests, {"webhook": "/validate-trainjob", "code": "200"}) == 2
+    assert sample(requests, {"webhook": "/validate-trainjob", "code": "400"}) == 1
+    assert sample(requests, {"webhook": "/mutate-pod", "code": "400"}) == 1
+    latency = "controller_runtime_webhook_latency_seconds_count"
+    assert sample(latency, {"webhook": "/validate-trainjob", "code": "200"}) == 2
+    assert sample("controller_runtime_webhook_requests_in_flight", {"webhook": "/validate-trainjob"}) == 0

@@ -14,7 +14,12 @@ Followed upstream (names, labels, buckets, and when each is updated):
   ``workqueue_depth``, ``workqueue_adds_total``, ``workqueue_queue_duration_seconds``,
   ``workqueue_work_duration_seconds``, ``workqueue_retries_total``, all by ``{name}``;
 * controller-runtime ``pkg/metrics/client_go_adapter.go``: ``rest_client_requests_total{code,method,host}``;
-* client-go ``tools/leaderelection/metrics.go``: ``leader_election_master_status{name}``.
+* client-go ``tools/leaderelection/metrics.go``: ``leader_election_master_status{name}``;
+* controller-runtime ``pkg/webhook/internal/metrics/metrics.go``:
+  ``controller_runtime_webhook_requests_total{webhook,code}``,
+  ``controller_runtime_webhook_latency_seconds{webhook,code}`` (its default buckets),
+  ``controller_runtime_webhook_requests_in_flight{webhook}``; ``webhook`` is the path, ``code`` the
+  HTTP status of the answer (an AdmissionReview refused, even for an internal error, is a 200).
 
 Besides: ``trainer_apiserver_requests_total{verb,resource,code}``, the same requests by the labels the
 apiserver's ``apiserver_request_total`` uses (``APPLY``, ``POST``, ``PATCH`` ... and ``jobs``,
@@ -252,6 +257,25 @@ class Metrics:
             "Series of the trainer pods' reports not exported: over --training-metrics-max-series",
             registry=r,
         )
+        hooks = ["webhook", "code"]
+        self.webhook_requests = Counter(
+            "controller_runtime_webhook_requests_total",
+            "Total number of admission requests by HTTP status code.",
+            hooks,
+            registry=r,
+        )
+        self.webhook_latency = Histogram(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            hooks,
+            registry=r,
+        )
+        self.webhook_in_flight = Gauge(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            ["webhook"],
+            registry=r,
+        )
         self.leader = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
@@ -284,6 +308,20 @@ class Metrics:
         (client-go's series) and by verb and resource (what the operator writes, per object kind)."""
         self.rest_requests.labels(code, method, host).inc()
         self.api_requests.labels(verb, resource, code).inc()
+
+    def webhook(self, path: str) -> None:
+        """Declare the admission webhook served on ``path`` (its in-flight gauge exists, at zero)."""
+        self.webhook_in_flight.labels(path).set(0)
+
+    def webhook_started(self, path: str) -> None:
+        """An admission request on ``path`` is being served (until :meth:`webhook_answered`)."""
+        self.webhook_in_flight.labels(path).inc()
+
+    def webhook_answered(self, path: str, code: int, seconds: float) -> None:
+        """The admission request on ``path`` was answered with HTTP status ``code`` after ``seconds``."""
+        self.webhook_in_flight.labels(path).dec()
+        self.webhook_requests.labels(path, str(code)).inc()
+        self.webhook_latency.labels(path, str(code)).observe(seconds)
 
     def leading(self, name: str, leading: bool) -> None:
         """Whether this process holds lease ``name``."""

@@ -28,6 +28,7 @@ import base64
 import dataclasses
 import json
 import sys
+import time
 from dataclasses import dataclass
 from functools import partial
 
@@ -60,6 +61,7 @@ from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
+from trainer.framework.metrics import Metrics
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.trainjob.controller import devices_of
@@ -259,14 +261,28 @@ def review_response(uid: str, verdict: rules.Verdict, patch: list[JSON] | None =
 class WebhookServer:
     """Serves admission and keeps its certificates and webhook configurations current."""
 
-    def __init__(self, kube: Kube, settings: WebhookSettings, facts: rules.AdmissionFacts) -> None:
+    def __init__(
+        self, kube: Kube, settings: WebhookSettings, facts: rules.AdmissionFacts, metrics: Metrics | None = None
+    ) -> None:
         self.kube, self.settings, self.facts = kube, settings, facts
+        self.metrics = metrics
+        """Where each answer is counted (controller-runtime's webhook metrics), if anywhere."""
         self.tls: WebhookTLS | None = None
         """The certificate keeper while :meth:`run` serves."""
         self.problem: str | None = "webhook configurations not patched yet"
         """Why the configurations do not carry the served CA (None once they do); see :meth:`not_ready`."""
 
     # ---------------------------------------------------------------- admission
+
+    async def measured(self, request: web.Request) -> web.Response:
+        """:meth:`handle`, counted in :attr:`metrics` by path and HTTP status, with its latency."""
+        if self.metrics is None:
+            return await self.handle(request)
+        start = time.monotonic()
+        self.metrics.webhook_started(request.path)
+        response = await self.handle(request)
+        self.metrics.webhook_answered(request.path, response.status, time.monotonic() - start)
+        return response
 
     async def handle(self, request: web.Request) -> web.Response:
         """One AdmissionReview. Never raises. Answers 400 for a body that is not a JSON object with an
@@ -402,7 +418,9 @@ class WebhookServer:
         :data:`MAX_REVIEW_BYTES`."""
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         for path in (*VALIDATE, *MUTATE):
-            app.router.add_post(path, self.handle)
+            app.router.add_post(path, self.measured)
+            if self.metrics is not None:
+                self.metrics.webhook(path)
         return app
 
     def runner(self) -> web.AppRunner:
