@@ -36,7 +36,6 @@ import yaml
 
 from api.kinds import TRAINJOBS
 from e2e.helpers import ROOT, trainjob_ended
-from e2e.test_real_workload import real_nodes  # noqa: F401 (the module's two real nodes)
 from localcluster import ExternalCluster, LocalCluster
 from localcluster.binaries import ensure
 from localcluster.client import Client, condition, wait_for
@@ -202,7 +201,7 @@ async def test_a_real_prometheus_sees_the_lifecycle_the_training_and_every_panel
     client: Client,
     ns: str,
     cluster: LocalCluster,
-    real_nodes: RealNodes,  # noqa: F811
+    real_nodes: RealNodes,
     scraping: Prometheus,
     monitoring: tuple[list[JSON], JSON],
 ) -> None:
