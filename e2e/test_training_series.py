@@ -10,7 +10,8 @@ The TrainJobs are managed by MultiKueue (``spec.managedBy: kueue.x-k8s.io/multik
 MultiKueue manager cluster where Kueue copies each worker's status, ``trainerStatus`` included: the
 operator reconciles none of them (no children, no status writes, no CA ConfigMap), so the 1,000 cost
 their creates and status writes only, while the series are read from the same TrainJob cache as for
-the jobs it runs (:mod:`trainer.statusserver.series` reads no ``managedBy``)."""
+the jobs it runs (:mod:`trainer.statusserver.series` reads no ``managedBy``). The test starts once
+the operator exports nothing, when earlier modules' namespaces, and their reporting TrainJobs, are gone."""
 
 from __future__ import annotations
 
@@ -102,7 +103,6 @@ async def test_a_thousand_reporting_jobs_stay_within_the_cap_and_finished_ones_m
     client: Client, ns: str
 ) -> None:
     names = [f"j{i:04d}" for i in range(JOBS)]
-    start = time.monotonic()
 
     def create(name: str) -> Callable[[], Awaitable[JSON]]:
         body = trainjob(name, "rt", managedBy="kueue.x-k8s.io/multikueue")
@@ -113,7 +113,14 @@ async def test_a_thousand_reporting_jobs_stay_within_the_cap_and_finished_ones_m
             TRAINJOBS, ns, names[i], {"trainerStatus": report(i, progress)}, manager="e2e"
         )
 
-    dropped_before = value(await scrape(METRICS), "kubeflow_trainer_training_series_dropped_total")
+    async def nothing_exported() -> Samples | None:
+        got = await scrape(METRICS)
+        return got if value(got, "kubeflow_trainer_training_series") == 0 else None
+
+    # Earlier modules' TrainJobs that reported stay exported until their namespaces are gone.
+    idle = await wait_for(nothing_exported, "no series of earlier modules' TrainJobs", timeout=120)
+    dropped_before = value(idle, "kubeflow_trainer_training_series_dropped_total")
+    start = time.monotonic()
     await bounded(create(n) for n in names)
     await bounded(reporting(i, 10) for i in range(JOBS))
     written = time.monotonic() - start
