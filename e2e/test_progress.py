@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import CONFIGMAPS, PODS, TRAINJOBS, Resource
+from api.kinds import CONFIGMAPS, PODS, SERVICE_ACCOUNTS, TRAINJOBS
 from e2e.helpers import ROOT
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
@@ -44,7 +44,6 @@ OPERATOR_ARGS = [
     "--status-write-interval",
     str(INTERVAL),
 ]
-SERVICE_ACCOUNTS = Resource("", "v1", "ServiceAccount", "serviceaccounts")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -80,24 +79,6 @@ async def start_jobs(client: Client, ns: str, *names: str) -> dict[str, JSON]:
         pods[name] = await wait_for(running, f"a running pod of {ns}/{name}", timeout=90)
     await wait_for(lambda: client.kube.get_or_none(SERVICE_ACCOUNTS, ns, "default"), f"ServiceAccount {ns}/default")
     return pods
-
-
-async def pod_token(client: Client, pod: JSON, audience: str) -> str:
-    """A token of the pod's ServiceAccount bound to the pod, for ``audience`` (a TokenRequest, as the
-    kubelet makes for a projected serviceAccountToken volume)."""
-    meta = pod["metadata"]
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {
-            "audiences": [audience],
-            "expirationSeconds": 3600,
-            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
-        },
-    }
-    path = SERVICE_ACCOUNTS.path(meta["namespace"], pod["spec"]["serviceAccountName"], "token")
-    answer = await client.kube.request("POST", path, body=request)
-    return str(answer["status"]["token"])
 
 
 def env_of(pod: JSON) -> dict[str, str]:
@@ -154,7 +135,7 @@ async def test_a_pod_posts_progress_with_its_own_token_and_kubectl_shows_it(
     assert sources[0]["serviceAccountToken"]["audience"] == token_audience(ns, "a")
     assert sources[1]["configMap"]["name"] == "a-tls-config"
 
-    token = await pod_token(client, pod, token_audience(ns, "a"))
+    token = await client.pod_token(pod, token_audience(ns, "a"))
     body = {
         "trainerStatus": {
             "progressPercentage": 42,
@@ -189,11 +170,11 @@ async def test_a_token_of_another_jobs_pod_or_none_is_refused(client: Client, ns
     body = {"trainerStatus": {"progressPercentage": 99}}
     async with session_for(client, ns, "a") as session:
         # b's pod asking for a's audience (its pod spec is the user's to write): authenticated, not a's pod.
-        code, answer = await post(session, url, body, await pod_token(client, pods["b"], token_audience(ns, "a")))
+        code, answer = await post(session, url, body, await client.pod_token(pods["b"], token_audience(ns, "a")))
         assert (code, answer["reason"]) == (403, "Forbidden"), answer
         assert f"does not belong to TrainJob {ns}/a" in answer["message"]
         # b's own token (b's audience) is not valid for a.
-        code, answer = await post(session, url, body, await pod_token(client, pods["b"], token_audience(ns, "b")))
+        code, answer = await post(session, url, body, await client.pod_token(pods["b"], token_audience(ns, "b")))
         assert (code, answer["reason"]) == (401, "Unauthorized"), answer
         code, answer = await post(session, url, body, None)
         assert (code, answer["reason"]) == (401, "Unauthorized"), answer
@@ -207,11 +188,11 @@ async def test_a_token_of_another_jobs_pod_or_none_is_refused(client: Client, ns
             "spec": {"serviceAccountName": "default", "containers": [{"name": "node", "image": "busybox"}]},
         }
         forged = await client.kube.create(PODS, ns, forged)
-        code, answer = await post(session, url, body, await pod_token(client, forged, token_audience(ns, "a")))
+        code, answer = await post(session, url, body, await client.pod_token(forged, token_audience(ns, "a")))
         assert (code, answer["reason"]) == (403, "Forbidden"), answer
         assert "its controller is nothing, not a Job" in answer["message"], answer
         # a's own pod is let in.
-        code, answer = await post(session, url, body, await pod_token(client, pods["a"], token_audience(ns, "a")))
+        code, answer = await post(session, url, body, await client.pod_token(pods["a"], token_audience(ns, "a")))
         assert code == 200, answer
     assert await wait_for(lambda: trainer_status(client, ns, "a"), "trainerStatus of a")
     assert await trainer_status(client, ns, "b") is None
@@ -219,7 +200,7 @@ async def test_a_token_of_another_jobs_pod_or_none_is_refused(client: Client, ns
 
 async def test_a_thousand_posts_in_ten_seconds_make_at_most_one_write_per_interval(client: Client, ns: str) -> None:
     pods = await start_jobs(client, ns, "a")
-    token = await pod_token(client, pods["a"], token_audience(ns, "a"))
+    token = await client.pod_token(pods["a"], token_audience(ns, "a"))
     url = env_of(pods["a"])["KUBEFLOW_TRAINER_SERVER_URL"]
     tj = await client.trainjob(ns, "a")
     assert tj is not None

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICES, TRAINJOBS, resource_of
+from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICE_ACCOUNTS, SERVICES, TRAINJOBS, resource_of
 from api.trainer_v1alpha1 import TrainJob
 from localcluster.cluster import LocalCluster
 from trainer.client.types import trainjob_status
@@ -83,6 +83,23 @@ class Client:
     async def pods(self, ns: str, selector: str) -> list[JSON]:
         items, _ = await self.kube.list(PODS, ns, selector)
         return sorted(items, key=lambda p: p["metadata"]["name"])
+
+    async def pod_token(self, pod: JSON, audience: str) -> str:
+        """A one-hour token of ``pod``'s ServiceAccount bound to the pod, for ``audience``: a TokenRequest,
+        as the kubelet makes for a projected ``serviceAccountToken`` volume (KWOK pods run no kubelet)."""
+        meta = pod["metadata"]
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "audiences": [audience],
+                "expirationSeconds": 3600,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
+            },
+        }
+        path = SERVICE_ACCOUNTS.path(meta["namespace"], pod["spec"]["serviceAccountName"], "token")
+        answer = await self.kube.request("POST", path, body=request)
+        return str(answer["status"]["token"])
 
     async def service(self, ns: str, name: str) -> JSON | None:
         return await self.kube.get_or_none(SERVICES, ns, name)
