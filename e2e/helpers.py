@@ -7,9 +7,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+
+import aiohttp
 
 from api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from localcluster import LocalCluster
@@ -151,3 +154,28 @@ async def trainjob_ended(client: Client, ns: str, name: str, timeout: float = 40
         return tj if done and done.get("status") == "True" else None
 
     return await wait_for(ended, f"TrainJob {ns}/{name} to end", timeout=timeout, interval=0.5)
+
+
+@contextlib.asynccontextmanager
+async def trainer_dashboard(cluster: LocalCluster, ns: str, port: int, log: Path, *flags: str) -> AsyncIterator[str]:
+    """``trainer dashboard -n ns --port port`` with ``flags``, as a user runs it (its output in ``log``): its
+    URL once it serves its jobs page; stopped after."""
+    cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns, "dashboard"]
+    url = f"http://127.0.0.1:{port}"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*cmd, "--port", str(port), *flags], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+    async def serving() -> bool:
+        assert proc.poll() is None, log.read_text()
+        try:
+            async with aiohttp.ClientSession() as session, session.get(f"{url}/") as resp:
+                return resp.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    try:
+        await wait_for(serving, f"the dashboard on {url}", timeout=60)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

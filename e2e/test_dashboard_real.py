@@ -11,12 +11,9 @@ reason; ``TRAINER_E2E_REAL=0`` skips it."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 import yaml
 from selenium.webdriver.common.by import By
@@ -24,7 +21,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from api.kinds import TRAINJOBS
 from e2e import browser
-from e2e.helpers import ROOT
+from e2e.helpers import trainer_dashboard
 from e2e.test_real_workload import DIGITS
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
@@ -46,27 +43,9 @@ POINTS = 10
 @pytest.fixture
 async def dashboard(cluster: LocalCluster, ns: str, tmp_path: Path) -> AsyncIterator[str]:
     """``trainer dashboard`` on the namespace, sampling every second: its URL once it serves its jobs page."""
-    cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns, "dashboard"]
-    cmd += ["--port", str(DASHBOARD_PORT), "--sample-interval", "1", "--refresh", "2"]
-    url = f"http://127.0.0.1:{DASHBOARD_PORT}"
-    log = tmp_path / "dashboard.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-
-    async def serving() -> bool:
-        assert proc.poll() is None, log.read_text()
-        try:
-            async with aiohttp.ClientSession() as session, session.get(f"{url}/") as resp:
-                return resp.status == 200
-        except aiohttp.ClientError:
-            return False
-
-    try:
-        await wait_for(serving, f"the dashboard on {url}", timeout=60)
+    flags = ("--sample-interval", "1", "--refresh", "2")
+    async with trainer_dashboard(cluster, ns, DASHBOARD_PORT, tmp_path / "dashboard.log", *flags) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def true(obj: JSON | None, type_: str) -> bool:

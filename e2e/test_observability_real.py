@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -35,7 +36,7 @@ import pytest
 import yaml
 
 from api.kinds import TRAINJOBS
-from e2e.helpers import ROOT, trainjob_ended
+from e2e.helpers import ROOT, trainer_dashboard, trainjob_ended
 from localcluster import ExternalCluster, LocalCluster
 from localcluster.binaries import ensure
 from localcluster.client import Client, condition, wait_for
@@ -51,7 +52,7 @@ DIGITS = ROOT / "config" / "samples" / "digits"
 CHART = ROOT / "charts" / "trainer"
 JOB = "trainer-operator"
 """The scrape job, as the chart's ServiceMonitor names it (the alerts select it)."""
-STATUS, METRICS, WEBHOOK, PROMETHEUS = reserved_ports(4)  # bound minutes after import, in the whole suite
+STATUS, METRICS, WEBHOOK, PROMETHEUS, DASHBOARD = reserved_ports(5)  # bound minutes after import, in the whole suite
 # Under TRAINER_E2E_OPERATOR_SA the module's operator may only hold Leases in its own namespace.
 LEASE_NS = NAMESPACE if os.environ.get("TRAINER_E2E_OPERATOR_SA") else "default"
 OPERATOR_ARGS = [
@@ -204,6 +205,7 @@ async def test_a_real_prometheus_sees_the_lifecycle_the_training_and_every_panel
     real_nodes: RealNodes,
     scraping: Prometheus,
     monitoring: tuple[list[JSON], JSON],
+    tmp_path: Path,
 ) -> None:
     prom = scraping
     cluster.run_kubectl("apply", "-n", ns, "-k", str(DIGITS))
@@ -245,6 +247,18 @@ async def test_a_real_prometheus_sees_the_lifecycle_the_training_and_every_panel
     loss = await prom.value(f'min_over_time(kubeflow_trainer_trainjob_metric{{{series}, metric="loss"}}{window})')
     assert loss is not None and 0 < loss < 1.0, loss
     assert await prom.value(f"max_over_time(kubeflow_trainer_trainjob_remaining_seconds{{{series}}}{window})")
+
+    # trainer dashboard --prometheus-url draws the job's curves from this Prometheus, after the job ended.
+    log = tmp_path / "dashboard.log"
+    async with (
+        trainer_dashboard(cluster, ns, DASHBOARD, log, "--prometheus-url", prom.url) as url,
+        aiohttp.ClientSession() as session,
+        session.get(f"{url}/jobs/{ns}/trainjobs/{name}") as resp,
+    ):
+        page = await resp.text()
+    curves = dict(re.findall(r'<svg class="curve" data-metric="(\w+)".*?<polyline points="([^"]*)"', page, re.S))
+    assert sorted(curves) == ["accuracy", "loss"], page
+    assert all(len(points.split()) >= 10 for points in curves.values()), curves
 
     # Every panel of the dashboard has something to draw over the run (a counter born at the job's end
     # needs a few scrapes for a rate).
