@@ -89,17 +89,40 @@ class JobSetTemplateSpec(Model):
     """The replicated jobs and how they run together."""
 
 
+ELASTIC_METRICS_MESSAGE = (
+    "mlPolicy.torch.elasticPolicy.metrics is not supported: remove it; scale an elastic TrainJob through its "
+    "/scale subresource (kubectl scale trainjob/<name> --replicas=N, or a HorizontalPodAutoscaler whose "
+    "scaleTargetRef is the TrainJob)"
+)
+"""Refusal of ``elasticPolicy.metrics`` (KEP-2903 leaves open how metrics scale a TrainJob)."""
+ELASTIC_BOUNDS_RULE = "!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes"
+ELASTIC_BOUNDS_MESSAGE = "elasticPolicy.minNodes must be <= elasticPolicy.maxNodes: lower minNodes or raise maxNodes"
+ELASTIC_MAX_RULE = "has(self.maxNodes)"
+ELASTIC_MAX_MESSAGE = "elasticPolicy.maxNodes is required: set the most nodes the job may scale up to"
+
+
 class TorchElasticPolicy(Model):
-    """Elastic training settings for torchrun."""
+    """Elastic training settings for torchrun (kubeflow/trainer KEP-2903, ``TorchElasticPolicy`` of Trainer
+    v2.0-v2.1): the trainer runs between ``minNodes`` and ``maxNodes`` nodes (``PET_NNODES=min:max``, c10d
+    rendezvous), a member's failure is absorbed (torchrun restarts the workers on the remaining nodes)
+    and ``spec.trainer.numNodes`` may change while the job runs (the TrainJob's ``/scale``)."""
 
     max_restarts: int | None = Field(default=None, ge=0)
-    """How many times the training may restart."""
+    """How many times the workers may restart on a failure or a membership change (torchrun's
+    ``--max-restarts``, ``PET_MAX_RESTARTS``; torchrun's default 0 when unset), and how many failed pods
+    the trainer's Job tolerates (its ``backoffLimit``)."""
     min_nodes: int | None = Field(default=None, ge=1)
-    """Lower bound of nodes."""
+    """Fewest nodes the job runs on (default 1); the gang's ``minMember``."""
     max_nodes: int | None = Field(default=None, ge=1)
-    """Upper bound of nodes."""
-    metrics: list[KubeObject] | None = atomic_list()
-    """Autoscaling metrics (``autoscalingv2.MetricSpec``)."""
+    """Most nodes the job may scale up to (required)."""
+    metrics: list[KubeObject] | None = refused(ELASTIC_METRICS_MESSAGE)
+    """Refused (``autoscaling/v2`` MetricSpecs in upstream): a HorizontalPodAutoscaler targeting the
+    TrainJob's ``/scale`` scales it instead."""
+
+    @property
+    def lowest(self) -> int:
+        """``minNodes``, 1 when unset."""
+        return self.min_nodes if self.min_nodes is not None else 1
 
 
 class EnvInjectionTarget(Model):
@@ -146,11 +169,10 @@ class TorchMLPolicySource(Model):
         default="auto",
     )
     """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer. Defaults to ``auto``."""
-    elastic_policy: TorchElasticPolicy | None = refused(
-        "mlPolicy.torch.elasticPolicy is not supported (upstream Trainer never implemented it and removed it in "
-        "v2.2): remove it and set mlPolicy.numNodes or spec.trainer.numNodes"
+    elastic_policy: TorchElasticPolicy | None = cel(
+        (ELASTIC_MAX_RULE, ELASTIC_MAX_MESSAGE), (ELASTIC_BOUNDS_RULE, ELASTIC_BOUNDS_MESSAGE), default=None
     )
-    """Refused: upstream Trainer v2.0-v2.1 declared it without implementing it."""
+    """Elastic training (kubeflow/trainer KEP-2903): the node count may vary between its bounds."""
     env_injection: EnvInjection | None = None
     """Other containers that get the same ``PET_*`` environment as the trainer's ``node`` container
     (Trainer v2.3), e.g. an init container that waits for the master."""
