@@ -871,6 +871,15 @@ class ReplicatedJobRestarts(Model):
     """``jobRestartsCountTowardsMax[i]``: those of the restarts of index ``i`` made by ``RestartJob``."""
 
 
+class ElasticBounds(Model):
+    """The node bounds of an elastic TrainJob: its runtime's ``mlPolicy.torch.elasticPolicy``."""
+
+    min_nodes: int = Field(ge=1)
+    """``minNodes`` (1 when the policy leaves it unset)."""
+    max_nodes: int = Field(ge=1)
+    """``maxNodes``."""
+
+
 class TrainJobStatus(Model):
     """Observed state of a TrainJob."""
 
@@ -897,6 +906,16 @@ class TrainJobStatus(Model):
     on a restart of the whole group; ``activeDeadlineSeconds`` counts from it. Kept once finished."""
     completion_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     """When the job finished, Complete or Failed (RFC 3339): the time of that condition; set once."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Active pods of the trainer's Jobs: the ``status.replicas`` of the TrainJob's ``/scale`` (not in
+    upstream TrainJob)."""
+    selector: str | None = None
+    """The trainer's pods as a label selector (``jobset.sigs.k8s.io/jobset-name=<trainjob>,
+    jobset.sigs.k8s.io/replicatedjob-name=<trainer>``): the ``/scale`` selector a HorizontalPodAutoscaler
+    reads pod metrics with (not in upstream TrainJob)."""
+    elastic: ElasticBounds | None = None
+    """The bounds of an elastic TrainJob (its runtime's ``elasticPolicy``), within which ``numNodes`` may
+    change while it runs (not in upstream TrainJob)."""
 
 
 RESIZE_FIELDS = ("numNodes", "resourcesPerNode")
@@ -904,19 +923,69 @@ RESIZE_FIELDS = ("numNodes", "resourcesPerNode")
 (:func:`changed_only_while_suspended`); the webhook holds every field of ``spec.trainer`` so."""
 
 
-def changed_only_while_suspended(name: str) -> dict[str, JsonValue]:
-    """The CRD's transition rule on ``spec`` for ``spec.trainer.<name>``: it may change (be set, unset or
-    take another value) only when the stored TrainJob is suspended (``spec.suspend`` true before the
-    update, so the update that resumes it may carry the change), reported at ``spec.trainer.<name>``.
-    kubeflow/trainer keeps ``spec.trainer`` immutable (#3157); #3995 asks for this of ``numNodes``."""
-    now, was = (f"has({o}.trainer) && has({o}.trainer.{name})" for o in ("self", "oldSelf"))
-    same = f"({now}) == ({was}) && (!({now}) || self.trainer.{name} == oldSelf.trainer.{name})"
+def _num_nodes_set(o: str) -> str:
+    return f"has({o}.spec.trainer) && has({o}.spec.trainer.numNodes)"
+
+
+ELASTIC_STATUS = "has(oldSelf.status) && has(oldSelf.status.elastic)"
+"""CEL: the stored TrainJob is elastic (the operator reported its bounds, ``status.elastic``)."""
+
+
+def unchanged(name: str) -> str:
+    """CEL on the whole TrainJob: ``spec.trainer.<name>`` is set on both sides with one value, or on neither."""
+    now, was = (f"has({o}.spec.trainer) && has({o}.spec.trainer.{name})" for o in ("self", "oldSelf"))
+    return f"({now}) == ({was}) && (!({now}) || self.spec.trainer.{name} == oldSelf.spec.trainer.{name})"
+
+
+def changed_only_while_suspended(name: str, unless: str | None = None) -> dict[str, JsonValue]:
+    """The CRD's transition rule on the TrainJob for ``spec.trainer.<name>``: it may change (be set, unset
+    or take another value) only when the stored TrainJob is suspended (``spec.suspend`` true before the
+    update, so the update that resumes it may carry the change), or when the CEL condition ``unless``
+    holds (``numNodes`` of an elastic TrainJob: :data:`ELASTIC_STATUS`), reported at
+    ``spec.trainer.<name>``. kubeflow/trainer keeps ``spec.trainer`` immutable (#3157); #3995 asks for this
+    of ``numNodes``."""
+    rule = f"(has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || ({unchanged(name)})"
+    if unless is not None:
+        rule = f"({unless}) || {rule}"
     return {
-        "rule": f"(has(oldSelf.suspend) && oldSelf.suspend) || ({same})",
+        "rule": rule,
         "message": f"{name} may change only while the TrainJob is suspended (spec.suspend true before the update): "
         f"set spec.suspend to true first, then change {name}; the update that resumes the job may carry it",
-        "fieldPath": f".trainer.{name}",
+        "fieldPath": f".spec.trainer.{name}",
     }
+
+
+def within_elastic_bounds(bound: str) -> dict[str, JsonValue]:
+    """The CRD's rule that a changed ``spec.trainer.numNodes`` of an elastic TrainJob is not beyond ``bound``
+    (``minNodes`` or ``maxNodes`` of ``status.elastic``), from any client (``/scale`` included); the message
+    names the bound and its value."""
+    below = bound == "minNodes"
+    compare = ">=" if below else "<="
+    num = "self.spec.trainer.numNodes"
+    return {
+        "rule": f"!({ELASTIC_STATUS}) || ({unchanged('numNodes')}) || !({_num_nodes_set('self')}) "
+        f"|| {num} {compare} oldSelf.status.elastic.{bound}",
+        "messageExpression": f"'numNodes ' + string({num}) + ' is {'below' if below else 'above'} "
+        f"mlPolicy.torch.elasticPolicy.{bound} ' + string(oldSelf.status.elastic.{bound}) + ': scale between ' + "
+        "string(oldSelf.status.elastic.minNodes) + ' and ' + string(oldSelf.status.elastic.maxNodes)",
+        "fieldPath": ".spec.trainer.numNodes",
+    }
+
+
+TRAINJOB_RULES: list[dict[str, JsonValue]] = [
+    *(changed_only_while_suspended(f, ELASTIC_STATUS if f == "numNodes" else None) for f in RESIZE_FIELDS),
+    within_elastic_bounds("minNodes"),
+    within_elastic_bounds("maxNodes"),
+]
+"""The CRD's rules on the whole TrainJob: the resize fields change only while it is suspended, but for
+``numNodes`` of an elastic TrainJob, which stays within its bounds."""
+TRAINJOB_SCALE: dict[str, JsonValue] = {
+    "specReplicasPath": ".spec.trainer.numNodes",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.selector",
+}
+"""The TrainJob's ``/scale`` subresource (not in upstream): ``numNodes``, the trainer's active pods, their
+selector."""
 
 
 class TrainJob(Model):
@@ -927,9 +996,7 @@ class TrainJob(Model):
     api_version: str = API_VERSION
     kind: str = TRAINJOBS.kind
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainJobSpec = Field(
-        json_schema_extra={"x-kubernetes-validations": [changed_only_while_suspended(f) for f in RESIZE_FIELDS]}
-    )
+    spec: TrainJobSpec
     status: TrainJobStatus | None = None
 
 

@@ -80,7 +80,17 @@ EXTRA: dict[str, set[str]] = {
     "TorchMLPolicySource": {"numProcPerNode", "elasticPolicy"},
     # JobSet's restart counters, which a TrainJob has no other place for; KEP-2899's times (proposed,
     # kubeflow/trainer#3824 and #4052).
-    "TrainJobStatus": {"restarts", "restartsCountTowardsMax", "replicatedJobsStatus", "startTime", "completionTime"},
+    # The TrainJob's /scale (replicas, selector) and an elastic TrainJob's bounds (KEP-2903, ahead of upstream).
+    "TrainJobStatus": {
+        "restarts",
+        "restartsCountTowardsMax",
+        "replicatedJobsStatus",
+        "startTime",
+        "completionTime",
+        "replicas",
+        "selector",
+        "elastic",
+    },
     # KEP-2899 as proposed (kubeflow/trainer#3824 and #4052) and KEP-3015's Workload API block
     # (kubeflow/trainer#3219): not in a release yet.
     "TrainingRuntimeSpec": {"runPolicy", "scheduling"},

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from api.kinds import JOBS, TRAINJOBS
 from api.trainer_v1alpha1 import (
     ELASTIC_BOUNDS_MESSAGE,
     ELASTIC_BOUNDS_RULE,
@@ -26,6 +27,7 @@ from trainer.framework.json_codec import JSON
 from trainer.jobs.conditions import job_failed
 from trainer.trainjob.children import build_children
 from trainer.trainjob.features.failure_policy import decide
+from trainer.trainjob.features.resize import REASON_SCALED, resize
 from trainer.webhook import rules
 
 ELASTIC = {"minNodes": 1, "maxNodes": 3, "maxRestarts": 5}
@@ -212,3 +214,34 @@ def test_a_member_s_failure_is_no_failure_of_the_job_until_the_job_fails() -> No
     spent = failed_job(True)
     decision = decide(None, [spent], 0)
     assert decision is not None and decision.fail
+
+
+def test_a_running_elastic_job_is_scaled_in_place_and_told() -> None:
+    running = {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"parallelism": 1, "completions": 1}}
+    wanted = {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"parallelism": 2, "completions": 2}}
+    out = resize([running], [wanted], elastic=True)
+    assert out.scale == [("ns", "a", {"spec": {"parallelism": 2, "completions": 2}})]
+    assert out.scaled == "Scaled in place: Job a from 1 to 2 pods"
+    assert out.delete == [] and out.message == ""
+    assert resize([running], [wanted]).scale == [], "a job that is not elastic is never scaled in place"
+
+
+async def test_scaling_an_elastic_trainjob_patches_its_running_job_and_reports_the_scale_status() -> None:
+    w = World(objects=[elastic_runtime(), trainjob(1)])
+    await w.settle()
+    assert job(w, "node")["spec"]["parallelism"] == 1
+    status = w.kube.objects[(TRAINJOBS, w.key)]["status"]
+    assert status["elastic"] == {"minNodes": 1, "maxNodes": 3}
+    assert status["selector"] == (
+        "jobset.sigs.k8s.io/jobset-name=pytorch-simple,jobset.sigs.k8s.io/replicatedjob-name=node"
+    )
+    assert status["replicas"] == 0
+    tj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])
+    tj["spec"]["trainer"]["numNodes"] = 2
+    w.kube.put(tj)
+    await w.settle()
+    scaled = job(w, "node")
+    assert (scaled["spec"]["parallelism"], scaled["spec"]["completions"]) == (2, 2)
+    assert [x.verb for x in w.kube.writes if x.kind == JOBS.kind].count("delete") == 0
+    (event,) = [x.body for x in w.kube.writes if x.kind == "Event" and x.body.get("reason") == REASON_SCALED]
+    assert event["message"] == "Scaled in place: Job pytorch-simple-node-0 from 1 to 2 pods"
