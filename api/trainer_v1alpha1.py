@@ -958,16 +958,15 @@ def changed_only_while_suspended(name: str, unless: str | None = None) -> dict[s
 def within_elastic_bounds(bound: str) -> dict[str, JsonValue]:
     """The CRD's rule that a changed ``spec.trainer.numNodes`` of an elastic TrainJob is not beyond ``bound``
     (``minNodes`` or ``maxNodes`` of ``status.elastic``), from any client (``/scale`` included); the message
-    names the bound and its value."""
+    names the bound (a ``messageExpression`` giving its value costs more than a CRD may spend)."""
     below = bound == "minNodes"
     compare = ">=" if below else "<="
     num = "self.spec.trainer.numNodes"
     return {
         "rule": f"!({ELASTIC_STATUS}) || ({unchanged('numNodes')}) || !({_num_nodes_set('self')}) "
         f"|| {num} {compare} oldSelf.status.elastic.{bound}",
-        "messageExpression": f"'numNodes ' + string({num}) + ' is {'below' if below else 'above'} "
-        f"mlPolicy.torch.elasticPolicy.{bound} ' + string(oldSelf.status.elastic.{bound}) + ': scale between ' + "
-        "string(oldSelf.status.elastic.minNodes) + ' and ' + string(oldSelf.status.elastic.maxNodes)",
+        "message": f"numNodes is {'below' if below else 'above'} mlPolicy.torch.elasticPolicy.{bound} of this "
+        "elastic TrainJob: scale between status.elastic.minNodes and status.elastic.maxNodes",
         "fieldPath": ".spec.trainer.numNodes",
     }
 
