@@ -42,7 +42,7 @@ async def test_an_elastic_trainjob_scales_with_kubectl_within_its_bounds(cluster
     got = env(pod["spec"]["containers"][0])
     assert got["PET_NNODES"] == "1:2"
     assert got["PET_RDZV_BACKEND"] == "c10d"
-    assert got["PET_RDZV_ENDPOINT"] == "el-node-0-0.el:29500"
+    assert got["PET_RDZV_ENDPOINT"] == f"el-node-0-0.el.{ns}.svc.cluster.local:29500"
     assert got["PET_MAX_RESTARTS"] == "3"
     tj = await wait_for(lambda: elastic_reported(client, ns, "el"), "status.elastic reported")
     assert tj["status"]["elastic"] == {"minNodes": 1, "maxNodes": 2}

@@ -155,7 +155,7 @@ def test_an_elastic_job_gets_torchrun_s_c10d_rendezvous() -> None:
     master = "pytorch-simple-node-0-0.pytorch-simple"
     assert got["PET_NNODES"] == "1:3"
     assert got["PET_RDZV_BACKEND"] == "c10d"
-    assert got["PET_RDZV_ENDPOINT"] == f"{master}:29500"
+    assert got["PET_RDZV_ENDPOINT"] == f"{master}.default.svc.cluster.local:29500"
     assert got["PET_RDZV_ID"] == "uid-1"
     assert got["PET_MAX_RESTARTS"] == "5"
     assert got["PET_MASTER_ADDR"] == master

@@ -10,7 +10,9 @@ torchtune entrypoint is refused.
 An elastic policy (``mlPolicy.torch.elasticPolicy``, kubeflow/trainer KEP-2903; the variables are those
 training-operator v1's PyTorchJob ``elasticPolicy`` set, torchrun reading each ``--flag`` as ``PET_FLAG``)
 makes ``PET_NNODES`` ``<minNodes>:<maxNodes>`` and adds the c10d rendezvous: ``PET_RDZV_BACKEND=c10d``,
-``PET_RDZV_ENDPOINT=<the first pod's host name>:<MASTER_PORT>`` (its torchrun agent hosts the store),
+``PET_RDZV_ENDPOINT=<the first pod's host name>.<namespace>.svc.cluster.local:<MASTER_PORT>`` (its torchrun
+agent hosts the store: torch 1.13's c10d backend hosts it where the endpoint's host is the machine's
+host name or its canonical name, which kubelet's ``/etc/hosts`` gives as that fully qualified name),
 ``PET_RDZV_ID`` (the TrainJob's uid, else its name) and ``PET_MAX_RESTARTS`` (when ``maxRestarts`` is
 set). None of it depends on the node count, so the pod template stays the same when the job scales.
 """
@@ -50,6 +52,8 @@ def num_proc_per_node(job: TrainJob, policy: TorchMLPolicySource, resources: JSO
     return str(value)
 
 
+CLUSTER_DOMAIN = "cluster.local"
+"""kubelet's default ``clusterDomain``: the first pod's fully qualified name ends with it."""
 RDZV_BACKEND = "c10d"
 """The rendezvous of an elastic job: torchrun's c10d, its store hosted by the first pod's agent."""
 ELASTIC_ENV = ("PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_MAX_RESTARTS")
@@ -71,10 +75,11 @@ def nnodes(policy: TorchMLPolicySource, num_nodes: int) -> str:
 
 
 def rendezvous_env(job: TrainJob, elastic: TorchElasticPolicy, master: str) -> list[JSON]:
-    """The c10d rendezvous of an elastic job (``master``: the first pod's host name) and ``PET_MAX_RESTARTS``."""
+    """The c10d rendezvous of an elastic job (``master``: the first pod's host name, ``<pod>.<subdomain>``,
+    made fully qualified in the job's namespace) and ``PET_MAX_RESTARTS``."""
     env: list[JSON] = [
         {"name": "PET_RDZV_BACKEND", "value": RDZV_BACKEND},
-        {"name": "PET_RDZV_ENDPOINT", "value": f"{master}:{MASTER_PORT}"},
+        {"name": "PET_RDZV_ENDPOINT", "value": f"{master}.{job.metadata.namespace}.svc.{CLUSTER_DOMAIN}:{MASTER_PORT}"},
         {"name": "PET_RDZV_ID", "value": str(job.metadata.uid or job.metadata.name or "")},
     ]
     if elastic.max_restarts is not None:
