@@ -83,6 +83,13 @@ def digits_job(name: str, priority_class: str, epochs: int) -> JSON:
     return job
 
 
+async def ended(client: Client, ns: str, name: str) -> JSON | None:
+    """The TrainJob once it is Complete or Failed, else None."""
+    tj = await client.trainjob(ns, name) or {}
+    done = condition(tj, "Complete") or condition(tj, "Failed")
+    return tj if done and done.get("status") == "True" else None
+
+
 def logs(cluster: LocalCluster, ns: str, pod: str) -> str:
     return cluster.run_kubectl("logs", "-n", ns, pod, check=False).stdout
 
@@ -132,12 +139,9 @@ async def test_a_preempted_job_saves_a_checkpoint_and_continues_from_it(
     high_done = await client.wait_condition(ns, "high", "Complete", timeout=300)
     assert condition(high_done, "Complete"), high_done["status"]
 
-    async def ended() -> JSON | None:
-        tj = await client.trainjob(ns, "low") or {}
-        done = condition(tj, "Complete") or condition(tj, "Failed")
-        return tj if done and done.get("status") == "True" else None
-
-    tj = await wait_for(ended, "the low-priority job to resume and end", timeout=400, interval=0.5)
+    tj = await wait_for(
+        lambda: ended(client, ns, "low"), "the low-priority job to resume and end", timeout=400, interval=0.5
+    )
     pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=low")
     text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in pods)
     assert condition(tj, "Complete"), (tj["status"], text)
