@@ -245,3 +245,13 @@ async def test_scaling_an_elastic_trainjob_patches_its_running_job_and_reports_t
     assert [x.verb for x in w.kube.writes if x.kind == JOBS.kind].count("delete") == 0
     (event,) = [x.body for x in w.kube.writes if x.kind == "Event" and x.body.get("reason") == REASON_SCALED]
     assert event["message"] == "Scaled in place: Job pytorch-simple-node-0 from 1 to 2 pods"
+
+
+def test_the_gang_input_of_an_elastic_job_asks_min_nodes_and_of_a_static_one_every_pod() -> None:
+    runtime = elastic_runtime(minNodes=2, maxNodes=3)
+    runtime["spec"]["mlPolicy"]["numNodes"] = 2
+    job_ = TrainJob.model_validate(trainjob(3))
+    gang = info(job_, ClusterTrainingRuntime.model_validate(runtime)).gang
+    assert gang.min_available == 2 and sum(ps.count for ps in gang.pod_sets) == 3
+    static = ClusterTrainingRuntime.model_validate(load_sample("torch-distributed.yaml"))
+    assert info(job_, static).gang.min_available is None

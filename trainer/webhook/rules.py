@@ -210,8 +210,8 @@ def check_gang_size_change(
 ) -> list[str]:
     """``spec.trainer.numNodes`` is immutable while the Workload API gang-schedules the TrainJob (its runtime
     sets ``spec.scheduling`` and the operator runs with ``--gang-scheduler-name=workload``): the PodGroups'
-    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015, until elastic
-    TrainJobs are defined)."""
+    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015). Not called for an
+    elastic TrainJob, whose ``minCount`` is its ``minNodes`` at every size."""
     if facts.gang != WorkloadGang.name or runtime.spec.scheduling is None:
         return []
     before, after = (((o.get("spec") or {}).get("trainer") or {}).get("numNodes") for o in (old, obj))
