@@ -40,6 +40,10 @@ class CRDSpec:
     short_names: list[str] = field(default_factory=list)
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
+    validations: list[dict[str, Any]] = field(default_factory=list)
+    """CEL rules on the whole object (``x-kubernetes-validations`` of the root schema)."""
+    scale: dict[str, Any] | None = None
+    """The ``/scale`` subresource's paths, if it serves one."""
 
 
 AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -50,6 +54,8 @@ CRDS: list[CRDSpec] = [
         TRAINJOBS,
         short_names=["tj"],
         categories=["kubeflow", "trainer"],
+        validations=tv1.TRAINJOB_RULES,
+        scale=tv1.TRAINJOB_SCALE,
         printer_columns=[
             # The first True condition (kubeflow/trainer#3963): a resumed job's Suspended=False is not its state.
             {"name": "State", "type": "string", "jsonPath": '.status.conditions[?(@.status=="True")].type'},
@@ -224,12 +230,18 @@ def model_schema(model: type[BaseModel], top_level: bool = False) -> dict[str, A
 def crd(spec: CRDSpec) -> dict[str, Any]:
     """The CustomResourceDefinition object for one kind."""
     kind: str = spec.model.model_fields["kind"].default
+    schema = model_schema(spec.model, top_level=True)
+    if spec.validations:
+        schema["x-kubernetes-validations"] = spec.validations
+    subresources: dict[str, Any] = {"status": {}} if "status" in spec.model.model_fields else {}
+    if spec.scale is not None:
+        subresources["scale"] = spec.scale
     version: dict[str, Any] = {
         "name": spec.resource.version,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": model_schema(spec.model, top_level=True)},
-        "subresources": {"status": {}} if "status" in spec.model.model_fields else {},
+        "schema": {"openAPIV3Schema": schema},
+        "subresources": subresources,
         "additionalPrinterColumns": spec.printer_columns,
     }
     if not version["subresources"]:

@@ -89,17 +89,40 @@ class JobSetTemplateSpec(Model):
     """The replicated jobs and how they run together."""
 
 
+ELASTIC_METRICS_MESSAGE = (
+    "mlPolicy.torch.elasticPolicy.metrics is not supported: remove it; scale an elastic TrainJob through its "
+    "/scale subresource (kubectl scale trainjob/<name> --replicas=N, or a HorizontalPodAutoscaler whose "
+    "scaleTargetRef is the TrainJob)"
+)
+"""Refusal of ``elasticPolicy.metrics`` (KEP-2903 leaves open how metrics scale a TrainJob)."""
+ELASTIC_BOUNDS_RULE = "!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes"
+ELASTIC_BOUNDS_MESSAGE = "elasticPolicy.minNodes must be <= elasticPolicy.maxNodes: lower minNodes or raise maxNodes"
+ELASTIC_MAX_RULE = "has(self.maxNodes)"
+ELASTIC_MAX_MESSAGE = "elasticPolicy.maxNodes is required: set the most nodes the job may scale up to"
+
+
 class TorchElasticPolicy(Model):
-    """Elastic training settings for torchrun."""
+    """Elastic training settings for torchrun (kubeflow/trainer KEP-2903, ``TorchElasticPolicy`` of Trainer
+    v2.0-v2.1): the trainer runs between ``minNodes`` and ``maxNodes`` nodes (``PET_NNODES=min:max``, c10d
+    rendezvous), a member's failure is absorbed (torchrun restarts the workers on the remaining nodes)
+    and ``spec.trainer.numNodes`` may change while the job runs (the TrainJob's ``/scale``)."""
 
     max_restarts: int | None = Field(default=None, ge=0)
-    """How many times the training may restart."""
+    """How many times the workers may restart on a failure or a membership change (torchrun's
+    ``--max-restarts``, ``PET_MAX_RESTARTS``; torchrun's default 0 when unset), and how many failed pods
+    the trainer's Job tolerates (its ``backoffLimit``)."""
     min_nodes: int | None = Field(default=None, ge=1)
-    """Lower bound of nodes."""
+    """Fewest nodes the job runs on (default 1); the gang's ``minMember``."""
     max_nodes: int | None = Field(default=None, ge=1)
-    """Upper bound of nodes."""
-    metrics: list[KubeObject] | None = atomic_list()
-    """Autoscaling metrics (``autoscalingv2.MetricSpec``)."""
+    """Most nodes the job may scale up to (required)."""
+    metrics: list[KubeObject] | None = refused(ELASTIC_METRICS_MESSAGE)
+    """Refused (``autoscaling/v2`` MetricSpecs in upstream): a HorizontalPodAutoscaler targeting the
+    TrainJob's ``/scale`` scales it instead."""
+
+    @property
+    def lowest(self) -> int:
+        """``minNodes``, 1 when unset."""
+        return self.min_nodes if self.min_nodes is not None else 1
 
 
 class EnvInjectionTarget(Model):
@@ -146,11 +169,10 @@ class TorchMLPolicySource(Model):
         default="auto",
     )
     """Processes per node: ``auto``, ``cpu``, ``gpu`` or an integer. Defaults to ``auto``."""
-    elastic_policy: TorchElasticPolicy | None = refused(
-        "mlPolicy.torch.elasticPolicy is not supported (upstream Trainer never implemented it and removed it in "
-        "v2.2): remove it and set mlPolicy.numNodes or spec.trainer.numNodes"
+    elastic_policy: TorchElasticPolicy | None = cel(
+        (ELASTIC_MAX_RULE, ELASTIC_MAX_MESSAGE), (ELASTIC_BOUNDS_RULE, ELASTIC_BOUNDS_MESSAGE), default=None
     )
-    """Refused: upstream Trainer v2.0-v2.1 declared it without implementing it."""
+    """Elastic training (kubeflow/trainer KEP-2903): the node count may vary between its bounds."""
     env_injection: EnvInjection | None = None
     """Other containers that get the same ``PET_*`` environment as the trainer's ``node`` container
     (Trainer v2.3), e.g. an init container that waits for the master."""
@@ -849,6 +871,15 @@ class ReplicatedJobRestarts(Model):
     """``jobRestartsCountTowardsMax[i]``: those of the restarts of index ``i`` made by ``RestartJob``."""
 
 
+class ElasticBounds(Model):
+    """The node bounds of an elastic TrainJob: its runtime's ``mlPolicy.torch.elasticPolicy``."""
+
+    min_nodes: int = Field(ge=1)
+    """``minNodes`` (1 when the policy leaves it unset)."""
+    max_nodes: int = Field(ge=1)
+    """``maxNodes``."""
+
+
 class TrainJobStatus(Model):
     """Observed state of a TrainJob."""
 
@@ -875,6 +906,16 @@ class TrainJobStatus(Model):
     on a restart of the whole group; ``activeDeadlineSeconds`` counts from it. Kept once finished."""
     completion_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     """When the job finished, Complete or Failed (RFC 3339): the time of that condition; set once."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Active pods of the trainer's Jobs: the ``status.replicas`` of the TrainJob's ``/scale`` (not in
+    upstream TrainJob)."""
+    selector: str | None = None
+    """The trainer's pods as a label selector (``jobset.sigs.k8s.io/jobset-name=<trainjob>,
+    jobset.sigs.k8s.io/replicatedjob-name=<trainer>``): the ``/scale`` selector a HorizontalPodAutoscaler
+    reads pod metrics with (not in upstream TrainJob)."""
+    elastic: ElasticBounds | None = None
+    """The bounds of an elastic TrainJob (its runtime's ``elasticPolicy``), within which ``numNodes`` may
+    change while it runs (not in upstream TrainJob)."""
 
 
 RESIZE_FIELDS = ("numNodes", "resourcesPerNode")
@@ -882,19 +923,68 @@ RESIZE_FIELDS = ("numNodes", "resourcesPerNode")
 (:func:`changed_only_while_suspended`); the webhook holds every field of ``spec.trainer`` so."""
 
 
-def changed_only_while_suspended(name: str) -> dict[str, JsonValue]:
-    """The CRD's transition rule on ``spec`` for ``spec.trainer.<name>``: it may change (be set, unset or
-    take another value) only when the stored TrainJob is suspended (``spec.suspend`` true before the
-    update, so the update that resumes it may carry the change), reported at ``spec.trainer.<name>``.
-    kubeflow/trainer keeps ``spec.trainer`` immutable (#3157); #3995 asks for this of ``numNodes``."""
-    now, was = (f"has({o}.trainer) && has({o}.trainer.{name})" for o in ("self", "oldSelf"))
-    same = f"({now}) == ({was}) && (!({now}) || self.trainer.{name} == oldSelf.trainer.{name})"
+def _num_nodes_set(o: str) -> str:
+    return f"has({o}.spec.trainer) && has({o}.spec.trainer.numNodes)"
+
+
+ELASTIC_STATUS = "has(oldSelf.status) && has(oldSelf.status.elastic)"
+"""CEL: the stored TrainJob is elastic (the operator reported its bounds, ``status.elastic``)."""
+
+
+def unchanged(name: str) -> str:
+    """CEL on the whole TrainJob: ``spec.trainer.<name>`` is set on both sides with one value, or on neither."""
+    now, was = (f"has({o}.spec.trainer) && has({o}.spec.trainer.{name})" for o in ("self", "oldSelf"))
+    return f"({now}) == ({was}) && (!({now}) || self.spec.trainer.{name} == oldSelf.spec.trainer.{name})"
+
+
+def changed_only_while_suspended(name: str, unless: str | None = None) -> dict[str, JsonValue]:
+    """The CRD's transition rule on the TrainJob for ``spec.trainer.<name>``: it may change (be set, unset
+    or take another value) only when the stored TrainJob is suspended (``spec.suspend`` true before the
+    update, so the update that resumes it may carry the change), or when the CEL condition ``unless``
+    holds (``numNodes`` of an elastic TrainJob: :data:`ELASTIC_STATUS`), reported at
+    ``spec.trainer.<name>``. kubeflow/trainer keeps ``spec.trainer`` immutable (#3157); #3995 asks for this
+    of ``numNodes``."""
+    rule = f"(has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || ({unchanged(name)})"
+    if unless is not None:
+        rule = f"({unless}) || {rule}"
     return {
-        "rule": f"(has(oldSelf.suspend) && oldSelf.suspend) || ({same})",
+        "rule": rule,
         "message": f"{name} may change only while the TrainJob is suspended (spec.suspend true before the update): "
         f"set spec.suspend to true first, then change {name}; the update that resumes the job may carry it",
-        "fieldPath": f".trainer.{name}",
+        "fieldPath": f".spec.trainer.{name}",
     }
+
+
+def within_elastic_bounds(bound: str) -> dict[str, JsonValue]:
+    """The CRD's rule that a changed ``spec.trainer.numNodes`` of an elastic TrainJob is not beyond ``bound``
+    (``minNodes`` or ``maxNodes`` of ``status.elastic``), from any client (``/scale`` included); the message
+    names the bound (a ``messageExpression`` giving its value costs more than a CRD may spend)."""
+    below = bound == "minNodes"
+    compare = ">=" if below else "<="
+    num = "self.spec.trainer.numNodes"
+    return {
+        "rule": f"!({ELASTIC_STATUS}) || ({unchanged('numNodes')}) || !({_num_nodes_set('self')}) "
+        f"|| {num} {compare} oldSelf.status.elastic.{bound}",
+        "message": f"numNodes is {'below' if below else 'above'} mlPolicy.torch.elasticPolicy.{bound} of this "
+        "elastic TrainJob: scale between status.elastic.minNodes and status.elastic.maxNodes",
+        "fieldPath": ".spec.trainer.numNodes",
+    }
+
+
+TRAINJOB_RULES: list[dict[str, JsonValue]] = [
+    *(changed_only_while_suspended(f, ELASTIC_STATUS if f == "numNodes" else None) for f in RESIZE_FIELDS),
+    within_elastic_bounds("minNodes"),
+    within_elastic_bounds("maxNodes"),
+]
+"""The CRD's rules on the whole TrainJob: the resize fields change only while it is suspended, but for
+``numNodes`` of an elastic TrainJob, which stays within its bounds."""
+TRAINJOB_SCALE: dict[str, JsonValue] = {
+    "specReplicasPath": ".spec.trainer.numNodes",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.selector",
+}
+"""The TrainJob's ``/scale`` subresource (not in upstream): ``numNodes``, the trainer's active pods, their
+selector."""
 
 
 class TrainJob(Model):
@@ -905,9 +995,7 @@ class TrainJob(Model):
     api_version: str = API_VERSION
     kind: str = TRAINJOBS.kind
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainJobSpec = Field(
-        json_schema_extra={"x-kubernetes-validations": [changed_only_while_suspended(f) for f in RESIZE_FIELDS]}
-    )
+    spec: TrainJobSpec
     status: TrainJobStatus | None = None
 
 

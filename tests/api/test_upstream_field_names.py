@@ -76,11 +76,21 @@ EXTRA: dict[str, set[str]] = {
     # Trainer v2.0-v2.1 fields, still written by Kueue 0.14-0.16 and older SDKs (README: API).
     # and KEP-2899's ttlSecondsAfterFinished (proposed, kubeflow/trainer#3824 and #4052).
     "TrainJobSpec": {"labels", "annotations", "podSpecOverrides", "podTemplateOverrides", "ttlSecondsAfterFinished"},
-    # Trainer v2.0-v2.1: numProcPerNode (auto/cpu/gpu/int, resolved); elasticPolicy (refused by the CRD).
+    # Trainer v2.0-v2.1: numProcPerNode (auto/cpu/gpu/int, resolved); elasticPolicy (KEP-2903, ahead of upstream).
     "TorchMLPolicySource": {"numProcPerNode", "elasticPolicy"},
     # JobSet's restart counters, which a TrainJob has no other place for; KEP-2899's times (proposed,
     # kubeflow/trainer#3824 and #4052).
-    "TrainJobStatus": {"restarts", "restartsCountTowardsMax", "replicatedJobsStatus", "startTime", "completionTime"},
+    # The TrainJob's /scale (replicas, selector) and an elastic TrainJob's bounds (KEP-2903, ahead of upstream).
+    "TrainJobStatus": {
+        "restarts",
+        "restartsCountTowardsMax",
+        "replicatedJobsStatus",
+        "startTime",
+        "completionTime",
+        "replicas",
+        "selector",
+        "elastic",
+    },
     # KEP-2899 as proposed (kubeflow/trainer#3824 and #4052) and KEP-3015's Workload API block
     # (kubeflow/trainer#3219): not in a release yet.
     "TrainingRuntimeSpec": {"runPolicy", "scheduling"},

@@ -38,7 +38,14 @@ def walk(schema: dict[str, Any], path: str) -> dict[str, Any]:
 
 def test_trainjob_schema_has_status_columns_defaults_enums_and_rules() -> None:
     version = schema_of("trainjobs")
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.trainer.numNodes",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     columns = {c["name"]: c for c in version["additionalPrinterColumns"]}
     assert columns["State"]["jsonPath"] == '.status.conditions[?(@.status=="True")].type'  # kubeflow/trainer#3963
     assert columns["Suspended"] == {"name": "Suspended", "type": "boolean", "jsonPath": ".spec.suspend"}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.trainer_v1alpha1 import RESIZE_FIELDS, Trainer, changed_only_while_suspended
+from api.trainer_v1alpha1 import ELASTIC_STATUS, RESIZE_FIELDS, Trainer, changed_only_while_suspended
 from tests.conftest import load_sample
 from trainer.framework.json_codec import JSON
 from trainer.webhook import rules
@@ -101,7 +101,9 @@ def test_a_resize_of_a_suspended_job_is_admitted_whole_and_refused_while_it_runs
 
 def test_the_crd_rule_covers_the_resize_fields_at_their_path() -> None:
     rule = changed_only_while_suspended("numNodes")
-    assert rule["fieldPath"] == ".trainer.numNodes"
-    assert str(rule["rule"]).startswith("(has(oldSelf.suspend) && oldSelf.suspend) || ")
+    assert rule["fieldPath"] == ".spec.trainer.numNodes"
+    assert str(rule["rule"]).startswith("(has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || ")
+    elastic = changed_only_while_suspended("numNodes", ELASTIC_STATUS)
+    assert str(elastic["rule"]) == f"({ELASTIC_STATUS}) || {rule['rule']}"
     assert "numNodes may change only while the TrainJob is suspended" in str(rule["message"])
     assert RESIZE_FIELDS == ("numNodes", "resourcesPerNode")

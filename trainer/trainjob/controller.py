@@ -71,9 +71,10 @@ from trainer.trainjob.children import build_children
 from trainer.trainjob.features import upstream_jobset, volume_claims
 from trainer.trainjob.features.devices import Devices
 from trainer.trainjob.features.disruption import NO_GANG, disruption_budget
+from trainer.trainjob.features.elastic import scale_status
 from trainer.trainjob.features.injection import Injection
 from trainer.trainjob.features.network_policy import labelled, network_policy
-from trainer.trainjob.features.resize import REASON_RESIZED, resize
+from trainer.trainjob.features.resize import REASON_RESIZED, REASON_SCALED, resize
 from trainer.trainjob.features.snapshot import (
     SNAPSHOT_SUFFIX,
     runtime_of_snapshot,
@@ -87,6 +88,7 @@ from trainer.trainjob.features.validation import (
     runtime_errors,
     trainjob_errors,
 )
+from trainer.trainjob.policies.torch import elastic_policy
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.info import RuntimeInfo
 from trainer.trainjob.status import desired_conditions, job_restarts_status, jobs_status, runtime_not_found
@@ -163,7 +165,7 @@ TELLING = Telling(
     warnings=frozenset(
         {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}
     ),
-    progress_fields=frozenset({"jobsStatus", "startTime"}),
+    progress_fields=frozenset({"jobsStatus", "startTime", "replicas"}),
 )
 """How a TrainJob's changes are told: its problems as Warning events; ``jobsStatus`` and ``startTime``
 coalesced (a new running TrainJob's ``startTime`` goes with its first counts)."""
@@ -344,10 +346,13 @@ def desired(
     out.apply += running_only
     if not info.previous and not restarting:
         # Suspended Jobs whose size changed go and are created again at the new size (a resize).
-        sized = resize(info.observed, children.jobs)
+        sized = resize(info.observed, children.jobs, elastic_policy(info.runtime) is not None)
         out.delete_foreground += [(JOBS, *key) for key in sized.delete]
+        out.patch += [(JOBS, ns_, name, patch) for ns_, name, patch in sized.scale]
         if sized.message:
             out.told.append(("Normal", REASON_RESIZED, sized.message))
+        if sized.scaled:
+            out.told.append(("Normal", REASON_SCALED, sized.scaled))
         held |= sized.hold
         new_jobs = decorate([j for j in children.jobs if key_of(j) not in held], plan, info.not_in_gang)
         out.apply += labelled(new_jobs, str(info.job.metadata.name)) if isolated else new_jobs
@@ -401,6 +406,7 @@ def status(obj: JSON, info: RuntimeInfo | None, conditions: list[JSON] | None) -
         "restarts": restarts or None,
         "restartsCountTowardsMax": counted or None,
         "replicatedJobsStatus": job_restarts_status(info),
+        **scale_status(info),
         **times(old, info, conditions),
     }
 

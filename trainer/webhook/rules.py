@@ -61,6 +61,7 @@ from trainer.trainjob.features.overrides import (
 from trainer.trainjob.features.snapshot import runtime_of_snapshot, runtime_ref
 from trainer.trainjob.features.validation import RFC1035, lifecycle_warnings, runtime_errors, trainjob_errors
 from trainer.trainjob.policies import active
+from trainer.trainjob.policies.torch import elastic_policy
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.shape import replicated_jobs, step_of
 
@@ -169,6 +170,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         return v
     ref = job.spec.runtime_ref
     kind = ref.kind or ClusterTrainingRuntime.KIND
+    elastic = False
     runtime_obj = _frozen_runtime(obj, facts) if old is not None else None
     if runtime_obj is None:
         runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
@@ -185,17 +187,18 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             runtime = None
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
+            elastic = elastic_policy(runtime.spec) is not None
             v.errors += _check_against_runtime(job, runtime)
             errors, warnings = _check_expansion(obj, job, runtime, runtime_obj, facts)
             v.errors += errors
             v.warnings += warnings
-            if old is not None:
+            if old is not None and not elastic:
                 v.errors += check_gang_size_change(obj, old, runtime, facts)
         warning = deprecation_warning({**runtime_obj, "kind": kind}, referenced=True)
         if warning:
             v.warnings.append(warning)
     if old is not None:
-        v.errors += check_trainer_change(obj, old, facts)
+        v.errors += check_trainer_change(obj, old, facts, elastic)
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
@@ -207,8 +210,8 @@ def check_gang_size_change(
 ) -> list[str]:
     """``spec.trainer.numNodes`` is immutable while the Workload API gang-schedules the TrainJob (its runtime
     sets ``spec.scheduling`` and the operator runs with ``--gang-scheduler-name=workload``): the PodGroups'
-    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015, until elastic
-    TrainJobs are defined)."""
+    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015). Not called for an
+    elastic TrainJob, whose ``minCount`` is its ``minNodes`` at every size."""
     if facts.gang != WorkloadGang.name or runtime.spec.scheduling is None:
         return []
     before, after = (((o.get("spec") or {}).get("trainer") or {}).get("numNodes") for o in (old, obj))
@@ -229,15 +232,19 @@ def changed_trainer_fields(obj: JSON, old: JSON) -> list[str]:
     return [n for n in names if after.get(n) != before.get(n)]
 
 
-def check_trainer_change(obj: JSON, old: JSON, facts: AdmissionFacts) -> list[str]:
+def check_trainer_change(obj: JSON, old: JSON, facts: AdmissionFacts, elastic: bool = False) -> list[str]:
     """Every field of ``spec.trainer`` (``numNodes`` and ``resourcesPerNode`` among them: a resize) may
     change only while the TrainJob is suspended, ``spec.suspend`` true in ``old`` (so the update that
     resumes it may carry the change, as Kueue admits in one request), and its Jobs have no active pods:
     the reconcile rebuilds the suspended Jobs from the new spec (:mod:`trainer.trainjob.features.resize`),
     while a running Job is never rewritten. kubeflow/trainer keeps all of ``spec.trainer`` immutable
     (``self == oldSelf``, #3157); #3995 asks for ``numNodes`` while suspended, which this follows for
-    every field. One message per changed field, naming it and the rule."""
+    every field. One message per changed field, naming it and the rule. An ``elastic`` TrainJob (its runtime
+    has ``mlPolicy.torch.elasticPolicy``) may change ``numNodes`` while it runs, within the policy's bounds
+    (checked with the runtime): its Jobs are scaled in place (:mod:`trainer.trainjob.features.resize`)."""
     changed = changed_trainer_fields(obj, old)
+    if elastic:
+        changed = [name for name in changed if name != "numNodes"]
     if not changed:
         return []
     kind = TRAINJOB.resource.kind

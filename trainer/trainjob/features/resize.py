@@ -18,7 +18,13 @@ immutable, #3157); #3995 asks for ``numNodes`` to be mutable while suspended, wi
 on resume (as #3559's discussion found, ``PET_NNODES`` forbids patching the counts alone), and names
 no reason: ``Resized`` is this operator's.
 
-Pure: ``(observed Jobs, desired Jobs) -> Resize``.
+An elastic TrainJob (``mlPolicy.torch.elasticPolicy``) is scaled in place instead, running or not: its
+pod template does not depend on the node count (``PET_NNODES`` is ``min:max``), so its Jobs' ``parallelism``
+and ``completions`` are merge-patched together (an Indexed Job lets both change when they stay equal);
+the Job controller adds or removes the pods of the highest indices, and torchrun's rendezvous lets them
+join or leave. Told once as a Normal event with reason :data:`REASON_SCALED`.
+
+Pure: ``(observed Jobs, desired Jobs, elastic) -> Resize``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from trainer.framework.meta import meta
 
 REASON_RESIZED = "Resized"
 """Reason of the Normal event on a TrainJob whose suspended Jobs are recreated at a new size."""
+REASON_SCALED = "Scaled"
+"""Reason of the Normal event on an elastic TrainJob whose Jobs are scaled in place."""
 
 
 @dataclass(frozen=True)
@@ -38,11 +46,14 @@ class Resize:
     """What one reconcile does about Jobs whose size changed: ``delete``, the (namespace, name) of each
     suspended Job to delete (to be created again at its new size), ``hold``, the Jobs not to write now
     (those and any Job already being deleted: written again once gone), and ``message``, the event's
-    text ("" when nothing is resized)."""
+    text ("" when nothing is resized); for an elastic job, ``scale``: ``(namespace, name, merge patch)``
+    of each Job scaled in place, and ``scaled``, that event's text ("" when none is)."""
 
     delete: list[tuple[str, str]] = field(default_factory=list)
     hold: set[tuple[str, str]] = field(default_factory=set)
     message: str = ""
+    scale: list[tuple[str, str, JSON]] = field(default_factory=list)
+    scaled: str = ""
 
 
 def size(job: JSON) -> tuple[int | None, int | None]:
@@ -51,21 +62,29 @@ def size(job: JSON) -> tuple[int | None, int | None]:
     return spec.get("parallelism"), spec.get("completions")
 
 
-def resize(observed: list[JSON], desired: list[JSON]) -> Resize:
+def resize(observed: list[JSON], desired: list[JSON], elastic: bool = False) -> Resize:
     """The Jobs of ``observed`` (the TrainJob's Jobs in the cache) to recreate because ``desired`` (the
     Jobs it wants now, by name) gives them another ``parallelism`` or ``completions``: only suspended Jobs
     (a running Job is never rewritten; admission refuses the resize of a running TrainJob) that are not
-    already being deleted. A Job being deleted for any reason is held too."""
+    already being deleted. A Job being deleted for any reason is held too. An ``elastic`` job's Jobs are
+    patched to the new size instead, running or not."""
     wanted = {key_of(j): j for j in desired}
     delete: list[tuple[str, str]] = []
     hold: set[tuple[str, str]] = set()
     told: list[str] = []
+    scale: list[tuple[str, str, JSON]] = []
+    scaled: list[str] = []
     for job in observed:
         key = key_of(job)
         if meta(job).deletion:
             hold.add(key)
             continue
         want = wanted.get(key)
+        if want is not None and elastic and size(job) != size(want):
+            parallelism, completions = size(want)
+            scale.append((*key, {"spec": {"parallelism": parallelism, "completions": completions}}))
+            scaled.append(f"Job {key[1]} from {size(job)[0]} to {parallelism} pods")
+            continue
         if want is None or not (job.get("spec") or {}).get("suspend") or size(job) == size(want):
             continue
         delete.append(key)
@@ -73,4 +92,5 @@ def resize(observed: list[JSON], desired: list[JSON]) -> Resize:
         before, after = size(job)[0], size(want)[0]
         told.append(f"Job {key[1]} from {before} to {after} pods")
     message = f"Resized while suspended: {', '.join(told)}; recreated at the new size" if told else ""
-    return Resize(delete, hold, message)
+    in_place = f"Scaled in place: {', '.join(scaled)}" if scaled else ""
+    return Resize(delete, hold, message, scale, in_place)

@@ -6,6 +6,15 @@ index), PET_MASTER_ADDR (the first pod of the trainer's first Job, ``<trainjob>-
 and PET_MASTER_PORT, on the trainer's ``node`` container and on every ``envInjection`` target. Its
 validation (``Validate``): the ``envInjection`` targets exist, the ``PET_*`` names are reserved, and the
 torchtune entrypoint is refused.
+
+An elastic policy (``mlPolicy.torch.elasticPolicy``, kubeflow/trainer KEP-2903; the variables are those
+training-operator v1's PyTorchJob ``elasticPolicy`` set, torchrun reading each ``--flag`` as ``PET_FLAG``)
+makes ``PET_NNODES`` ``<minNodes>:<maxNodes>`` and adds the c10d rendezvous: ``PET_RDZV_BACKEND=c10d``,
+``PET_RDZV_ENDPOINT=<the first pod's host name>.<namespace>.svc.cluster.local:<MASTER_PORT>`` (its torchrun
+agent hosts the store: torch 1.13's c10d backend hosts it where the endpoint's host is the machine's
+host name or its canonical name, which kubelet's ``/etc/hosts`` gives as that fully qualified name),
+``PET_RDZV_ID`` (the TrainJob's uid, else its name) and ``PET_MAX_RESTARTS`` (when ``maxRestarts`` is
+set). None of it depends on the node count, so the pod template stays the same when the job scales.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
-from api.trainer_v1alpha1 import TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
+from api.trainer_v1alpha1 import TorchElasticPolicy, TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.resources import cpus_per_node, gpus_per_node
@@ -43,17 +52,73 @@ def num_proc_per_node(job: TrainJob, policy: TorchMLPolicySource, resources: JSO
     return str(value)
 
 
+CLUSTER_DOMAIN = "cluster.local"
+"""kubelet's default ``clusterDomain``: the first pod's fully qualified name ends with it."""
+RDZV_BACKEND = "c10d"
+"""The rendezvous of an elastic job: torchrun's c10d, its store hosted by the first pod's agent."""
+ELASTIC_ENV = ("PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_MAX_RESTARTS")
+"""The variables an elastic policy adds."""
+
+
+def elastic_policy(runtime: TrainingRuntimeSpec) -> TorchElasticPolicy | None:
+    """The runtime's ``mlPolicy.torch.elasticPolicy``, None when it has none."""
+    torch = runtime.ml_policy.torch if runtime.ml_policy is not None else None
+    return torch.elastic_policy if torch is not None else None
+
+
+def nnodes(policy: TorchMLPolicySource, num_nodes: int) -> str:
+    """PET_NNODES: ``<minNodes>:<maxNodes>`` for an elastic policy, else the node count."""
+    elastic = policy.elastic_policy
+    if elastic is None or elastic.max_nodes is None:
+        return str(num_nodes)
+    return f"{elastic.lowest}:{elastic.max_nodes}"
+
+
+def rendezvous_env(job: TrainJob, elastic: TorchElasticPolicy, master: str) -> list[JSON]:
+    """The c10d rendezvous of an elastic job (``master``: the first pod's host name, ``<pod>.<subdomain>``,
+    made fully qualified in the job's namespace) and ``PET_MAX_RESTARTS``."""
+    env: list[JSON] = [
+        {"name": "PET_RDZV_BACKEND", "value": RDZV_BACKEND},
+        {"name": "PET_RDZV_ENDPOINT", "value": f"{master}.{job.metadata.namespace}.svc.{CLUSTER_DOMAIN}:{MASTER_PORT}"},
+        {"name": "PET_RDZV_ID", "value": str(job.metadata.uid or job.metadata.name or "")},
+    ]
+    if elastic.max_restarts is not None:
+        env.append({"name": "PET_MAX_RESTARTS", "value": str(elastic.max_restarts)})
+    return env
+
+
 def torch_env(
     job: TrainJob, policy: TorchMLPolicySource, master: str, num_nodes: int, resources: JSON | None, claimed: int = 0
 ) -> list[JSON]:
-    """The five ``PET_*`` variables; ``master``: the rank-0 pod's host name; ``claimed``: the node's DRA GPUs."""
-    return [
-        {"name": "PET_NNODES", "value": str(num_nodes)},
+    """The five ``PET_*`` variables, and the rendezvous of an elastic policy (:func:`rendezvous_env`);
+    ``master``: the rank-0 pod's host name; ``claimed``: the node's DRA GPUs."""
+    env: list[JSON] = [
+        {"name": "PET_NNODES", "value": nnodes(policy, num_nodes)},
         {"name": "PET_NPROC_PER_NODE", "value": num_proc_per_node(job, policy, resources, claimed)},
         {"name": "PET_NODE_RANK", "valueFrom": RANK_FROM_INDEX},
         {"name": "PET_MASTER_ADDR", "value": master},
         {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
     ]
+    if policy.elastic_policy is not None:
+        env += rendezvous_env(job, policy.elastic_policy, master)
+    return env
+
+
+def bounds_errors(elastic: TorchElasticPolicy, num_nodes: int | None, where: str) -> list[str]:
+    """``num_nodes`` (at ``where``) must lie within ``[minNodes, maxNodes]``."""
+    if num_nodes is None or elastic.max_nodes is None:
+        return []
+    if num_nodes < elastic.lowest:
+        return [
+            f"{where}: {num_nodes} is below mlPolicy.torch.elasticPolicy.minNodes {elastic.lowest}; "
+            f"set it between {elastic.lowest} and {elastic.max_nodes}"
+        ]
+    if num_nodes > elastic.max_nodes:
+        return [
+            f"{where}: {num_nodes} is above mlPolicy.torch.elasticPolicy.maxNodes {elastic.max_nodes}; "
+            f"set it between {elastic.lowest} and {elastic.max_nodes}"
+        ]
+    return []
 
 
 def inject(pod: JSON, container_names: list[str], env: list[JSON]) -> list[str]:
@@ -74,7 +139,14 @@ class Torch(Policy):
     """``mlPolicy.torch``."""
 
     field = "torch"
-    reserved_env = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+    reserved_env = (
+        "PET_NNODES",
+        "PET_NPROC_PER_NODE",
+        "PET_NODE_RANK",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
+        *ELASTIC_ENV,
+    )
 
     def source(self, runtime: TrainingRuntimeSpec) -> TorchMLPolicySource | None:
         return runtime.ml_policy.torch if runtime.ml_policy is not None else None
@@ -101,6 +173,9 @@ class Torch(Policy):
         injection = source.env_injection if source else None
         pods = {r.name: pod_spec(r) for r in replicated_jobs(runtime)}
         errors = []
+        elastic = source.elastic_policy if source is not None else None
+        if elastic is not None and runtime.ml_policy is not None:
+            errors += bounds_errors(elastic, runtime.ml_policy.num_nodes, "spec.mlPolicy.numNodes")
         for target in (injection.targets if injection else None) or []:
             pod = pods.get(target.job_name, {})
             have = names(pod.get("containers")) | names(pod.get("initContainers"))
@@ -113,8 +188,14 @@ class Torch(Policy):
         return errors
 
     def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
-        """The torchtune entrypoint (``tune run``, its recipe and config derived upstream) is refused."""
+        """The torchtune entrypoint (``tune run``, its recipe and config derived upstream) is refused; the
+        node count of an elastic job lies within ``[minNodes, maxNodes]``."""
         trainer = info.job.spec.trainer
+        elastic = elastic_policy(info.runtime)
+        if elastic is not None and trainer is not None:
+            errors = bounds_errors(elastic, trainer.num_nodes, "spec.trainer.numNodes")
+            if errors:
+                return errors
         if trainer is not None and trainer.command == TORCHTUNE_ENTRYPOINT:
             return [
                 "spec.trainer.command: the torchtune entrypoint [tune, run] (recipe and config derived from the "

@@ -20,6 +20,7 @@ from trainer.jobs.gang.volcano import network_topology
 from trainer.trainjob.features.devices import Devices
 from trainer.trainjob.features.failure_policy import Decision
 from trainer.trainjob.policies.base import Policy
+from trainer.trainjob.policies.torch import elastic_policy
 from trainer.trainjob.runtime.shape import sequenced
 
 
@@ -136,15 +137,27 @@ class RuntimeInfo:
         """Whether a pod of the current attempt's Jobs runs (:func:`trainer.jobs.facts.pod_ready`)."""
         return pod_ready(self.observed)
 
+    def elastic_min_member(self, pod_sets: list[PodSet]) -> int | None:
+        """The gang's ``minMember`` of an elastic job: every Pod of ``pod_sets`` but the trainer's, and
+        ``minNodes`` of the trainer's (at most as many as it has); None when the job is not elastic."""
+        elastic = elastic_policy(self.runtime)
+        if elastic is None:
+            return None
+        pods = sum(ps.count for ps in pod_sets)
+        trainer = sum(ps.count for ps in pod_sets if ps.name == self.trainer)
+        return pods - trainer + min(trainer, elastic.lowest)
+
     @property
     def gang(self) -> GangInput:
         """The gang a scheduler sees: every pod set but those completed first."""
         pgp = self.runtime.pod_group_policy
         volcano = pgp.volcano if pgp is not None else None
         cosched = pgp.coscheduling if pgp is not None else None
+        pod_sets = [ps for ps in self.pod_sets if ps.name not in self.not_in_gang]
         return GangInput(
             owner=self.obj,
-            pod_sets=[ps for ps in self.pod_sets if ps.name not in self.not_in_gang],
+            pod_sets=pod_sets,
+            min_available=self.elastic_min_member(pod_sets),
             queue=self.queue,
             schedule_timeout_seconds=cosched.schedule_timeout_seconds if cosched else None,
             network_topology=network_topology(volcano.network_topology) if volcano else None,

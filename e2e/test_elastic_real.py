@@ -1,0 +1,85 @@
+"""An elastic digits TrainJob keeps training when a member goes, on two real nodes (kubelet + containerd):
+the preemptible digits sample (``config/samples/digits-preemptible``: a checkpoint volume, ``CHECKPOINT_DIR``)
+on a runtime with ``mlPolicy.torch.elasticPolicy`` (``minNodes: 1``, ``maxNodes: 2``, ``maxRestarts: 3``)
+trains on 2 nodes; the second node's pod (not the rendezvous host's) is deleted mid-training; torchrun's
+c10d rendezvous goes on (the workers restart from the newest checkpoint, the Job makes the pod again and
+it joins), the epochs continue to the last, the held-out accuracy is above 0.85, and the TrainJob is never
+Failed.
+
+The claim binds to a hostPath PersistentVolume the test makes (both real nodes run on this machine).
+Runs where real nodes can (:func:`localcluster.realnode.node.unavailable`), else is skipped with its
+reason; ``TRAINER_E2E_REAL=0`` skips it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from api.kinds import TRAINING_RUNTIMES, TRAINJOBS
+from e2e.test_checkpoints_real import SAMPLE, digits_job, ended, kubectl_apply, logs, volume
+from localcluster import LocalCluster
+from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
+from localcluster.realnode.node import RealNodes, status_server_args, unavailable
+from trainer.framework.json_codec import JSON
+
+WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
+(STATUS_PORT,) = reserved_ports(1)
+OPERATOR_ARGS = status_server_args(STATUS_PORT)
+EPOCHS = 30
+ELASTIC = {"minNodes": 1, "maxNodes": 2, "maxRestarts": 3}
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+async def test_an_elastic_job_whose_member_goes_keeps_training_to_complete(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
+) -> None:
+    cluster.run_kubectl("apply", "-n", ns, "-k", str(SAMPLE))
+    await client.kube.merge_patch(
+        TRAINING_RUNTIMES, ns, "torch-digits", {"spec": {"mlPolicy": {"torch": {"elasticPolicy": ELASTIC}}}}
+    )
+    storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
+    kubectl_apply(cluster, [volume(ns, "checkpoints-el", storage)], tmp_path)
+    job = digits_job("el", "", epochs=EPOCHS)
+    job["metadata"]["labels"] = {}
+    await client.kube.create(TRAINJOBS, ns, job)
+
+    async def checkpointed(at_least: int) -> JSON | None:
+        tj = await client.trainjob(ns, "el") or {}
+        saved = ((tj.get("status") or {}).get("trainerStatus") or {}).get("lastCheckpoint") or {}
+        return tj if saved.get("epoch", 0) >= at_least else None
+
+    await wait_for(lambda: checkpointed(4), "the job to checkpoint epoch 4", timeout=300, interval=0.5)
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=el")
+    (second,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "1"]
+    env = {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
+    assert env["PET_NNODES"] == "1:2" and env["PET_RDZV_BACKEND"] == "c10d", env
+    cluster.run_kubectl("delete", "pod", "-n", ns, second["metadata"]["name"], "--wait=false")
+    lost_at = int(((await client.trainjob(ns, "el")) or {})["status"]["trainerStatus"]["lastCheckpoint"]["epoch"])
+
+    tj = await wait_for(lambda: ended(client, ns, "el"), "the elastic job to end", timeout=500, interval=0.5)
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=el")
+    text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in pods)
+    assert condition(tj, "Failed") is None, (tj["status"], text)
+    assert condition(tj, "Complete"), (tj["status"], text)
+    epochs = [int(e) for e in re.findall(rf"^epoch (\d+)/{EPOCHS} ", text, re.M)]
+    assert epochs and epochs[-1] == EPOCHS and any(e > lost_at for e in epochs), (lost_at, epochs)
+    metrics = {m["name"]: float(m["value"]) for m in tj["status"]["trainerStatus"]["metrics"]}
+    assert metrics["accuracy"] > 0.85, metrics
+    # The rendezvous host's torchrun agent stayed up (its container never restarted) and restarted its
+    # workers, which resumed from a checkpoint taken at or after the loss: torchrun's elastic restart.
+    (host,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "0"]
+    assert host["status"]["containerStatuses"][0]["restartCount"] == 0, host["status"]
+    host_log = logs(cluster, ns, host["metadata"]["name"])
+    resumed = [int(e) for e in re.findall(r"^resuming from \S+: epoch (\d+),", host_log, re.M)]
+    assert resumed and max(resumed) >= lost_at, (lost_at, resumed, host_log)
+    held_out = re.search(r"held-out accuracy (\d\.\d+)", text)
+    assert held_out and float(held_out.group(1)) > 0.85, text
+    cluster.run_kubectl("delete", "pv", f"{ns}-checkpoints-el", "--wait=false")
+    shutil.rmtree(storage, ignore_errors=True)
