@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 
 from api.kinds import TRAINING_RUNTIMES, TRAINJOBS
-from e2e.test_checkpoints_real import SAMPLE, digits_job, ended, kubectl_apply, logs, volume
+from e2e.test_checkpoints_real import SAMPLE, checkpointed, digits_job, ended, kubectl_apply, logs, volume
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.realnode.node import RealNodes, status_server_args, unavailable
-from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
@@ -46,16 +45,8 @@ async def test_an_elastic_job_whose_member_goes_keeps_training_to_complete(
     )
     storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
     kubectl_apply(cluster, [volume(ns, "checkpoints-el", storage)], tmp_path)
-    job = digits_job("el", "", epochs=EPOCHS)
-    job["metadata"]["labels"] = {}
-    await client.kube.create(TRAINJOBS, ns, job)
-
-    async def checkpointed(at_least: int) -> JSON | None:
-        tj = await client.trainjob(ns, "el") or {}
-        saved = ((tj.get("status") or {}).get("trainerStatus") or {}).get("lastCheckpoint") or {}
-        return tj if saved.get("epoch", 0) >= at_least else None
-
-    await wait_for(lambda: checkpointed(4), "the job to checkpoint epoch 4", timeout=300, interval=0.5)
+    await client.kube.create(TRAINJOBS, ns, digits_job("el", None, epochs=EPOCHS))
+    await wait_for(lambda: checkpointed(client, ns, "el", 4), "the job's epoch 4", timeout=300, interval=0.5)
     pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=el")
     (second,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "1"]
     env = {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
