@@ -4,7 +4,9 @@ on a runtime with ``mlPolicy.torch.elasticPolicy`` (``minNodes: 1``, ``maxNodes:
 trains on 2 nodes; the second node's pod (not the rendezvous host's) is deleted mid-training; torchrun's
 c10d rendezvous goes on (the workers restart from the newest checkpoint, the Job makes the pod again and
 it joins), the epochs continue to the last, the held-out accuracy is above 0.85, and the TrainJob is never
-Failed.
+Failed. The same job without the policy recovers only by starting over: the rendezvous host's torchrun
+exits when its peer goes (a static rendezvous cannot shrink), its container is restarted, and the whole
+group rendezvous again and resumes from the checkpoint.
 
 The claim binds to a hostPath PersistentVolume the test makes (both real nodes run on this machine).
 Runs where real nodes can (:func:`localcluster.realnode.node.unavailable`), else is skipped with its
@@ -73,4 +75,31 @@ async def test_an_elastic_job_whose_member_goes_keeps_training_to_complete(
     held_out = re.search(r"held-out accuracy (\d\.\d+)", text)
     assert held_out and float(held_out.group(1)) > 0.85, text
     cluster.run_kubectl("delete", "pv", f"{ns}-checkpoints-el", "--wait=false")
+    shutil.rmtree(storage, ignore_errors=True)
+
+
+async def test_a_static_job_whose_member_goes_starts_its_group_over(
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
+) -> None:
+    """The difference the elastic policy makes, on the same job without it."""
+    cluster.run_kubectl("apply", "-n", ns, "-k", str(SAMPLE))
+    storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
+    kubectl_apply(cluster, [volume(ns, "checkpoints-st", storage)], tmp_path)
+    await client.kube.create(TRAINJOBS, ns, digits_job("st", None, epochs=EPOCHS))
+    await wait_for(lambda: checkpointed(client, ns, "st", 4), "the job's epoch 4", timeout=300, interval=0.5)
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=st")
+    (second,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "1"]
+    env = {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
+    assert env["PET_NNODES"] == "2" and "PET_RDZV_BACKEND" not in env, env
+    cluster.run_kubectl("delete", "pod", "-n", ns, second["metadata"]["name"], "--wait=false")
+
+    tj = await wait_for(lambda: ended(client, ns, "st"), "the static job to end", timeout=500, interval=0.5)
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=st")
+    (host,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "0"]
+    text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in pods)
+    # The rendezvous host's container itself was restarted: the group started over, from the checkpoint.
+    assert host["status"]["containerStatuses"][0]["restartCount"] >= 1, (host["status"], tj["status"], text)
+    assert "resuming from" in logs(cluster, ns, host["metadata"]["name"]), text
+    assert condition(tj, "Complete"), (tj["status"], text)
+    cluster.run_kubectl("delete", "pv", f"{ns}-checkpoints-st", "--wait=false")
     shutil.rmtree(storage, ignore_errors=True)

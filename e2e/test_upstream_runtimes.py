@@ -144,7 +144,11 @@ async def _jobs_named(client: Client, ns: str, count: int) -> list[JSON] | None:
     ("where", "value", "named"),
     [
         (("spec", "mlPolicy", "flux"), {"numProcPerNode": 1}, "mlPolicy.flux is not supported"),
-        (("spec", "mlPolicy", "torch", "elasticPolicy"), {"maxNodes": 2}, "mlPolicy.torch.elasticPolicy"),
+        (
+            ("spec", "mlPolicy", "torch", "elasticPolicy"),
+            {"maxNodes": 2, "metrics": [{"type": "Resource", "resource": {"name": "cpu"}}]},
+            "mlPolicy.torch.elasticPolicy.metrics is not supported",
+        ),
         (("spec", "template", "spec", "managedBy"), "example.com/other", "template.spec.managedBy"),
         (("spec", "template", "spec", "suspend"), True, "template.spec.suspend"),
         (
