@@ -28,6 +28,7 @@ from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.realnode.node import RealNodes, status_server_args, unavailable
+from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
@@ -38,22 +39,31 @@ ELASTIC = {"minNodes": 1, "maxNodes": 2, "maxRestarts": 3}
 INDEX = "batch.kubernetes.io/job-completion-index"
 
 
+async def lose_the_second_member(
+    client: Client, ns: str, cluster: LocalCluster, tmp_path: Path, name: str, elastic: JSON | None
+) -> tuple[Path, dict[str, str | None]]:
+    """The preemptible digits TrainJob ``name`` (its runtime with ``elastic`` as its elasticPolicy, when
+    given) on the real nodes, its claim on a new hostPath directory; once it checkpointed epoch 4, its
+    second node's pod (not the rendezvous host's) is deleted. The directory and that pod's env."""
+    cluster.run_kubectl("apply", "-n", ns, "-k", str(SAMPLE))
+    if elastic is not None:
+        policy = {"spec": {"mlPolicy": {"torch": {"elasticPolicy": elastic}}}}
+        await client.kube.merge_patch(TRAINING_RUNTIMES, ns, "torch-digits", policy)
+    storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
+    kubectl_apply(cluster, [volume(ns, f"checkpoints-{name}", storage)], tmp_path)
+    await client.kube.create(TRAINJOBS, ns, digits_job(name, None, epochs=EPOCHS))
+    await wait_for(lambda: checkpointed(client, ns, name, 4), "the job's epoch 4", timeout=300, interval=0.5)
+    pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+    (second,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "1"]
+    cluster.run_kubectl("delete", "pod", "-n", ns, second["metadata"]["name"], "--wait=false")
+    return storage, {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
+
+
 async def test_an_elastic_job_whose_member_goes_keeps_training_to_complete(
     client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
 ) -> None:
-    cluster.run_kubectl("apply", "-n", ns, "-k", str(SAMPLE))
-    await client.kube.merge_patch(
-        TRAINING_RUNTIMES, ns, "torch-digits", {"spec": {"mlPolicy": {"torch": {"elasticPolicy": ELASTIC}}}}
-    )
-    storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
-    kubectl_apply(cluster, [volume(ns, "checkpoints-el", storage)], tmp_path)
-    await client.kube.create(TRAINJOBS, ns, digits_job("el", None, epochs=EPOCHS))
-    await wait_for(lambda: checkpointed(client, ns, "el", 4), "the job's epoch 4", timeout=300, interval=0.5)
-    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=el")
-    (second,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "1"]
-    env = {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
+    storage, env = await lose_the_second_member(client, ns, cluster, tmp_path, "el", ELASTIC)
     assert env["PET_NNODES"] == "1:2" and env["PET_RDZV_BACKEND"] == "c10d", env
-    cluster.run_kubectl("delete", "pod", "-n", ns, second["metadata"]["name"], "--wait=false")
     lost_at = int(((await client.trainjob(ns, "el")) or {})["status"]["trainerStatus"]["lastCheckpoint"]["epoch"])
 
     tj = await wait_for(lambda: ended(client, ns, "el"), "the elastic job to end", timeout=500, interval=0.5)
@@ -82,16 +92,8 @@ async def test_a_static_job_whose_member_goes_starts_its_group_over(
     client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
 ) -> None:
     """The difference the elastic policy makes, on the same job without it."""
-    cluster.run_kubectl("apply", "-n", ns, "-k", str(SAMPLE))
-    storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
-    kubectl_apply(cluster, [volume(ns, "checkpoints-st", storage)], tmp_path)
-    await client.kube.create(TRAINJOBS, ns, digits_job("st", None, epochs=EPOCHS))
-    await wait_for(lambda: checkpointed(client, ns, "st", 4), "the job's epoch 4", timeout=300, interval=0.5)
-    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=st")
-    (second,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "1"]
-    env = {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
+    storage, env = await lose_the_second_member(client, ns, cluster, tmp_path, "st", None)
     assert env["PET_NNODES"] == "2" and "PET_RDZV_BACKEND" not in env, env
-    cluster.run_kubectl("delete", "pod", "-n", ns, second["metadata"]["name"], "--wait=false")
 
     tj = await wait_for(lambda: ended(client, ns, "st"), "the static job to end", timeout=500, interval=0.5)
     pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=st")
