@@ -23,7 +23,6 @@ from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference
 from trainer.jobs.gang.base import PodSet
 from trainer.trainjob.features.exclusive import exclusive_annotations, exclusive_of, place_exclusively
-from trainer.trainjob.policies.torch import elastic_policy
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
@@ -197,7 +196,7 @@ def build_job(
     if rjob.name in info.policy_sized:
         spec["parallelism"] = pod_set.pods_per_job
         spec["completions"] = pod_set.pods_per_job
-    elastic = elastic_policy(info.runtime)
+    elastic = info.elastic
     if elastic is not None and elastic.max_restarts is not None and rjob.name == info.trainer:
         # An elastic job's member may fail up to maxRestarts times: the Job makes the pod again while
         # torchrun goes on with the other nodes (>= minNodes) and lets the new one join.

@@ -88,7 +88,6 @@ from trainer.trainjob.features.validation import (
     runtime_errors,
     trainjob_errors,
 )
-from trainer.trainjob.policies.torch import elastic_policy
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.runtime.info import RuntimeInfo
 from trainer.trainjob.status import desired_conditions, job_restarts_status, jobs_status, runtime_not_found
@@ -346,7 +345,7 @@ def desired(
     out.apply += running_only
     if not info.previous and not restarting:
         # Suspended Jobs whose size changed go and are created again at the new size (a resize).
-        sized = resize(info.observed, children.jobs, elastic_policy(info.runtime) is not None)
+        sized = resize(info.observed, children.jobs, info.elastic is not None)
         out.delete_foreground += [(JOBS, *key) for key in sized.delete]
         out.patch += [(JOBS, ns_, name, patch) for ns_, name, patch in sized.scale]
         if sized.message:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-from trainer.trainjob.policies.torch import elastic_policy
 
 if TYPE_CHECKING:
     from trainer.trainjob.runtime.info import RuntimeInfo
@@ -29,7 +28,7 @@ def scale_status(info: RuntimeInfo) -> JSON:
     not elastic or has no trainer): ``replicas``, the active pods of the trainer's Jobs (0 when none);
     ``selector``, ``jobset-name=<trainjob>,replicatedjob-name=<trainer>``; ``elastic``, ``{minNodes,
     maxNodes}`` of the runtime's elastic policy."""
-    trainer, policy = info.trainer, elastic_policy(info.runtime)
+    trainer, policy = info.trainer, info.elastic
     if trainer is None or policy is None or policy.max_nodes is None:
         return {"replicas": None, "selector": None, "elastic": None}
     active = sum(

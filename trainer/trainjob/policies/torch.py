@@ -60,9 +60,14 @@ ELASTIC_ENV = ("PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_ID", "PET_MAX_
 """The variables an elastic policy adds."""
 
 
+def torch_source(runtime: TrainingRuntimeSpec) -> TorchMLPolicySource | None:
+    """The runtime's ``mlPolicy.torch``, None when it has none."""
+    return runtime.ml_policy.torch if runtime.ml_policy is not None else None
+
+
 def elastic_policy(runtime: TrainingRuntimeSpec) -> TorchElasticPolicy | None:
     """The runtime's ``mlPolicy.torch.elasticPolicy``, None when it has none."""
-    torch = runtime.ml_policy.torch if runtime.ml_policy is not None else None
+    torch = torch_source(runtime)
     return torch.elastic_policy if torch is not None else None
 
 
@@ -149,7 +154,7 @@ class Torch(Policy):
     )
 
     def source(self, runtime: TrainingRuntimeSpec) -> TorchMLPolicySource | None:
-        return runtime.ml_policy.torch if runtime.ml_policy is not None else None
+        return torch_source(runtime)
 
     def env(self, x: Expansion) -> list[JSON]:
         """:func:`torch_env` (``EnforceMLPolicy``)."""
@@ -191,7 +196,7 @@ class Torch(Policy):
         """The torchtune entrypoint (``tune run``, its recipe and config derived upstream) is refused; the
         node count of an elastic job lies within ``[minNodes, maxNodes]``."""
         trainer = info.job.spec.trainer
-        elastic = elastic_policy(info.runtime)
+        elastic = info.elastic
         if elastic is not None and trainer is not None:
             errors = bounds_errors(elastic, trainer.num_nodes, "spec.trainer.numNodes")
             if errors:

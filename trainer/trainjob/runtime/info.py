@@ -9,9 +9,10 @@ sets with counts, pod templates and per-pod requests, plus scheduling facts). Bu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
-from api.trainer_v1alpha1 import JobStatus, TrainingRuntimeSpec, TrainJob
+from api.trainer_v1alpha1 import JobStatus, TorchElasticPolicy, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.jobs.facts import pod_ready
 from trainer.jobs.features.queues import QueueChoice
@@ -137,10 +138,15 @@ class RuntimeInfo:
         """Whether a pod of the current attempt's Jobs runs (:func:`trainer.jobs.facts.pod_ready`)."""
         return pod_ready(self.observed)
 
+    @cached_property
+    def elastic(self) -> TorchElasticPolicy | None:
+        """The runtime's ``mlPolicy.torch.elasticPolicy`` (an elastic job), None when it has none."""
+        return elastic_policy(self.runtime)
+
     def elastic_min_member(self, pod_sets: list[PodSet]) -> int | None:
         """The gang's ``minMember`` of an elastic job: every Pod of ``pod_sets`` but the trainer's, and
         ``minNodes`` of the trainer's (at most as many as it has); None when the job is not elastic."""
-        elastic = elastic_policy(self.runtime)
+        elastic = self.elastic
         if elastic is None:
             return None
         pods = sum(ps.count for ps in pod_sets)
