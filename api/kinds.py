@@ -92,7 +92,7 @@ NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "NetworkPolicy", "network
 """A TrainJob's ingress policy under ``--trainjob-network-policy`` (:mod:`trainer.trainjob.features.network_policy`)."""
 RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates")
 """DRA claim templates (kubernetes/kubernetes ``staging/src/k8s.io/api/resource/v1``): the devices a
-TrainJob's ``resourceClaimsPerNode`` asks for per node (:mod:`trainer.trainjob.features.devices`)."""
+TrainJob's ``resourceClaimsPerNode`` asks for per node (:mod:`trainer.trainjob.spec.devices`)."""
 
 # Gang schedulers and queues.
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")

@@ -60,7 +60,7 @@ from bench.cluster import HelpFormatter, Operator, PhaseTimeout, local_cluster, 
 from localcluster.client import Client
 from localcluster.cluster import free_ports
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.features.injection import ca_config_map_name, status_path, token_audience
+from trainer.trainjob.spec.injection import ca_config_map_name, status_path, token_audience
 
 NS = "bench"
 RUNTIME = "bench-status"

@@ -30,7 +30,7 @@ from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.features.injection import token_audience
+from trainer.trainjob.spec.injection import token_audience
 
 pytestmark = pytest.mark.e2e
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from trainer.trainjob.features.injection import Injection
-from trainer.trainjob.runtime.expand import runtime_info
-from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.expand import expand
+from trainer.trainjob.runtime.view import TrainJobView
+from trainer.trainjob.spec.injection import Injection
 
 SAMPLES = Path(__file__).resolve().parent.parent / "config" / "samples"
 
@@ -22,10 +22,11 @@ def info(
     observed: list[dict[str, Any]] | None = None,
     gang: str = "none",
     injection: Injection | None = None,
-) -> RuntimeInfo:
-    """The runtime info of ``job`` on ``runtime`` with these observed Jobs, as a reconcile derives it."""
+) -> TrainJobView:
+    """``job`` on ``runtime`` with these observed Jobs (its runtime info and attempt), as a reconcile
+    derives it."""
     obj = job.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}
-    return runtime_info(obj, job, runtime.spec, runtime.to_dict(), observed or [], gang, injection=injection)
+    return expand(obj, job, runtime.spec, runtime.to_dict(), observed or [], gang=gang, injection=injection)
 
 
 def runtime_patch(pod_spec: dict[str, Any], rjob: str = "node", manager: str = "user") -> dict[str, Any]:

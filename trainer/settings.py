@@ -6,7 +6,7 @@ from ``TRAINER_<FLAG>`` (upper case, dashes as underscores; the flag wins). :fun
 argparse parser from the fields, in their order, and returns a :class:`Settings`. Each consumer reads
 its own typed options built from the same fields by :meth:`Settings.options`: the manager's
 (:class:`~trainer.framework.manager.ManagerOptions`), each controller's
-(:class:`~trainer.trainjob.controller.TrainJobOptions`, :class:`~trainer.mpijob.controller.MPIJobOptions`),
+(:class:`~trainer.trainjob.options.TrainJobOptions`, :class:`~trainer.mpijob.controller.MPIJobOptions`),
 the webhook's (:class:`~trainer.webhook.server.WebhookSettings`) and the status server's
 (:class:`~trainer.statusserver.server.StatusServerSettings`); the entry point reads the rest (kubeconfig,
 leader election, metrics and probe addresses, logs, event loop) from the :class:`Settings` itself.
@@ -30,7 +30,7 @@ from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.mpijob.controller import MPIJobOptions
 from trainer.statusserver.series import DEFAULT_MAX_SERIES
 from trainer.statusserver.server import StatusServerSettings
-from trainer.trainjob.controller import TrainJobOptions
+from trainer.trainjob.options import TrainJobOptions
 from trainer.webhook.server import WebhookSettings
 
 T = TypeVar("T")

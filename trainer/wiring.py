@@ -19,7 +19,7 @@ from trainer.jobs.gang.base import GangScheduler
 from trainer.mpijob import controller as mpijob
 from trainer.settings import Settings
 from trainer.trainjob import controller as trainjob
-from trainer.trainjob.features.injection import Injection
+from trainer.trainjob.spec.injection import Injection
 
 __all__ = ["Settings", "controllers", "new_manager"]
 

@@ -14,7 +14,7 @@ from trainer.framework.manager import ManagerOptions
 from trainer.mpijob.controller import MPIJobOptions
 from trainer.settings import Settings, env_name, flag_name, flags, parse_args, parser
 from trainer.statusserver.server import StatusServerSettings
-from trainer.trainjob.controller import TrainJobOptions
+from trainer.trainjob.options import TrainJobOptions
 from trainer.webhook.server import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -35,6 +35,7 @@ from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.reconcile import Blocked
 from trainer.mpijob import controller as mpijob
 from trainer.trainjob import controller as trainjob
+from trainer.trainjob.kind import kind as trainjob_kind
 from trainer.webhook import rules
 
 names = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
@@ -96,10 +97,10 @@ def test_admission_and_the_trainjob_reconciler_name_the_same_queue(
     admitted = rules.admission_queue(obj, facts)
 
     ctx = context(scheduler, {TRAINJOBS: [obj], CLUSTER_TRAINING_RUNTIMES: [runtime]})
-    kind = trainjob.TrainJobKind(trainjob.TrainJobOptions(), scheduler)
+    kind = trainjob_kind(trainjob.TrainJobOptions(), scheduler)
     info = kind.expand(ctx.reader, obj, TrainJob.model_validate(obj))
     assert not isinstance(info, Blocked)
-    assert info.queue == admitted
+    assert info.info.queue == admitted
     if scheduler == "volcano":
         plan = gang.get(scheduler).plan(info.gang, ctx.reader)
         if plan.apply:
@@ -132,7 +133,7 @@ def test_admission_and_the_mpijob_reconciler_name_the_same_queue(
     )
     admitted = rules.admission_queue(obj, facts)
     ctx = context(scheduler, {MPIJOBS: [obj]})
-    info = mpijob.MPIJobKind(mpijob.MPIJobOptions(), scheduler).expand(ctx.reader, obj, MPIJob.model_validate(obj))
+    info = mpijob.kind(mpijob.MPIJobOptions(), scheduler).expand(ctx.reader, obj, MPIJob.model_validate(obj))
     assert not isinstance(info, Blocked)
     assert info.queue == admitted == resolve_queue(obj, scheduler)
     assert admitted.name == (

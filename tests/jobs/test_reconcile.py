@@ -10,6 +10,7 @@ started, and reading an undeclared resource fails loudly.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import aiohttp
@@ -33,6 +34,7 @@ from trainer.jobs import gang
 from trainer.jobs.child_writer import RETRY_FIRST
 from trainer.jobs.reconcile import Reconciler
 from trainer.trainjob import controller as trainjob
+from trainer.trainjob.kind import kind as trainjob_kind
 from trainer.wiring import Settings, new_manager
 
 CASES = [(s, g) for s in SAMPLES for g in sorted(gang.SCHEDULERS)]
@@ -98,7 +100,7 @@ def test_every_informer_a_reconciler_can_read_is_started(scheduler: str) -> None
 
 async def test_reading_an_undeclared_resource_fails_loudly() -> None:
     kube = RecordingKube()
-    kind = trainjob.TrainJobKind(trainjob.TrainJobOptions(), "none")
+    kind = trainjob_kind(trainjob.TrainJobOptions(), "none")
 
     def build(ctx: Context) -> Reconcile:
         return Reconciler(kind, ctx, gang.get("none"), telling=trainjob.TELLING).reconcile
@@ -157,7 +159,7 @@ async def test_an_unexpected_exception_becomes_a_condition_after_bounded_retries
         raise RuntimeError("boom: a bug of ours")
 
     reconciler = w.reconciler()
-    monkeypatch.setattr(reconciler.kind, "desired", broken)
+    monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=broken))
     m = w.manager.metrics
     await w.run_worker(lambda: counter(m.terminal_errors) == 1)
     tj = w.kube.objects[(TRAINJOBS, w.key)]
@@ -194,7 +196,7 @@ async def test_an_exception_that_stops_happening_leaves_no_condition(monkeypatch
             raise RuntimeError("transient")
         return desired(*args)
 
-    monkeypatch.setattr(reconciler.kind, "desired", flaky)
+    monkeypatch.setattr(reconciler, "kind", dataclasses.replace(reconciler.kind, desired=flaky))
     for _ in range(2):
         with pytest.raises(RuntimeError, match="transient"):
             await w.reconcile()
@@ -288,7 +290,7 @@ async def test_input_the_core_cannot_expand_ends_in_a_condition_not_a_retry_loop
     def cannot(*_: Any) -> Any:
         raise ValueError("not a quantity: 'lots'")
 
-    monkeypatch.setattr("trainer.trainjob.controller.build_children", cannot)
+    monkeypatch.setattr("trainer.trainjob.kind.build_children", cannot)
     from trainer.framework.controller import TerminalError
 
     with pytest.raises(TerminalError):
@@ -486,7 +488,7 @@ def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.Mo
         parse_args(["--max-nodes-per-job=-1"])
     manager = new_manager(RecordingKube(), Settings(max_nodes_per_job=7))
     for reconcile in manager.reconcilers.values():
-        options = reconcile.__self__.kind.options  # type: ignore[attr-defined]
+        options = reconcile.__self__.kind.expand.args[0]  # type: ignore[attr-defined]  # the partial's options
         assert options.max_nodes_per_job == 7
     assert cache_facts(manager.readers, "none", 7).max_nodes_per_job == 7
 

@@ -1,4 +1,4 @@
-"""The status server (trainer/statusserver/) and its pod side (trainer/trainjob/features/injection.py).
+"""The status server (trainer/statusserver/) and its pod side (trainer/trainjob/spec/injection.py).
 
 A real aiohttp TLS server on 127.0.0.1:0 answers real HTTPS posts; the apiserver is the recording
 double, taught to answer TokenReviews from a table of tokens as the apiserver's ServiceAccount token
@@ -39,8 +39,8 @@ from trainer.statusserver.auth import TokenAuthenticator, bearer_token
 from trainer.statusserver.payload import PayloadError, coalesce, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
-from trainer.trainjob.features import injection
-from trainer.trainjob.features.injection import token_audience
+from trainer.trainjob.spec import injection
+from trainer.trainjob.spec.injection import token_audience
 from trainer.wiring import Settings, new_manager
 
 NS = "team-a"
@@ -371,13 +371,13 @@ def test_the_model_and_the_crd_agree_on_the_payload() -> None:
 
 def test_trainer_pods_get_the_env_and_the_token_volume_only_when_enabled(runtime: Any, trainjob: TrainJob) -> None:
     trainjob.metadata.namespace = NS
-    plain = info(trainjob, runtime).pod_set("node").template
+    plain = info(trainjob, runtime).info.pod_set("node").template
     assert "volumes" not in plain["spec"] or all(
         v["name"] != "kubeflow-trainer-token" for v in plain["spec"]["volumes"]
     )
 
     where = injection.Injection("https://127.0.0.1:8443")
-    template = info(trainjob, runtime, injection=where).pod_set("node").template
+    template = info(trainjob, runtime, injection=where).info.pod_set("node").template
     (node,) = template["spec"]["containers"]
     env = {e["name"]: e["value"] for e in node["env"] if "value" in e}
     assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
@@ -398,7 +398,7 @@ def test_trainer_pods_get_the_env_and_the_token_volume_only_when_enabled(runtime
         }
     }
     assert ca == {"configMap": {"name": "pytorch-simple-tls-config", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
-    again = info(trainjob, runtime, injection=where).pod_set("node").template
+    again = info(trainjob, runtime, injection=where).info.pod_set("node").template
     assert again == template, "idempotent: the same template every reconcile"
 
 

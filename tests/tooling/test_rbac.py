@@ -48,11 +48,14 @@ from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
 from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.statusserver.server import StatusServerSettings
-from trainer.trainjob.controller import RUNNING_ONLY, TTL_CHILDREN
+from trainer.trainjob.features import FEATURES
+from trainer.trainjob.features.ttl import TTL_CHILDREN
 from trainer.webhook import server as webhook
 from trainer.wiring import Settings, new_manager
 
 ROOT = Path(__file__).resolve().parents[2]
+FEATURE_CHILDREN = {r for f in FEATURES for r in f.owns}
+"""What the TrainJob features own (and delete once finished or no longer wanted)."""
 NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
 """User-side tools: their RBAC is the user's."""
 VERBS = {
@@ -183,7 +186,8 @@ async def used(scheduler: str) -> dict[str, set[Grant]]:
         # The worker Pods of MPIJobs mpi-operator started (trainer/mpijob/upstream.py).
         # A TrainJob's PodDisruptionBudget and NetworkPolicy once it finished (or no longer desired).
         # TrainJobs (their own or their runtime's runPolicy ttlSecondsAfterFinished, KEP-2899).
-        "deletes": gang_deletes(scheduler) | {JOBS, MPIJOBS, TRAINJOBS, JOBSETS, PODS, *TTL_CHILDREN, *RUNNING_ONLY},
+        "deletes": gang_deletes(scheduler)
+        | {JOBS, MPIJOBS, TRAINJOBS, JOBSETS, PODS, *TTL_CHILDREN, *FEATURE_CHILDREN},
         # Jobs (cleanPodPolicy Running suspends the workers) and MPIJobs (the Kueue queue label).
         "patches": {JOBS, MPIJOBS},
         "webhook configurations": {VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS},

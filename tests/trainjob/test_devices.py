@@ -33,11 +33,13 @@ from trainer.framework.merge import find_named
 from trainer.framework.resources import gpus_requested
 from trainer.jobs.reconcile import Blocked
 from trainer.trainjob.children import build_children
-from trainer.trainjob.controller import TrainJobKind, TrainJobOptions, devices_of, trainjobs_of_claim_template
-from trainer.trainjob.features.devices import Devices, claimed_gpus
-from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
-from trainer.trainjob.runtime.expand import runtime_info
-from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.features.dra import devices_of, trainjobs_of_claim_template
+from trainer.trainjob.kind import kind as trainjob_kind
+from trainer.trainjob.options import TrainJobOptions
+from trainer.trainjob.runtime import expand as expansion
+from trainer.trainjob.runtime.view import TrainJobView
+from trainer.trainjob.spec.devices import Devices, claimed_gpus
+from trainer.trainjob.validation import runtime_errors, trainjob_errors
 
 
 def template(name: str = "gpu-x4", count: int | None = 4, **request: Any) -> JSON:
@@ -67,9 +69,9 @@ def runtime(**mutate: Any) -> ClusterTrainingRuntime:
     return ClusterTrainingRuntime.model_validate(obj)
 
 
-def expand(tj: TrainJob, rt: ClusterTrainingRuntime, devices: Devices | None = None) -> RuntimeInfo:
+def expand(tj: TrainJob, rt: ClusterTrainingRuntime, devices: Devices | None = None) -> TrainJobView:
     obj = tj.to_dict() | {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}
-    return runtime_info(obj, tj, rt.spec, rt.to_dict(), [], "none", devices=devices or Devices())
+    return expansion.expand(obj, tj, rt.spec, rt.to_dict(), [], gang="none", devices=devices or Devices())
 
 
 def templates(*objs: JSON) -> Devices:
@@ -77,7 +79,7 @@ def templates(*objs: JSON) -> Devices:
     return Devices(template=by_name.get)
 
 
-def trainer_pod(info: RuntimeInfo) -> JSON:
+def trainer_pod(info: TrainJobView) -> JSON:
     job = build_children(info, suspend=False).jobs[0]
     spec: JSON = job["spec"]["template"]["spec"]
     return spec
@@ -108,9 +110,9 @@ def test_auto_num_proc_per_node_is_the_device_count_of_the_template() -> None:
         info = expand(tj, runtime(), templates(template(count=count)))
         node = find_named(trainer_pod(info)["containers"], "node")
         assert node is not None and env(node)["PET_NPROC_PER_NODE"] == str(count)
-        assert info.node_gpus == count
+        assert info.info.node_gpus == count
     # resource.k8s.io/v1 defaults count to 1.
-    assert expand(tj, runtime(), templates(template(count=None))).node_gpus == 1
+    assert expand(tj, runtime(), templates(template(count=None))).info.node_gpus == 1
 
 
 def test_device_count_follows_the_kep() -> None:
@@ -134,14 +136,14 @@ def test_explicit_num_proc_per_node_and_extended_gpus_win_over_the_claim() -> No
     info = expand(extended, runtime(), devices)
     node = find_named(trainer_pod(info)["containers"], "node")
     assert node is not None and env(node)["PET_NPROC_PER_NODE"] == "auto"  # left to torchrun, as upstream
-    assert info.node_gpus == 2
+    assert info.info.node_gpus == 2
 
 
 def test_a_template_not_in_the_cache_counts_no_gpu_and_torch_falls_back_to_cpus() -> None:
     info = expand(job(resourceClaimsPerNode=CLAIM), runtime(), Devices())
     node = find_named(trainer_pod(info)["containers"], "node")
     assert node is not None and env(node)["PET_NPROC_PER_NODE"] == "1"  # the CPU limit
-    assert info.node_gpus == 0
+    assert info.info.node_gpus == 0
 
 
 def test_the_first_claim_of_the_node_container_counts_and_a_named_request_narrows_it() -> None:
@@ -188,7 +190,7 @@ def test_resource_claims_per_node_wins_over_the_runtime_and_runtime_patches() ->
     ]
     check = find_named(pod["initContainers"], "check")
     assert check is not None and check["resources"]["claims"] == [{"name": "gpu"}]  # the patch's escape hatch
-    assert trainjob_errors(info) == []
+    assert trainjob_errors(info.info) == []
 
 
 def test_a_container_claim_without_its_pod_claim_is_refused() -> None:
@@ -217,8 +219,8 @@ REFUSAL = (
 
 def test_a_cluster_without_dra_refuses_the_field_by_name() -> None:
     info = expand(job(resourceClaimsPerNode=CLAIM), runtime(), Devices(served=False))
-    assert trainjob_errors(info) == [REFUSAL]
-    assert trainjob_errors(expand(job(), runtime(), Devices(served=False))) == []  # no claim, no refusal
+    assert trainjob_errors(info.info) == [REFUSAL]
+    assert trainjob_errors(expand(job(), runtime(), Devices(served=False)).info) == []  # no claim, no refusal
 
 
 def reader(absent: bool, *tables: tuple[Resource, list[JSON]]) -> Reader:
@@ -239,13 +241,13 @@ def test_the_reconcile_without_the_webhook_fails_the_trainjob_with_the_same_mess
         (CONFIGMAPS, []),
         (JOBSETS, []),
     )
-    kind = TrainJobKind(TrainJobOptions(), "none")
+    kind = trainjob_kind(TrainJobOptions(), "none")
     blocked = kind.expand(reader(True, *tables), obj, TrainJob.model_validate(obj))
     assert isinstance(blocked, Blocked) and blocked.conditions is not None
     failed = next(c for c in blocked.conditions if c.type == "Failed")
     assert failed.status == "True" and failed.message == REFUSAL
     served = kind.expand(reader(False, *tables), obj, TrainJob.model_validate(obj))
-    assert isinstance(served, RuntimeInfo) and served.node_gpus == 4
+    assert isinstance(served, TrainJobView) and served.info.node_gpus == 4
 
 
 def test_a_template_change_reconciles_the_trainjobs_that_name_it() -> None:
@@ -300,6 +302,6 @@ def test_mpi_workers_get_the_claims_when_the_launcher_is_a_node_too() -> None:
     obj["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"] = False
     assert claims(ClusterTrainingRuntime.model_validate(obj)) == {"ds-launcher-0": CLAIM, "ds-node-0": None}
     info = expand(tj, mpi, templates(template(count=4)))
-    assert info.node_gpus == 4
-    (hostfile,) = info.policy.config_maps(info)
+    assert info.info.node_gpus == 4
+    (hostfile,) = info.info.policy.config_maps(info.info)
     assert hostfile["data"]["hostfile"].split("\n")[0] == "ds-launcher-0-0.ds slots=4"  # a slot per claimed GPU

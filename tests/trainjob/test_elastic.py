@@ -26,8 +26,8 @@ from tests.harness import World, job
 from trainer.framework.json_codec import JSON
 from trainer.jobs.conditions import job_failed
 from trainer.trainjob.children import build_children
-from trainer.trainjob.features.failure_policy import decide
 from trainer.trainjob.features.resize import REASON_SCALED, resize
+from trainer.trainjob.spec.failure_policy import decide
 from trainer.webhook import rules
 
 ELASTIC = {"minNodes": 1, "maxNodes": 3, "maxRestarts": 5}
@@ -219,7 +219,7 @@ def test_a_member_s_failure_is_no_failure_of_the_job_until_the_job_fails() -> No
 def test_a_running_elastic_job_is_scaled_in_place_and_told() -> None:
     running = {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"parallelism": 1, "completions": 1}}
     wanted = {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"parallelism": 2, "completions": 2}}
-    out = resize([running], [wanted], elastic=True)
+    out = resize([running], [wanted], in_place=True)
     assert out.scale == [("ns", "a", {"spec": {"parallelism": 2, "completions": 2}})]
     assert out.scaled == "Scaled in place: Job a from 1 to 2 pods"
     assert out.delete == [] and out.message == ""

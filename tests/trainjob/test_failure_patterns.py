@@ -8,8 +8,8 @@ import copy
 from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from tests.conftest import load_sample
-from trainer.trainjob.features.failure_policy import MAX_MESSAGE, decide, matches, pattern_error
-from trainer.trainjob.features.validation import runtime_errors
+from trainer.trainjob.spec.failure_policy import MAX_MESSAGE, decide, matches, pattern_error
+from trainer.trainjob.validation import runtime_errors
 
 DEADLINE = "Job was active longer than specified deadline"
 REDOS = "^(.|.)*Z$"

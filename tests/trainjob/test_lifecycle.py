@@ -11,7 +11,7 @@ from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, SERVICES
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.features.failure_policy import decide
+from trainer.trainjob.spec.failure_policy import decide
 
 RESTART = "RestartJobSetFailurePolicyAction"
 

@@ -17,9 +17,9 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named
 from trainer.trainjob import policies as registry
 from trainer.trainjob.children import build_children
-from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
 from trainer.trainjob.policies import Created, Expansion, Policy
-from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.policies.base import Expanded
+from trainer.trainjob.validation import runtime_errors, trainjob_errors
 from trainer.webhook.rules import AdmissionFacts, validate_trainjob
 
 
@@ -35,14 +35,14 @@ class Greeter(Policy):
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
         pod.setdefault("metadata", {}).setdefault("labels", {})["greeted"] = rjob.name
 
-    def created_once(self, info: RuntimeInfo) -> list[Created]:
+    def created_once(self, info: Expanded) -> list[Created]:
         name = f"{info.job.metadata.name}-greeting"
         return [Created(CONFIGMAPS, name, lambda: {"metadata": {"name": name}})]
 
     def runtime_errors(self, runtime: TrainingRuntimeSpec) -> list[str]:
         return [] if self.source(runtime).get("text") else ["spec.mlPolicy.greeter.text: say something"]
 
-    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+    def trainjob_errors(self, info: Expanded) -> list[str]:
         return ["spec.trainer.numNodes: a greeter greets 2 nodes at most"] if (info.num_nodes or 1) > 2 else []
 
 
@@ -77,7 +77,8 @@ def trainjob(**trainer: Any) -> TrainJob:
 
 def test_a_registered_policy_expands_the_runtime(greeter: Greeter) -> None:
     rt = greeter_runtime()
-    expanded = info(trainjob(), rt)
+    view = info(trainjob(), rt)
+    expanded = view.info
     assert expanded.policy is greeter
     trainer = expanded.pod_set(str(expanded.trainer))
     node = find_named(trainer.template["spec"]["containers"], "node")
@@ -86,7 +87,7 @@ def test_a_registered_policy_expands_the_runtime(greeter: Greeter) -> None:
     assert {"containerPort": 29500, "protocol": "TCP"} in node["ports"]
     assert trainer.template["metadata"]["labels"]["greeted"] == trainer.name
     assert trainer.pods_per_job == 2 and trainer.name in expanded.policy_sized
-    job = next(j for j in build_children(expanded, suspend=False).jobs if j["metadata"]["name"] == "tj-node-0")
+    job = next(j for j in build_children(view, suspend=False).jobs if j["metadata"]["name"] == "tj-node-0")
     assert job["spec"]["template"]["metadata"]["labels"]["greeted"] == "node"
     assert [(c.resource, c.name) for c in greeter.created_once(expanded)] == [(CONFIGMAPS, "tj-greeting")]
 
@@ -95,7 +96,7 @@ def test_the_policy_rules_are_reported(greeter: Greeter) -> None:
     assert runtime_errors(greeter_runtime("").spec) == ["spec.mlPolicy.greeter.text: say something"]
     rt = greeter_runtime()
     assert runtime_errors(rt.spec) == []
-    assert trainjob_errors(info(trainjob(numNodes=3), rt)) == [
+    assert trainjob_errors(info(trainjob(numNodes=3), rt).info) == [
         "spec.trainer.numNodes: a greeter greets 2 nodes at most"
     ]
     facts = AdmissionFacts(
@@ -112,7 +113,7 @@ def test_the_policy_rules_are_reported(greeter: Greeter) -> None:
 
 
 def test_without_its_registration_the_runtime_is_plain() -> None:
-    expanded = info(trainjob(), greeter_runtime())
+    expanded = info(trainjob(), greeter_runtime()).info
     assert expanded.policy is registry.FALLBACK
     node = find_named(expanded.pod_set(str(expanded.trainer)).template["spec"]["containers"], "node")
     assert node is not None and not any(e["name"] == "GREETING" for e in node.get("env") or [])

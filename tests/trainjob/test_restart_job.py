@@ -15,7 +15,7 @@ from api.kinds import EVENTS, JOBS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.features.failure_policy import decide
+from trainer.trainjob.spec.failure_policy import decide
 from trainer.webhook import rules as admission
 
 NODE, WORKER = "pytorch-simple-node-0", "pytorch-simple-worker-0"

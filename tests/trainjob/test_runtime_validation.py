@@ -18,7 +18,7 @@ from tests.conftest import SAMPLES, info, load_sample
 from trainer.framework.json_codec import JSON
 from trainer.mpijob.validation import mpijob_errors
 from trainer.trainjob.children import build_children
-from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
+from trainer.trainjob.validation import runtime_errors, trainjob_errors
 
 
 def base() -> JSON:
@@ -125,10 +125,10 @@ def test_names_that_would_not_fit_63_characters_are_refused_up_front() -> None:
     job = TrainJob.model_validate(
         {"metadata": {"name": long_name, "namespace": "ns", "uid": "u"}, "spec": {"runtimeRef": {"name": "x"}}}
     )
-    (err,) = trainjob_errors(info(job, rt))
+    (err,) = trainjob_errors(info(job, rt).info)
     assert "pod names generated for this TrainJob will exceed 63 characters" in err
     job.metadata.name = "t" * 58
-    (err,) = trainjob_errors(info(job, rt))
+    (err,) = trainjob_errors(info(job, rt).info)
     assert "job names generated for this TrainJob will exceed 63 characters" in err
 
 
@@ -241,7 +241,7 @@ def tj(spec: JSON | None = None, name: str = "tj") -> TrainJob:
 
 
 def job_errors(rt: JSON, spec: JSON | None = None, max_nodes: int = 0) -> list[str]:
-    return trainjob_errors(info(tj(spec), ClusterTrainingRuntime.model_validate(rt)), max_nodes)
+    return trainjob_errors(info(tj(spec), ClusterTrainingRuntime.model_validate(rt)).info, max_nodes)
 
 
 def test_a_replicated_job_with_no_replicas_is_refused_whatever_its_step() -> None:
@@ -356,7 +356,7 @@ def test_the_pods_of_any_other_replicated_job_count_against_the_limit() -> None:
 
 def test_the_default_limit_is_applied_when_none_is_given() -> None:
     job = info(tj({"trainer": {"numNodes": 100000}}), ClusterTrainingRuntime.model_validate(base()))
-    assert any("limit of 1000" in e for e in trainjob_errors(job))
+    assert any("limit of 1000" in e for e in trainjob_errors(job.info))
 
 
 def test_mpijob_workers_above_the_limit_and_bad_quantities_are_refused() -> None:

@@ -15,7 +15,7 @@ from api.trainer_v1alpha1 import (
 )
 from tests.conftest import info
 from trainer.jobs.conditions import merge_conditions, transitions
-from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.view import TrainJobView
 from trainer.trainjob.status import desired_conditions, jobs_status
 
 
@@ -56,7 +56,7 @@ def test_unknown_replicated_job_label_is_ignored() -> None:
     assert counts([job("other", ready=2, active=2)]) == {"init": (0, 0, 0, 0, 0), "node": (0, 0, 0, 0, 0)}
 
 
-def observed(suspended: bool, jobs: list[dict[str, Any]], template: JobSetSpec) -> RuntimeInfo:
+def observed(suspended: bool, jobs: list[dict[str, Any]], template: JobSetSpec) -> TrainJobView:
     """The runtime info of a TrainJob (suspended or not) on a runtime with ``template``, with ``jobs``."""
     rt = ClusterTrainingRuntime(
         metadata={"name": "r"}, spec=TrainingRuntimeSpec(template=JobSetTemplateSpec(spec=template))
@@ -70,7 +70,7 @@ def observed(suspended: bool, jobs: list[dict[str, Any]], template: JobSetSpec) 
     return info(tj, rt, jobs)
 
 
-def conds(obs: RuntimeInfo, current: list[Condition] | None = None, rich: bool = True) -> dict[str, tuple[str, str]]:
+def conds(obs: TrainJobView, current: list[Condition] | None = None, rich: bool = True) -> dict[str, tuple[str, str]]:
     out = desired_conditions(obs, current or [], running_condition=rich)
     return {c.type: (c.status, c.reason) for c in out}
 

@@ -14,8 +14,8 @@ from tests.conftest import SAMPLES, info
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named
 from trainer.trainjob.children import build_children
-from trainer.trainjob.features.validation import runtime_errors, trainjob_errors
-from trainer.trainjob.features.volume_claims import claims
+from trainer.trainjob.spec.volume_claims import claims
+from trainer.trainjob.validation import runtime_errors, trainjob_errors
 
 UPSTREAM = sorted(p.name for p in (SAMPLES / "upstream").glob("*.yaml") if p.name != "kustomization.yaml")
 RANK = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
@@ -60,7 +60,7 @@ def test_every_field_of_the_upstream_runtime_is_kept_and_valid(name: str) -> Non
     rt = runtime(name)
     assert contains(rt.to_dict(), raw), "a field of the upstream runtime was dropped"
     assert runtime_errors(rt.spec) == []
-    assert trainjob_errors(info(trainjob(rt.metadata.name or ""), rt)) == []
+    assert trainjob_errors(info(trainjob(rt.metadata.name or ""), rt).info) == []
 
 
 def test_torch_distributed_sets_torchruns_environment() -> None:

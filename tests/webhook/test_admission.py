@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.conftest import load_sample
 from trainer.framework.certs import Bundle, generate
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.features.validation import RFC1035
+from trainer.trainjob.validation import RFC1035
 from trainer.webhook import rules
 from trainer.webhook.rules import default_patch
 from trainer.webhook.server import review_response

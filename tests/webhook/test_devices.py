@@ -11,7 +11,7 @@ from tests.conftest import load_sample, runtime_patch
 from tests.kube_double import TableStore
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.features.devices import Devices
+from trainer.trainjob.spec.devices import Devices
 from trainer.webhook import rules
 from trainer.webhook.server import cache_facts
 

@@ -1,13 +1,12 @@
 """The reconcile every kind shares, in one function that reads top to bottom:
 read -> managedBy -> validate -> expand -> gang plan -> desired -> write children -> write status.
 
-A kind (TrainJob, MPIJob) is its facts (:class:`api.jobkinds.KindFacts`: resource, model, labels,
-terminal conditions) and a :class:`Kind`: six methods, one per step of the reconcile, as kubeflow/trainer's
-``pkg/runtime/framework/interface.go`` declares one method per extension point. What it derives once per
-reconcile (its info) says its gang and when to look again (:class:`Expanded`). How its changes are told
-(warnings, quiet transitions, progress fields) is the status writer's (:class:`~trainer.jobs.status_writer.Telling`);
-whether a reconcile reads its child writes back, so that their watch echoes need no reconcile, the child
-writer's (:func:`declare`'s ``settles``).
+A kind (TrainJob, MPIJob) is a :class:`~trainer.jobs.kind.Kind`: its facts (:class:`api.jobkinds.KindFacts`:
+resource, model, labels, terminal conditions) and a plain function per step of the reconcile. What it derives
+once per reconcile (its info) says its gang and when to look again (:class:`~trainer.jobs.kind.Expanded`).
+How its changes are told (warnings, quiet transitions, progress fields) is the status writer's
+(:class:`~trainer.jobs.status_writer.Telling`); a kind with a ``settle`` step reads its child writes back, so
+that their watch echoes need no reconcile.
 
 :meth:`Reconciler.reconcile` is the one path; every child write goes through the
 controller's :class:`~trainer.jobs.child_writer.ChildWriter`, every status write through its
@@ -29,14 +28,12 @@ the error counters stop growing. Mirrors the flow of kubeflow/trainer
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic
 
 import aiohttp
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from api.base import Condition
 from api.conditions import (
@@ -66,16 +63,31 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
-from trainer.jobs.child_writer import ChildWriter, Desired
+from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
+from trainer.jobs.event_filter import JobEventFilter
 from trainer.jobs.facts import managed_by_us
-from trainer.jobs.features.event_filter import JobEventFilter
 from trainer.jobs.features.lifecycle import state_of
 from trainer.jobs.features.own_writes import OwnWrites
 from trainer.jobs.features.replica_failure import replica_failure
 from trainer.jobs.features.replica_failure import watches as failed_create_events
-from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler
-from trainer.jobs.status_writer import Event, NoLane, ProgressClock, StatusWriter, Telling
+from trainer.jobs.gang.base import GangScheduler
+from trainer.jobs.kind import Blocked, Expanded, I, J, Kind, Latest
+from trainer.jobs.status_writer import NoLane, ProgressClock, StatusWriter, Telling
+
+__all__ = [
+    "Blocked",
+    "Expanded",
+    "Kind",
+    "Latest",
+    "Reconciler",
+    "declare",
+    "first_error",
+    "invalid",
+    "kept_job",
+    "kept_secret",
+    "soonest",
+]
 
 log = structlog.get_logger("trainer.jobs")
 RECONCILE_ATTEMPTS = 5
@@ -88,82 +100,6 @@ INPUT_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError)
 RETRIED = (TerminalError, UndeclaredRead, ApiError, aiohttp.ClientError, OSError)
 """Raised as they are: said already (terminal); a wiring bug of ours; the apiserver's trouble, an answer
 or none at all (connection refused or cut, timeout: it restarts), retried with backoff."""
-
-Latest = Callable[[Resource, "str | None", str], "JSON | None"]
-"""``(resource, namespace, name) -> the object`` as the controller's caches and its own writes know it
-last (:meth:`~trainer.jobs.features.own_writes.OwnWrites.latest`)."""
-
-
-class Expanded(Protocol):
-    """What a kind derives once per reconcile (its info) says of itself."""
-
-    @property
-    def gang(self) -> GangInput:
-        """The job as its gang scheduler sees it."""
-        ...
-
-    @property
-    def requeue_after(self) -> float | None:
-        """Seconds after which to look again although nothing changed (a TTL, a deadline), or None."""
-        ...
-
-    @property
-    def pod_ready(self) -> bool:
-        """Whether a pod of the job runs now (:func:`trainer.jobs.facts.pod_ready` of its Jobs)."""
-        ...
-
-
-J = TypeVar("J", bound=BaseModel)
-J_contra = TypeVar("J_contra", bound=BaseModel, contravariant=True)
-I = TypeVar("I", bound=Expanded)  # noqa: E741 (the kind's derived info)
-
-
-@dataclass
-class Blocked:
-    """The job cannot be expanded now (e.g. its runtime is missing), or something else runs it (a JobSet
-    Kubeflow Trainer made): write ``desired`` and, unless None, these conditions with ``status``; no
-    children are built."""
-
-    conditions: list[Condition] | None
-    desired: Desired = field(default_factory=Desired)
-    status: JSON | None = None
-    """Status fields written with ``conditions`` besides them (a JobSet's ``jobsStatus``); None: none."""
-    requeue_after: float | None = None
-    """Seconds after which to look again although nothing changed (a deadline), or None."""
-
-
-class Kind(Protocol[J_contra, I]):
-    """One kind of job as :meth:`Reconciler.reconcile` runs it: its facts and a method per step."""
-
-    facts: KindFacts
-
-    def expand(self, reader: Reader, obj: JSON, job: J_contra) -> I | Blocked:
-        """Everything derived from the job (``obj`` parsed as ``job``) and what it depends on, once per
-        reconcile; :class:`Blocked` when it cannot be expanded now."""
-        ...
-
-    def desired(self, reader: Reader, info: I, plan: GangPlan) -> Desired:
-        """The writes the job needs now."""
-        ...
-
-    def settle(self, info: I, desired: Desired, latest: Latest) -> I:
-        """``info`` as the child writes of ``desired`` just left the children (read through ``latest``),
-        so the reconcile that their watch echoes would bring finds nothing to write (asked only of a kind
-        declared with ``settles``)."""
-        ...
-
-    def conditions(self, info: I, plan: GangPlan) -> list[Condition] | None:
-        """The conditions the job should carry (without timestamps); None: write no status."""
-        ...
-
-    def status(self, obj: JSON, info: I | None, conditions: list[JSON] | None) -> JSON:
-        """The whole status to write (info None: the job could not be expanded); every key it names is
-        compared with the stored status and merge-patched (None deletes)."""
-        ...
-
-    def events(self, info: I | None) -> list[Event]:
-        """Events to record with a status write besides those of condition transitions (a restart)."""
-        ...
 
 
 class Reconciler(Generic[J, I]):
@@ -178,13 +114,13 @@ class Reconciler(Generic[J, I]):
         gang: GangScheduler,
         *,
         telling: Telling,
-        settles: bool = False,
         announce: bool = True,
         own_writes: OwnWrites | None = None,
         clock: ProgressClock | None = None,
         status_coalesce_seconds: float = 1.0,
     ) -> None:
-        self.kind, self.ctx, self.gang, self.settles = kind, ctx, gang, settles
+        self.kind, self.ctx, self.gang = kind, ctx, gang
+        settles = kind.settle is not None
         own_writes = own_writes if own_writes is not None else OwnWrites()
         self.children = ChildWriter(ctx.kube, ctx.reader, ctx.events, own_writes, settles=settles, announce=announce)
         self.status = StatusWriter(
@@ -246,7 +182,7 @@ class Reconciler(Generic[J, I]):
             else:
                 # Write the children, then read those writes back into the info.
                 written = await self.children.write(obj, desired)
-                if self.settles:
+                if kind.settle is not None:
                     info = kind.settle(info, desired, self._latest)
                 # Write the status: the conditions (a refusal folded into Misconfigured), the kind's events.
                 conditions = kind.conditions(info, plan)
@@ -328,7 +264,6 @@ def declare(
     gang: GangScheduler,
     *,
     telling: Telling,
-    settles: bool = False,
     announce: bool = True,
     also_owns: tuple[Resource, ...] = (),
     watches: tuple[Watches, ...] = (),
@@ -343,9 +278,9 @@ def declare(
     has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
     to it.
 
-    ``telling``: how the status writer tells the kind's changes. ``settles``: a reconcile reads its child
-    writes back (:meth:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
-    the declaration's event filter (:class:`~trainer.jobs.features.event_filter.JobEventFilter`), as is the echo of a
+    ``telling``: how the status writer tells the kind's changes. A kind with a ``settle`` step reads its
+    child writes back (:attr:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
+    the declaration's event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`), as is the echo of a
     settled status write. ``announce``: the children one reconcile creates are told in one
     ``SuccessfulCreate`` event. ``status_coalesce_seconds``: ``--status-coalesce-seconds``."""
     primary, label = kind.facts.resource, kind.facts.child_label
@@ -360,7 +295,6 @@ def declare(
             ctx,
             gang,
             telling=telling,
-            settles=settles,
             announce=announce,
             own_writes=own_writes,
             clock=clock,

@@ -67,13 +67,11 @@ if TYPE_CHECKING:
     from trainer.framework.kube.events import EventRecorder
     from trainer.framework.metrics import Metrics
     from trainer.jobs.features.own_writes import OwnWrites
-    from trainer.jobs.reconcile import Kind
+    from trainer.jobs.kind import Kind
 
 log = structlog.get_logger("trainer.status")
 MAX_COUNTED = 100_000
 """Outcomes remembered as counted at most (the oldest go first)."""
-Event = tuple[str, str, str]
-"""``(type, reason, message)`` of an event."""
 FIRST_STATUS_MAX_WAIT = 60.0
 """Seconds a job's first status waits at most for the children of newer jobs."""
 

@@ -1,4 +1,4 @@
-"""The MPIJob controller: its declaration and the functions of its :class:`~trainer.jobs.reconcile.Kind`.
+"""The MPIJob controller: its declaration and the functions of its :class:`~trainer.jobs.kind.Kind`.
 
 Declared once (:func:`controller`): MPIJobs; the Jobs, Services, ConfigMaps and Secrets they own,
 each carrying ``training.kubeflow.org/job-name``; the gang scheduler's owned and watched objects.
@@ -19,7 +19,7 @@ from functools import partial
 
 from api.base import Condition
 from api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, REASON_NODE_LIMIT
-from api.jobkinds import MPIJOB, KindFacts
+from api.jobkinds import MPIJOB
 from api.kinds import JOBS, MPIJOBS, SECRETS
 from api.kubeflow_v2beta1 import (
     COND_FAILED,
@@ -39,9 +39,10 @@ from trainer.jobs.facts import pod_ready, seconds_left, started
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
+from trainer.jobs.kind import Blocked, Kind
 from trainer.jobs.mpi import new_ssh_secret
-from trainer.jobs.reconcile import Blocked, Latest, declare
-from trainer.jobs.status_writer import Event, Telling
+from trainer.jobs.reconcile import declare
+from trainer.jobs.status_writer import Telling
 from trainer.mpijob import upstream
 from trainer.mpijob.children import build_mpijob_children, names, validate, worker_replicas
 from trainer.mpijob.status import desired_conditions, replica_statuses
@@ -136,43 +137,25 @@ TELLING = Telling(
 mpi-operator, no event when it stops running."""
 
 
-class MPIJobKind:
-    """The MPIJob kind as :meth:`~trainer.jobs.reconcile.Reconciler.reconcile` runs it
-    (:class:`~trainer.jobs.reconcile.Kind`), under the gang scheduler named ``gang_name``."""
+def expand(options: MPIJobOptions, gang_name: str, reader: Reader, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
+    """The MPIJob as this reconcile sees it (:func:`info`), unless mpi-operator started it
+    (:func:`trainer.mpijob.upstream.handover`)."""
+    handed = upstream.handover(reader, obj, job)
+    if handed is not None:
+        return handed  # a launcher Job mpi-operator made runs it, or goes first
+    return info(options, gang_name, reader, obj, job)
 
-    facts: KindFacts = MPIJOB
 
-    def __init__(self, options: MPIJobOptions, gang_name: str) -> None:
-        self.options, self.gang_name = options, gang_name
-
-    def expand(self, reader: Reader, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
-        """The MPIJob as this reconcile sees it (:func:`info`), unless mpi-operator started it
-        (:func:`trainer.mpijob.upstream.handover`)."""
-        handed = upstream.handover(reader, obj, job)
-        if handed is not None:
-            return handed  # a launcher Job mpi-operator made runs it, or goes first
-        return info(self.options, self.gang_name, reader, obj, job)
-
-    def desired(self, reader: Reader, info: MPIJobInfo, plan: GangPlan) -> Desired:
-        """The MPIJob's writes now (:func:`desired`)."""
-        return desired(info, plan)
-
-    def settle(self, info: MPIJobInfo, desired: Desired, latest: Latest) -> MPIJobInfo:
-        """``info`` as it is: an MPIJob's reconcile does not read its child writes back (not declared
-        ``settles``), so their echoes bring the reconcile that counts them."""
-        return info
-
-    def conditions(self, info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
-        """The MPIJob's conditions (:func:`conditions`)."""
-        return conditions(info, plan)
-
-    def status(self, obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) -> JSON:
-        """The MPIJob's status as mpi-operator spells it (:func:`status`)."""
-        return status(obj, info, conditions)
-
-    def events(self, info: MPIJobInfo | None) -> list[Event]:
-        """None besides the condition transitions'."""
-        return []
+def kind(options: MPIJobOptions, gang_name: str) -> Kind[MPIJob, MPIJobInfo]:
+    """The MPIJob kind under ``options`` and the gang scheduler named ``gang_name``. It does not read its
+    child writes back (no ``settle``): their echoes bring the reconcile that counts them."""
+    return Kind(
+        facts=MPIJOB,
+        expand=partial(expand, options, gang_name),
+        desired=lambda _reader, info, plan: desired(info, plan),
+        conditions=conditions,
+        status=status,
+    )
 
 
 def info(options: MPIJobOptions, gang_name: str, reader: Reader, obj: JSON, job: MPIJob) -> MPIJobInfo | Blocked:
@@ -287,7 +270,7 @@ def controller(gang: GangScheduler, options: MPIJobOptions | None = None) -> Con
     options = options or MPIJobOptions()
     return declare(
         "mpijob",
-        MPIJobKind(options, gang.name),
+        kind(options, gang.name),
         gang,
         telling=TELLING,
         watches=(upstream.WATCHES,),

@@ -8,5 +8,5 @@ Follows kubeflow/trainer ``pkg/statusserver`` (``server.go``, ``auth.go``, ``mid
 * :mod:`~trainer.statusserver.auth`: bearer tokens, checked by TokenReview against the TrainJob's pods;
 * :mod:`~trainer.statusserver.rate_limit`: at most one status write per TrainJob per interval;
 * :mod:`~trainer.statusserver.ca_publisher`: the ConfigMap ``<trainjob>-tls-config`` carrying the CA;
-* :mod:`~trainer.trainjob.features.injection`: what trainer pods are given to reach the server (pure).
+* :mod:`~trainer.trainjob.spec.injection`: what trainer pods are given to reach the server (pure).
 """

@@ -1,7 +1,7 @@
 """Authentication of status posts: may this bearer token update this TrainJob?
 
 Follows kubeflow/trainer ``pkg/statusserver/auth.go``. A ``authentication.k8s.io/v1`` TokenReview
-with the TrainJob's audience (:func:`~trainer.trainjob.features.injection.token_audience`); the pod comes
+with the TrainJob's audience (:func:`~trainer.trainjob.spec.injection.token_audience`); the pod comes
 from the user's extra ``authentication.kubernetes.io/pod-name`` and ``pod-uid`` (bound tokens, as the
 kubelet mints for the projected volume). The pod must be the TrainJob's by its controller chain, which
 only the controllers write: the Pod's controller owner reference is a batch Job (with that Job's uid),
@@ -40,7 +40,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of
 from trainer.framework.kube.client import KubeClient
 from trainer.framework.meta import meta
-from trainer.trainjob.features.injection import token_audience
+from trainer.trainjob.spec.injection import token_audience
 
 __all__ = ["TokenAuthenticator", "Verdict", "bearer_token", "token_expiry"]
 

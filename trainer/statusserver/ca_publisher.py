@@ -2,7 +2,7 @@
 
 Each TrainJob this operator runs gets the ConfigMap ``<trainjob>-tls-config`` (``ca.crt``: the PEM of
 the status server's CA), owned by the TrainJob, which its pods mount through the projected volume of
-:mod:`~trainer.trainjob.features.injection` (upstream
+:mod:`~trainer.trainjob.spec.injection` (upstream
 ``pkg/runtime/framework/plugins/trainjobstatus/trainjobstatus.go``); it is made for every TrainJob
 and updated when the CA changes.
 """
@@ -24,7 +24,7 @@ from trainer.framework.meta import meta
 from trainer.framework.owner import owned_config_map
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.facts import managed_by_us
-from trainer.trainjob.features.injection import CA_KEY, ca_config_map_name
+from trainer.trainjob.spec.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")
 

@@ -51,7 +51,7 @@ from trainer.statusserver.ca_publisher import CAPublisher
 from trainer.statusserver.payload import CHECKPOINT, PayloadError, coalesce, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.series import DEFAULT_MAX_SERIES, TrainingSeries
-from trainer.trainjob.features.injection import base_url, status_path
+from trainer.trainjob.spec.injection import base_url, status_path
 
 if TYPE_CHECKING:
     from trainer.framework.manager import Manager

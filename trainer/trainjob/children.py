@@ -1,6 +1,6 @@
 """Expand a TrainJob and its runtime into the desired children: ``batch/v1`` Jobs and a headless Service.
 
-Pure: ``(RuntimeInfo, suspend) -> Children`` (:mod:`trainer.trainjob.runtime`). Follows JobSet's
+Pure: ``(TrainJobView, suspend) -> Children`` (:mod:`trainer.trainjob.runtime`). Follows JobSet's
 ``constructJobsFromTemplate`` (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``):
 each replicated job ``r`` with ``replicas: n`` becomes Jobs ``<trainjob>-<r>-<0..n-1>``, Indexed,
 labelled with the JobSet keys, their Pods under the subdomain of a headless Service named after the
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from api import labels as L
 from api.jobset_v1alpha2 import ReplicatedJob
@@ -22,10 +21,9 @@ from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference
 from trainer.jobs.gang.base import PodSet
-from trainer.trainjob.features.exclusive import exclusive_annotations, exclusive_of, place_exclusively
-
-if TYPE_CHECKING:
-    from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.runtime.view import TrainJobView
+from trainer.trainjob.spec.exclusive import exclusive_annotations, exclusive_of, place_exclusively
 
 
 @dataclass(frozen=True)
@@ -137,35 +135,18 @@ def headless_service(job: TrainJob, name: str, publish_not_ready: bool = True) -
 
 
 def build_job(
-    info: RuntimeInfo, rjob: ReplicatedJob, pod_set: PodSet, index: int, at: JobIndices, suspend: bool
+    view: TrainJobView, rjob: ReplicatedJob, pod_set: PodSet, index: int, at: JobIndices, suspend: bool
 ) -> JSON:
     """One child Job: ``<trainjob>-<rjob>-<index>``, its Pods from the pod set's template, both
     labelled and annotated with JobSet's keys (``labelAndAnnotateObject``); under JobSet's exclusive
-    placement its pods are kept alone in one topology domain (:mod:`trainer.trainjob.features.exclusive`)."""
-    job = info.job
+    placement its pods are kept alone in one topology domain (:mod:`trainer.trainjob.spec.exclusive`);
+    the ML policy's Job fields over the template's (:meth:`~trainer.trainjob.policies.base.Policy.job_fields`)."""
+    info, job = view.info, view.info.job
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
     job_name = f"{name}-{rjob.name}-{index}"
     spec = copy_json({k: v for k, v in (rjob.template.get("spec") or {}).items() if k != "template"})
     pod = copy_json(pod_set.template)
-    jobset_labels = {
-        L.JOBSET_NAME: name,
-        L.JOBSET_UID: str(job.metadata.uid or ""),
-        L.REPLICATED_JOB_NAME: rjob.name,
-        L.RESTART_ATTEMPT: str(info.restarts),
-        L.REPLICATED_JOB_REPLICAS: str(rjob.replicas),
-        L.GLOBAL_REPLICAS: str(at.global_replicas),
-        L.JOB_INDEX: str(index),
-        L.JOB_KEY: job_key(namespace, job_name),
-        L.JOB_GLOBAL_INDEX: str(at.global_offset + index),
-        L.GROUP_NAME: rjob.group_name,
-        L.GROUP_REPLICAS: str(at.group_replicas),
-        L.JOB_GROUP_INDEX: str(at.group_offset + index),
-    }
-    if info.restarts_alone:
-        jobset_labels[L.JOB_RESTART_ATTEMPT] = str(info.job_restart_attempt(rjob.name, index))
-    coordinator = coordinator_endpoint(info)
-    if coordinator is not None:
-        jobset_labels[L.COORDINATOR] = coordinator
+    jobset_labels = jobset_keys(view, rjob, index, at)
     runtime_meta, template_meta = info.template_metadata, info.job_metadata[rjob.name]
     exclusive = exclusive_of(
         {**runtime_meta["annotations"], **(job.spec.annotations or {})}, template_meta["annotations"]
@@ -196,11 +177,7 @@ def build_job(
     if rjob.name in info.policy_sized:
         spec["parallelism"] = pod_set.pods_per_job
         spec["completions"] = pod_set.pods_per_job
-    elastic = info.elastic
-    if elastic is not None and elastic.max_restarts is not None and rjob.name == info.trainer:
-        # An elastic job's member may fail up to maxRestarts times: the Job makes the pod again while
-        # torchrun goes on with the other nodes (>= minNodes) and lets the new one join.
-        spec["backoffLimit"] = elastic.max_restarts
+    spec.update(info.policy.job_fields(info, rjob.name))
     spec["suspend"] = suspend
     return {
         "apiVersion": "batch/v1",
@@ -216,14 +193,44 @@ def build_job(
     }
 
 
-def build_children(info: RuntimeInfo, suspend: bool) -> Children:
+def jobset_keys(view: TrainJobView, rjob: ReplicatedJob, index: int, at: JobIndices) -> dict[str, str]:
+    """JobSet's labels of Job ``index`` of ``rjob`` and of its Pods (kubernetes-sigs/jobset
+    ``labelAndAnnotateObject``): names, indices, the restart attempt, the job restart attempt when the
+    failurePolicy restarts Jobs alone, and the coordinator's endpoint when the runtime names one."""
+    info, job = view.info, view.info.job
+    name, namespace = str(job.metadata.name), str(job.metadata.namespace)
+    job_name = f"{name}-{rjob.name}-{index}"
+    out = {
+        L.JOBSET_NAME: name,
+        L.JOBSET_UID: str(job.metadata.uid or ""),
+        L.REPLICATED_JOB_NAME: rjob.name,
+        L.RESTART_ATTEMPT: str(view.attempt.restarts),
+        L.REPLICATED_JOB_REPLICAS: str(rjob.replicas),
+        L.GLOBAL_REPLICAS: str(at.global_replicas),
+        L.JOB_INDEX: str(index),
+        L.JOB_KEY: job_key(namespace, job_name),
+        L.JOB_GLOBAL_INDEX: str(at.global_offset + index),
+        L.GROUP_NAME: rjob.group_name,
+        L.GROUP_REPLICAS: str(at.group_replicas),
+        L.JOB_GROUP_INDEX: str(at.group_offset + index),
+    }
+    if info.restarts_alone:
+        out[L.JOB_RESTART_ATTEMPT] = str(view.attempt.job_restart_attempt(rjob.name, index))
+    coordinator = coordinator_endpoint(info)
+    if coordinator is not None:
+        out[L.COORDINATOR] = coordinator
+    return out
+
+
+def build_children(view: TrainJobView, suspend: bool) -> Children:
     """All desired children of the TrainJob; ``suspend`` is the suspension every Job gets (the
     TrainJob's, or a gang scheduler's hold). A replicated job whose ``dependsOn`` (or, under
     ``startupPolicy: InOrder``, whose predecessor) is not met is left out (and named in ``waiting``)
     unless its Jobs already exist."""
-    statuses = {s.name: s for s in info.statuses}
+    info = view.info
+    statuses = {s.name: s for s in view.attempt.statuses}
     replicas = {r.name: r.replicas for r in info.rjobs}
-    existing = {meta(j).labels.get(L.REPLICATED_JOB_NAME) for j in info.observed}
+    existing = {meta(j).labels.get(L.REPLICATED_JOB_NAME) for j in view.attempt.observed}
     startup = info.template.startup_policy
     in_order = startup is not None and startup.startup_policy_order == "InOrder"
     indices = job_indices(info.rjobs)
@@ -236,7 +243,7 @@ def build_children(info: RuntimeInfo, suspend: bool) -> Children:
             waiting[rjob.name] = blocker
         else:
             for i in range(rjob.replicas):
-                jobs.append(build_job(info, rjob, pod_set, i, indices[rjob.name], suspend))
+                jobs.append(build_job(view, rjob, pod_set, i, indices[rjob.name], suspend))
         previous = rjob
     network = info.template.network
     publish = network.publish_not_ready_addresses if network is not None else None

@@ -51,19 +51,18 @@ from trainer.jobs.gang.workload import Workload as WorkloadGang
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
-from trainer.trainjob.features.devices import NO_DEVICES, Devices, count_warnings
-from trainer.trainjob.features.overrides import (
+from trainer.trainjob.features.snapshot import runtime_of_snapshot, runtime_ref
+from trainer.trainjob.policies import active, policy_of
+from trainer.trainjob.runtime.expand import runtime_info
+from trainer.trainjob.spec.devices import NO_DEVICES, Devices, count_warnings
+from trainer.trainjob.spec.overrides import (
     POD_SPEC_OVERRIDES,
     POD_TEMPLATE_OVERRIDES,
     RUNTIME_PATCHES,
     override_targets,
 )
-from trainer.trainjob.features.snapshot import runtime_of_snapshot, runtime_ref
-from trainer.trainjob.features.validation import RFC1035, lifecycle_warnings, runtime_errors, trainjob_errors
-from trainer.trainjob.policies import active
-from trainer.trainjob.policies.torch import elastic_policy
-from trainer.trainjob.runtime.expand import runtime_info
-from trainer.trainjob.runtime.shape import replicated_jobs, step_of
+from trainer.trainjob.spec.shape import replicated_jobs, step_of
+from trainer.trainjob.validation import RFC1035, lifecycle_warnings, runtime_errors, trainjob_errors
 
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
@@ -109,7 +108,7 @@ class AdmissionFacts:
     None when unknown (the operator does not watch it: another gang scheduler)."""
     devices: Callable[[str], Devices] = lambda _namespace: NO_DEVICES
     """``devices(namespace)``: whether the cluster serves DRA and its ResourceClaimTemplates in that
-    namespace (:class:`trainer.trainjob.features.devices.Devices`)."""
+    namespace (:class:`trainer.trainjob.spec.devices.Devices`)."""
 
 
 def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
@@ -170,7 +169,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         return v
     ref = job.spec.runtime_ref
     kind = ref.kind or ClusterTrainingRuntime.KIND
-    elastic = False
+    in_place = False
     runtime_obj = _frozen_runtime(obj, facts) if old is not None else None
     if runtime_obj is None:
         runtime_obj = facts.runtime(kind, ref.name, job.metadata.namespace if kind == TrainingRuntime.KIND else None)
@@ -187,18 +186,18 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
             runtime = None
             v.errors.append(f"spec.runtimeRef: {kind} {ref.name!r} is invalid; fix the runtime first")
         if runtime is not None:
-            elastic = elastic_policy(runtime.spec) is not None
+            in_place = policy_of(runtime.spec).scales_in_place(runtime.spec)
             v.errors += _check_against_runtime(job, runtime)
             errors, warnings = _check_expansion(obj, job, runtime, runtime_obj, facts)
             v.errors += errors
             v.warnings += warnings
-            if old is not None and not elastic:
+            if old is not None and not in_place:
                 v.errors += check_gang_size_change(obj, old, runtime, facts)
         warning = deprecation_warning({**runtime_obj, "kind": kind}, referenced=True)
         if warning:
             v.warnings.append(warning)
     if old is not None:
-        v.errors += check_trainer_change(obj, old, facts, elastic)
+        v.errors += check_trainer_change(obj, old, facts, in_place)
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
@@ -210,8 +209,8 @@ def check_gang_size_change(
 ) -> list[str]:
     """``spec.trainer.numNodes`` is immutable while the Workload API gang-schedules the TrainJob (its runtime
     sets ``spec.scheduling`` and the operator runs with ``--gang-scheduler-name=workload``): the PodGroups'
-    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015). Not called for an
-    elastic TrainJob, whose ``minCount`` is its ``minNodes`` at every size."""
+    ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015). Not called for a
+    TrainJob its ML policy scales in place, whose ``minCount`` is the policy's minimum at every size."""
     if facts.gang != WorkloadGang.name or runtime.spec.scheduling is None:
         return []
     before, after = (((o.get("spec") or {}).get("trainer") or {}).get("numNodes") for o in (old, obj))
@@ -232,18 +231,19 @@ def changed_trainer_fields(obj: JSON, old: JSON) -> list[str]:
     return [n for n in names if after.get(n) != before.get(n)]
 
 
-def check_trainer_change(obj: JSON, old: JSON, facts: AdmissionFacts, elastic: bool = False) -> list[str]:
+def check_trainer_change(obj: JSON, old: JSON, facts: AdmissionFacts, in_place: bool = False) -> list[str]:
     """Every field of ``spec.trainer`` (``numNodes`` and ``resourcesPerNode`` among them: a resize) may
     change only while the TrainJob is suspended, ``spec.suspend`` true in ``old`` (so the update that
     resumes it may carry the change, as Kueue admits in one request), and its Jobs have no active pods:
     the reconcile rebuilds the suspended Jobs from the new spec (:mod:`trainer.trainjob.features.resize`),
     while a running Job is never rewritten. kubeflow/trainer keeps all of ``spec.trainer`` immutable
     (``self == oldSelf``, #3157); #3995 asks for ``numNodes`` while suspended, which this follows for
-    every field. One message per changed field, naming it and the rule. An ``elastic`` TrainJob (its runtime
-    has ``mlPolicy.torch.elasticPolicy``) may change ``numNodes`` while it runs, within the policy's bounds
-    (checked with the runtime): its Jobs are scaled in place (:mod:`trainer.trainjob.features.resize`)."""
+    every field. One message per changed field, naming it and the rule. A TrainJob whose ML policy scales it
+    ``in_place`` (:meth:`~trainer.trainjob.policies.base.Policy.scales_in_place`) may change ``numNodes``
+    while it runs, within the policy's bounds (checked with the runtime): its Jobs are scaled in place
+    (:mod:`trainer.trainjob.features.resize`)."""
     changed = changed_trainer_fields(obj, old)
-    if elastic:
+    if in_place:
         changed = [name for name in changed if name != "numNodes"]
     if not changed:
         return []
@@ -359,16 +359,16 @@ def _check_expansion(
     facts: AdmissionFacts,
 ) -> tuple[list[str], list[str]]:
     """Expand the TrainJob as the reconciler will (the pure core) and check what it produces, as the
-    reconciler does when the webhook does not run (:func:`trainer.trainjob.features.validation.trainjob_errors`,
+    reconciler does when the webhook does not run (:func:`trainer.trainjob.validation.trainjob_errors`,
     ``--max-nodes-per-job`` and DRA included); input the core cannot expand is refused here rather than
     failing in the reconcile. Returns (errors, warnings); the warning is KEP-2782's for a torch trainer
-    whose DRA claims give no GPU count (:func:`trainer.trainjob.features.devices.count_warnings`)."""
+    whose DRA claims give no GPU count (:func:`trainer.trainjob.spec.devices.count_warnings`)."""
     problems = runtime_errors(runtime.spec)
     if problems:
         return [f"spec.runtimeRef: runtime {runtime.metadata.name!r} is invalid: {p}" for p in problems], []
     devices = facts.devices(str(job.metadata.namespace or ""))
     try:
-        info = runtime_info(obj, job, runtime.spec, runtime_obj, [], facts.gang, devices=devices)
+        info = runtime_info(obj, job, runtime.spec, runtime_obj, gang=facts.gang, devices=devices)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
         return [f"spec: the TrainJob cannot be expanded on runtime {runtime.metadata.name!r}: {e!r}"], []
     trainer_pod = info.pod_set(info.trainer).template if info.trainer else None

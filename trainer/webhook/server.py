@@ -64,7 +64,7 @@ from trainer.framework.meta import meta
 from trainer.framework.metrics import Metrics
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.trainjob.controller import devices_of
+from trainer.trainjob.features.dra import devices_of
 from trainer.trainjob.features.snapshot import snapshot_name
 from trainer.webhook import rules
 

@@ -21,6 +21,7 @@ from api.base import Condition
 from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
 from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from api.trainer_v1alpha1 import PodGroupPolicy
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
@@ -65,8 +66,9 @@ class GangInput:
     min_available: int | None = None
     min_resources: dict[str, str] | None = None
     schedule_timeout_seconds: int | None = None
-    network_topology: JSON | None = None
-    """The Volcano PodGroup's ``spec.networkTopology`` ({mode, highestTierAllowed}), if any."""
+    pod_group_policy: PodGroupPolicy | None = None
+    """The runtime's ``podGroupPolicy`` as typed (each scheduler reads its own source: Volcano's
+    ``networkTopology``), None for a job without one."""
     runtime_policy: str | None = None
     """The scheduler the runtime's ``podGroupPolicy`` names (``volcano``/``coscheduling``), or ``workload``
     when it sets ``spec.scheduling``; None: neither."""

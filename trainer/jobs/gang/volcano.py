@@ -89,6 +89,18 @@ def queue_problems(name: str, queues: list[JSON]) -> list[Condition]:
     return []
 
 
+def priority_class(job: GangInput) -> str | None:
+    """The PodGroup's ``priorityClassName``: the job's, else the first pod set's that names one."""
+    return job.priority_class or next(
+        (
+            str(ps.template["spec"]["priorityClassName"])
+            for ps in job.pod_sets
+            if (ps.template.get("spec") or {}).get("priorityClassName")
+        ),
+        None,
+    )
+
+
 class Volcano:
     """``--gang-scheduler-name=volcano``."""
 
@@ -113,14 +125,7 @@ class Volcano:
             plan.conditions += queue_issues
             plan.hold = True
             return plan
-        priority = job.priority_class or next(
-            (
-                str(ps.template["spec"]["priorityClassName"])
-                for ps in job.pod_sets
-                if (ps.template.get("spec") or {}).get("priorityClassName")
-            ),
-            None,
-        )
+        priority = priority_class(job)
         spec: dict[str, object] = {
             "minMember": min_member(job),
             "minResources": job.min_resources or gang_resources(job.pod_sets),
@@ -128,8 +133,10 @@ class Volcano:
         }
         if priority:
             spec["priorityClassName"] = priority
-        if job.network_topology:
-            spec["networkTopology"] = job.network_topology
+        volcano = job.pod_group_policy.volcano if job.pod_group_policy is not None else None
+        topology = network_topology(volcano.network_topology) if volcano is not None else None
+        if topology:
+            spec["networkTopology"] = topology
         plan.apply.append(
             {
                 "apiVersion": VOLCANO_PODGROUPS.api_version,

@@ -14,19 +14,18 @@ and a budget nobody can meet only confuses ``kubectl get pdb``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from api.kinds import POD_DISRUPTION_BUDGETS
 from api.labels import JOBSET_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
-from trainer.jobs.gang.workload import Workload
-
-if TYPE_CHECKING:
-    from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.jobs.child_writer import Desired
+from trainer.trainjob.features.base import Feature, Step, keep_only
+from trainer.trainjob.runtime.info import RuntimeInfo
 
 NO_GANG = "none"
 """The ``--gang-scheduler-name`` that gangs nothing."""
+WORKLOAD = "workload"
+"""The ``--gang-scheduler-name`` of the Workload API, which gangs only runtimes that ask for a gang."""
 
 
 def trainer_pods(info: RuntimeInfo) -> int:
@@ -37,7 +36,7 @@ def trainer_pods(info: RuntimeInfo) -> int:
 def is_gang(info: RuntimeInfo, gang_name: str) -> bool:
     """Whether the TrainJob is gang scheduled: its runtime has a ``podGroupPolicy``, or ``gang_name``
     (``--gang-scheduler-name``) is a gang scheduler (``workload``: for a runtime with ``spec.scheduling``)."""
-    if gang_name == Workload.name:  # gangs only the TrainJobs whose runtime sets spec.scheduling
+    if gang_name == WORKLOAD:  # gangs only the TrainJobs whose runtime sets spec.scheduling
         return info.runtime.scheduling is not None or info.runtime.pod_group_policy is not None
     return info.runtime.pod_group_policy is not None or gang_name != NO_GANG
 
@@ -62,3 +61,11 @@ def disruption_budget(info: RuntimeInfo, gang_name: str) -> JSON | None:
         },
         "spec": {"minAvailable": count, "selector": {"matchLabels": {JOBSET_NAME: name}}},
     }
+
+
+def desired(step: Step, out: Desired) -> None:
+    """The budget while the TrainJob runs; deleted once it finished or is no gang job any more."""
+    keep_only(step, out, POD_DISRUPTION_BUDGETS, disruption_budget(step.view.info, step.gang_name))
+
+
+FEATURE = Feature(name="disruption", owns=(POD_DISRUPTION_BUDGETS,), desired=desired)

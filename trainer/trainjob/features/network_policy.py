@@ -17,6 +17,8 @@ from api.labels import JOBSET_NAME, TRAINJOB_NAME
 from api.trainer_v1alpha1 import TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
+from trainer.jobs.child_writer import Desired
+from trainer.trainjob.features.base import Feature, Step, keep_only
 
 
 def network_policy(job: TrainJob) -> JSON:
@@ -54,3 +56,18 @@ def labelled(jobs: list[JSON], name: str) -> list[JSON]:
         pod["metadata"] = meta
         out.append({**job, "spec": {**job["spec"], "template": pod}})
     return out
+
+
+def desired(step: Step, out: Desired) -> None:
+    """The NetworkPolicy while the TrainJob runs under ``--trainjob-network-policy``; deleted once it
+    finished or the switch is off."""
+    wanted = network_policy(step.view.info.job) if step.options.network_policy else None
+    keep_only(step, out, NETWORK_POLICIES, wanted)
+
+
+def jobs(step: Step, new: list[JSON], _out: Desired) -> list[JSON]:
+    """Under the switch, the Jobs' pods carry the label the NetworkPolicy selects them by."""
+    return labelled(new, str(step.view.info.job.metadata.name)) if step.options.network_policy else new
+
+
+FEATURE = Feature(name="network_policy", owns=(NETWORK_POLICIES,), desired=desired, jobs=jobs)

@@ -18,22 +18,27 @@ immutable, #3157); #3995 asks for ``numNodes`` to be mutable while suspended, wi
 on resume (as #3559's discussion found, ``PET_NNODES`` forbids patching the counts alone), and names
 no reason: ``Resized`` is this operator's.
 
-An elastic TrainJob (``mlPolicy.torch.elasticPolicy``) is scaled in place instead, running or not: its
-pod template does not depend on the node count (``PET_NNODES`` is ``min:max``), so its Jobs' ``parallelism``
-and ``completions`` are merge-patched together (an Indexed Job lets both change when they stay equal);
-the Job controller adds or removes the pods of the highest indices, and torchrun's rendezvous lets them
-join or leave. Told once as a Normal event with reason :data:`REASON_SCALED`.
+A TrainJob whose ML policy scales it in place
+(:meth:`~trainer.trainjob.policies.base.Policy.scales_in_place`: its pod template does not depend on the node
+count) is scaled in place instead, running or not: its Jobs' ``parallelism`` and ``completions`` are
+merge-patched together (an Indexed Job lets both change when they stay equal); the Job controller adds or
+removes the pods of the highest indices, and the framework's rendezvous lets them join or leave. Told once
+as a Normal event with reason :data:`REASON_SCALED`.
 
-Pure: ``(observed Jobs, desired Jobs, elastic) -> Resize``.
+Pure: ``(observed Jobs, desired Jobs, in_place) -> Resize``; as a feature (:data:`FEATURE`), the change of
+the Jobs about to be written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from api.kinds import JOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.framework.meta import meta
+from trainer.jobs.child_writer import Desired
+from trainer.trainjob.features.base import Feature, Step
 
 REASON_RESIZED = "Resized"
 """Reason of the Normal event on a TrainJob whose suspended Jobs are recreated at a new size."""
@@ -46,7 +51,7 @@ class Resize:
     """What one reconcile does about Jobs whose size changed: ``delete``, the (namespace, name) of each
     suspended Job to delete (to be created again at its new size), ``hold``, the Jobs not to write now
     (those and any Job already being deleted: written again once gone), and ``message``, the event's
-    text ("" when nothing is resized); for an elastic job, ``scale``: ``(namespace, name, merge patch)``
+    text ("" when nothing is resized); for a job scaled in place, ``scale``: ``(namespace, name, merge patch)``
     of each Job scaled in place, and ``scaled``, that event's text ("" when none is)."""
 
     delete: list[tuple[str, str]] = field(default_factory=list)
@@ -62,12 +67,12 @@ def size(job: JSON) -> tuple[int | None, int | None]:
     return spec.get("parallelism"), spec.get("completions")
 
 
-def resize(observed: list[JSON], desired: list[JSON], elastic: bool = False) -> Resize:
+def resize(observed: list[JSON], desired: list[JSON], in_place: bool = False) -> Resize:
     """The Jobs of ``observed`` (the TrainJob's Jobs in the cache) to recreate because ``desired`` (the
     Jobs it wants now, by name) gives them another ``parallelism`` or ``completions``: only suspended Jobs
     (a running Job is never rewritten; admission refuses the resize of a running TrainJob) that are not
-    already being deleted. A Job being deleted for any reason is held too. An ``elastic`` job's Jobs are
-    patched to the new size instead, running or not."""
+    already being deleted. A Job being deleted for any reason is held too. The Jobs of a job scaled
+    ``in_place`` are patched to the new size instead, running or not."""
     wanted = {key_of(j): j for j in desired}
     delete: list[tuple[str, str]] = []
     hold: set[tuple[str, str]] = set()
@@ -80,7 +85,7 @@ def resize(observed: list[JSON], desired: list[JSON], elastic: bool = False) -> 
             hold.add(key)
             continue
         want = wanted.get(key)
-        if want is not None and elastic and size(job) != size(want):
+        if want is not None and in_place and size(job) != size(want):
             parallelism, completions = size(want)
             scale.append((*key, {"spec": {"parallelism": parallelism, "completions": completions}}))
             scaled.append(f"Job {key[1]} from {size(job)[0]} to {parallelism} pods")
@@ -92,5 +97,22 @@ def resize(observed: list[JSON], desired: list[JSON], elastic: bool = False) -> 
         before, after = size(job)[0], size(want)[0]
         told.append(f"Job {key[1]} from {before} to {after} pods")
     message = f"Resized while suspended: {', '.join(told)}; recreated at the new size" if told else ""
-    in_place = f"Scaled in place: {', '.join(scaled)}" if scaled else ""
-    return Resize(delete, hold, message, scale, in_place)
+    told_scaled = f"Scaled in place: {', '.join(scaled)}" if scaled else ""
+    return Resize(delete, hold, message, scale, told_scaled)
+
+
+def jobs(step: Step, new: list[JSON], out: Desired) -> list[JSON]:
+    """The Jobs of ``new`` but those held (:func:`resize`); the deletes, scale patches and events of the
+    resize added to ``out``."""
+    info = step.view.info
+    sized = resize(step.view.attempt.observed, new, info.policy.scales_in_place(info.runtime))
+    out.delete_foreground += [(JOBS, *key) for key in sized.delete]
+    out.patch += [(JOBS, ns, name, patch) for ns, name, patch in sized.scale]
+    if sized.message:
+        out.told.append(("Normal", REASON_RESIZED, sized.message))
+    if sized.scaled:
+        out.told.append(("Normal", REASON_SCALED, sized.scaled))
+    return [j for j in new if key_of(j) not in sized.hold]
+
+
+FEATURE = Feature(name="resize", jobs=jobs)

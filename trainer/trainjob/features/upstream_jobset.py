@@ -19,7 +19,7 @@ child of it, so no TrainJob ever runs two sets of pods (:func:`handover`):
   :func:`~trainer.trainjob.features.snapshot.runtime_of_snapshot`).
 - **finished**: nothing is touched, the JobSet included (its own TTL, if any, collects it).
 
-The JobSets are read from an informer (:data:`WATCHES`) that keeps only what this needs
+The JobSets are read from an informer (:data:`FEATURE`'s watch) that keeps only what this needs
 (:func:`kept_jobset`); with no JobSet CRD in the cluster it is empty and nothing here applies.
 """
 
@@ -38,7 +38,8 @@ from trainer.framework.meta import meta
 from trainer.jobs.child_writer import Desired
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished, kept_conditions
 from trainer.jobs.reconcile import Blocked
-from trainer.trainjob.runtime.expand import deadline_left
+from trainer.trainjob.features.base import Feature
+from trainer.trainjob.spec.run_policy import deadline_left
 from trainer.trainjob.status import deadline_exceeded
 
 JOBSET_CONDITIONS = {"Completed": COND_COMPLETE, "Failed": COND_FAILED}
@@ -62,10 +63,6 @@ def trainjob_of_jobset(obj: JSON, _reader: Reader) -> Iterable[Key]:
         group = str(ref.get("apiVersion", "")).split("/")[0]
         if ref.get("controller") and ref.get("kind") == TRAINJOBS.kind and group == TRAINJOBS.group:
             yield str(meta(obj).namespace or ""), str(ref.get("name", ""))
-
-
-WATCHES = Watches(JOBSETS, trainjob_of_jobset, keep=kept_jobset)
-"""The TrainJob controller's JobSet informer, each JobSet mapped to the TrainJob that controls it."""
 
 
 def handover(reader: Reader, obj: JSON, job: TrainJob, now: datetime) -> Blocked | None:
@@ -112,3 +109,12 @@ def jobset_status(jobset: JSON) -> JSON:
     entries = (jobset.get("status") or {}).get("replicatedJobsStatus") or []
     statuses = [{"name": e.get("name"), **{k: int(e.get(k) or 0) for k in JOB_STATUS_COUNTS}} for e in entries]
     return {"jobsStatus": statuses or None}
+
+
+FEATURE = Feature(
+    name="upstream_jobset",
+    watches=(Watches(JOBSETS, trainjob_of_jobset, keep=kept_jobset),),
+    take_over=handover,
+)
+"""The TrainJob controller's JobSet informer, each JobSet mapped to the TrainJob that controls it, and the
+hand-over (:func:`handover`)."""

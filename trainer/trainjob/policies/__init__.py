@@ -38,7 +38,7 @@ def unregister(field: str) -> None:
 def active(runtime: TrainingRuntimeSpec) -> list[Policy]:
     """Every registered policy whose field ``runtime`` sets, in registry order; ``[FALLBACK]`` when
     none. Admission and the reconciler refuse a runtime with more than one
-    (:func:`trainer.trainjob.features.validation.runtime_errors`); their reserved names and rules all apply."""
+    (:func:`trainer.trainjob.validation.runtime_errors`); their reserved names and rules all apply."""
     return [p for p in POLICIES.values() if p.selects(runtime)] or [FALLBACK]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import Resource
@@ -22,9 +22,7 @@ from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.resources import gpus_per_node
-
-if TYPE_CHECKING:
-    from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.jobs.gang.base import PodSet
 
 MASTER_PORT = 29500
 """``ContainerTrainerPort``: the rendezvous port of torch, JAX and XGBoost."""
@@ -40,22 +38,64 @@ class Expansion:
     job: TrainJob
     runtime: TrainingRuntimeSpec
     trainer: str | None
-    """The trainer's replicated job (:func:`trainer.trainjob.runtime.shape.trainer_rjob`), if any."""
+    """The trainer's replicated job (:func:`trainer.trainjob.spec.shape.trainer_rjob`), if any."""
     num_nodes: int | None
-    """Training nodes (:func:`trainer.trainjob.runtime.shape.num_nodes`); None without an ML policy or ``numNodes``."""
+    """Training nodes (:func:`trainer.trainjob.spec.shape.num_nodes`); None without an ML policy or ``numNodes``."""
     master: str
     """Host name of the rank-0 pod: ``<trainjob>-<trainer rjob>-0-0.<subdomain>``."""
     resources: JSON | None
-    """One training node's ``{requests, limits}`` (:func:`trainer.trainjob.runtime.shape.node_resources`)."""
+    """One training node's ``{requests, limits}`` (:func:`trainer.trainjob.spec.shape.node_resources`)."""
     claimed_gpus: int = 0
     """GPUs the trainer's ``node`` container claims through DRA (KEP-2782,
-    :func:`trainer.trainjob.features.devices.claimed_gpus`); 0 when it claims none or extended GPUs are set."""
+    :func:`trainer.trainjob.spec.devices.claimed_gpus`); 0 when it claims none or extended GPUs are set."""
 
     @property
     def gpus(self) -> int:
         """GPUs of one training node: :func:`~trainer.framework.resources.gpus_per_node` of :attr:`resources`,
         else :attr:`claimed_gpus` (KEP-2782: the DRA count is the fallback)."""
         return gpus_per_node(self.resources) or self.claimed_gpus
+
+
+class Expanded(Protocol):
+    """What a policy reads of a TrainJob once expanded on its runtime
+    (:class:`~trainer.trainjob.runtime.info.RuntimeInfo` has it all)."""
+
+    @property
+    def obj(self) -> JSON:
+        """The TrainJob as stored (for owner references)."""
+        ...
+
+    @property
+    def job(self) -> TrainJob: ...
+
+    @property
+    def runtime(self) -> TrainingRuntimeSpec: ...
+
+    @property
+    def rjobs(self) -> list[ReplicatedJob]: ...
+
+    @property
+    def pod_sets(self) -> list[PodSet]: ...
+
+    @property
+    def trainer(self) -> str | None:
+        """The trainer's replicated job, if any."""
+        ...
+
+    @property
+    def num_nodes(self) -> int | None:
+        """Training nodes (:func:`trainer.trainjob.spec.shape.num_nodes`)."""
+        ...
+
+    @property
+    def subdomain(self) -> str | None: ...
+
+    @property
+    def node_gpus(self) -> int: ...
+
+
+NOT_SCALED: JSON = {"replicas": None, "selector": None, "elastic": None}
+"""The ``/scale`` status of a TrainJob whose policy does not scale it in place: none (:meth:`Policy.scale_status`)."""
 
 
 @dataclass(frozen=True)
@@ -112,13 +152,34 @@ class Policy:
         (kubeflow/trainer#4027, KEP-2782). Default: no."""
         return False
 
-    def config_maps(self, info: RuntimeInfo) -> list[JSON]:
+    def config_maps(self, info: Expanded) -> list[JSON]:
         """ConfigMaps the pods mount, applied every reconcile."""
         return []
 
-    def created_once(self, info: RuntimeInfo) -> list[Created]:
+    def created_once(self, info: Expanded) -> list[Created]:
         """Children created when absent and never rewritten."""
         return []
+
+    def job_fields(self, info: Expanded, rjob: str) -> JSON:
+        """Fields of the Job spec of replicated job ``rjob`` the policy sets over the template's (e.g. an
+        elastic trainer's ``backoffLimit``). Default: none."""
+        return {}
+
+    def gang_min_member(self, info: Expanded, pod_sets: list[PodSet]) -> int | None:
+        """The gang's ``minMember`` over ``pod_sets`` when the policy lets it run with fewer than every Pod
+        (an elastic job); None: every Pod (the default)."""
+        return None
+
+    def scales_in_place(self, runtime: TrainingRuntimeSpec) -> bool:
+        """Whether a TrainJob on ``runtime`` changes its node count in place, running or not (its Jobs'
+        ``parallelism`` and ``completions`` patched, admission letting ``numNodes`` change while it runs).
+        Default: no (a resize recreates suspended Jobs)."""
+        return False
+
+    def scale_status(self, info: Expanded, observed: list[JSON]) -> JSON:
+        """``{replicas, selector, elastic}`` of the TrainJob's status (the ``/scale`` subresource) given its
+        current Jobs ``observed``; each None (deleted) by default (:data:`NOT_SCALED`)."""
+        return NOT_SCALED
 
     def reserves(self, name: str) -> bool:
         """Whether the environment variable ``name`` is set by the policy and reserved."""
@@ -128,7 +189,7 @@ class Policy:
         """What is wrong with a runtime selecting this policy, one message per problem."""
         return []
 
-    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+    def trainjob_errors(self, info: Expanded) -> list[str]:
         """What is wrong with a TrainJob expanded under this policy, one message per problem."""
         return []
 

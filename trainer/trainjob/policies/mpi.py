@@ -15,7 +15,6 @@ the TrainJob's ``trainer.image`` and ``trainer.env`` as the launcher does. Its v
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.kinds import SECRETS
@@ -24,11 +23,8 @@ from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret
-from trainer.trainjob.policies.base import Created, Expansion, Policy
-from trainer.trainjob.runtime.shape import step_of
-
-if TYPE_CHECKING:
-    from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.trainjob.policies.base import Created, Expanded, Expansion, Policy
+from trainer.trainjob.spec.shape import step_of
 
 NODE_RJOB = "node"
 
@@ -77,7 +73,7 @@ def slots(job: TrainJob, policy: MPIMLPolicySource, gpus: int = 0) -> int:
     return policy.num_proc_per_node or 1
 
 
-def hosts(info: RuntimeInfo, policy: MPIMLPolicySource) -> list[Host]:
+def hosts(info: Expanded, policy: MPIMLPolicySource) -> list[Host]:
     """Hostfile entries in the runtime's order of replicated jobs, as upstream's ``IdentifyPodNetwork``
     lists them: the launcher (the trainer step) when it runs as a node, and every pod of every Job of
     the ``node`` replicated job."""
@@ -105,7 +101,7 @@ def apply_mpi(job: TrainJob, policy: MPIMLPolicySource, rjob: str, is_launcher: 
         mount_config(pod, hostfile_name(job), implementation, slots(job, policy, gpus), "node")
 
 
-def hostfile_config_map(info: RuntimeInfo, policy: MPIMLPolicySource) -> JSON:
+def hostfile_config_map(info: Expanded, policy: MPIMLPolicySource) -> JSON:
     """The hostfile ConfigMap of the TrainJob, labelled with its JobSet name."""
     cm = config_map(info.obj, hostfile_name(info.job), policy.mpi_implementation or "OpenMPI", hosts(info, policy))
     cm["metadata"]["labels"] = {JOBSET_NAME: str(info.job.metadata.name)}
@@ -154,18 +150,18 @@ class MPIPolicy(Policy):
         source = self.source(x.runtime)
         return source is not None and bool(source.run_launcher_as_node) and rjob.name == NODE_RJOB
 
-    def config_maps(self, info: RuntimeInfo) -> list[JSON]:
+    def config_maps(self, info: Expanded) -> list[JSON]:
         """The hostfile ConfigMap (:func:`hostfile_config_map`; ``Build``'s ConfigMap)."""
         source = self.source(info.runtime)
         return [] if source is None else [hostfile_config_map(info, source)]
 
-    def created_once(self, info: RuntimeInfo) -> list[Created]:
+    def created_once(self, info: Expanded) -> list[Created]:
         """The SSH Secret, with a fresh key pair (:func:`trainer.jobs.mpi.new_ssh_secret`): a new key
         under running pods would break every ssh."""
         name, labels = secret_name(info.job), {JOBSET_NAME: str(info.job.metadata.name)}
         return [Created(SECRETS, name, partial(new_ssh_secret, info.obj, name, labels))]
 
-    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+    def trainjob_errors(self, info: Expanded) -> list[str]:
         """``spec.trainer.numProcPerNode`` must be an integer (slots per host; ``Validate``)."""
         trainer = info.job.spec.trainer
         if trainer is not None and isinstance(trainer.num_proc_per_node, str):

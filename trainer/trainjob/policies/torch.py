@@ -15,22 +15,33 @@ agent hosts the store: torch 1.13's c10d backend hosts it where the endpoint's h
 host name or its canonical name, which kubelet's ``/etc/hosts`` gives as that fully qualified name),
 ``PET_RDZV_ID`` (the TrainJob's uid, else its name) and ``PET_MAX_RESTARTS`` (when ``maxRestarts`` is
 set). None of it depends on the node count, so the pod template stays the same when the job scales.
+An elastic job's gang needs only ``minNodes`` trainer pods (:meth:`Torch.gang_min_member`), its trainer Jobs
+make a failed member's pod again up to ``maxRestarts`` times (``backoffLimit``, :meth:`Torch.job_fields`),
+and it scales in place, running or not (:meth:`Torch.scales_in_place`).
+
+The TrainJob CRD serves ``/scale`` (``kubectl scale trainjob/<name> --replicas=N``, a
+HorizontalPodAutoscaler's ``scaleTargetRef``): ``spec.trainer.numNodes`` is its ``spec.replicas``,
+``status.replicas`` (the trainer's active pods) its ``status.replicas`` and ``status.selector`` (the
+trainer's pods, as a label selector string) the selector an HPA reads pod metrics with; both are written
+for an elastic TrainJob only (another one may be scaled while suspended: a resize). It also reports
+``status.elastic`` (its runtime's ``minNodes`` and ``maxNodes``), which the CRD's rules read to admit a
+change of ``numNodes`` while it runs, within those bounds, from any client, ``/scale`` included (a webhook
+sees a ``Scale``, not the TrainJob). These fields are this operator's, not upstream's (kubeflow/trainer
+KEP-2903 proposes no ``/scale``): :meth:`Torch.scale_status`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from api.jobset_v1alpha2 import ReplicatedJob
+from api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import TorchElasticPolicy, TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
+from trainer.framework.meta import meta
 from trainer.framework.resources import cpus_per_node, gpus_per_node
-from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
-from trainer.trainjob.runtime.shape import names, pod_spec, replicated_jobs
-
-if TYPE_CHECKING:
-    from trainer.trainjob.runtime.info import RuntimeInfo
+from trainer.jobs.gang.base import PodSet
+from trainer.trainjob.policies.base import MASTER_PORT, NOT_SCALED, RANK_FROM_INDEX, Expanded, Expansion, Policy
+from trainer.trainjob.spec.shape import names, pod_spec, replicated_jobs
 
 TORCHTUNE_ENTRYPOINT = ["tune", "run"]
 
@@ -192,11 +203,11 @@ class Torch(Policy):
                     )
         return errors
 
-    def trainjob_errors(self, info: RuntimeInfo) -> list[str]:
+    def trainjob_errors(self, info: Expanded) -> list[str]:
         """The torchtune entrypoint (``tune run``, its recipe and config derived upstream) is refused; the
         node count of an elastic job lies within ``[minNodes, maxNodes]``."""
         trainer = info.job.spec.trainer
-        elastic = info.elastic
+        elastic = elastic_policy(info.runtime)
         if elastic is not None and trainer is not None:
             errors = bounds_errors(elastic, trainer.num_nodes, "spec.trainer.numNodes")
             if errors:
@@ -207,6 +218,49 @@ class Torch(Policy):
                 "runtime's name) is not supported; give the whole command"
             ]
         return []
+
+    def job_fields(self, info: Expanded, rjob: str) -> JSON:
+        """An elastic trainer's Jobs get ``backoffLimit: maxRestarts``: a member may fail up to that many
+        times, the Job making its pod again while torchrun goes on with the other nodes (>= minNodes) and
+        lets the new one join."""
+        elastic = elastic_policy(info.runtime)
+        if elastic is None or elastic.max_restarts is None or rjob != info.trainer:
+            return {}
+        return {"backoffLimit": elastic.max_restarts}
+
+    def gang_min_member(self, info: Expanded, pod_sets: list[PodSet]) -> int | None:
+        """An elastic job's ``minMember``: every Pod of ``pod_sets`` but the trainer's, and ``minNodes`` of
+        the trainer's (at most as many as it has); None when the job is not elastic."""
+        elastic = elastic_policy(info.runtime)
+        if elastic is None:
+            return None
+        pods = sum(ps.count for ps in pod_sets)
+        trainer = sum(ps.count for ps in pod_sets if ps.name == info.trainer)
+        return pods - trainer + min(trainer, elastic.lowest)
+
+    def scales_in_place(self, runtime: TrainingRuntimeSpec) -> bool:
+        """An elastic job (``elasticPolicy``) scales in place: its pod template does not depend on the node
+        count (``PET_NNODES`` is ``min:max``)."""
+        return elastic_policy(runtime) is not None
+
+    def scale_status(self, info: Expanded, observed: list[JSON]) -> JSON:
+        """``{replicas, selector, elastic}`` of an elastic TrainJob's status (each None for one that is not
+        elastic or has no trainer): ``replicas``, the active pods of the trainer's Jobs among ``observed`` (0
+        when none); ``selector``, ``jobset-name=<trainjob>,replicatedjob-name=<trainer>``; ``elastic``,
+        ``{minNodes, maxNodes}`` of the runtime's elastic policy."""
+        trainer, policy = info.trainer, elastic_policy(info.runtime)
+        if trainer is None or policy is None or policy.max_nodes is None:
+            return NOT_SCALED
+        active = sum(
+            int((job.get("status") or {}).get("active") or 0)
+            for job in observed
+            if meta(job).labels.get(REPLICATED_JOB_NAME) == trainer
+        )
+        return {
+            "replicas": active,
+            "selector": f"{JOBSET_NAME}={info.job.metadata.name},{REPLICATED_JOB_NAME}={trainer}",
+            "elastic": {"minNodes": policy.lowest, "maxNodes": policy.max_nodes},
+        }
 
 
 TORCH = Torch()

@@ -1,31 +1,28 @@
-"""Everything derived from one TrainJob and its runtime, computed once per reconcile: the data.
+"""What the runtime says of one TrainJob, derived once per reconcile: the data.
 
 Mirrors kubeflow/trainer ``pkg/runtime/runtime.go`` (``Info``: the runtime's replicated jobs as pod
 sets with counts, pod templates and per-pod requests, plus scheduling facts). Built by
 :func:`trainer.trainjob.runtime.expand.runtime_info`; the builders, the gang modules (through
-:attr:`RuntimeInfo.gang`), the status logic and admission read it and derive nothing again.
+:meth:`RuntimeInfo.gang_input`), the status logic and admission read it and derive nothing again. What the
+TrainJob's child Jobs are doing is another object (:class:`trainer.trainjob.runtime.attempt.Attempt`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
-from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
-from api.trainer_v1alpha1 import JobStatus, TorchElasticPolicy, TrainingRuntimeSpec, TrainJob
+from api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, JobSetSpec, ReplicatedJob
+from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
-from trainer.jobs.facts import pod_ready
 from trainer.jobs.features.queues import QueueChoice
 from trainer.jobs.gang.base import GangInput, PodSet
-from trainer.jobs.gang.volcano import network_topology
-from trainer.trainjob.features.devices import Devices
-from trainer.trainjob.features.failure_policy import Decision
 from trainer.trainjob.policies.base import Policy
-from trainer.trainjob.policies.torch import elastic_policy
-from trainer.trainjob.runtime.shape import sequenced
+from trainer.trainjob.spec.devices import Devices
+from trainer.trainjob.spec.run_policy import deadline_seconds, ttl_of
+from trainer.trainjob.spec.shape import sequenced
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuntimeInfo:
     """One TrainJob with its runtime, as this reconcile sees them."""
 
@@ -53,67 +50,21 @@ class RuntimeInfo:
     trainer: str | None
     """The trainer's replicated job, if any."""
     num_nodes: int | None
-    node_resources: JSON | None
-    """One training node's ``{requests, limits}`` as the ML policies read them
-    (:func:`trainer.trainjob.runtime.shape.node_resources`)."""
     node_gpus: int
     """GPUs of one training node (:attr:`trainer.trainjob.policies.base.Expansion.gpus`): extended
     resources, else the DRA devices its ``node`` container claims."""
     devices: Devices
-    """What the cluster tells of DRA for this TrainJob (:class:`trainer.trainjob.features.devices.Devices`)."""
+    """What the cluster tells of DRA for this TrainJob (:class:`trainer.trainjob.spec.devices.Devices`)."""
     subdomain: str | None
     """The headless Service and Pod subdomain, or None when DNS hostnames are disabled."""
     not_in_gang: frozenset[str]
-    """Replicated jobs completed before the rest start (see :func:`trainer.trainjob.runtime.shape.completed_first`)."""
+    """Replicated jobs completed before the rest start (see :func:`trainer.trainjob.spec.shape.completed_first`)."""
     queue: QueueChoice
-    observed: list[JSON]
-    """The TrainJob's Jobs of the current restart attempt, as cached (without those ``replaced``)."""
-    previous: list[JSON]
-    """Jobs of earlier restart attempts, to be deleted before the current attempt's are created."""
-    replaced: list[JSON]
-    """Jobs of the current attempt restarted alone (their ``jobset.sigs.k8s.io/job-restart-attempt``
-    behind their index's ``jobRestarts``), to be deleted before each is created again."""
-    statuses: list[JobStatus]
-    """``jobsStatus`` of the observed Jobs, in runtime order."""
-    finished: bool
-    """The TrainJob already has Complete or Failed True."""
-    started: bool
-    """Some Job of the TrainJob is not suspended (it was released at least once)."""
-    restarts: int
-    """``status.restarts``: the current restart attempt."""
-    counted_restarts: int
-    """``status.restartsCountTowardsMax``."""
-    job_restarts: dict[str, list[int]]
-    """Replicated job -> ``jobRestarts`` (``status.replicatedJobsStatus``): per index, its restarts alone."""
-    job_restarts_counted: dict[str, list[int]]
-    """Replicated job -> ``jobRestartsCountTowardsMax``: per index, its restarts alone that count."""
-    restarts_alone: bool
-    """The runtime's failurePolicy has a ``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts`` rule: its
-    Jobs and Pods carry ``jobset.sigs.k8s.io/job-restart-attempt``."""
-    decision: Decision | None
-    """What the current attempt's failed Jobs call for (failurePolicy), None when none failed."""
-    deadline_left: float | None
-    """Seconds left of ``spec.activeDeadlineSeconds`` (counted from creation or the last resume;
-    <= 0: exceeded), None when it does not apply (unset, suspended or finished)."""
-    deadline_seconds: int | None
-    """The ``activeDeadlineSeconds`` that holds: the TrainJob's own, else its runtime's ``runPolicy``'s."""
-    ttl_left: float | None
-    """Seconds until ``ttlSecondsAfterFinished`` deletes (<= 0: due), None when it does not apply."""
-    ttl_deletes_job: bool
-    """The TTL that holds is the TrainJob's own or its runtime's ``runPolicy``'s: it deletes the TrainJob
-    itself; else (the runtime template's JobSet TTL) it deletes the children and the TrainJob stays."""
-    now: str
-    """The time of this reconcile (RFC 3339): ``status.startTime`` when the job becomes active now."""
 
     @property
     def template(self) -> JobSetSpec:
         """The runtime's JobSet spec."""
         return self.runtime.template.spec or JobSetSpec()
-
-    def job_restart_attempt(self, rjob: str, index: int) -> int:
-        """``jobRestarts[index]`` of replicated job ``rjob`` (0 when none was recorded)."""
-        counts = self.job_restarts.get(rjob, [])
-        return counts[index] if index < len(counts) else 0
 
     @property
     def suspended(self) -> bool:
@@ -128,56 +79,48 @@ class RuntimeInfo:
         raise KeyError(rjob)
 
     @property
-    def requeue_after(self) -> float | None:
-        """Seconds until the active deadline or the TTL passes, whichever comes first; None: neither."""
-        waits = [t for t in (self.deadline_left, self.ttl_left) if t is not None and t > 0]
-        return min(waits) if waits else None
+    def restarts_alone(self) -> bool:
+        """The runtime's failurePolicy has a ``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts`` rule: its
+        Jobs and Pods carry ``jobset.sigs.k8s.io/job-restart-attempt``."""
+        policy = self.template.failure_policy
+        return any(r.action in (RESTART_JOB, RESTART_JOB_IGNORE_MAX) for r in (policy.rules if policy else None) or [])
 
     @property
-    def pod_ready(self) -> bool:
-        """Whether a pod of the current attempt's Jobs runs (:func:`trainer.jobs.facts.pod_ready`)."""
-        return pod_ready(self.observed)
-
-    @cached_property
-    def elastic(self) -> TorchElasticPolicy | None:
-        """The runtime's ``mlPolicy.torch.elasticPolicy`` (an elastic job), None when it has none."""
-        return elastic_policy(self.runtime)
-
-    def elastic_min_member(self, pod_sets: list[PodSet]) -> int | None:
-        """The gang's ``minMember`` of an elastic job: every Pod of ``pod_sets`` but the trainer's, and
-        ``minNodes`` of the trainer's (at most as many as it has); None when the job is not elastic."""
-        elastic = self.elastic
-        if elastic is None:
-            return None
-        pods = sum(ps.count for ps in pod_sets)
-        trainer = sum(ps.count for ps in pod_sets if ps.name == self.trainer)
-        return pods - trainer + min(trainer, elastic.lowest)
+    def deadline_seconds(self) -> int | None:
+        """The ``activeDeadlineSeconds`` that holds: the TrainJob's own, else its runtime's ``runPolicy``'s."""
+        return deadline_seconds(self.job, self.runtime)
 
     @property
-    def gang(self) -> GangInput:
-        """The gang a scheduler sees: every pod set but those completed first."""
+    def ttl_deletes_job(self) -> bool:
+        """The TTL that holds is the TrainJob's own or its runtime's ``runPolicy``'s: it deletes the TrainJob
+        itself; else (the runtime template's JobSet TTL) it deletes the children and the TrainJob stays."""
+        return ttl_of(self.job, self.runtime)[1]
+
+    def gang_input(self, *, finished: bool, started: bool) -> GangInput:
+        """The gang a scheduler sees: every pod set but those completed first, the ML policy's minimum
+        (an elastic job's), the runtime's ``podGroupPolicy`` and ``spec.scheduling`` as typed; ``finished``
+        and ``started`` from the attempt in progress."""
         pgp = self.runtime.pod_group_policy
-        volcano = pgp.volcano if pgp is not None else None
         cosched = pgp.coscheduling if pgp is not None else None
         pod_sets = [ps for ps in self.pod_sets if ps.name not in self.not_in_gang]
         return GangInput(
             owner=self.obj,
             pod_sets=pod_sets,
-            min_available=self.elastic_min_member(pod_sets),
+            min_available=self.policy.gang_min_member(self, pod_sets),
             queue=self.queue,
             schedule_timeout_seconds=cosched.schedule_timeout_seconds if cosched else None,
-            network_topology=network_topology(volcano.network_topology) if volcano else None,
+            pod_group_policy=pgp,
             runtime_policy=(
                 "volcano"
-                if volcano is not None
+                if pgp is not None and pgp.volcano is not None
                 else "coscheduling"
                 if cosched is not None
                 else "workload"
                 if self.runtime.scheduling is not None
                 else None
             ),
-            finished=self.finished,
-            started=self.started,
+            finished=finished,
+            started=started,
             scheduling=self.runtime.scheduling.to_dict() if self.runtime.scheduling is not None else None,
             all_pod_sets=tuple(self.pod_sets),
             sequenced=sequenced(self.rjobs, self.template),

@@ -1,8 +1,8 @@
 """The pod template of one replicated job of a TrainJob: the runtime's, with, in this order, the
 trainer or initializer settings (:func:`apply_trainer`, :func:`apply_initializer`; the trainer also gets the
 ML policy's environment with the rendezvous port, then the status server's injection), the ML policy's mutations,
-the TrainJob's overrides in all three upstream forms (:mod:`trainer.trainjob.features.overrides`), the
-trainer's DRA claims (``resourceClaimsPerNode``, :mod:`trainer.trainjob.features.devices`) and the
+the TrainJob's overrides in all three upstream forms (:mod:`trainer.trainjob.spec.overrides`), the
+trainer's DRA claims (``resourceClaimsPerNode``, :mod:`trainer.trainjob.spec.devices`) and the
 ``volumeClaimPolicies`` volumes.
 
 Mirrors kubeflow/trainer ``pkg/runtime/core/trainingruntime.go`` (``buildObjects``: each plugin's
@@ -27,12 +27,12 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.resources import merge_resources
-from trainer.trainjob.features.devices import apply_claims
-from trainer.trainjob.features.injection import Injection, inject
-from trainer.trainjob.features.overrides import apply_pod_patch, patches_for
-from trainer.trainjob.features.volume_claims import add_claim_volumes
 from trainer.trainjob.policies.base import Expansion, Policy, add_rendezvous
-from trainer.trainjob.runtime.shape import step_of
+from trainer.trainjob.spec.devices import apply_claims
+from trainer.trainjob.spec.injection import Injection, inject
+from trainer.trainjob.spec.overrides import apply_pod_patch, patches_for
+from trainer.trainjob.spec.shape import step_of
+from trainer.trainjob.spec.volume_claims import add_claim_volumes
 
 
 def pod_template(

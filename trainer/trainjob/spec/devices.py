@@ -25,7 +25,7 @@ from api.trainer_v1alpha1 import NODE_CONTAINER, TrainerResourceClaim, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.merge import find_named, replace_named
 from trainer.framework.resources import gpus_requested
-from trainer.trainjob.features.overrides import RUNTIME_PATCHES, apply_pod_patch, override_targets, patches_for
+from trainer.trainjob.spec.overrides import RUNTIME_PATCHES, apply_pod_patch, override_targets, patches_for
 
 DRA_API = RESOURCE_CLAIM_TEMPLATES.api_version
 """``resource.k8s.io/v1``: Dynamic Resource Allocation, GA and on by default from Kubernetes v1.34."""
@@ -71,7 +71,7 @@ def apply_claims(pod: JSON, claims: list[TrainerResourceClaim] | None) -> None:
 
 def trainer_claims(job: TrainJob, rjob: ReplicatedJob) -> JSON | None:
     """The pod template of the trainer's replicated job ``rjob`` as far as its claims go: the runtime's,
-    with the TrainJob's overrides and runtime patches (:func:`~trainer.trainjob.features.overrides.apply_pod_patch`)
+    with the TrainJob's overrides and runtime patches (:func:`~trainer.trainjob.spec.overrides.apply_pod_patch`)
     and then ``resourceClaimsPerNode`` (:func:`apply_claims`), as the expansion builds it; what
     :func:`claimed_gpus` reads before the ML policy's environment exists. None, without building it, when
     neither the runtime, a patch nor the TrainJob gives the pod a claim (the common case)."""

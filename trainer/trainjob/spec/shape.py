@@ -7,15 +7,10 @@ Pure.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
 from api.trainer_v1alpha1 import ANCESTOR_LABEL, NODE_CONTAINER, STEP_TRAINER, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-
-if TYPE_CHECKING:
-    from trainer.trainjob.policies.base import Expansion, Policy
 
 
 def step_of(rjob: ReplicatedJob) -> str:
@@ -83,19 +78,6 @@ def sequenced(rjobs: list[ReplicatedJob], template: JobSetSpec) -> bool:
     ``startupPolicy: InOrder`` (then no gang of every Pod could ever fill, KEP-3015)."""
     in_order = (template.startup_policy.startup_policy_order if template.startup_policy else None) == "InOrder"
     return in_order or any(r.depends_on for r in rjobs)
-
-
-def pods_per_job(policy: Policy, x: Expansion, rjob: ReplicatedJob) -> tuple[int, bool]:
-    """(pods per Job of ``rjob``, whether the ML policy sets it): the policy's
-    (:meth:`~trainer.trainjob.policies.base.Policy.pods_per_job`), else the template's
-    min(parallelism, completions) (parallelism defaults to 1)."""
-    pods = policy.pods_per_job(x, rjob)
-    if pods is not None:
-        return pods, True
-    spec = rjob.template.get("spec") or {}
-    parallelism = int(spec.get("parallelism", 1) if spec.get("parallelism") is not None else 1)
-    completions = spec.get("completions")
-    return (min(parallelism, int(completions)) if completions is not None else parallelism), False
 
 
 def node_resources(job: TrainJob, rjobs: list[ReplicatedJob], trainer: str | None) -> JSON | None:

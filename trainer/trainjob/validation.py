@@ -45,14 +45,14 @@ from trainer.jobs.features.limits import (
 )
 from trainer.jobs.gang.workload import scheduling_errors
 from trainer.trainjob.children import coordinator_endpoint
-from trainer.trainjob.features.devices import claim_errors, unserved_errors
-from trainer.trainjob.features.failure_policy import pattern_error
-from trainer.trainjob.features.overrides import override_targets
-from trainer.trainjob.features.volume_claims import mounted
 from trainer.trainjob.policies import active
-from trainer.trainjob.runtime import shape
 from trainer.trainjob.runtime.info import RuntimeInfo
-from trainer.trainjob.runtime.shape import step_of
+from trainer.trainjob.spec import shape
+from trainer.trainjob.spec.devices import claim_errors, unserved_errors
+from trainer.trainjob.spec.failure_policy import pattern_error
+from trainer.trainjob.spec.overrides import override_targets
+from trainer.trainjob.spec.shape import step_of
+from trainer.trainjob.spec.volume_claims import mounted
 
 RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 RFC1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -387,7 +387,7 @@ def trainjob_errors(info: RuntimeInfo, max_nodes: int = DEFAULT_MAX_NODES_PER_JO
     them, settings its ML policy cannot take, quantities of ``resourcesPerNode`` the apiserver cannot
     read, overrides of replicated jobs the runtime lacks (:func:`override_target_errors`), a size
     above ``max_nodes`` (``--max-nodes-per-job``, 0: no limit; :func:`node_limit_errors`), DRA claims
-    where the cluster lacks DRA and container claims their pod lacks (:mod:`trainer.trainjob.features.devices`)."""
+    where the cluster lacks DRA and container claims their pod lacks (:mod:`trainer.trainjob.spec.devices`)."""
     name = str(info.job.metadata.name)
     errors: list[str] = []
     trainer_spec = info.job.spec.trainer

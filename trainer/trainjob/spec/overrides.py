@@ -7,7 +7,7 @@ one per replicated job. Patches apply in that order, each list in its order; lat
 
 :func:`override_targets` walks every (override entry, targeted replicated job) of the three forms;
 the expansion (:func:`patches_for`, :func:`job_metadata`), the reconciler's target check
-(:func:`trainer.trainjob.features.validation.override_target_errors`) and admission
+(:func:`trainer.trainjob.validation.override_target_errors`) and admission
 (:mod:`trainer.webhook.rules`) all read the overrides through it.
 """
 
