@@ -1,6 +1,12 @@
 """The layers import downward only: every import of every module under ``api/`` and ``trainer/`` (module
 level, inside functions and under ``TYPE_CHECKING`` alike) names a module of its own package or of a lower
-layer, and the graph of packages has no cycle.
+layer, and the graph of modules has no cycle at any depth (packages, sub-packages, modules).
+
+Inside the job layer and the kinds, the parts have an order too (:data:`ORDER`): a part (a module or a
+sub-package directly under ``trainer/jobs/``, ``trainer/trainjob/``, ``trainer/mpijob/``) imports only the
+parts listed before it. Specific ML policies and gang schedulers are reached only through their registries
+(:data:`REGISTRIES`). The SDK, the CLI and the dashboard stand on ``api`` and ``trainer.framework`` only
+(:data:`USER_SIDE`), so installing the SDK does not ship the reconciler.
 
 Layers, lowest first (docs/internals.md draws them):
 
@@ -166,11 +172,148 @@ def test_every_module_imports_first() -> None:
     assert not out.stdout.strip(), out.stdout
 
 
+ORDER: dict[str, list[tuple[str, ...]]] = {
+    "trainer.jobs": [
+        ("conditions", "mpi"),
+        ("facts",),
+        ("features",),
+        ("child_writer",),
+        ("gang",),
+        ("kind",),
+        ("status_writer",),
+        ("event_filter",),
+        ("reconcile",),
+    ],
+    "trainer.trainjob": [
+        ("spec",),
+        ("options", "policies"),
+        ("runtime",),
+        ("children", "status"),
+        ("validation", "features"),
+        ("kind",),
+        ("controller",),
+    ],
+    "trainer.mpijob": [("children", "crd", "validation"), ("status",), ("upstream",), ("controller",)],
+}
+"""The parts of each package, lowest first: a part imports only the parts of earlier entries (those of
+one entry do not import each other). A new module or sub-package is placed here, or this test fails."""
+
+REGISTRIES = {"trainer.trainjob.policies": ("base",), "trainer.jobs.gang": ("base",)}
+"""Plugin packages: their plugin modules are imported only by the package's registry (its ``__init__``)
+and by each other's nothing; the modules named here (the interface) by anyone."""
+
+USER_SIDE = ("trainer.client", "trainer.cli", "trainer.dashboard")
+"""The SDK, the CLI and the dashboard: they import ``api``, ``trainer.framework`` and each other only."""
+
+
+def part_of(module: str, package: str) -> str | None:
+    """The part of ``package`` that ``module`` belongs to (its first name below the package), or None
+    when the module is the package itself or outside it."""
+    if not module.startswith(package + "."):
+        return None
+    return module[len(package) + 1 :].split(".")[0]
+
+
+def rank(package: str, part: str) -> int | None:
+    """The index of ``part`` in :data:`ORDER` of ``package``, or None when it is not listed."""
+    return next((i for i, parts in enumerate(ORDER[package]) if part in parts), None)
+
+
+def order_offences(path: Path, text: str | None = None) -> list[str]:
+    """The imports of ``path`` (or of ``text`` in its place) that break :data:`ORDER`, :data:`REGISTRIES`
+    or :data:`USER_SIDE`, one message each."""
+    here = module_of(path)
+    out = []
+    for target in sorted(set(imports(path, text))):
+        for package in ORDER:
+            src, dst = part_of(here, package), part_of(target, package)
+            if src is None or dst is None or src == dst:
+                continue
+            a, b = rank(package, src), rank(package, dst)
+            if a is None or b is None:
+                out.append(f"{here} -> {target}: {package}.{src if a is None else dst} is not placed in ORDER")
+            elif b >= a:
+                out.append(f"{here} -> {target}: in {package}, {src} may import only the parts listed before it")
+        for package, interface in REGISTRIES.items():
+            plugin = part_of(target, package)
+            if plugin is not None and plugin not in interface and here != package and part_of(here, package) is None:
+                out.append(f"{here} -> {target}: a plugin is reached through its registry, {package}")
+        user = next((u for u in USER_SIDE if here == u or here.startswith(u + ".")), None)
+        if user is not None and not target.startswith(("api", "trainer.framework", *USER_SIDE)):
+            out.append(f"{here} -> {target}: the SDK, CLI and dashboard import only api and trainer.framework")
+    return out
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_a_module_keeps_the_order_inside_its_package(path: Path) -> None:
+    bad = order_offences(path)
+    assert not bad, "; ".join(bad) + " (tests/test_layers.py)"
+
+
+def test_every_part_is_placed_in_the_order() -> None:
+    for package, parts in ORDER.items():
+        base = ROOT.joinpath(*package.split("."))
+        present = {p.stem for p in base.glob("*.py") if p.name != "__init__.py"} | {
+            d.name for d in base.iterdir() if (d / "__init__.py").is_file()
+        }
+        listed = {name for entry in parts for name in entry}
+        assert present == listed, f"{package}: unplaced {sorted(present - listed)}, gone {sorted(listed - present)}"
+
+
+def graph_at(depth: int) -> dict[str, set[str]]:
+    """Module -> the modules it imports, each name cut to its first ``depth`` parts (``trainer.jobs`` at
+    depth 2, ``trainer.jobs.gang`` at 3); imports inside one node are dropped."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for path in sources():
+        src = ".".join(module_of(path).split(".")[:depth])
+        out[src] |= {t for t in (".".join(t.split(".")[:depth]) for t in imports(path)) if t != src}
+    return out
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4, 5])
+def test_no_cycle_at_any_depth(depth: int) -> None:
+    try:
+        list(TopologicalSorter(graph_at(depth)).static_order())
+    except CycleError as e:
+        pytest.fail(f"modules import each other in a cycle at depth {depth}: {e.args[1]}")
+
+
+def test_the_order_check_sees_an_upward_import_a_bypassed_registry_and_the_sdk_reaching_in() -> None:
+    info = ROOT / "trainer" / "trainjob" / "runtime" / "info.py"
+    upward = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainer.trainjob.kind import expand\n"
+    assert order_offences(info, upward) == [
+        "trainer.trainjob.runtime.info -> trainer.trainjob.kind: in trainer.trainjob, runtime may import only "
+        "the parts listed before it"
+    ]
+    bypass = (
+        "from trainer.jobs.gang.volcano import network_topology\nfrom trainer.trainjob.policies.torch import TORCH\n"
+    )
+    assert order_offences(info, bypass) == [
+        "trainer.trainjob.runtime.info -> trainer.jobs.gang.volcano: a plugin is reached through its registry, "
+        "trainer.jobs.gang",
+        "trainer.trainjob.runtime.info -> trainer.trainjob.policies.torch: a plugin is reached through its "
+        "registry, trainer.trainjob.policies",
+    ]
+    sdk = ROOT / "trainer" / "client" / "aio.py"
+    assert order_offences(sdk, "from trainer.jobs.conditions import is_true\n") == [
+        "trainer.client.aio -> trainer.jobs.conditions: the SDK, CLI and dashboard import only api and "
+        "trainer.framework"
+    ]
+
+
 def print_graph() -> None:
-    """Print the package graph, lowest layer first (``python -m tests.test_layers``)."""
+    """Print the graph at package and sub-package depth, lowest first (``python -m tests.test_layers``)."""
     g = graph()
+    print("packages:")
     for pkg in TopologicalSorter(g).static_order():
-        print(f"L{layer_of(pkg)} {pkg} -> {', '.join(sorted(g.get(pkg, ()))) or '-'}")
+        print(f"  L{layer_of(pkg)} {pkg} -> {', '.join(sorted(g.get(pkg, ()))) or '-'}")
+    for package, parts in ORDER.items():
+        print(f"{package}:")
+        sub = graph_at(len(package.split(".")) + 1)
+        for i, entry in enumerate(parts):
+            for part in entry:
+                deps = sorted(d.split(".")[-1] for d in sub.get(f"{package}.{part}", ()) if d.startswith(package + "."))
+                print(f"  {i} {part} -> {', '.join(deps) or '-'}")
 
 
 if __name__ == "__main__":

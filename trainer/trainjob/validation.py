@@ -43,7 +43,7 @@ from trainer.jobs.features.limits import (
     container_quantities,
     quantity_errors,
 )
-from trainer.jobs.gang.workload import scheduling_errors
+from trainer.jobs.gang import scheduling_errors
 from trainer.trainjob.children import coordinator_endpoint
 from trainer.trainjob.policies import active
 from trainer.trainjob.runtime.info import RuntimeInfo

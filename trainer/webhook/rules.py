@@ -45,9 +45,7 @@ from trainer.framework.meta import meta
 from trainer.jobs.child_writer import OURS, claim
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.features.queues import QueueChoice, resolve_queue
-from trainer.jobs.gang.volcano import queue_problems
-from trainer.jobs.gang.workload import API_MISSING as WORKLOAD_API_MISSING
-from trainer.jobs.gang.workload import Workload as WorkloadGang
+from trainer.jobs.gang import WORKLOAD, WORKLOAD_API_MISSING, queue_problems
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
@@ -211,7 +209,7 @@ def check_gang_size_change(
     sets ``spec.scheduling`` and the operator runs with ``--gang-scheduler-name=workload``): the PodGroups'
     ``minCount`` is computed from it once and never changed (kubeflow/trainer KEP-3015). Not called for a
     TrainJob its ML policy scales in place, whose ``minCount`` is the policy's minimum at every size."""
-    if facts.gang != WorkloadGang.name or runtime.spec.scheduling is None:
+    if facts.gang != WORKLOAD or runtime.spec.scheduling is None:
         return []
     before, after = (((o.get("spec") or {}).get("trainer") or {}).get("numNodes") for o in (old, obj))
     if before == after:
@@ -429,7 +427,7 @@ def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict) -> list[str]:
     if facts.gang == "volcano" and queue.scheduler in ("volcano", ""):
         queues = facts.volcano_queues()
         if queues is not None:
-            return [f"{queue.source}: {c.message}" for c in queue_problems(queue.name, queues)]
+            return [f"{queue.source}: {c.message}" for c in queue_problems(facts.gang, queue.name, queues)]
     if facts.gang == "kueue" and queue.scheduler in ("kueue", ""):
         ns = str(meta(obj).namespace)
         if facts.local_queue_exists(ns, queue.name) is False:
@@ -482,11 +480,11 @@ def scheduling_support_errors(facts: AdmissionFacts) -> list[str]:
     ``--gang-scheduler-name`` (no Workload would be made: its TrainJobs would run ungrouped), or the cluster
     does not serve the Workload API. The seed-000 rule: a gang is never dropped in silence. kubeflow/trainer
     KEP-3015 refuses such a runtime when its feature gate is off, the same way."""
-    if facts.gang != WorkloadGang.name:
+    if facts.gang != WORKLOAD:
         return [
             f"spec.scheduling: the operator runs with --gang-scheduler-name={facts.gang}, so no Workload would be "
             "made and the TrainJobs of this runtime would not be gang scheduled; start the operator with "
-            f"--gang-scheduler-name={WorkloadGang.name} (chart value gangScheduler: {WorkloadGang.name}) or "
+            f"--gang-scheduler-name={WORKLOAD} (chart value gangScheduler: {WORKLOAD}) or "
             "remove spec.scheduling"
         ]
     if facts.workload_api() is False:
