@@ -174,11 +174,7 @@ class Reconciler(Generic[J, I]):
                 await self._terminal(obj, [*kept_conditions(obj), problem("InvalidSpec", message)], message, e)
                 return None
             if isinstance(info, Blocked):
-                await self.children.write(obj, info.desired)
-                if info.conditions is not None:
-                    blocked = self._with_replica_failure(obj, info.conditions)
-                    await self.status.write(obj, None, blocked, info.status)
-                later = info.requeue_after
+                later = await self._blocked(obj, info)
             else:
                 # Write the children, then read those writes back into the info.
                 written = await self.children.write(obj, desired)
@@ -200,6 +196,15 @@ class Reconciler(Generic[J, I]):
             return None
         self._failures.pop(str(meta(obj).uid or ""), None)
         return later
+
+    async def _blocked(self, obj: JSON, blocked: Blocked) -> float | None:
+        """Write what a job that cannot be expanded now needs (:class:`Blocked`): its writes, and its
+        conditions and status fields unless None. Returns when to look again."""
+        await self.children.write(obj, blocked.desired)
+        if blocked.conditions is not None:
+            conditions = self._with_replica_failure(obj, blocked.conditions)
+            await self.status.write(obj, None, conditions, blocked.status)
+        return blocked.requeue_after
 
     def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
         """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it

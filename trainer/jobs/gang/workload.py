@@ -184,19 +184,7 @@ def scheduling_errors(scheduling: JSON, replicated_jobs: Sequence[tuple[str, int
     for i, entry in enumerate(entries):
         where = f"{field}.replicatedJobs[{i}]"
         targets = [str(t) for t in entry.get("targetReplicatedJobs") or []]
-        for t in targets:
-            if t not in replicas:
-                errors.append(
-                    f"{where}.targetReplicatedJobs: replicated job {t!r} is not in the runtime template "
-                    f"(it has {', '.join(names) or 'none'})"
-                )
-            elif t in seen:
-                errors.append(
-                    f"{where}.targetReplicatedJobs: a ReplicatedJob must not be targeted by more than one "
-                    f"replicatedJobs entry: {t!r} is also in replicatedJobs[{seen[t]}]"
-                )
-            else:
-                seen[t] = i
+        errors += _target_errors(where, targets, names, seen, i)
         job = entry.get("job")
         policies.append((f"{where}.schedulingPolicy", entry.get("schedulingPolicy")))
         if job is None:
@@ -228,6 +216,27 @@ def scheduling_errors(scheduling: JSON, replicated_jobs: Sequence[tuple[str, int
             "Workload holds (level 3 makes one per replica): group more replicated jobs per entry or use fewer "
             "replicas"
         )
+    return errors
+
+
+def _target_errors(where: str, targets: list[str], names: list[str], seen: dict[str, int], index: int) -> list[str]:
+    """Why the ``targetReplicatedJobs`` of entry ``index`` (at ``where``) are wrong: a name the runtime
+    template lacks (it has ``names``), or one an earlier entry targets (``seen``: name -> entry, to which
+    the entry's other targets are added)."""
+    errors = []
+    for t in targets:
+        if t not in names:
+            errors.append(
+                f"{where}.targetReplicatedJobs: replicated job {t!r} is not in the runtime template "
+                f"(it has {', '.join(names) or 'none'})"
+            )
+        elif t in seen:
+            errors.append(
+                f"{where}.targetReplicatedJobs: a ReplicatedJob must not be targeted by more than one "
+                f"replicatedJobs entry: {t!r} is also in replicatedJobs[{seen[t]}]"
+            )
+        else:
+            seen[t] = index
     return errors
 
 

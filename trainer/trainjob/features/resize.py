@@ -43,7 +43,7 @@ from trainer.trainjob.features.base import Feature, Step
 REASON_RESIZED = "Resized"
 """Reason of the Normal event on a TrainJob whose suspended Jobs are recreated at a new size."""
 REASON_SCALED = "Scaled"
-"""Reason of the Normal event on an elastic TrainJob whose Jobs are scaled in place."""
+"""Reason of the Normal event on a TrainJob whose Jobs are scaled in place."""
 
 
 @dataclass(frozen=True)

@@ -161,13 +161,13 @@ class Policy:
         return []
 
     def job_fields(self, info: Expanded, rjob: str) -> JSON:
-        """Fields of the Job spec of replicated job ``rjob`` the policy sets over the template's (e.g. an
-        elastic trainer's ``backoffLimit``). Default: none."""
+        """Fields of the Job spec of replicated job ``rjob`` the policy sets over the template's (e.g. the
+        trainer's ``backoffLimit`` that lets a member fail and rejoin). Default: none."""
         return {}
 
     def gang_min_member(self, info: Expanded, pod_sets: list[PodSet]) -> int | None:
         """The gang's ``minMember`` over ``pod_sets`` when the policy lets it run with fewer than every Pod
-        (an elastic job); None: every Pod (the default)."""
+        (one that lets members come and go); None: every Pod (the default)."""
         return None
 
     def scales_in_place(self, runtime: TrainingRuntimeSpec) -> bool:

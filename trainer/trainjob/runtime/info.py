@@ -98,8 +98,8 @@ class RuntimeInfo:
 
     def gang_input(self, *, finished: bool, started: bool) -> GangInput:
         """The gang a scheduler sees: every pod set but those completed first, the ML policy's minimum
-        (an elastic job's), the runtime's ``podGroupPolicy`` and ``spec.scheduling`` as typed; ``finished``
-        and ``started`` from the attempt in progress."""
+        (:meth:`~trainer.trainjob.policies.base.Policy.gang_min_member`), the runtime's ``podGroupPolicy`` and
+        ``spec.scheduling`` as typed; ``finished`` and ``started`` from the attempt in progress."""
         pgp = self.runtime.pod_group_policy
         cosched = pgp.coscheduling if pgp is not None else None
         pod_sets = [ps for ps in self.pod_sets if ps.name not in self.not_in_gang]
