@@ -5,9 +5,9 @@ and the status write, which project files run and how deep the project's frames 
 recording double of ``Kube`` (tests/kube_double.py; no cluster, no network), with a profiler that
 notes every project function entered, and prints the files in the order first entered and the
 deepest chain of project frames, grouped by layer (tests/test_layers.py: api, framework, job layer,
-kinds, ...) and role: the job layer and the kinds tell the story, but for their ``features/`` folders
-(what a plain job only passes through: volume claims, exclusive placement, failure policy, runtime
-snapshot, ...); the framework and ``api`` are the plumbing. Test and bench modules are not counted.
+kinds, ...) and role: the job layer and the kinds tell the story, but for their ``features/`` folders and
+the kind's ``spec/`` (what a plain job only passes through: volume claims, the runtime snapshot, TTL,
+exclusive placement, failure policy, overrides, ...); the framework and ``api`` are the plumbing. Test and bench modules are not counted.
 """
 
 from __future__ import annotations
@@ -132,13 +132,13 @@ def by_layer(files: list[str]) -> dict[str, list[str]]:
 
 
 def role_of(path: str) -> str:
-    """``plumbing`` (api, framework), ``feature`` (a ``features/`` folder of the job layer or a kind),
-    ``story`` (the rest of the job layer and the kinds) or ``entry`` (the layers above)."""
+    """``plumbing`` (api, framework), ``feature`` (a ``features/`` folder of the job layer or a kind, or a
+    kind's ``spec/``), ``story`` (the rest of the job layer and the kinds) or ``entry`` (the layers above)."""
     layer = LAYER_NAMES[layer_of_file(path)]
     if layer in ("api", "framework"):
         return "plumbing"
     if layer in ("job layer", "kinds"):
-        return "feature" if "/features/" in path else "story"
+        return "feature" if "/features/" in path or "/spec/" in path else "story"
     return "entry"
 
 
