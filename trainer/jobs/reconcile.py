@@ -75,7 +75,7 @@ from trainer.jobs.features.own_writes import OwnWrites
 from trainer.jobs.features.replica_failure import replica_failure
 from trainer.jobs.features.replica_failure import watches as failed_create_events
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler
-from trainer.jobs.status_writer import Event, NoLane, ProgressClock, StatusWriter, Telling
+from trainer.jobs.status_writer import Event, NoLane, ProgressClock, StatusWriter, Telling, status_permission
 
 log = structlog.get_logger("trainer.jobs")
 RECONCILE_ATTEMPTS = 5
@@ -375,7 +375,7 @@ def declare(
             Owns(JOBS, label, keep=kept_job, urgent=just_finished),
             Owns(SECRETS, label, keep=kept_secret),
             *(Owns(r, label) for r in (SERVICES, CONFIGMAPS, *also_owns)),
-            *(Owns(r) for r in gang.owns),
+            *gang.owns,
         ),
         watches=(
             *watches,
@@ -383,6 +383,7 @@ def declare(
             *(Watches(r, every_primary(primary)) for r in gang.watches),
         ),
         event_filter=JobEventFilter(primary, own_writes, clock).accepts,
+        needs=(status_permission(primary),),
     )
 
 

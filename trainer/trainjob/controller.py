@@ -60,6 +60,7 @@ from trainer.framework.controller import Controller, Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.jobs import reconcile
 from trainer.jobs.child_writer import FOREIGN, PREVIOUS, Desired, Once, claim, taken_message
 from trainer.jobs.conditions import JOB_TERMINAL, TRAINJOB_TERMINAL, finished, kept_conditions, problem
@@ -160,6 +161,11 @@ def invalid(obj: JSON, message: str) -> list[Condition]:
     return reconcile.invalid(obj, TRAINJOB, message)
 
 
+PERMISSIONS = (
+    Permission(
+        TRAINJOBS, ("delete",), "ttlSecondsAfterFinished, the TrainJob's or its runtime's runPolicy's (KEP-2899)"
+    ),
+)
 TELLING = Telling(
     warnings=frozenset(
         {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}

@@ -35,6 +35,7 @@ from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import Desired
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished, kept_conditions
 from trainer.jobs.reconcile import Blocked
@@ -65,6 +66,14 @@ def trainjob_of_jobset(obj: JSON, _reader: Reader) -> Iterable[Key]:
 
 
 WATCHES = Watches(JOBSETS, trainjob_of_jobset, keep=kept_jobset)
+PERMISSIONS = (
+    Permission(
+        JOBSETS,
+        ("delete",),
+        "the JobSets Kubeflow Trainer made of TrainJobs: a suspended one's is deleted, and one past its "
+        "TrainJob's deadline",
+    ),
+)
 """The TrainJob controller's JobSet informer, each JobSet mapped to the TrainJob that controls it."""
 
 
