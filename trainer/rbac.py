@@ -2,21 +2,13 @@
 
 A permission is declared in the module that uses it (:mod:`trainer.framework.permissions`): the
 ``PERMISSIONS`` of every module of :data:`DECLARING`, and what each controller's declaration implies
-(:meth:`~trainer.framework.controller.Controller.permissions`: informers, owned objects, the status) under
-every gang scheduler. ``python -m trainer.rbac`` renders them (``--check`` exits 1 when a file is stale):
-
-* ``config/rbac/role.yaml``: the ClusterRole ``trainer-operator`` (what every gang scheduler needs);
-* ``config/rbac/leader_election_role.yaml`` and ``config/rbac/webhook_certificates_role.yaml``: the Roles
-  of the operator's own namespace (the permissions declared with their ``role``);
-* ``config/overlays/<scheduler>/role_patch.yaml``: JSON patches adding what one gang scheduler's
-  controllers need to the ClusterRole (none for ``kueue`` and ``none``);
-* ``config/webhook/manifests.yaml``: the webhook configurations of
-  :func:`trainer.webhook.server.configurations` (the ClusterRole lets the operator patch only those);
-* the RBAC table of ``docs/operating.md`` (:func:`table`, between its markers).
-
-``tests/tooling/test_rbac.py`` recomputes the grants from the code (informers, every ``Kube`` call site)
-and requires them to equal these. Rules are rendered like controller-gen's: one rule per (apiGroup,
-verbs, resourceNames), resources sorted.
+(:meth:`~trainer.framework.controller.Controller.permissions`) under every gang scheduler. ``python -m
+trainer.rbac`` renders the ClusterRole ``trainer-operator`` (``config/rbac/role.yaml``: what every gang
+scheduler needs), the Roles of the operator's namespace (``config/rbac/leader_election_role.yaml``,
+``webhook_certificates_role.yaml``), what one gang scheduler adds (``config/overlays/<scheduler>/role_patch.yaml``),
+the webhook configurations (``config/webhook/manifests.yaml``, :func:`trainer.webhook.server.configurations`)
+and the RBAC table of ``docs/operating.md``; ``--check`` exits 1 when one is stale. Rules are rendered like
+controller-gen's: one per (apiGroup, verbs, resourceNames), resources sorted.
 """
 
 from __future__ import annotations
@@ -30,17 +22,16 @@ from typing import Any
 
 import yaml
 
-from trainer.framework.kube.leader import ROLE as LEADER_ELECTION_ROLE
-from trainer.framework.permissions import Grant, Permission, grants
-from trainer.framework.tls import ROLE as CERTIFICATES_ROLE
+from trainer.framework import tls
+from trainer.framework.kube import leader
+from trainer.framework.permissions import Permission, policy_rules
 from trainer.jobs import gang
 from trainer.webhook import server as webhook
 from trainer.wiring import Settings, controllers
 
-__all__ = ["CERTIFICATES_ROLE", "CLUSTER_ROLE", "DECLARING", "LEADER_ELECTION_ROLE", "Grant", "grants"]
-
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 CLUSTER_ROLE = "trainer-operator"
+LEADER_ELECTION_ROLE, CERTIFICATES_ROLE = leader.ROLE, tls.ROLE
 ROLE_FILES = {LEADER_ELECTION_ROLE: "leader_election_role.yaml", CERTIFICATES_ROLE: "webhook_certificates_role.yaml"}
 """The Roles of the operator's namespace and their files under ``config/rbac``."""
 DECLARING = (
@@ -96,39 +87,10 @@ def in_role(role: str) -> list[Permission]:
     return [p for p in declared() if p.role == role]
 
 
-def policy_rules(permissions: list[Permission]) -> list[dict[str, Any]]:
-    """RBAC ``PolicyRule``s: one per (apiGroup, verbs, resourceNames), resources, verbs and names sorted;
-    ``resourceNames`` only on rules restricted to named objects."""
-    by_resource: dict[tuple[str, str, str], set[str]] = {}
-    for group, resource, verb, name in grants(permissions):
-        by_resource.setdefault((group, resource, verb), set()).add(name)
-    by_grant: dict[tuple[str, str, tuple[str, ...]], set[str]] = {}
-    for (group, resource, verb), named in by_resource.items():
-        # A verb granted on any object needs no names beside it.
-        by_grant.setdefault((group, resource, () if "" in named else tuple(sorted(named))), set()).add(verb)
-    by_verbs: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
-    for (group, resource, names), granted in by_grant.items():
-        by_verbs.setdefault((group, tuple(sorted(granted)), names), []).append(resource)
-    out = []
-    for (group, verbs, names), resources in sorted(by_verbs.items()):
-        rule: dict[str, Any] = {"apiGroups": [group], "resources": sorted(resources)}
-        if names:
-            rule["resourceNames"] = list(names)
-        rule["verbs"] = list(verbs)
-        out.append(rule)
-    return out
-
-
 def role(kind: str, name: str, permissions: list[Permission]) -> dict[str, Any]:
-    """The ``kind`` (ClusterRole, Role) ``name`` granting ``permissions`` (a Role's namespace comes from
-    kustomize)."""
-    meta = {"name": name}
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": kind,
-        "metadata": meta,
-        "rules": policy_rules(permissions),
-    }
+    """The ``kind`` (ClusterRole, Role; its namespace comes from kustomize) ``name`` granting ``permissions``."""
+    head = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": name}}
+    return {**head, "rules": policy_rules(permissions)}
 
 
 def cluster_role() -> dict[str, Any]:

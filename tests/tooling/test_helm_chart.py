@@ -26,6 +26,7 @@ import yaml
 from localcluster.binaries import ensure
 from localcluster.operator_sa import OVERLAYS
 from trainer import rbac
+from trainer.framework.permissions import policy_rules
 from trainer.jobs.gang import SCHEDULERS
 from trainer.webhook import server as webhook
 
@@ -170,7 +171,7 @@ def test_same_rbac_as_config(gang: str) -> None:
     for k in (k for k in theirs if k[0] in ("RoleBinding", "ClusterRoleBinding")):
         assert (ours[k]["roleRef"], ours[k]["subjects"]) == (theirs[k]["roleRef"], theirs[k]["subjects"]), k
     cluster_role = ours[("ClusterRole", rbac.CLUSTER_ROLE, "")]
-    assert cluster_role["rules"] == [*rbac.cluster_role()["rules"], *rbac.policy_rules(rbac.gang_only(gang))]
+    assert cluster_role["rules"] == [*rbac.cluster_role()["rules"], *policy_rules(rbac.gang_only(gang))]
 
 
 @pytest.mark.parametrize("gang", OVERLAYS)

@@ -45,7 +45,7 @@ from tests.kube_double import reader
 from trainer import rbac
 from trainer.framework.kube.client import Kube
 from trainer.framework.owner import owner_reference
-from trainer.framework.permissions import APPLY, Permission, grants
+from trainer.framework.permissions import APPLY, Grant, Permission, grants
 from trainer.framework.probes import METRICS_SECRET
 from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
@@ -87,7 +87,6 @@ DYNAMIC = {
     ("trainer/webhook/server.py", "json_patch"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
-Grant = rbac.Grant
 IMPLIED = "trainer.framework.controller"
 """Where the permissions a controller's declaration implies are made."""
 OWN_NAMESPACE = {"trainer/framework/kube/leader.py": "leader", "trainer/framework/tls.py": "certificates"}

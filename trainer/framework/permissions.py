@@ -7,18 +7,19 @@ names a file by hand and a module that goes takes its permissions with it. A con
 and on what it owns and watches (their informers), and on what it owns the verbs its
 :class:`~trainer.framework.controller.Owns` says (:meth:`~trainer.framework.controller.Controller.permissions`).
 
-:mod:`trainer.rbac` collects both and renders the ClusterRole, the Roles of the operator's namespace and
-the docs' table.
+:mod:`trainer.rbac` collects both and renders them (:func:`policy_rules`: RBAC rules as controller-gen
+writes them) into the ClusterRole, the Roles of the operator's namespace and the docs' table.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from api.kinds import Resource
 
-__all__ = ["APPLY", "OWNED", "VERBS", "WATCH", "Grant", "Permission", "grants"]
+__all__ = ["APPLY", "OWNED", "VERBS", "WATCH", "Grant", "Permission", "grants", "policy_rules"]
 
 WATCH = ("list", "watch")
 """What an informer asks: list, then watch from the list's resourceVersion."""
@@ -80,3 +81,26 @@ class Permission:
 def grants(permissions: list[Permission]) -> set[Grant]:
     """Every ``(apiGroup, resource, verb, resourceName)`` the permissions grant (empty for none)."""
     return set().union(*(p.grants() for p in permissions)) if permissions else set()
+
+
+def policy_rules(permissions: list[Permission]) -> list[dict[str, Any]]:
+    """RBAC ``PolicyRule``s: one per (apiGroup, verbs, resourceNames), resources, verbs and names sorted;
+    ``resourceNames`` only on rules restricted to named objects."""
+    by_resource: dict[tuple[str, str, str], set[str]] = {}
+    for group, resource, verb, name in grants(permissions):
+        by_resource.setdefault((group, resource, verb), set()).add(name)
+    by_grant: dict[tuple[str, str, tuple[str, ...]], set[str]] = {}
+    for (group, resource, verb), named in by_resource.items():
+        # A verb granted on any object needs no names beside it.
+        by_grant.setdefault((group, resource, () if "" in named else tuple(sorted(named))), set()).add(verb)
+    by_verbs: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for (group, resource, names), granted in by_grant.items():
+        by_verbs.setdefault((group, tuple(sorted(granted)), names), []).append(resource)
+    out = []
+    for (group, verbs, names), resources in sorted(by_verbs.items()):
+        rule: dict[str, Any] = {"apiGroups": [group], "resources": sorted(resources)}
+        if names:
+            rule["resourceNames"] = list(names)
+        rule["verbs"] = list(verbs)
+        out.append(rule)
+    return out

@@ -341,7 +341,8 @@ def declare(
     scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
     Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
     has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
-    to it.
+    to it. Its RBAC (:meth:`~trainer.framework.controller.Controller.permissions`) is what these imply and
+    the patch of the primary's status (:func:`~trainer.jobs.status_writer.status_permission`).
 
     ``telling``: how the status writer tells the kind's changes. ``settles``: a reconcile reads its child
     writes back (:meth:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
