@@ -23,8 +23,8 @@ crds: venv
 	$(PY) -m api.crd
 	$(MAKE) --no-print-directory chart
 
-# The ClusterRole, the two Roles and the overlays' RBAC patches, from trainer/rbac.py, and the webhook
-# configurations, from trainer/webhook/server.py.
+# The ClusterRole, the two Roles and the overlays' RBAC patches, from the permissions the modules declare
+# (rendered by trainer/rbac.py), and the webhook configurations, from trainer/webhook/server.py.
 rbac: venv
 	$(PY) -m trainer.rbac
 	$(MAKE) --no-print-directory chart
@@ -60,6 +60,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy api trainer tests e2e bench localcluster
+	$(PY) -m trainer.rbac --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 # The docs site (mkdocs.yml, docs/) at http://127.0.0.1:8000, rebuilt on every change.

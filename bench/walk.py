@@ -5,9 +5,10 @@ and the status write, which project files run and how deep the project's frames 
 recording double of ``Kube`` (tests/kube_double.py; no cluster, no network), with a profiler that
 notes every project function entered, and prints the files in the order first entered and the
 deepest chain of project frames, grouped by layer (tests/test_layers.py: api, framework, job layer,
-kinds, ...) and role: the job layer and the kinds tell the story, but for their ``features/`` folders and
-the kind's ``spec/`` (what a plain job only passes through: volume claims, the runtime snapshot, TTL,
-exclusive placement, failure policy, overrides, ...); the framework and ``api`` are the plumbing. Test and bench modules are not counted.
+kinds, ...) and role: the job layer and the kinds tell the story, but for their ``features/`` folders
+and the kind's ``spec/`` (what a plain job only passes through: volume claims, the runtime snapshot,
+TTL, exclusive placement, failure policy, overrides, ...); the framework and ``api`` are the plumbing.
+Test and bench modules are not counted.
 """
 
 from __future__ import annotations

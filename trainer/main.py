@@ -22,18 +22,30 @@ from typing import Any
 
 import structlog
 
+from api.kinds import SECRETS
 from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.kube.cache import wait_synced
 from trainer.framework.kube.client import Kube
 from trainer.framework.kube.leader import LeaderElector, LeadershipLost, default_namespace
 from trainer.framework.metrics import Metrics
+from trainer.framework.permissions import Permission
 from trainer.framework.probes import METRICS_SECRET, metrics_app, parse_bind_address, probes_app, serve
-from trainer.framework.tls import WebhookTLS, serving_names
+from trainer.framework.tls import KEEPER_VERBS, ROLE, WebhookTLS, serving_names
 from trainer.mpijob import crd as mpijob_crd
 from trainer.settings import EVENT_LOOPS, Settings, parse_args
 from trainer.statusserver import server as status_server
 from trainer.webhook.server import WebhookServer, cache_facts
 from trainer.wiring import new_manager
+
+PERMISSIONS = (
+    Permission(
+        SECRETS,
+        KEEPER_VERBS,
+        "--metrics-secure's certificate: read, watch (by name), rotate",
+        names=(METRICS_SECRET,),
+        role=ROLE,
+    ),
+)
 
 
 def configure_logging(fmt: str, level: str) -> None:

@@ -137,5 +137,6 @@ def test_the_flag_is_off_by_default_and_rbac_grants_the_reviews_and_the_secret()
         ("authorization.k8s.io", "subjectaccessreviews"),
     ):
         assert any(r["apiGroups"] == [group] and resource in r["resources"] and "create" in r["verbs"] for r in rules)
-    secrets = [r for r in rbac.certificates_role()["rules"] if r.get("resourceNames")]
+    certificates = rbac.role("Role", rbac.CERTIFICATES_ROLE, rbac.in_role(rbac.CERTIFICATES_ROLE))
+    secrets = [r for r in certificates["rules"] if r.get("resourceNames")]
     assert METRICS_SECRET in secrets[0]["resourceNames"]

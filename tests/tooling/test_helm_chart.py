@@ -26,6 +26,8 @@ import yaml
 from localcluster.binaries import ensure
 from localcluster.operator_sa import OVERLAYS
 from trainer import rbac
+from trainer.framework.permissions import policy_rules
+from trainer.jobs.gang import SCHEDULERS
 from trainer.webhook import server as webhook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +111,7 @@ def container(objects: tuple[Doc, ...] | list[Doc]) -> Doc:
 
 
 def test_every_gang_scheduler_of_the_code_has_a_config_directory() -> None:
-    assert set(OVERLAYS) == set(rbac.GANG)
+    assert set(OVERLAYS) == set(SCHEDULERS)
     assert all((CONFIG / d / "kustomization.yaml").is_file() for d in OVERLAYS.values())
 
 
@@ -169,7 +171,7 @@ def test_same_rbac_as_config(gang: str) -> None:
     for k in (k for k in theirs if k[0] in ("RoleBinding", "ClusterRoleBinding")):
         assert (ours[k]["roleRef"], ours[k]["subjects"]) == (theirs[k]["roleRef"], theirs[k]["subjects"]), k
     cluster_role = ours[("ClusterRole", rbac.CLUSTER_ROLE, "")]
-    assert cluster_role["rules"] == [*rbac.cluster_role()["rules"], *rbac.policy_rules(rbac.GANG[gang])]
+    assert cluster_role["rules"] == [*rbac.cluster_role()["rules"], *policy_rules(rbac.gang_only(gang))]
 
 
 @pytest.mark.parametrize("gang", OVERLAYS)

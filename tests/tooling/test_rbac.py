@@ -1,5 +1,7 @@
 """The RBAC in config/ is exactly what the code uses: recomputed here from the code, compared with the
-table of :mod:`trainer.rbac` (which renders the manifests), and no wildcard anywhere.
+permissions the modules declare (which :mod:`trainer.rbac` renders into the manifests), and no wildcard
+anywhere. Every module that declares is listed in :data:`trainer.rbac.DECLARING`, names what it declares,
+and declares what its own ``kube`` calls ask.
 
 What the code uses is derived, not listed: ``list``/``watch`` on the resource of every informer the
 Manager starts (for each gang scheduler); every ``kube.<verb>(RESOURCE, ...)`` call site found in the
@@ -43,6 +45,7 @@ from tests.kube_double import reader
 from trainer import rbac
 from trainer.framework.kube.client import Kube
 from trainer.framework.owner import owner_reference
+from trainer.framework.permissions import APPLY, Grant, Permission, grants
 from trainer.framework.probes import METRICS_SECRET
 from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
@@ -56,14 +59,14 @@ from trainer.wiring import Settings, new_manager
 ROOT = Path(__file__).resolve().parents[2]
 FEATURE_CHILDREN = {r for f in FEATURES for r in f.owns}
 """What the TrainJob features own (and delete once finished or no longer wanted)."""
-NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
-"""User-side tools: their RBAC is the user's."""
+NOT_OPERATOR = ("trainer/client/", "trainer/cli.py", "trainer/dashboard/")
+"""User-side tools (the SDK, the CLI, ``trainer dashboard``): their RBAC is the user's."""
 VERBS = {
     "get": ("get",),
     "get_or_none": ("get",),
     "list": ("list",),
     "watch": ("watch",),
-    "apply": rbac.APPLY,
+    "apply": APPLY,
     "patch_status": ("patch",),
     "merge_patch": ("patch",),
     "json_patch": ("patch",),
@@ -88,7 +91,8 @@ DYNAMIC = {
     ("trainer/webhook/server.py", "json_patch"): "webhook configurations",
 }
 """Call sites whose resource is a variable, and where the resources come from."""
-Grant = rbac.Grant
+IMPLIED = "trainer.framework.controller"
+"""Where the permissions a controller's declaration implies are made."""
 OWN_NAMESPACE = {"trainer/framework/kube/leader.py": "leader", "trainer/framework/tls.py": "certificates"}
 """Modules whose calls all go to the operator's own namespace, and the Role that grants them."""
 
@@ -220,18 +224,73 @@ async def used(scheduler: str) -> dict[str, set[Grant]]:
 
 
 @pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
-async def test_the_table_is_exactly_what_the_code_uses(scheduler: str) -> None:
+async def test_the_declarations_are_exactly_what_the_code_uses(scheduler: str) -> None:
     uses = await used(scheduler)
-    for where, rules in (
-        ("cluster", rbac.OPERATOR + rbac.GANG[scheduler]),
-        ("leader", rbac.LEADER_ELECTION),
-        ("certificates", rbac.CERTIFICATES),
+    for where, permissions in (
+        ("cluster", rbac.operator() + rbac.gang_only(scheduler)),
+        ("leader", rbac.in_role(rbac.LEADER_ELECTION_ROLE)),
+        ("certificates", rbac.in_role(rbac.CERTIFICATES_ROLE)),
     ):
-        table = rbac.grants(rules)
-        assert sorted(uses[where] - table) == [], (
-            f"{where}: used by the code but not granted: add it to trainer/rbac.py"
+        declared = grants(permissions)
+        assert sorted(uses[where] - declared) == [], (
+            f"{where}: used by the code but not granted: declare it in the module's PERMISSIONS"
         )
-        assert sorted(table - uses[where]) == [], f"{where}: granted but unused: remove it from trainer/rbac.py"
+        assert sorted(declared - uses[where]) == [], f"{where}: granted but unused: remove its Permission"
+
+
+def _module_of(path: Path) -> str:
+    return path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+
+
+def _declares(tree: ast.Module) -> ast.stmt | None:
+    """The module-level ``PERMISSIONS = ...`` of a module, or None."""
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "PERMISSIONS" for t in targets):
+            return node
+    return None
+
+
+def test_the_declaring_modules_are_those_of_the_source_tree() -> None:
+    found = {_module_of(p) for p in (ROOT / "trainer").rglob("*.py") if _declares(ast.parse(p.read_text()))}
+    assert sorted(found) == sorted(rbac.DECLARING), "list every module with a PERMISSIONS in trainer.rbac.DECLARING"
+    for module in rbac.DECLARING:  # a module that is gone cannot be imported: its declarations go with it
+        assert (ROOT / (module.replace(".", "/") + ".py")).exists(), module
+        assert all(p.module == module for p in importlib.import_module(module).PERMISSIONS), module
+
+
+@pytest.mark.parametrize("module", rbac.DECLARING)
+def test_a_declaring_module_names_what_it_declares(module: str) -> None:
+    """Every Permission names a resource (or an object) the module's own code names besides its declaration."""
+    mod = importlib.import_module(module)
+    tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+    declaration = _declares(tree)
+    named = [
+        getattr(mod, n.id, None)
+        for top in tree.body
+        if top is not declaration
+        for n in ast.walk(top)
+        if isinstance(n, ast.Name)
+    ]
+    for p in mod.PERMISSIONS:
+        assert isinstance(p, Permission), p
+        assert p.resource in named or set(p.names) & set(map(str, named)), f"{module} declares {p} but never names it"
+
+
+def test_a_kube_call_is_declared_beside_it() -> None:
+    """A ``kube`` call on a named resource is granted by its own module's PERMISSIONS, or by what the
+    controllers' declarations imply (their informers and owned objects)."""
+    implied = {p for s in gang.SCHEDULERS for p in rbac.needed(s) if p.module == IMPLIED}
+    for path, method, res, _, _ in call_sites():
+        if res is None:
+            continue
+        beside = {p for p in rbac.declared() if p.module == _module_of(ROOT / path)} | implied
+        granted = {(g, r, v) for g, r, v, _ in grants(list(beside))}
+        sub = "/status" if method == "patch_status" else ""
+        for verb in VERBS[method]:
+            assert (res.group, res.plural + sub, verb) in granted, f"{path}: kube.{method}({res.plural}) not declared"
 
 
 def test_webhook_configurations_are_only_read_and_patched_by_name() -> None:
@@ -248,20 +307,27 @@ def test_webhook_configurations_are_only_read_and_patched_by_name() -> None:
 
 
 def test_certificate_secrets_only_in_the_operators_namespace() -> None:
-    cluster = rbac.grants(rbac.OPERATOR)
+    cluster = grants(rbac.operator())
     # get (whose is a Secret named like a child, on a create's 409) reads no more than the informer's
     # list/watch already do; update is the certificates' only, in the operator's namespace.
     assert not {g for g in cluster if g[1] == "secrets" and g[2] == "update"}, "no cluster-wide update"
-    role = rbac.grants(rbac.CERTIFICATES)
+    certificates = rbac.in_role(rbac.CERTIFICATES_ROLE)
+    role = grants(certificates)
     assert {g[3] for g in role if g[2] != "create"} == certificate_secrets()
     assert {g for g in role if g[2] == "create"} == {("", "secrets", "create", "")}
-    for rule in rbac.OPERATOR + rbac.CERTIFICATES:  # every cluster-wide Secret verb and the unnamed create say why
-        if rule.resource.plural == "secrets" and not rule.names:
-            assert "cannot" in rule.why, rule
+    for p in rbac.operator() + certificates:  # every cluster-wide Secret verb and the unnamed create say why
+        if p.resource.plural == "secrets" and not p.names:
+            assert "cannot" in p.why, p
 
 
-def test_every_gang_scheduler_has_its_rules() -> None:
-    assert set(rbac.GANG) == set(gang.SCHEDULERS)
+@pytest.mark.parametrize("scheduler", sorted(gang.SCHEDULERS))
+def test_a_gang_scheduler_adds_what_it_owns_and_watches(scheduler: str) -> None:
+    declared = gang.SCHEDULERS[scheduler]
+    expected = {o.resource for o in declared.owns} | set(declared.watches)
+    assert {p.resource for p in rbac.gang_only(scheduler)} == expected
+    for owns in declared.owns:
+        verbs = {g[2] for g in grants(rbac.gang_only(scheduler)) if g[1] == owns.resource.plural}
+        assert verbs == {"list", "watch", *owns.verbs}, owns
 
 
 @pytest.mark.parametrize("path", sorted(rbac.files()), ids=lambda p: str(p.relative_to(ROOT)))
@@ -273,8 +339,8 @@ def test_checked_in_rbac_is_current(path: Path) -> None:
 def test_the_docs_table_is_current() -> None:
     page = rbac.DOCS_PAGE.read_text()
     assert rbac.table() in page, "docs/operating.md's RBAC table is stale: run `python -m trainer.rbac`"
-    for rule in rbac.OPERATOR + [r for rules in rbac.GANG.values() for r in rules]:
-        assert rule.why.strip(), f"cluster-wide {rule.name} {rule.verbs} says not why"
+    for p in {p for s in gang.SCHEDULERS for p in rbac.needed(s)}:
+        assert p.why.strip(), f"{p.module}: {p.name} {p.verbs} says not why"
 
 
 def _roles_and_patches() -> list[tuple[Path, Any]]:

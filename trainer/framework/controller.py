@@ -24,6 +24,8 @@ from api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Index, Key, controller_uid, key_of
 from trainer.framework.kube.projection import Projection, strip_managed_fields
+from trainer.framework.owner import owner_permission
+from trainer.framework.permissions import OWNED, WATCH, Permission
 
 __all__ = [
     "Context",
@@ -135,6 +137,10 @@ class Owns:
     urgent: Callable[[JSON | None, JSON], bool] | None = None
     """``(old, new) -> whether this change brings the owner's reconcile at once`` rather than with the
     children batch (a Job that has just finished); None: never."""
+    verbs: tuple[str, ...] = OWNED
+    """What the reconciler asks of owned objects besides its informer's list/watch (its RBAC verbs):
+    by default server-side apply, get and delete (:data:`~trainer.framework.permissions.OWNED`); an
+    object created once and never deleted, e.g. ``("create", "get", "patch")``."""
 
 
 MapFn = Callable[[JSON, Reader], Iterable[Key]]
@@ -214,6 +220,30 @@ class Controller:
     watches: tuple[Watches, ...] = field(default_factory=tuple)
     event_filter: EventFilter | None = None
     """Asked of every change of the primary and the owned objects before it is queued; None: all are."""
+    needs: tuple[Permission, ...] = ()
+    """What the reconciler asks of the apiserver besides what :meth:`permissions` derives from the
+    declaration (the primary's status), declared where that code is."""
+
+    def permissions(self) -> list[Permission]:
+        """Its RBAC: list/watch on the primary and on every owned and watched resource (their informers),
+        the :attr:`Owns.verbs` of every owned resource, ``update`` on the primary's finalizers when it
+        owns any (:func:`~trainer.framework.owner.owner_permission`) and :attr:`needs`."""
+        out = [Permission(self.for_, WATCH, f"the {self.name} controller's primary: its informer")]
+        for o in self.owns:
+            where = f"of those labelled `{o.label}` (RBAC cannot narrow by label)" if o.label else "of every one"
+            verbs = ", ".join(v for v in o.verbs if v not in WATCH)
+            out.append(
+                Permission(
+                    o.resource, (*WATCH, *o.verbs), f"the {self.name} controller owns them: informer {where}; {verbs}"
+                )
+            )
+        for w in self.watches:
+            narrowed = [f"`{s}`" for s in (w.label, w.field_selector) if s]
+            where = f" of those {' and '.join(narrowed)} selects" if narrowed else ""
+            out.append(Permission(w.resource, WATCH, f"the {self.name} controller watches them: informer{where}"))
+        if self.owns:
+            out.append(owner_permission(self.for_))
+        return [*out, *self.needs]
 
     def sources(self) -> list[Source]:
         """Every cache this controller reads (:class:`Source`), primary first."""

@@ -27,12 +27,17 @@ from dataclasses import dataclass
 from api.kinds import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.kube.client import KubeClient
+from trainer.framework.permissions import Permission
 
 ALLOWED_TTL = 60.0
 """Seconds an allowed token is let in without new reviews."""
 DENIED_TTL = 10.0
 """Seconds a refused token stays refused without new reviews."""
 CACHE_SIZE = 1024
+PERMISSIONS = (
+    Permission(TOKEN_REVIEWS, ("create",), "--metrics-secure: whose is the scraper's bearer token"),
+    Permission(SUBJECT_ACCESS_REVIEWS, ("create",), "--metrics-secure: may the scraper's token get /metrics"),
+)
 """Decisions kept at most; the oldest go first."""
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.kinds import Resource
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 
 
 def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
@@ -28,6 +30,19 @@ def owner_reference(obj: dict[str, Any] | Any) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def owner_permission(owner: Resource) -> Permission:
+    """``update`` on ``owner``'s ``finalizers``: what setting ``blockOwnerDeletion`` in a child's owner
+    reference (:func:`owner_reference`) to an ``owner`` asks, as the OwnerReferencesPermissionEnforcement
+    admission plugin allows it only to who may update the owner's finalizers."""
+    return Permission(
+        owner,
+        ("update",),
+        "children's ownerReferences set blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement "
+        "admission plugin allows only to who may update the owner's finalizers",
+        subresource="finalizers",
+    )
 
 
 def owned_config_map(

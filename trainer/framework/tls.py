@@ -52,10 +52,31 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Informer
 from trainer.framework.kube.client import ApiError, KubeClient
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 
 log = structlog.get_logger("trainer.framework.tls")
 SECRET_NAME = "trainer-webhook-certs"
 SECRET_TYPE = "kubernetes.io/tls"
+ROLE = "trainer-webhook-certificates"
+"""The Role, in the operator's namespace, that grants the certificate Secrets' verbs."""
+KEEPER_VERBS = ("get", "update", "list", "watch")
+"""What a keeper asks of its Secret by name: read, rotate, and watch it by ``metadata.name``."""
+PERMISSIONS = (
+    Permission(
+        SECRETS,
+        KEEPER_VERBS,
+        "the webhook's certificate: read, watch (by name), rotate",
+        names=(SECRET_NAME,),
+        role=ROLE,
+    ),
+    Permission(
+        SECRETS,
+        ("create",),
+        "the first replica writes a certificate Secret; RBAC cannot restrict create by name (the name is in "
+        "the body, not the URL), so this is any Secret, in the operator's namespace only",
+        role=ROLE,
+    ),
+)
 MAX_CHECK_INTERVAL = 3600.0
 """Seconds between two checks of the Secret at most (besides the checks its changes trigger)."""
 RETRY_DELAY = 5.0

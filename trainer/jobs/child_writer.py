@@ -66,6 +66,7 @@ from trainer.framework.kube.cache import controller_of, key_of
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import FIELD_MANAGER, managed_entry, owned_by_update
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.jobs.facts import started
 
 if TYPE_CHECKING:
@@ -85,6 +86,12 @@ RETRY_MAX = 300.0
 RETRY_PREVIOUS = 1.0
 """Seconds before a child held by an earlier job of the same name is looked for again (doubling)."""
 T = TypeVar("T")
+CREATED_ONCE = ("create", "get", "patch")
+"""The verbs on an owned kind whose objects are only ever :class:`Once` (a gang's Workload): created,
+read on a create's 409, labelled when it lacks the desired labels; never applied, never deleted."""
+PERMISSIONS = (
+    Permission(JOBS, ("patch",), "clearing startTime of a suspended Job whose Pod template must change", "status"),
+)
 
 
 @dataclass(frozen=True)

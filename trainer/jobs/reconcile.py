@@ -73,7 +73,7 @@ from trainer.jobs.features.replica_failure import replica_failure
 from trainer.jobs.features.replica_failure import watches as failed_create_events
 from trainer.jobs.gang.base import GangScheduler
 from trainer.jobs.kind import Blocked, Expanded, I, J, Kind, Latest
-from trainer.jobs.status_writer import NoLane, ProgressClock, StatusWriter, Telling
+from trainer.jobs.status_writer import NoLane, ProgressClock, StatusWriter, Telling, status_permission
 
 __all__ = [
     "Blocked",
@@ -281,7 +281,8 @@ def declare(
     scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
     Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
     has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
-    to it.
+    to it. Its RBAC (:meth:`~trainer.framework.controller.Controller.permissions`) is what these imply and
+    the patch of the primary's status (:func:`~trainer.jobs.status_writer.status_permission`).
 
     ``telling``: how the status writer tells the kind's changes. A kind with a ``settle`` step reads its
     child writes back (:attr:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
@@ -314,7 +315,7 @@ def declare(
             Owns(JOBS, label, keep=kept_job, urgent=just_finished),
             Owns(SECRETS, label, keep=kept_secret),
             *(Owns(r, label) for r in (SERVICES, CONFIGMAPS, *also_owns)),
-            *(Owns(r) for r in gang.owns),
+            *gang.owns,
         ),
         watches=(
             *watches,
@@ -322,6 +323,7 @@ def declare(
             *(Watches(r, every_primary(primary)) for r in gang.watches),
         ),
         event_filter=JobEventFilter(primary, own_writes, clock).accepts,
+        needs=(status_permission(primary),),
     )
 
 

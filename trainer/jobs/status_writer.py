@@ -52,6 +52,7 @@ import structlog
 
 from api.base import Condition
 from api.conditions import COND_REPLICA_FAILURE
+from api.kinds import Resource
 from api.trainer_v1alpha1 import COND_FAILED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import now_rfc3339
@@ -59,6 +60,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions, true_condition
 from trainer.jobs.features import lifecycle
 
@@ -137,6 +139,12 @@ class ProgressClock:
     def stop(self, key: Key) -> None:
         """Stop ``key``'s clock (its status was written or has nothing to write, or the job is gone)."""
         self._since.pop(key, None)
+
+
+def status_permission(primary: Resource) -> Permission:
+    """``patch`` on ``primary``'s ``status``: what a :class:`StatusWriter` of jobs of ``primary`` asks (a
+    merge patch of the status subresource)."""
+    return Permission(primary, ("patch",), "the job's status: conditions and the kind's status fields", "status")
 
 
 class StatusWriter:

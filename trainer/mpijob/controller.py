@@ -32,6 +32,7 @@ from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Controller, Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
+from trainer.framework.permissions import Permission
 from trainer.jobs import reconcile
 from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.conditions import MPIJOB_TERMINAL, finished, finished_at, kept_conditions, problem
@@ -128,6 +129,10 @@ def invalid(obj: JSON, message: str) -> list[Condition]:
     return reconcile.invalid(obj, MPIJOB, message)
 
 
+PERMISSIONS = (
+    Permission(MPIJOBS, ("patch",), "under Kueue, schedulingPolicy.queue carried to Kueue's queue label"),
+    Permission(MPIJOBS, ("delete",), "ttlSecondsAfterFinished"),
+)
 TELLING = Telling(
     warnings=frozenset({COND_FAILED, COND_MISCONFIGURED, COND_REPLICA_FAILURE}),
     progress_fields=frozenset({"replicaStatuses"}),

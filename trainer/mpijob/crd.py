@@ -19,9 +19,18 @@ import structlog
 from api.kinds import CRDS, KUBEFLOW_VERSION, MPIJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, KubeClient
+from trainer.framework.permissions import Permission
 
 log = structlog.get_logger("trainer.mpijob")
 CRD_NAME = f"{MPIJOBS.plural}.{MPIJOBS.group}"
+PERMISSIONS = (
+    Permission(
+        CRDS,
+        ("get",),
+        "at startup, whether the MPIJob CRD serves v2beta1 (training-operator v1's serves v1 only)",
+        names=(CRD_NAME,),
+    ),
+)
 """``mpijobs.kubeflow.org``."""
 FIX = (
     f"delete (or re-create as {MPIJOBS.group}/{KUBEFLOW_VERSION}) the MPIJobs it stores, "

@@ -66,6 +66,7 @@ from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, controller_uid, key_of
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import HASH_ANNOTATION, Desired, Once
 from trainer.jobs.conditions import JOB_TERMINAL, MPIJOB_TERMINAL, finished, is_true, kept_conditions
 from trainer.jobs.reconcile import Blocked
@@ -104,6 +105,14 @@ def mpijob_of_pod(obj: JSON, _reader: Reader) -> Iterable[Key]:
 
 
 WATCHES = Watches(PODS, mpijob_of_pod, keep=kept_pod, label=f"{OPERATOR_NAME_LABEL}={OPERATOR_NAME}")
+PERMISSIONS = (
+    Permission(
+        PODS,
+        ("delete",),
+        "the worker Pods of MPIJobs mpi-operator started: deleted when such an MPIJob is suspended and as its "
+        "cleanPodPolicy says once it finished",
+    ),
+)
 """The MPIJob controller's Pod informer: the Pods labelled as mpi-operator labels them (its own and this
 operator's), each controlled by an MPIJob mapped to it."""
 

@@ -40,6 +40,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of
 from trainer.framework.kube.client import KubeClient
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.trainjob.spec.injection import token_audience
 
 __all__ = ["TokenAuthenticator", "Verdict", "bearer_token", "token_expiry"]
@@ -59,6 +60,17 @@ RETRY_AFTER = 1
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+PERMISSIONS = (
+    Permission(TOKEN_REVIEWS, ("create",), "the status server checks trainer pods' bearer tokens"),
+    Permission(PODS, ("get",), "the status server checks a token's pod belongs to the TrainJob"),
+    Permission(JOBS, ("get",), "the status server reads the Job controlling a token's pod when its cache lacks it"),
+    Permission(
+        TRAINJOBS,
+        ("get",),
+        "the status server reads the TrainJob a token's pod chain must reach when its cache lacks it, e.g. "
+        "before the caches synced",
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,13 @@ from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.client import ApiError
 from trainer.framework.meta import meta
 from trainer.framework.owner import owned_config_map
+from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.facts import managed_by_us
 from trainer.trainjob.spec.injection import CA_KEY, ca_config_map_name
 
 log = structlog.get_logger("trainer.statusserver")
+PERMISSIONS = (Permission(CONFIGMAPS, ("create", "patch", "get"), "the `<trainjob>-tls-config` ConfigMaps (ca.crt)"),)
 
 
 def ca_config_map(trainjob: JSON, ca: str) -> JSON:

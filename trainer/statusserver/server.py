@@ -35,7 +35,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from api.kinds import TRAINJOBS
+from api.kinds import SECRETS, TRAINJOBS
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.certs import VALIDITY
 from trainer.framework.clock import parse_time
@@ -43,7 +43,9 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError, KubeClient
 from trainer.framework.meta import meta
-from trainer.framework.tls import WebhookTLS, serving_names
+from trainer.framework.permissions import Permission
+from trainer.framework.tls import KEEPER_VERBS, WebhookTLS, serving_names
+from trainer.framework.tls import ROLE as CERTIFICATES_ROLE
 from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.features.own_writes import OwnWrites
 from trainer.statusserver.auth import TokenAuthenticator
@@ -63,6 +65,17 @@ SECRET_NAME = "trainer-status-server-certs"
 MAX_BODY = 1 << 16
 """Largest request body accepted, in bytes (upstream ``maxBodySize``)."""
 WRITE_TRIES = 3
+PERMISSIONS = (
+    Permission(TRAINJOBS, ("get",), "a progress report reads the TrainJob when its cache lacks it"),
+    Permission(TRAINJOBS, ("patch",), "a progress report patches the TrainJob's trainerStatus", "status"),
+    Permission(
+        SECRETS,
+        KEEPER_VERBS,
+        "the status server's certificate: read, watch (by name), rotate",
+        names=(SECRET_NAME,),
+        role=CERTIFICATES_ROLE,
+    ),
+)
 """Tries of a conditional status write that meets a newer resourceVersion (another writer's)."""
 MAX_WRITTEN = 100_000
 """TrainJobs whose last report this server remembers at most (the oldest go first)."""

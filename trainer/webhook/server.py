@@ -62,6 +62,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
 from trainer.framework.metrics import Metrics
+from trainer.framework.permissions import Permission
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.trainjob.features.dra import devices_of
@@ -70,6 +71,18 @@ from trainer.webhook import rules
 
 log = structlog.get_logger("trainer.webhook")
 CONFIG_NAME = "trainer-webhook"
+PERMISSIONS = (
+    *(
+        Permission(
+            r,
+            ("get", "patch"),
+            "read, then patch only the caBundle of the configuration installed with the operator",
+            names=(CONFIG_NAME,),
+        )
+        for r in (VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS)
+    ),
+    Permission(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing"),
+)
 
 VALIDATED = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, MPIJOBS)
 """Kinds admission validates, each at ``/validate-<kind>``."""

@@ -35,6 +35,7 @@ from trainer.framework.clock import now_micro, now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, KubeClient
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 
 log = structlog.get_logger("trainer.events")
 COMPONENT = "trainer"
@@ -45,6 +46,7 @@ SERIES_FINISH = 6 * 60.0
 """Seconds without a repeat after which a series ends (client-go's ``finishTime``)."""
 MAX_CACHED = 10_000
 NOTE_LIMIT = 1024
+PERMISSIONS = (Permission(EVENTS, ("create", "patch"), "events; a repeat patches its series"),)
 """The apiserver refuses a longer ``note`` (1 kB)."""
 
 

@@ -58,6 +58,7 @@ from api.kinds import LEASES
 from trainer.framework.clock import format_micro_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
+from trainer.framework.permissions import Permission
 
 log = structlog.get_logger("trainer.leader")
 
@@ -65,6 +66,11 @@ LEASE_DURATION = 15.0
 RENEW_DEADLINE = 10.0
 RETRY_PERIOD = 2.0
 JITTER = 0.2
+ROLE = "trainer-leader-election"
+"""The Role, in the operator's namespace, that grants the Lease's verbs."""
+PERMISSIONS = (
+    Permission(LEASES, ("get", "create", "update"), "leader election: read, create, compare-and-swap", role=ROLE),
+)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 

@@ -22,6 +22,7 @@ from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
 from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
 from api.trainer_v1alpha1 import PodGroupPolicy
+from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
@@ -137,8 +138,9 @@ class GangScheduler(Protocol):
     """One gang scheduler. ``name`` is the ``--gang-scheduler-name`` value that selects it."""
 
     name: ClassVar[str]
-    owns: ClassVar[list[Resource]]
-    """Objects of the plan that the job owns (e.g. its PodGroup); the controller caches them."""
+    owns: ClassVar[list[Owns]]
+    """Objects of the plan that the job owns (e.g. its PodGroup) and the verbs the plan's writes ask of
+    them (:attr:`~trainer.framework.controller.Owns.verbs`); the controller caches them."""
     watches: ClassVar[list[Resource]]
     """Cluster-wide objects :meth:`plan` reads (e.g. Volcano Queues); a change re-plans every job."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.kinds import COSCHEDULING_PODGROUPS, Resource
+from trainer.framework.controller import Owns
 from trainer.jobs.gang.base import (
     Facts,
     GangInput,
@@ -35,7 +36,7 @@ class Coscheduling:
     """``--gang-scheduler-name=scheduler-plugins``."""
 
     name: ClassVar[str] = "scheduler-plugins"
-    owns: ClassVar[list[Resource]] = [COSCHEDULING_PODGROUPS]
+    owns: ClassVar[list[Owns]] = [Owns(COSCHEDULING_PODGROUPS)]
     watches: ClassVar[list[Resource]] = []
     scheduler: str = DEFAULT_SCHEDULER
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.kinds import Resource
+from trainer.framework.controller import Owns
 from trainer.jobs.gang.base import Facts, GangInput, GangPlan, reports_only
 
 FLAG = "kueue"
@@ -23,7 +24,7 @@ class Kueue:
     """``--gang-scheduler-name=kueue``."""
 
     name: ClassVar[str] = "kueue"
-    owns: ClassVar[list[Resource]] = []
+    owns: ClassVar[list[Owns]] = []
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.kinds import Resource
+from trainer.framework.controller import Owns
 from trainer.jobs.gang.base import Facts, GangInput, GangPlan, reports_only
 
 FLAG = "none"
@@ -20,7 +21,7 @@ class NoGang:
     """``--gang-scheduler-name=none``."""
 
     name: ClassVar[str] = "none"
-    owns: ClassVar[list[Resource]] = []
+    owns: ClassVar[list[Owns]] = []
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:

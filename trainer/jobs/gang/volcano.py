@@ -25,6 +25,7 @@ from api.conditions import COND_WAITING_FOR_GANG
 from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
 from api.labels import VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import NetworkTopologySpec
+from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.jobs.conditions import problem, true_condition
@@ -105,7 +106,7 @@ class Volcano:
     """``--gang-scheduler-name=volcano``."""
 
     name: ClassVar[str] = "volcano"
-    owns: ClassVar[list[Resource]] = [VOLCANO_PODGROUPS]
+    owns: ClassVar[list[Owns]] = [Owns(VOLCANO_PODGROUPS)]
     watches: ClassVar[list[Resource]] = [VOLCANO_QUEUES]
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:

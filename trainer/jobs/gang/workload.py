@@ -42,10 +42,11 @@ from api.base import Condition
 from api.conditions import COND_WAITING_FOR_GANG
 from api.kinds import POD_GROUPS, WORKLOADS, Resource
 from api.scheduling_v1beta1 import MAX_POD_GROUP_TEMPLATES
+from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference
-from trainer.jobs.child_writer import OURS, Once, claim
+from trainer.jobs.child_writer import CREATED_ONCE, OURS, Once, claim
 from trainer.jobs.conditions import problem
 from trainer.jobs.gang.base import (
     Facts,
@@ -276,7 +277,7 @@ class Workload:
     """``--gang-scheduler-name=workload``."""
 
     name: ClassVar[str] = "workload"
-    owns: ClassVar[list[Resource]] = [WORKLOADS, POD_GROUPS]
+    owns: ClassVar[list[Owns]] = [Owns(WORKLOADS, verbs=CREATED_ONCE), Owns(POD_GROUPS, verbs=CREATED_ONCE)]
     watches: ClassVar[list[Resource]] = []
 
     def plan(self, job: GangInput, facts: Facts) -> GangPlan:

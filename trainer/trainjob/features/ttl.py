@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from api.kinds import CONFIGMAPS, JOBS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, TRAINJOBS
 from trainer.framework.kube.cache import key_of
+from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import Desired
 from trainer.jobs.conditions import JOB_TERMINAL, finished
 from trainer.trainjob.features.base import Feature, Step, deleting
 from trainer.trainjob.features.snapshot import SNAPSHOT_SUFFIX
 from trainer.trainjob.runtime.view import TrainJobView
 
+PERMISSIONS = (
+    Permission(
+        TRAINJOBS, ("delete",), "ttlSecondsAfterFinished, the TrainJob's or its runtime's runPolicy's (KEP-2899)"
+    ),
+)
 TTL_CHILDREN = (SERVICES, CONFIGMAPS, SECRETS, PERSISTENT_VOLUME_CLAIMS)
 """Children besides Jobs that ``ttlSecondsAfterFinished`` deletes (those the TrainJob owns: a claim its
 ``volumeClaimPolicies`` retain has no owner reference and stays)."""

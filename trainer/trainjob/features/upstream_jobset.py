@@ -35,6 +35,7 @@ from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import Desired
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished, kept_conditions
 from trainer.jobs.reconcile import Blocked
@@ -63,6 +64,16 @@ def trainjob_of_jobset(obj: JSON, _reader: Reader) -> Iterable[Key]:
         group = str(ref.get("apiVersion", "")).split("/")[0]
         if ref.get("controller") and ref.get("kind") == TRAINJOBS.kind and group == TRAINJOBS.group:
             yield str(meta(obj).namespace or ""), str(ref.get("name", ""))
+
+
+PERMISSIONS = (
+    Permission(
+        JOBSETS,
+        ("delete",),
+        "the JobSets Kubeflow Trainer made of TrainJobs: a suspended one's is deleted, and one past its "
+        "TrainJob's deadline",
+    ),
+)
 
 
 def handover(reader: Reader, obj: JSON, job: TrainJob, now: datetime) -> Blocked | None:
