@@ -47,6 +47,7 @@ from api.kinds import (
     Resource,
 )
 from api.labels import KUEUE_QUEUE_LABEL
+from api.snapshot import runtime_of_snapshot, snapshot_name
 from api.trainer_v1alpha1 import (
     FRAMEWORK_LABEL,
     ClusterTrainingRuntime,
@@ -102,7 +103,6 @@ from trainer.client.types import (
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
-from trainer.trainjob.features.snapshot import runtime_of_snapshot, snapshot_name
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"
