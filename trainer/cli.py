@@ -51,7 +51,7 @@ from trainer.client import (
     queue_of,
     runtime_framework,
 )
-from trainer.client.aio import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, delete_object, pick_container, watch_objects
+from trainer.client.jobs import DEFAULT_POD_TIMEOUT, DEFAULT_WAIT_TIMEOUT, delete_object, pick_container, watch_objects
 from trainer.client.manifest import (
     load_manifests,
     manifest_resource,
