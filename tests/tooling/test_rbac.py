@@ -53,7 +53,7 @@ from trainer.webhook import server as webhook
 from trainer.wiring import Settings, new_manager
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_OPERATOR = ("trainer/client/", "trainer/cli.py")
+NOT_OPERATOR = ("trainer/client/", "trainer/cli/")
 """User-side tools: their RBAC is the user's."""
 VERBS = {
     "get": ("get",),
