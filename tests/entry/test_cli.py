@@ -260,6 +260,13 @@ def test_operator_run_hands_its_arguments_and_the_global_flags_to_the_operator(m
     assert seen[-1] == ["--kubeconfig=/other"]
 
 
+def test_operator_run_says_when_the_operator_is_not_installed(monkeypatch: Any) -> None:
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    result = runner.invoke(cli.app, ["operator", "run"])
+    assert result.exit_code == errors.EXIT_ERROR
+    assert "error: the operator is not installed" in result.output
+
+
 def test_operator_run_help_is_the_operators() -> None:
     result = runner.invoke(cli.app, ["operator", "run", "--help"])
     assert result.exit_code == 0
