@@ -3,11 +3,15 @@
 
 Upstream's own are beside their kinds: a TrainJob's in :mod:`api.trainer_v1alpha1` (kubeflow/trainer
 ``trainjob_types.go``), an MPIJob's in :mod:`api.kubeflow_v2beta1` (kubeflow/mpi-operator
-``mpi_job_controller.go``). The rules over conditions (which is True, when a job has finished, how a
-problem folds into ``Misconfigured``) are in :mod:`trainer.jobs.conditions`.
+``mpi_job_controller.go``). Which condition is True is read here once (:func:`true_condition`,
+:func:`is_true`), for the operator and the SDK alike; the operator's other rules over conditions (when a
+job has finished, how a problem folds into ``Misconfigured``) are in the operator's conditions module.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any, Protocol, TypeAlias, TypeVar, overload
 
 # batch/v1 Job condition types (k8s.io/api ``batch/v1`` ``JobConditionType``), the two that end a Job.
 JOB_COMPLETE = "Complete"
@@ -45,3 +49,61 @@ REASON_NODE_LIMIT = "NodeLimitExceeded"
 REASON_FAILED_CREATE = "FailedCreate"
 """The Job controller's Event reason (``FailedCreatePodReason``), the ``ReplicaFailure`` condition's
 reason too."""
+
+
+class ConditionLike(Protocol):
+    """A condition as a model: :class:`api.base.Condition`, or another API's with a type and a status
+    (a Kueue Workload's)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+C = TypeVar("C", bound=ConditionLike)
+Conditions: TypeAlias = dict[str, Any] | Iterable[ConditionLike | dict[str, Any]]
+"""Conditions as models or as JSON, or an object (JSON) whose ``status.conditions`` are meant."""
+
+
+def listed_conditions(conditions: Conditions) -> Iterable[ConditionLike | dict[str, Any]]:
+    """The conditions themselves: an object's ``status.conditions`` (none when unset), else as given."""
+    if isinstance(conditions, dict):
+        return list((conditions.get("status") or {}).get("conditions") or [])
+    return conditions
+
+
+def condition_true(c: ConditionLike | dict[str, Any], types: Collection[str] | None = None) -> bool:
+    """Whether ``c`` is True (and, unless ``types`` is None, of one of ``types``): the one test of a
+    condition's status."""
+    type_, status = (c.get("type"), c.get("status")) if isinstance(c, dict) else (c.type, c.status)
+    return status == "True" and (types is None or type_ in types)
+
+
+def first_true(conditions: Conditions, types: Iterable[str]) -> ConditionLike | dict[str, Any] | None:
+    """The first condition of ``conditions`` (as :func:`true_condition` takes them) of one of ``types``
+    that is True, or None."""
+    wanted = set(types)
+    return next((c for c in listed_conditions(conditions) if condition_true(c, wanted)), None)
+
+
+@overload
+def true_condition(conditions: Iterable[C], *types: str) -> C | None: ...
+
+
+@overload
+def true_condition(conditions: dict[str, Any] | Iterable[dict[str, Any]], *types: str) -> dict[str, Any] | None: ...
+
+
+def true_condition(conditions: Conditions, *types: str) -> ConditionLike | dict[str, Any] | None:
+    """The first condition of one of ``types`` whose status is ``"True"``, or None. ``conditions``: a list
+    of :class:`~api.base.Condition` (or other :class:`ConditionLike` models), a list of conditions as
+    JSON, or an object (JSON) whose ``status.conditions`` are read; the condition comes back in the
+    shape it was found in."""
+    return first_true(conditions, types)
+
+
+def is_true(conditions: Conditions, *types: str) -> bool:
+    """Whether a condition of one of ``types`` is True (``conditions`` as :func:`true_condition` takes them)."""
+    return first_true(conditions, types) is not None

@@ -37,7 +37,7 @@ from localcluster.client import condition, wait_for
 from localcluster.multicluster import MANAGER, QUEUE, MultiCluster
 from localcluster.operator_sa import operator_kubeconfig
 from trainer.client import AsyncTrainerClient, for_multicluster
-from trainer.client.aio import observe
+from trainer.client.jobs import observe
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 

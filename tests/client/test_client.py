@@ -31,8 +31,8 @@ from trainer.client import (
     runtime_framework,
     trainjob_status,
 )
-from trainer.client.aio import pick_container, resolve_step
 from trainer.client.errors import JobFailedError, UnknownStepError
+from trainer.client.jobs import pick_container, resolve_step
 from trainer.client.manifest import unknown_fields, wire_dict, with_namespace
 from trainer.client.types import TRAINJOB, Event, in_queue, pod_selector, related_events
 from trainer.framework.clock import EARLIEST, parse_time

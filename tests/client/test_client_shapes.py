@@ -22,7 +22,7 @@ from api.kinds import PODS, TRAINJOBS
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob, runtime_from_dict
 from tests.conftest import SAMPLES
 from tests.kube_double import RecordingKube
-from trainer.client import AsyncTrainerClient, NotFoundError, TrainerClient, aio, trainjob_status
+from trainer.client import AsyncTrainerClient, NotFoundError, TrainerClient, jobs, trainjob_status
 from trainer.client import TrainJob as JobShape
 from trainer.client.errors import LogsUnavailableError
 from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, TrainerType, runtime_of, steps_of, trainjob_of
@@ -295,17 +295,23 @@ async def test_create_and_delete_take_every_kind_where_the_namespace_rule_puts_t
         await c.delete(runtime)
 
 
-async def test_old_positional_arguments_warn_and_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    c, kube = client("team-a")
+def put_done_job(kube: RecordingKube, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Complete TrainJob ``team-a/done`` in ``kube``, which a wait sees at once (the double has no
+    watch: :func:`trainer.client.jobs.observe` yields it)."""
     done = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())
     done["metadata"] = {"name": "done", "namespace": "team-a"}
     done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     kube.put(done)
 
-    async def observe(*_: Any, **__: Any) -> AsyncIterator[dict[str, Any]]:  # the double has no watch
+    async def observe(*_: Any, **__: Any) -> AsyncIterator[dict[str, Any]]:
         yield {"done": await kube.get(TRAINJOBS, "team-a", "done")}
 
-    monkeypatch.setattr(aio, "observe", observe)
+    monkeypatch.setattr(jobs, "observe", observe)
+
+
+async def test_old_positional_arguments_warn_and_still_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, kube = client("team-a")
+    put_done_job(kube, monkeypatch)
     seen: list[str] = []
     with pytest.warns(DeprecationWarning, match="polling_interval"):
         await c.wait_for_job_status("done", {"Complete"}, 5, [lambda j: seen.append(trainjob_status(j))])

@@ -16,6 +16,7 @@ from api.base import ObjectMeta
 from api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
 from tests.conftest import SAMPLES, load_sample
 from trainer import cli
+from trainer.cli import describe, errors
 from trainer.client import ManifestError, WorkloadInfo, for_multicluster
 from trainer.client.multicluster import owned_workload
 
@@ -140,7 +141,7 @@ def test_describe_shows_the_cluster_the_checks_and_their_messages() -> None:
             conditions=[{"type": "Evicted", "status": "True", "reason": "Deactivated", "message": "rejected: x"}],
         )
     )
-    text = render(cli.describe_tables(job(), None, [], NOW, workload=rejected))
+    text = render(describe.describe_tables(job(), None, [], NOW, workload=rejected))
     for expected in (
         "Managed by:",
         MK,
@@ -153,12 +154,12 @@ def test_describe_shows_the_cluster_the_checks_and_their_messages() -> None:
     ):
         assert expected in text, expected
     placed = WorkloadInfo.from_dict(workload(clusterName="worker-b"))
-    head = render(cli.describe_tables(job(), None, [], NOW, workload=placed)[:1])
+    head = render(describe.describe_tables(job(), None, [], NOW, workload=placed)[:1])
     assert [line.split() for line in head.splitlines() if line.startswith("Cluster:")] == [["Cluster:", "worker-b"]]
-    data = cli.describe_data(job(), None, [], placed)
+    data = describe.describe_data(job(), None, [], placed)
     assert (data["managedBy"], data["workload"]["clusterName"]) == (MK, "worker-b")
     # Without Kueue there is no Workload section at all.
-    assert "Workload:" not in render(cli.describe_tables(job(), None, [], NOW))
+    assert "Workload:" not in render(describe.describe_tables(job(), None, [], NOW))
 
 
 def test_apply_multicluster_refuses_a_job_without_a_queue_before_contacting_a_cluster(tmp_path: Path) -> None:
@@ -166,7 +167,7 @@ def test_apply_multicluster_refuses_a_job_without_a_queue_before_contacting_a_cl
         cli.app,
         ["--kubeconfig", "/nonexistent/kubeconfig", "apply", "--multicluster", "-f", str(SAMPLES / "trainjob.yaml")],
     )
-    assert result.exit_code == cli.EXIT_ERROR
+    assert result.exit_code == errors.EXIT_ERROR
     assert result.stderr.startswith("error: TrainJob pytorch-simple: multi-cluster dispatch needs a Kueue LocalQueue")
     path = tmp_path / "queued.yaml"
     doc = yaml.safe_load((SAMPLES / "trainjob.yaml").read_text())

@@ -25,6 +25,8 @@ from api.trainer_v1alpha1 import JobStatus, RuntimeRef, Trainer, TrainJob, Train
 from tests.conftest import SAMPLES
 from tests.http_double import HttpDouble, without_proxies, write_kubeconfig
 from trainer import cli
+from trainer.cli import describe, errors, root, submit, tables, targets, wait
+from trainer.cli.logs import parse_duration
 from trainer.client import STATUSES, TRAINJOB, Event, JobFailedError, ManifestError, WaitTimeoutError
 from trainer.client.types import MPIJOB, Holding, holding_condition
 from trainer.framework.json_codec import JSON
@@ -69,8 +71,8 @@ def test_help_documents_the_exit_codes_and_every_command() -> None:
     assert "2 usage error; 3 timeout" in text
     for command in ("apply", "create", "get", "list", "describe", "logs", "wait", "delete", "operator"):
         assert command in result.output
-    assert (cli.EXIT_OK, cli.EXIT_ERROR, cli.EXIT_USAGE, cli.EXIT_TIMEOUT) == (0, 1, 2, 3)
-    assert tuple(cli.Status) == STATUSES
+    assert (errors.EXIT_OK, errors.EXIT_ERROR, errors.EXIT_USAGE, errors.EXIT_TIMEOUT) == (0, 1, 2, 3)
+    assert tuple(root.Status) == STATUSES
 
 
 @pytest.mark.parametrize(
@@ -85,13 +87,13 @@ def test_help_documents_the_exit_codes_and_every_command() -> None:
 )
 def test_usage_errors_exit_2(args: list[str], expected: str) -> None:
     result = invoke(*args)
-    assert result.exit_code == cli.EXIT_USAGE
+    assert result.exit_code == errors.EXIT_USAGE
     assert expected in result.output
 
 
 def test_a_missing_manifest_is_one_line_and_exit_1_without_contacting_a_cluster(tmp_path: Path) -> None:
     result = invoke("apply", "-f", str(tmp_path / "nope.yaml"))
-    assert result.exit_code == cli.EXIT_ERROR
+    assert result.exit_code == errors.EXIT_ERROR
     assert result.stderr == f"error: {tmp_path / 'nope.yaml'}: no such file\n"
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
@@ -117,7 +119,7 @@ def test_an_invalid_manifest_is_one_line_and_exit_1(tmp_path: Path, content: str
     path = tmp_path / "bad.yaml"
     path.write_text(content)
     result = invoke("apply", "-f", str(path))
-    assert result.exit_code == cli.EXIT_ERROR
+    assert result.exit_code == errors.EXIT_ERROR
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0]
     assert "Traceback" not in result.output
@@ -125,45 +127,47 @@ def test_an_invalid_manifest_is_one_line_and_exit_1(tmp_path: Path, content: str
 
 def test_stdin_manifests_are_validated_too() -> None:
     result = invoke("apply", "-f", "-", input="apiVersion: x\nkind: TrainJob\nmetadata: {name: a}\n")
-    assert result.exit_code == cli.EXIT_ERROR
+    assert result.exit_code == errors.EXIT_ERROR
     assert result.stderr.startswith("error: <stdin>: TrainJob must have apiVersion")
 
 
 def test_a_valid_manifest_without_a_cluster_fails_in_one_line() -> None:
     result = invoke("apply", "-f", str(SAMPLES / "trainjob.yaml"))
-    assert result.exit_code == cli.EXIT_ERROR
+    assert result.exit_code == errors.EXIT_ERROR
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
     assert result.stderr == "error: kubeconfig not found: /nonexistent/kubeconfig\n"
 
 
 def test_exit_codes_and_messages_of_errors() -> None:
     timeout = WaitTimeoutError("TrainJob ns/j to be Complete", 3, "Running")
-    assert cli.exit_code(timeout) == cli.EXIT_TIMEOUT
-    assert cli.exit_code(JobFailedError("TrainJob", "ns", "j", "x")) == cli.EXIT_ERROR
-    assert cli.exit_code(ManifestError("bad")) == cli.EXIT_ERROR
+    assert errors.exit_code(timeout) == errors.EXIT_TIMEOUT
+    assert errors.exit_code(JobFailedError("TrainJob", "ns", "j", "x")) == errors.EXIT_ERROR
+    assert errors.exit_code(ManifestError("bad")) == errors.EXIT_ERROR
     refused = ApiError(422, {"reason": "Invalid", "message": "spec.runtimeRef: Invalid value"})
-    assert cli.error_message(refused) == "the apiserver refused: 422 Invalid: spec.runtimeRef: Invalid value"
-    assert cli.error_message(FileNotFoundError(2, "No such file or directory", "/k")) == "No such file or directory: /k"
+    assert errors.error_message(refused) == "the apiserver refused: 422 Invalid: spec.runtimeRef: Invalid value"
+    assert (
+        errors.error_message(FileNotFoundError(2, "No such file or directory", "/k")) == "No such file or directory: /k"
+    )
     with pytest.raises(typer.Exit) as caught:
-        cli.fail("two\nlines", cli.EXIT_TIMEOUT)
-    assert caught.value.exit_code == cli.EXIT_TIMEOUT
+        errors.fail("two\nlines", errors.EXIT_TIMEOUT)
+    assert caught.value.exit_code == errors.EXIT_TIMEOUT
 
 
 # --------------------------------------------------------------------------- output formats
 
 
 def test_age_reads_like_kubectl() -> None:
-    assert [cli.age(t, NOW) for t in ("2026-01-01T00:09:58Z", "2026-01-01T00:05:00Z", "2025-12-31T21:00:00Z")] == [
+    assert [tables.age(t, NOW) for t in ("2026-01-01T00:09:58Z", "2026-01-01T00:05:00Z", "2025-12-31T21:00:00Z")] == [
         "2s",
         "5m",
         "3h",
     ]
-    assert cli.age("2025-12-25T00:10:00.5Z", NOW) == "6d"
-    assert cli.age(None, NOW) == "<unknown>"
+    assert tables.age("2025-12-25T00:10:00.5Z", NOW) == "6d"
+    assert tables.age(None, NOW) == "<unknown>"
 
 
 def test_the_job_table() -> None:
-    assert cli.job_row(job(), NOW) == [
+    assert tables.job_row(job(), NOW) == [
         "pytorch-simple",
         "Complete",
         "torch-distributed",
@@ -172,8 +176,8 @@ def test_the_job_table() -> None:
         "gpu",
         "5m",
     ]
-    lines = render(cli.jobs_table([job()], NOW)).splitlines()
-    assert lines[0].split() == list(cli.JOB_COLUMNS)
+    lines = render(tables.jobs_table([job()], NOW)).splitlines()
+    assert lines[0].split() == list(tables.JOB_COLUMNS)
     assert lines[1].split() == [
         "pytorch-simple",
         "Complete",
@@ -191,17 +195,17 @@ def test_jobs_summary_lists_non_zero_counts() -> None:
     j = job()
     assert j.status is not None
     j.status.jobs_status = [JobStatus(name="init", succeeded=1), JobStatus(name="node", ready=1, active=1)]
-    assert cli.jobs_summary(j) == "init: 1 succeeded; node: 1 ready, 1 active"
+    assert tables.jobs_summary(j) == "init: 1 succeeded; node: 1 ready, 1 active"
     j.status.jobs_status = [JobStatus(name="node")]
-    assert cli.jobs_summary(j) == "node: no Jobs"
+    assert tables.jobs_summary(j) == "node: no Jobs"
     j.status = None
-    assert cli.jobs_summary(j) == "-"
+    assert tables.jobs_summary(j) == "-"
 
 
 def test_json_and_yaml_output_are_the_objects() -> None:
-    data = json.loads(cli.dump(job(), cli.Output.json))
+    data = json.loads(tables.dump(job(), root.Output.json))
     assert data["metadata"]["name"] == "pytorch-simple" and data["spec"]["runtimeRef"]["name"] == "torch-distributed"
-    listed = yaml.safe_load(cli.dump(cli.as_list([job()]), cli.Output.yaml))
+    listed = yaml.safe_load(tables.dump(tables.as_list([job()]), root.Output.yaml))
     assert listed["kind"] == "List" and listed["items"][0]["status"]["conditions"][0]["type"] == "Complete"
 
 
@@ -212,27 +216,27 @@ def test_describe_has_conditions_jobs_podgroup_queue_and_events() -> None:
         "spec": {"minMember": 2, "queue": "gpu"},
         "status": {"phase": "Running"},
     }
-    text = "\n".join(render(t) for t in cli.describe_tables(job(), podgroup, [event], NOW))
+    text = "\n".join(render(t) for t in describe.describe_tables(job(), podgroup, [event], NOW))
     for expected in ("Name:", "pytorch-simple", "State:", "Queue:", "gpu", "Conditions:", "AllJobsCompleted", "done"):
         assert expected in text
     assert "Jobs status:" in text and "PodGroup:" in text and "Events:" in text
     assert "Running" in text and "TrainJob/j" in text
-    data = cli.describe_data(job(), None, [event])
+    data = describe.describe_data(job(), None, [event])
     assert (data["state"], data["queue"], data["podGroup"], data["events"][0]["reason"]) == (
         "Complete",
         "gpu",
         None,
         "AllJobsCompleted",
     )
-    assert "<none>" in render(cli.describe_tables(job(), None, [], NOW)[3])
+    assert "<none>" in render(describe.describe_tables(job(), None, [], NOW)[3])
 
 
 def test_names_with_brackets_are_printed_as_they_are() -> None:
     j = job()
     j.metadata.labels = {"kueue.x-k8s.io/queue-name": "[bold]q[/bold]"}
-    console = cli.console()
+    console = tables.console()
     with console.capture() as captured:
-        console.print(cli.jobs_table([j], NOW))
+        console.print(tables.jobs_table([j], NOW))
     assert "[bold]q[/bold]" in captured.get()
 
 
@@ -254,6 +258,13 @@ def test_operator_run_hands_its_arguments_and_the_global_flags_to_the_operator(m
     assert seen == [["--namespace", "ns", "--kubeconfig", "/k", "--gang-scheduler-name", "volcano"]]
     runner.invoke(cli.app, ["--kubeconfig", "/k", "operator", "run", "--kubeconfig=/other"])
     assert seen[-1] == ["--kubeconfig=/other"]
+
+
+def test_operator_run_says_when_the_operator_is_not_installed(monkeypatch: Any) -> None:
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    result = runner.invoke(cli.app, ["operator", "run"])
+    assert result.exit_code == errors.EXIT_ERROR
+    assert "error: the operator is not installed" in result.output
 
 
 def test_operator_run_help_is_the_operators() -> None:
@@ -321,7 +332,7 @@ DISCOVERY = {
 
 
 def one_error_line(result: Any) -> str:
-    assert result.exit_code == cli.EXIT_ERROR, result.output
+    assert result.exit_code == errors.EXIT_ERROR, result.output
     assert "Traceback" not in result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -351,7 +362,7 @@ def one_error_line(result: Any) -> str:
 )
 def test_crds_not_installed_is_one_line_naming_the_install(apiserver: Apiserver, args: list[str], kind: str) -> None:
     line = one_error_line(apiserver(*args))
-    assert line == f"error: {kind} CRD not installed; {cli.CRD_INSTALL}"
+    assert line == f"error: {kind} CRD not installed; {errors.CRD_INSTALL}"
     assert "helm install trainer charts/trainer" in line and "kubectl apply --server-side -k config/default" in line
 
 
@@ -398,7 +409,7 @@ def test_list_shows_the_holding_condition_and_wide_adds_reason_and_message(apise
         ]
     }
     plain = apiserver("list", "-A").output.splitlines()
-    assert plain[0].split() == ["NAMESPACE", *cli.JOB_COLUMNS]
+    assert plain[0].split() == ["NAMESPACE", *tables.JOB_COLUMNS]
     assert [line.split()[:3] for line in plain[1:]] == [
         ["team-a", "big", "WaitingForGang"],
         ["team-b", "lost", "RuntimeNotFound"],
@@ -455,7 +466,7 @@ def test_mpijobs_are_got_listed_described_and_logged_from_the_launcher(apiserver
     apiserver.routes["/apis/batch/v1/namespaces/team-a/jobs"] = {"items": []}
     apiserver.routes["/api/v1/namespaces/team-a/pods/pi-launcher-x/log"] = "pi is 3.14\n"
     listed = apiserver("list", "mpijobs").output.splitlines()
-    assert listed[0].split() == list(cli.MPIJOB_COLUMNS)
+    assert listed[0].split() == list(tables.MPIJOB_COLUMNS)
     assert listed[1].split()[:3] == ["pi", "Running", "2"]
     assert apiserver("get", "mpijob", "pi", "-o", "name").output == "mpijob.kubeflow.org/pi\n"
     described = apiserver("describe", "mpijobs.kubeflow.org/pi")
@@ -482,15 +493,15 @@ def test_suspend_and_resume_patch_the_job(apiserver: Apiserver) -> None:
 def test_the_state_is_the_condition_that_holds_the_job() -> None:
     j = TrainJob.model_validate(held("j", "ns", "Misconfigured", "QueueNotFound", "queue q\nis missing"))
     assert holding_condition(j) == Holding("Misconfigured", "QueueNotFound", "queue q is missing")
-    assert cli.job_row(j, NOW)[1] == "Misconfigured"
-    assert cli.holding_text("j", holding_condition(j)) == "j: Misconfigured (QueueNotFound: queue q is missing)"
+    assert tables.job_row(j, NOW)[1] == "Misconfigured"
+    assert wait.holding_text("j", holding_condition(j)) == "j: Misconfigured (QueueNotFound: queue q is missing)"
     refused = TrainJob.model_validate(held("j", "ns", "ReplicaFailure", "FailedCreate", "Job j-node-0: no"))
-    assert cli.holding_text("j", holding_condition(refused)) == "j: ReplicaFailure (FailedCreate: Job j-node-0: no)"
+    assert wait.holding_text("j", holding_condition(refused)) == "j: ReplicaFailure (FailedCreate: Job j-node-0: no)"
     j.status = None
     assert holding_condition(j) == Holding("Created")
-    assert cli.unattended(j, NOW) == "no controller has acted on this TrainJob yet: is the operator running?"
-    assert cli.unattended(j, datetime(2026, 1, 1, 0, 5, 2, tzinfo=UTC)) is None  # 2s old
-    assert "no controller has acted" in render(cli.describe_tables(j, None, [], NOW)[0])
+    assert describe.unattended(j, NOW) == "no controller has acted on this TrainJob yet: is the operator running?"
+    assert describe.unattended(j, datetime(2026, 1, 1, 0, 5, 2, tzinfo=UTC)) is None  # 2s old
+    assert "no controller has acted" in render(describe.describe_tables(j, None, [], NOW)[0])
 
 
 def test_the_pods_table_says_why_a_pod_waits() -> None:
@@ -500,19 +511,19 @@ def test_the_pods_table_says_why_a_pod_waits() -> None:
     pending["status"]["conditions"] = [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}
     ]
-    assert cli.pod_row(pulling, NOW) == ["a", "Running", "n1", "0/1", "2", "ImagePullBackOff", "4m"]
-    assert cli.pod_waiting(pending) == "Unschedulable: 0/3 nodes are available"
-    lines = render(cli.pods_table([pending, pulling], NOW)).splitlines()
-    assert lines[0].strip() == "Pods:" and lines[1].split() == list(cli.POD_COLUMNS)
-    assert "<none>" in render(cli.pods_table([], NOW))
+    assert tables.pod_row(pulling, NOW) == ["a", "Running", "n1", "0/1", "2", "ImagePullBackOff", "4m"]
+    assert tables.pod_waiting(pending) == "Unschedulable: 0/3 nodes are available"
+    lines = render(tables.pods_table([pending, pulling], NOW)).splitlines()
+    assert lines[0].strip() == "Pods:" and lines[1].split() == list(tables.POD_COLUMNS)
+    assert "<none>" in render(tables.pods_table([], NOW))
 
 
 def test_kubectl_flags_parse() -> None:
-    assert [cli.parse_duration(t) for t in ("30s", "5m", "1h30m")] == [30, 300, 5400]
-    assert cli.target(["x"]) == (TRAINJOB, "x")
-    assert cli.target(["mpijob/x"]) == (MPIJOB, "x") == cli.target(["mpijobs.kubeflow.org", "x"])
-    assert invoke("get", "pods/x").exit_code == cli.EXIT_USAGE
-    assert invoke("logs", "x", "--since", "soon").exit_code == cli.EXIT_USAGE
+    assert [parse_duration(t) for t in ("30s", "5m", "1h30m")] == [30, 300, 5400]
+    assert targets.target(["x"]) == (TRAINJOB, "x")
+    assert targets.target(["mpijob/x"]) == (MPIJOB, "x") == targets.target(["mpijobs.kubeflow.org", "x"])
+    assert invoke("get", "pods/x").exit_code == errors.EXIT_USAGE
+    assert invoke("logs", "x", "--since", "soon").exit_code == errors.EXIT_USAGE
     version = runner.invoke(cli.app, ["--version"])
     assert (version.exit_code, version.output) == (0, f"trainer {importlib.metadata.version('trainjob-operator')}\n")
     assert "--install-completion" in runner.invoke(cli.app, ["--help"]).output
@@ -523,8 +534,8 @@ def test_apply_reads_a_directory_and_with_r_its_subdirectories(tmp_path: Path) -
     (tmp_path / "a.yaml").write_text((SAMPLES / "trainjob.yaml").read_text())
     (tmp_path / "notes.txt").write_text("not a manifest")
     (tmp_path / "sub" / "b.yml").write_text((SAMPLES / "trainjob.yaml").read_text().replace("pytorch-simple", "b"))
-    assert [o.metadata.name for o in cli.read_manifests([str(tmp_path)])] == ["pytorch-simple"]
-    assert [o.metadata.name for o in cli.read_manifests([str(tmp_path)], recursive=True)] == ["pytorch-simple", "b"]
+    assert [o.metadata.name for o in submit.read_manifests([str(tmp_path)])] == ["pytorch-simple"]
+    assert [o.metadata.name for o in submit.read_manifests([str(tmp_path)], recursive=True)] == ["pytorch-simple", "b"]
     empty = tmp_path / "empty"
     empty.mkdir()
     result = invoke("apply", "-f", str(empty))
@@ -546,17 +557,25 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
         "trainjobs": ["tj"],
     }
     for plural, shorts in declared.items():
-        for name in (plural, plural[:-1], *shorts, f"{plural}.{cli.TYPES[plural].resources[0].group}", plural.upper()):
-            assert cli.object_type(name).name == plural, name
-    assert cli.object_type("runtime") is cli.object_type("runtimes") is cli.RUNTIMES
-    assert cli.object_type("tj").job is TRAINJOB and cli.object_type("mpij").job is MPIJOB
-    assert cli.object_type("ctr").job is None
+        for name in (
+            plural,
+            plural[:-1],
+            *shorts,
+            f"{plural}.{targets.TYPES[plural].resources[0].group}",
+            plural.upper(),
+        ):
+            assert targets.object_type(name).name == plural, name
+    assert targets.object_type("runtime") is targets.object_type("runtimes") is targets.RUNTIMES
+    assert targets.object_type("tj").job is TRAINJOB and targets.object_type("mpij").job is MPIJOB
+    assert targets.object_type("ctr").job is None
 
-    assert cli.parse_target(["trainjobs"]) == (cli.TYPES["trainjobs"], None)
-    assert cli.parse_target(["tj", "x"]) == cli.parse_target(["trainjob/x"]) == (cli.TYPES["trainjobs"], "x")
-    assert cli.parse_target(["x"]) == (cli.TYPES["trainjobs"], "x")  # a NAME alone: a TrainJob, as before TYPE
-    assert cli.parse_target(["ctr/torch"]) == (cli.TYPES["clustertrainingruntimes"], "torch")
-    assert cli.target(["mpij", "pi"]) == (MPIJOB, "pi")
+    assert targets.parse_target(["trainjobs"]) == (targets.TYPES["trainjobs"], None)
+    assert (
+        targets.parse_target(["tj", "x"]) == targets.parse_target(["trainjob/x"]) == (targets.TYPES["trainjobs"], "x")
+    )
+    assert targets.parse_target(["x"]) == (targets.TYPES["trainjobs"], "x")  # a NAME alone: a TrainJob, as before TYPE
+    assert targets.parse_target(["ctr/torch"]) == (targets.TYPES["clustertrainingruntimes"], "torch")
+    assert targets.target(["mpij", "pi"]) == (MPIJOB, "pi")
 
 
 @pytest.mark.parametrize(
@@ -579,7 +598,7 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
 )
 def test_an_unknown_type_or_a_wrong_form_is_a_usage_error_naming_the_types(args: list[str], expected: str) -> None:
     result = invoke(*args)
-    assert result.exit_code == cli.EXIT_USAGE, result.output
+    assert result.exit_code == errors.EXIT_USAGE, result.output
     assert expected in " ".join(result.output.split())
 
 
@@ -605,7 +624,7 @@ def test_get_type_lists_and_get_type_name_shows_one(apiserver: Apiserver) -> Non
 
     for form in (["get", "trainjobs"], ["get", "tj"], ["list", "trainjob"], ["list"]):
         lines = apiserver(*form).output.splitlines()
-        assert lines[0].split() == list(cli.JOB_COLUMNS) and [line.split()[0] for line in lines[1:]] == ["a", "b"]
+        assert lines[0].split() == list(tables.JOB_COLUMNS) and [line.split()[0] for line in lines[1:]] == ["a", "b"]
     for form in (["get", "tj", "a"], ["get", "trainjobs.trainer.kubeflow.org/a"], ["get", "a"]):
         assert apiserver(*form, "-o", "name").output == "trainjob.trainer.kubeflow.org/a\n", form
 
@@ -694,7 +713,7 @@ def test_delete_f_deletes_every_object_the_file_names(apiserver: Apiserver, tmp_
     path.write_text(yaml.safe_dump_all(docs))
 
     result = apiserver("delete", "-f", str(path))
-    assert result.exit_code == cli.EXIT_ERROR
+    assert result.exit_code == errors.EXIT_ERROR
     assert (
         result.stdout
         == "clustertrainingruntimes.trainer.kubeflow.org/rt deleted\ntrainjobs.trainer.kubeflow.org/a deleted\n"

@@ -8,11 +8,12 @@ import copy
 import pytest
 
 from api.kinds import TRAINJOBS
+from api.series import MAX_METRICS_PER_JOB, metric_label, series_of
 from tests.kube_double import RecordingKube
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics
 from trainer.settings import parse_args
-from trainer.statusserver.series import MAX_METRICS_PER_JOB, TrainingSeries, metric_label, series_of
+from trainer.statusserver.series import TrainingSeries
 from trainer.statusserver.server import StatusServerSettings, setup
 from trainer.wiring import Settings, new_manager
 

@@ -28,7 +28,7 @@ from api.trainer_v1alpha1 import TrainerStatus, TrainJob
 from tests.conftest import info, load_sample
 from tests.harness import World
 from tests.kube_double import RecordingKube, reader
-from trainer import cli
+from trainer.cli import describe, tables
 from trainer.client.types import checkpoint_text, duration_text, eta_text, metrics_text, progress_text
 from trainer.framework.certs import generate
 from trainer.framework.json_codec import JSON
@@ -824,20 +824,20 @@ def test_get_and_describe_show_progress_eta_and_metrics() -> None:
     }
     job = TrainJob.model_validate(obj)
     assert (progress_text(job), eta_text(job), metrics_text(job)) == ("45%", "3h12m", "loss=0.23, accuracy=0.98")
-    lines = _render(cli.jobs_table([job, plain], now)).splitlines()
+    lines = _render(tables.jobs_table([job, plain], now)).splitlines()
     assert lines[0].split() == ["NAME", "STATE", "RUNTIME", "NODES", "JOBS", "QUEUE", "PROGRESS", "ETA", "AGE"]
     assert lines[1].split()[-3:] == ["45%", "3h12m", "10m"]
     assert lines[2].split()[-3:] == ["-", "-", "10m"]
-    assert _render(cli.jobs_table([plain], now)).splitlines()[0].split() == list(cli.JOB_COLUMNS)
-    text = "\n".join(_render(t) for t in cli.describe_tables(job, None, [], now))
+    assert _render(tables.jobs_table([plain], now)).splitlines()[0].split() == list(tables.JOB_COLUMNS)
+    text = "\n".join(_render(t) for t in describe.describe_tables(job, None, [], now))
     assert "45% (reported 2m ago)" in text and "3h12m" in text
     assert "Metrics:" in text and "loss" in text and "0.98" in text
-    assert "Metrics:" not in "\n".join(_render(t) for t in cli.describe_tables(plain, None, [], now))
+    assert "Metrics:" not in "\n".join(_render(t) for t in describe.describe_tables(plain, None, [], now))
     assert "Checkpoint:" not in text and checkpoint_text(job) == ""
     obj["status"]["trainerStatus"]["lastCheckpoint"] = {"epoch": 7, "step": 1400, "savedTime": "2026-01-01T00:07:00Z"}
     saved = TrainJob.model_validate(obj)
     assert checkpoint_text(saved) == "epoch 7, step 1400, saved 2026-01-01T00:07:00Z"
-    text = "\n".join(_render(t) for t in cli.describe_tables(saved, None, [], now))
+    text = "\n".join(_render(t) for t in describe.describe_tables(saved, None, [], now))
     assert "Checkpoint:" in text and "epoch 7, step 1400" in text
     assert [duration_text(s) for s in (0, 45, 330, 900, 3600, 11520, 86400, 93600)] == [
         "0s",
@@ -852,7 +852,7 @@ def test_get_and_describe_show_progress_eta_and_metrics() -> None:
 
 
 def _render(table: Any) -> str:
-    console = cli.console()
+    console = tables.console()
     with console.capture() as captured:
         console.print(table)
     return captured.get()

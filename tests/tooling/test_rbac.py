@@ -59,7 +59,7 @@ from trainer.wiring import Settings, new_manager
 ROOT = Path(__file__).resolve().parents[2]
 FEATURE_CHILDREN = {r for f in FEATURES for r in f.owns}
 """What the TrainJob features own (and delete once finished or no longer wanted)."""
-NOT_OPERATOR = ("trainer/client/", "trainer/cli.py", "trainer/dashboard/")
+NOT_OPERATOR = ("trainer/client/", "trainer/cli/", "trainer/dashboard/")
 """User-side tools (the SDK, the CLI, ``trainer dashboard``): their RBAC is the user's."""
 VERBS = {
     "get": ("get",),

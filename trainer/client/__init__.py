@@ -22,7 +22,7 @@ shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`api` objects of 
     client.delete_job(name)
 """
 
-from trainer.client.aio import AsyncJobClient, AsyncTrainerClient, default_namespace
+from trainer.client.aio import AsyncTrainerClient, default_namespace
 from trainer.client.errors import (
     AlreadyExistsError,
     JobFailedError,
@@ -34,6 +34,7 @@ from trainer.client.errors import (
     UnknownStepError,
     WaitTimeoutError,
 )
+from trainer.client.jobs import AsyncJobClient
 from trainer.client.manifest import Manifest, load_manifests, load_trainjob
 from trainer.client.multicluster import CheckState, WorkloadInfo, for_multicluster
 from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, Step, TrainerType, TrainJob

@@ -22,13 +22,13 @@ from collections.abc import Iterable
 from pydantic import Field
 
 from api.base import Model
+from api.conditions import is_true
 from api.kinds import MPIJOBS, TRAINJOBS
 from api.labels import KUEUE_QUEUE_LABEL
 from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-from trainer.jobs.conditions import is_true
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 """Label Kueue puts on a job's Workload: the job's uid."""

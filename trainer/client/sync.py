@@ -13,37 +13,81 @@ with more as extra attributes. Errors derive from the builtins the SDK raises (`
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
+import re
 import threading
-from collections.abc import AsyncGenerator, Callable, Collection, Coroutine, Iterable, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
-from trainer.client.aio import (
-    DEFAULT_POD_TIMEOUT,
-    DEFAULT_POLLING_INTERVAL,
-    DEFAULT_WAIT_TIMEOUT,
-    AsyncTrainerClient,
-    legacy_callbacks,
-    legacy_node,
-)
-from trainer.client.manifest import Manifest, Source
-from trainer.client.multicluster import WorkloadInfo
-from trainer.client.shapes import Runtime, TrainJob
-from trainer.client.trainers import (
-    BuiltinTrainer,
-    CustomTrainer,
-    CustomTrainerContainer,
-    Initializer,
-    Option,
-    RuntimeChoice,
-)
-from trainer.client.types import COMPLETE, Event
-from trainer.framework.json_codec import JSON
+from trainer.client.aio import AsyncTrainerClient
+from trainer.client.jobs import legacy_callbacks, legacy_node
 
+P = ParamSpec("P")
 T = TypeVar("T")
+R = TypeVar("R")
+
+Legacy = Callable[[dict[str, Any]], None]
+"""Rewrites a call's arguments (by name, defaults filled in) in the caller's thread: an old positional
+form, taken with a ``DeprecationWarning`` that names the caller's line."""
+
+
+def _old_node(arguments: dict[str, Any]) -> None:
+    """``get_job_logs(name, step, node)``: :func:`trainer.client.jobs.legacy_node`."""
+    arguments["follow"], arguments["node"] = legacy_node(arguments["follow"], arguments["node"], stacklevel=5)
+
+
+def _old_callbacks(arguments: dict[str, Any]) -> None:
+    """``wait_for_job_status(name, status, timeout, callbacks)``: :func:`trainer.client.jobs.legacy_callbacks`."""
+    interval, callbacks = arguments["polling_interval"], arguments["callbacks"]
+    arguments["polling_interval"], arguments["callbacks"] = legacy_callbacks(interval, callbacks, stacklevel=5)
+
+
+def _call(method: Callable[..., R], legacy: Legacy | None, client: AsyncTrainerClient, args: Any, kwargs: Any) -> R:
+    """``method(client, *args, **kwargs)``, the arguments first rewritten by ``legacy``. Raises
+    ``TypeError`` for arguments ``method`` does not take."""
+    if legacy is None:
+        return method(client, *args, **kwargs)
+    call = inspect.signature(method).bind(client, *args, **kwargs)
+    call.apply_defaults()
+    legacy(call.arguments)
+    return method(*call.args, **call.kwargs)
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncTrainerClient, P], Coroutine[Any, Any, T]], legacy: Legacy | None = None
+) -> Callable[Concatenate[TrainerClient, P], T]:
+    """The blocking method of :class:`TrainerClient` that runs the coroutine ``method`` of
+    :class:`AsyncTrainerClient` on the client's loop and returns its result (or raises what it
+    raises); its name, docstring and signature are ``method``'s."""
+
+    @functools.wraps(method)
+    def blocking(self: TrainerClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(_call(method, legacy, self._client, args, kwargs))
+
+    blocking.__qualname__, blocking.__module__ = f"TrainerClient.{method.__name__}", __name__
+    return blocking
+
+
+def _iterating(
+    method: Callable[Concatenate[AsyncTrainerClient, P], AsyncGenerator[T, None]], legacy: Legacy | None = None
+) -> Callable[Concatenate[TrainerClient, P], Iterator[T]]:
+    """The method of :class:`TrainerClient` that returns an iterator over what the async generator
+    ``method`` of :class:`AsyncTrainerClient` yields, each item fetched on the client's loop; its
+    name, docstring and signature are ``method``'s (returning an ``Iterator``)."""
+
+    @functools.wraps(method)
+    def iterating(self: TrainerClient, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return self._iterate(_call(method, legacy, self._client, args, kwargs))
+
+    iterating.__qualname__, iterating.__module__ = f"TrainerClient.{method.__name__}", __name__
+    signature = inspect.signature(method)
+    returns = re.sub(r"^AsyncGenerator\[(.*), None\]$", r"Iterator[\1]", str(signature.return_annotation))
+    iterating.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
+    return iterating
 
 
 @dataclass
@@ -61,8 +105,10 @@ class KubernetesBackendConfig:
 
 
 class TrainerClient:
-    """Blocking TrainJob client for one namespace; see :class:`AsyncTrainerClient` for what each
-    method does and raises.
+    """Blocking TrainJob client for one namespace: each method is the :class:`AsyncTrainerClient`
+    method of the same name (its docstring says what it does and raises), run to its end on the
+    client's own loop; ``get_job_logs`` returns an iterator, and the callbacks of
+    ``wait_for_job_status`` run on the loop's thread.
 
     ``backend_config`` is a :class:`KubernetesBackendConfig` (the kubeflow SDK's own works too:
     its ``namespace``, ``config_file`` and ``context`` are read), or a kubeconfig path (this
@@ -161,136 +207,19 @@ class TrainerClient:
     ) -> None:
         self.close()
 
-    def list_runtimes(self) -> list[Runtime]:
-        """The runtimes, as the kubeflow SDK lists them (:meth:`AsyncTrainerClient.list_runtimes`)."""
-        return self._run(self._client.list_runtimes())
-
-    def get_runtime(self, name: str) -> Runtime:
-        """The TrainingRuntime ``name`` of the namespace, else the ClusterTrainingRuntime. Raises
-        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
-        return self._run(self._client.get_runtime(name))
-
-    def get_runtime_packages(self, runtime: Runtime) -> None:
-        """Print the Python version, packages and GPUs of ``runtime``'s image
-        (:meth:`AsyncTrainerClient.get_runtime_packages`)."""
-        self._run(self._client.get_runtime_packages(runtime))
-
-    def train(
-        self,
-        runtime: RuntimeChoice = None,
-        initializer: Initializer | None = None,
-        trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None = None,
-        options: list[Option] | None = None,
-        *,
-        ttl_seconds_after_finished: int | None = None,
-    ) -> str:
-        """Create a TrainJob running ``trainer`` on ``runtime``; returns its name
-        (:meth:`AsyncTrainerClient.train`; ``ttl_seconds_after_finished``: ``spec.ttlSecondsAfterFinished``)."""
-        return self._run(
-            self._client.train(
-                runtime, initializer, trainer, options, ttl_seconds_after_finished=ttl_seconds_after_finished
-            )
-        )
-
-    def create_job(
-        self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
-    ) -> TrainJob:
-        """Create one TrainJob from a dict, a YAML path or string, or an :mod:`api` TrainJob; with
-        ``multicluster``, for MultiKueue to run on a worker cluster (``queue``: its LocalQueue).
-        Returns it as :meth:`get_job` does (``.name``; ``.trainjob`` is the stored object)."""
-        return self._run(self._client.create_job(manifest, namespace, queue=queue, multicluster=multicluster))
-
-    def apply(
-        self,
-        manifests: Source,
-        namespace: str | None = None,
-        force: bool = False,
-        *,
-        queue: str | None = None,
-        multicluster: bool = False,
-    ) -> list[Manifest]:
-        """Server-side apply TrainJobs and runtimes; returns the stored :mod:`api` objects. ``queue``
-        and ``multicluster`` mark the TrainJobs as :meth:`create_job` does."""
-        return self._run(self._client.apply(manifests, namespace, force, queue=queue, multicluster=multicluster))
-
-    def create(
-        self, manifests: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
-    ) -> list[Manifest]:
-        """Create TrainJobs, MPIJobs and runtimes, a ``metadata.generateName`` completed by the
-        apiserver; returns the stored :mod:`api` objects (:meth:`AsyncTrainerClient.create`, for
-        what it raises)."""
-        return self._run(self._client.create(manifests, namespace, queue=queue, multicluster=multicluster))
-
-    def get_job(self, name: str) -> TrainJob:
-        """The TrainJob ``name`` (:class:`trainer.client.shapes.TrainJob`). Raises
-        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises)."""
-        return self._run(self._client.get_job(name))
-
-    def list_jobs(
-        self,
-        runtime: str | Runtime | TrainingRuntime | ClusterTrainingRuntime | None = None,
-        *,
-        label_selector: str | None = None,
-        queue: str | None = None,
-        all_namespaces: bool = False,
-    ) -> list[TrainJob]:
-        """TrainJobs, oldest first, of ``runtime`` (a name or a runtime; a :class:`Runtime` matches
-        by name, as the SDK), filtered by label selector and queue."""
-        return self._run(
-            self._client.list_jobs(runtime, label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
-        )
-
-    def get_job_logs(
-        self,
-        name: str,
-        step: str | None = None,
-        follow: bool | int = False,
-        *,
-        node: int | None = None,
-        container: str | None = None,
-        pod_timeout: float = DEFAULT_POD_TIMEOUT,
-    ) -> Iterator[str]:
-        """Log lines of ``step`` (``node-0`` by default, or an initializer's name; or ``step`` and
-        ``node``); waits for the pod to start. Raises :class:`LogsUnavailableError` (a
-        ``RuntimeError``) when the apiserver cannot give them."""
-        follow, node = legacy_node(follow, node)
-        return self._iterate(
-            self._client.get_job_logs(name, step, follow, node=node, container=container, pod_timeout=pod_timeout)
-        )
-
-    def get_job_events(self, name: str) -> list[Event]:
-        """Events about the TrainJob and its Jobs, Pods and PodGroup, oldest first."""
-        return self._run(self._client.get_job_events(name))
-
-    def wait_for_job_status(
-        self,
-        name: str,
-        status: str | Collection[str] = frozenset({COMPLETE}),
-        timeout: float = DEFAULT_WAIT_TIMEOUT,
-        polling_interval: float | Iterable[Callable[[TrainJob], None]] = DEFAULT_POLLING_INTERVAL,
-        callbacks: Iterable[Callable[[TrainJob], None]] | None = None,
-    ) -> TrainJob:
-        """Wait (on a watch) until the TrainJob has one of ``status``; returns it as :meth:`get_job`
-        does; ``callbacks`` run on the client's loop thread
-        (:meth:`AsyncTrainerClient.wait_for_job_status`, for what it raises)."""
-        polling_interval, callbacks = legacy_callbacks(polling_interval, callbacks)
-        return self._run(self._client.wait_for_job_status(name, status, timeout, polling_interval, callbacks))
-
-    def delete_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
-        """Delete the TrainJob (with ``wait``, return once it is gone). Raises :class:`NotFoundError`."""
-        self._run(self._client.delete_job(name, wait=wait, timeout=timeout))
-
-    def delete(
-        self, manifests: Source, namespace: str | None = None, *, wait: bool = False, timeout: float = 60.0
-    ) -> list[Manifest]:
-        """Delete the objects ``manifests`` names; returns them (:meth:`AsyncTrainerClient.delete`,
-        for what it raises: :class:`NotFoundError`, :class:`ManifestError`...)."""
-        return self._run(self._client.delete(manifests, namespace, wait=wait, timeout=timeout))
-
-    def get_workload(self, name: str) -> WorkloadInfo | None:
-        """The TrainJob's Kueue Workload (``cluster_name``: the worker cluster it runs on), if any."""
-        return self._run(self._client.get_workload(name))
-
-    def get_podgroup(self, name: str) -> JSON | None:
-        """The Volcano PodGroup named after the TrainJob, if any."""
-        return self._run(self._client.get_podgroup(name))
+    list_runtimes = _blocking(AsyncTrainerClient.list_runtimes)
+    get_runtime = _blocking(AsyncTrainerClient.get_runtime)
+    get_runtime_packages = _blocking(AsyncTrainerClient.get_runtime_packages)
+    train = _blocking(AsyncTrainerClient.train)
+    create_job = _blocking(AsyncTrainerClient.create_job)
+    apply = _blocking(AsyncTrainerClient.apply)
+    create = _blocking(AsyncTrainerClient.create)
+    get_job = _blocking(AsyncTrainerClient.get_job)
+    list_jobs = _blocking(AsyncTrainerClient.list_jobs)
+    get_job_logs = _iterating(AsyncTrainerClient.get_job_logs, _old_node)
+    get_job_events = _blocking(AsyncTrainerClient.get_job_events)
+    wait_for_job_status = _blocking(AsyncTrainerClient.wait_for_job_status, _old_callbacks)
+    delete_job = _blocking(AsyncTrainerClient.delete_job)
+    delete = _blocking(AsyncTrainerClient.delete)
+    get_workload = _blocking(AsyncTrainerClient.get_workload)
+    get_podgroup = _blocking(AsyncTrainerClient.get_podgroup)

@@ -17,8 +17,11 @@ from __future__ import annotations
 import inspect
 import os
 import posixpath
+import random
 import shlex
+import string
 import textwrap
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.shapes import Runtime, TrainerType
 from trainer.framework.json_codec import JSON
 
@@ -484,3 +487,63 @@ def initializer_spec(initializer: Initializer) -> JSON | None:
         if not part["env"]:
             del part["env"]
     return out or None
+
+
+def _train_spec(
+    runtime: Runtime,
+    initializer: Initializer | None,
+    trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None,
+    given: JSON,
+) -> JSON:
+    """The ``spec`` of :func:`trainjob_manifest`, but ``ttlSecondsAfterFinished``."""
+    spec: JSON = {"runtimeRef": {"name": runtime.name, "kind": runtime.kind.value}}
+    if isinstance(trainer, CustomTrainer | CustomTrainerContainer):
+        trainer_fields = trainer_spec(runtime, trainer)
+    elif isinstance(trainer, BuiltinTrainer):
+        trainer_fields = builtin_trainer_spec(runtime, trainer, initializer)
+    elif trainer is None:
+        trainer_fields = {}
+    else:
+        raise ValueError(
+            f"trainer {type(trainer).__name__} is not supported; "
+            "use CustomTrainer, CustomTrainerContainer or BuiltinTrainer"
+        )
+    trainer_fields.update({k: v for k, v in (given.get("trainer") or {}).items() if k in ("command", "args")})
+    if trainer_fields:
+        spec["trainer"] = trainer_fields
+    init = initializer_spec(initializer) if initializer else None
+    if init:
+        spec["initializer"] = init
+    for key in ("runtimePatches", "activeDeadlineSeconds"):
+        if given.get(key):
+            spec[key] = given[key]
+    return spec
+
+
+def trainjob_manifest(
+    runtime: Runtime,
+    initializer: Initializer | None,
+    trainer: CustomTrainer | CustomTrainerContainer | BuiltinTrainer | None,
+    job_spec: JSON,
+    ttl_seconds_after_finished: int | None = None,
+) -> JSON:
+    """The TrainJob (JSON) :meth:`trainer.client.AsyncTrainerClient.train` creates: ``spec.runtimeRef``
+    naming ``runtime``, ``spec.trainer`` (:func:`trainer_spec`, :func:`builtin_trainer_spec`) and
+    ``spec.initializer`` (:func:`initializer_spec`); from ``job_spec``, the dict the options filled,
+    ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
+    ``spec.runtimePatches``, ``spec.activeDeadlineSeconds`` and ``spec.ttlSecondsAfterFinished``
+    (``ttl_seconds_after_finished`` wins over it). Without a name: a letter and 11 hex digits.
+    Raises ``ValueError`` for a trainer of another type or one the runtime cannot run."""
+    meta = job_spec.get("metadata") or {}
+    given = job_spec.get("spec") or {}
+    spec = _train_spec(runtime, initializer, trainer, given)
+    ttl = ttl_seconds_after_finished if ttl_seconds_after_finished is not None else given.get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        spec["ttlSecondsAfterFinished"] = ttl
+    name = str(meta.get("name") or random.choice(string.ascii_lowercase) + uuid.uuid4().hex[:11])
+    metadata: JSON = {"name": name}
+    for key in ("labels", "annotations"):
+        if meta.get(key):
+            metadata[key] = dict(meta[key])
+    api_version = TrainJob.model_fields["api_version"].default
+    return {"apiVersion": api_version, "kind": TrainJob.KIND, "metadata": metadata, "spec": spec}

@@ -13,11 +13,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from api import jobkinds
 from api.base import Condition, Model
-from api.conditions import COND_MISCONFIGURED, COND_WAITING_FOR_GANG
+from api.conditions import COND_MISCONFIGURED, COND_WAITING_FOR_GANG, is_true, true_condition
 from api.jobkinds import KindFacts
 from api.kinds import Resource
 from api.kubeflow_v2beta1 import MPIJob
 from api.labels import JOB_INDEX, KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from api.queues import resolve_queue
 from api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
@@ -31,8 +32,6 @@ from api.trainer_v1alpha1 import (
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-from trainer.jobs.conditions import is_true, true_condition
-from trainer.jobs.features.queues import resolve_queue
 
 J = TypeVar("J", bound=Model)
 
@@ -303,7 +302,7 @@ def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: i
 
 
 def queue_of(obj: Model, gang: str = "") -> str | None:
-    """The queue a job asks for, by the operator's one rule (:func:`trainer.jobs.features.queues.resolve_queue`);
+    """The queue a job asks for, by the operator's one rule (:func:`api.queues.resolve_queue`);
     ``gang`` is the operator's ``--gang-scheduler-name`` when known (it decides between a Kueue
     label and a Volcano annotation set together). None when the job names none; a default queue
     its runtime's template may carry is not looked up here."""

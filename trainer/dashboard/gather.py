@@ -19,7 +19,7 @@ from api.kinds import PODS
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client import AsyncJobClient, AsyncTrainerClient, Event, JobKind, LogsUnavailableError
-from trainer.client.aio import pick_container
+from trainer.client.jobs import pick_container
 from trainer.client.types import MPIJOB, TRAINJOB, pod_selector
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON

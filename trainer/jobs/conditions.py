@@ -11,11 +11,15 @@ beside their kinds, the operator's own in :mod:`api.conditions`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from typing import Protocol, TypeAlias, TypeVar, overload
+from collections.abc import Iterable, Sequence
 
 from api.base import Condition
-from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED
+from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED, Conditions
+from api.conditions import condition_true as _true
+from api.conditions import first_true as _first_true
+from api.conditions import is_true as is_true
+from api.conditions import listed_conditions as _listed
+from api.conditions import true_condition as true_condition
 from api.jobkinds import MPIJOB, TRAINJOB
 from trainer.framework.json_codec import JSON
 
@@ -25,62 +29,6 @@ MPIJOB_TERMINAL = MPIJOB.terminal
 """The condition types that end an MPIJob (its facts')."""
 JOB_TERMINAL = (JOB_COMPLETE, JOB_FAILED)
 """The condition types that end a batch/v1 Job."""
-
-
-class ConditionLike(Protocol):
-    """A condition as a model: :class:`api.base.Condition`, or another API's with a type and a status
-    (a Kueue Workload's)."""
-
-    @property
-    def type(self) -> str: ...
-
-    @property
-    def status(self) -> str: ...
-
-
-C = TypeVar("C", bound=ConditionLike)
-Conditions: TypeAlias = JSON | Iterable[ConditionLike | JSON]
-"""Conditions as models or as JSON, or an object (JSON) whose ``status.conditions`` are meant."""
-
-
-def _listed(conditions: Conditions) -> Iterable[ConditionLike | JSON]:
-    """The conditions themselves: an object's ``status.conditions`` (none when unset), else as given."""
-    if isinstance(conditions, dict):
-        return list((conditions.get("status") or {}).get("conditions") or [])
-    return conditions
-
-
-def _true(c: ConditionLike | JSON, types: Collection[str] | None = None) -> bool:
-    """Whether ``c`` is True (and, unless ``types`` is None, of one of ``types``): the one test of a
-    condition's status."""
-    type_, status = (c.get("type"), c.get("status")) if isinstance(c, dict) else (c.type, c.status)
-    return status == "True" and (types is None or type_ in types)
-
-
-def _first_true(conditions: Conditions, types: Iterable[str]) -> ConditionLike | JSON | None:
-    wanted = set(types)
-    return next((c for c in _listed(conditions) if _true(c, wanted)), None)
-
-
-@overload
-def true_condition(conditions: Iterable[C], *types: str) -> C | None: ...
-
-
-@overload
-def true_condition(conditions: JSON | Iterable[JSON], *types: str) -> JSON | None: ...
-
-
-def true_condition(conditions: Conditions, *types: str) -> ConditionLike | JSON | None:
-    """The first condition of one of ``types`` whose status is ``"True"``, or None. ``conditions``: a list
-    of :class:`~api.base.Condition` (or other :class:`ConditionLike` models), a list of conditions as
-    JSON, or an object (JSON) whose ``status.conditions`` are read; the condition comes back in the
-    shape it was found in."""
-    return _first_true(conditions, types)
-
-
-def is_true(conditions: Conditions, *types: str) -> bool:
-    """Whether a condition of one of ``types`` is True (``conditions`` as :func:`true_condition` takes them)."""
-    return _first_true(conditions, types) is not None
 
 
 def finished(conditions: Conditions, terminal: Sequence[str]) -> str | None:

@@ -4,12 +4,12 @@
 
 Fed by the TrainJob cache (:meth:`TrainingSeries.on_trainjob`, an informer handler), not by the posts:
 what is exported is what is stored, whichever replica's status server wrote it, and a restarted
-operator exports again from its first list. Series, from :func:`series_of`:
+operator exports again from its first list. Series, from :func:`api.series.series_of`:
 
 * ``kubeflow_trainer_trainjob_progress_ratio``: ``progressPercentage`` / 100;
 * ``kubeflow_trainer_trainjob_remaining_seconds``: ``estimatedRemainingSeconds``;
 * ``kubeflow_trainer_trainjob_metric{metric}``: each metric whose value reads as a finite number, its
-  name sanitised (:func:`metric_label`), the first :data:`MAX_METRICS_PER_JOB` of them.
+  name sanitised (:func:`api.series.metric_label`), the first :data:`api.series.MAX_METRICS_PER_JOB` of them.
 
 Bounds: at most ``max_series`` series at once (``--training-metrics-max-series``); a job whose series
 would pass the cap is not exported and ``kubeflow_trainer_training_series_dropped_total`` grows by its
@@ -20,77 +20,18 @@ deleted job's series are removed on the cache event that shows it, so they are g
 
 from __future__ import annotations
 
-import math
-import re
-
 from prometheus_client import Gauge
 
-from api.jobkinds import TRAINJOB
+from api.series import METRIC, PROGRESS, REMAINING, Series, series_of
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
-from trainer.framework.meta import meta
 from trainer.framework.metrics import Metrics
-from trainer.jobs.conditions import finished
 
-MAX_METRICS_PER_JOB = 32
-"""Metrics of one job exported at most (a job may report 256): the first ones, in its order."""
-MAX_METRIC_NAME = 64
-"""Characters of a metric's name kept in its label (the CRD allows 64)."""
 DEFAULT_MAX_SERIES = 5000
 """``--training-metrics-max-series`` unless set: about 700 jobs with progress, ETA and five metrics."""
 MAX_REFUSED = 100_000
 """Jobs remembered as refused (their drop counted) at most; the oldest go first."""
-PROGRESS, REMAINING, METRIC = "progress", "remaining", "metric"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_:./-]")
-
-Series = dict[tuple[str, str], float]
-"""One job's series: ``(PROGRESS | REMAINING | METRIC, metric label) -> value``."""
-
-
-def metric_label(name: str) -> str:
-    """A reported metric's name as a label value: each character outside ``[A-Za-z0-9_:./-]`` made
-    ``_``, at most :data:`MAX_METRIC_NAME` characters (``"val loss"`` -> ``"val_loss"``)."""
-    return _UNSAFE.sub("_", name[:MAX_METRIC_NAME])
-
-
-def _number(value: object) -> float | None:
-    """``value`` (a reported string, or a number) as a finite float, else None."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    try:
-        out = float(value)
-    except ValueError:
-        return None
-    return out if math.isfinite(out) else None
-
-
-def series_of(obj: JSON) -> Series:
-    """The series of TrainJob ``obj`` (JSON as cached): none once it finished or is being deleted, else
-    those of its ``status.trainerStatus`` (see the module docstring). Two metrics that sanitise to the
-    same label: the first wins."""
-    status = obj.get("status") or {}
-    if meta(obj).deletion or finished(status.get("conditions") or [], TRAINJOB.terminal) is not None:
-        return {}
-    reported = status.get("trainerStatus") or {}
-    out: Series = {}
-    progress = _number(reported.get("progressPercentage"))
-    if progress is not None:
-        out[(PROGRESS, "")] = progress / 100
-    remaining = _number(reported.get("estimatedRemainingSeconds"))
-    if remaining is not None:
-        out[(REMAINING, "")] = remaining
-    kept = 0
-    for metric in reported.get("metrics") or []:
-        if kept >= MAX_METRICS_PER_JOB:
-            break
-        value = _number(metric.get("value")) if isinstance(metric, dict) else None
-        name = metric_label(str(metric.get("name") or "")) if isinstance(metric, dict) else ""
-        if value is None or not name or (METRIC, name) in out:
-            continue
-        out[(METRIC, name)] = value
-        kept += 1
-    return out
 
 
 class TrainingSeries:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-import yaml
-
 from api import labels as L
 from api.conditions import REASON_RESOURCE_EXISTS
 from api.jobkinds import TRAINJOB
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
+from api.snapshot import SNAPSHOT_KEY as SNAPSHOT_KEY
+from api.snapshot import SNAPSHOT_SUFFIX as SNAPSHOT_SUFFIX
+from api.snapshot import runtime_of_snapshot as runtime_of_snapshot
+from api.snapshot import snapshot_name as snapshot_name
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from trainer.framework import json_codec
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
@@ -30,14 +31,6 @@ from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished, kept_conditions
 from trainer.jobs.reconcile import Blocked, invalid
 from trainer.trainjob.features.base import Feature, Step
 from trainer.trainjob.status import runtime_not_found
-
-SNAPSHOT_SUFFIX = "-runtime-snapshot"
-SNAPSHOT_KEY = "runtime"
-
-
-def snapshot_name(trainjob: str) -> str:
-    """Name of the ConfigMap that freezes a TrainJob's runtime."""
-    return f"{trainjob}{SNAPSHOT_SUFFIX}"
 
 
 def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
@@ -54,27 +47,6 @@ def snapshot_config_map(obj: JSON, runtime_obj: JSON) -> JSON:
     }
     data = {SNAPSHOT_KEY: json.dumps(frozen, sort_keys=True)}
     return owned_config_map(obj, snapshot_name(name), data, {L.JOBSET_NAME: name})
-
-
-def runtime_of_snapshot(config_map: JSON) -> JSON | None:
-    """The runtime (JSON) a snapshot ConfigMap froze, or None when it holds none or no object. This
-    operator writes JSON; Kubeflow Trainer writes YAML (kubeflow/trainer ``pkg/runtime/core/snapshot.go``),
-    read with ``yaml.safe_load`` after JSON fails, so a TrainJob it snapshotted keeps its runtime here.
-    YAML with an alias (which upstream never writes; a tenant's alias bomb would) or nested past the
-    parser's recursion limit reads as None."""
-    text = (config_map.get("data") or {}).get(SNAPSHOT_KEY)
-    if not text:
-        return None
-    try:
-        data = json_codec.loads(text)
-    except ValueError:
-        try:
-            if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader)):
-                return None
-            data = yaml.safe_load(text)
-        except (yaml.YAMLError, RecursionError):
-            return None
-    return data if isinstance(data, dict) else None
 
 
 def runtime_ref(obj: JSON) -> tuple[str, str]:

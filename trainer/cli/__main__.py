@@ -1,0 +1,5 @@
+"""``python -m trainer.cli``."""
+
+from trainer.cli import app
+
+app()
