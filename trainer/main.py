@@ -29,9 +29,11 @@ from trainer.framework.kube.leader import LeaderElector, LeadershipLost, default
 from trainer.framework.metrics import Metrics
 from trainer.framework.probes import METRICS_SECRET, metrics_app, parse_bind_address, probes_app, serve
 from trainer.framework.tls import WebhookTLS, serving_names
+from trainer.jobs.features.lifecycle import JobMetrics
 from trainer.mpijob import crd as mpijob_crd
 from trainer.settings import EVENT_LOOPS, Settings, parse_args
 from trainer.statusserver import server as status_server
+from trainer.statusserver.series import SeriesMetrics
 from trainer.webhook.server import WebhookServer, cache_facts
 from trainer.wiring import new_manager
 
@@ -55,12 +57,23 @@ def configure_logging(fmt: str, level: str) -> None:
     )
 
 
+def operator_metrics() -> Metrics:
+    """The operator's registry, every family it exports registered before the first scrape: the generic
+    ones, the jobs' (:class:`~trainer.jobs.features.lifecycle.JobMetrics`, which the controllers would
+    register when built) and the trainer pods' reports' (:class:`~trainer.statusserver.series.SeriesMetrics`,
+    which the status server would register, and without it nothing would)."""
+    metrics = Metrics()
+    JobMetrics.of(metrics)
+    SeriesMetrics.of(metrics)
+    return metrics
+
+
 async def run(settings: Settings) -> int:
     """Connect, serve metrics and probes, run the manager (and the webhook, the status server) under
     ``settings`` until SIGTERM/SIGINT (graceful) or a lost Lease, then stop cleanly; returns the exit
     code (see the module docstring)."""
     log = structlog.get_logger("trainer")
-    metrics = Metrics()
+    metrics = operator_metrics()
     kube = await Kube.connect(settings.kubeconfig)
     kube.observe = metrics.observe_request
     elector = None
