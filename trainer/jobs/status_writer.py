@@ -80,6 +80,18 @@ class Telling:
     (``ReplicaFailure``: another Job, or another refusal)."""
 
 
+@dataclass(frozen=True)
+class _Due:
+    """A status to write: the stored conditions, the merged ones, the whole status, the fields that
+    changed, and whether they only count progress."""
+
+    current: list[Condition]
+    merged: list[Condition]
+    new: JSON
+    changed: set[str]
+    progress: bool
+
+
 class IdleLane(Protocol):
     """What a first status asks of the work queue (:class:`trainer.framework.kube.queue.WorkQueue` is one)."""
 
@@ -164,16 +176,28 @@ class StatusWriter:
         old: JSON = obj.get("status") or {}
         written: JSON | None = None
         try:
-            again, written = await self._write(obj, old, info, desired, fields)
+            due = self._due(obj, old, info, desired, fields)
+            if not isinstance(due, _Due):
+                return due
+            # Events first: whoever sees the new condition finds its event too.
+            await self._tell(obj, info, due.current, due.merged)
+            res = self.kind.facts.resource
+            stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], due.new)
+            log.debug("status written", changed=sorted(due.changed), status=due.new)
+            # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
+            self.own_writes.remember(res, strip_managed_fields(stored), settled=due.progress)
+            written = due.new
+            return None
         finally:  # a failed write too: a pod may have turned ready
             if self.observer is not None:
                 self.observer.observed(obj, old, written, info)
-        return again
 
-    async def _write(
+    def _due(
         self, obj: JSON, old: JSON, info: Any, desired: list[Condition], fields: JSON | None
-    ) -> tuple[float | None, JSON | None]:
-        """:meth:`write` but the observer: its answer, and the status patched (None when none was)."""
+    ) -> _Due | float | None:
+        """The status to write now over ``old`` (:class:`_Due`), else what :meth:`write` answers: the
+        seconds a deferred progress-only change waits still, or None (nothing changed, or a first status
+        left in the idle lane)."""
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
         generation = meta(obj).generation
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
@@ -182,21 +206,26 @@ class StatusWriter:
         changed = {k for k in new if old.get(k) != new[k]}
         if not changed:
             self.clock.stop(key)
-            return None, None
+            return None
         progress = info is not None and changed <= self.telling.progress_fields
         if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
             self.clock.stop(key)
-            return None, None  # counts that are all zero, where nothing was written yet: no news
+            return None  # counts that are all zero, where nothing was written yet: no news
         if progress and self.delay > 0:
             waited = self.clock.waited(key)
             if waited < self.delay:
-                return self.delay - waited, None
+                return self.delay - waited
         if not old and (wait := self._first_wait(key, merged)) is not None:
             self.lane.add_when_idle(key, wait)  # nothing told or written yet
-            return None, None
+            return None
         self._first.stop(key)
         self.clock.stop(key)
-        # Events first: whoever sees the new condition finds its event too.
+        return _Due(current, merged, new, changed, progress)
+
+    async def _tell(self, obj: JSON, info: Any, current: list[Condition], merged: list[Condition]) -> None:
+        """Record the kind's events for ``info`` and one per condition transition (or retold message) from
+        ``current`` to ``merged``, but the quiet ones. Raises what
+        :meth:`~trainer.framework.kube.events.EventRecorder.emit` raises."""
         for type_, reason, message in self.kind.events(info):
             await self.recorder.emit(obj, type_, reason, message)
         for cond in [*transitions(current, merged), *retold(current, merged, self.telling.retold)]:
@@ -204,12 +233,6 @@ class StatusWriter:
                 continue
             warning = is_true([cond], *self.telling.warnings)
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
-        res = self.kind.facts.resource
-        stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], new)
-        log.debug("status written", changed=sorted(changed), status=new)
-        # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
-        self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
-        return None, new
 
     def forget(self, key: Key) -> None:
         """The job ``key`` is gone: stop its clocks."""
