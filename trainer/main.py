@@ -27,13 +27,16 @@ from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.kube.cache import wait_synced
 from trainer.framework.kube.client import Kube
 from trainer.framework.kube.leader import LeaderElector, LeadershipLost, default_namespace
+from trainer.framework.manager import Manager
 from trainer.framework.metrics import Metrics
 from trainer.framework.permissions import Permission
 from trainer.framework.probes import METRICS_SECRET, metrics_app, parse_bind_address, probes_app, serve
 from trainer.framework.tls import KEEPER_VERBS, ROLE, WebhookTLS, serving_names
+from trainer.jobs.features.lifecycle import JobMetrics
 from trainer.mpijob import crd as mpijob_crd
 from trainer.settings import EVENT_LOOPS, Settings, parse_args
 from trainer.statusserver import server as status_server
+from trainer.statusserver.series import SeriesMetrics
 from trainer.webhook.server import WebhookServer, cache_facts
 from trainer.wiring import new_manager
 
@@ -67,50 +70,38 @@ def configure_logging(fmt: str, level: str) -> None:
     )
 
 
+def operator_metrics() -> Metrics:
+    """The operator's registry, every family it exports registered before the first scrape: the generic
+    ones, the jobs' (:class:`~trainer.jobs.features.lifecycle.JobMetrics`, which the controllers would
+    register when built) and the trainer pods' reports' (:class:`~trainer.statusserver.series.SeriesMetrics`,
+    which the status server would register, and without it nothing would)."""
+    metrics = Metrics()
+    JobMetrics.of(metrics)
+    SeriesMetrics.of(metrics)
+    return metrics
+
+
 async def run(settings: Settings) -> int:
     """Connect, serve metrics and probes, run the manager (and the webhook, the status server) under
     ``settings`` until SIGTERM/SIGINT (graceful) or a lost Lease, then stop cleanly; returns the exit
     code (see the module docstring)."""
     log = structlog.get_logger("trainer")
-    metrics = Metrics()
+    metrics = operator_metrics()
     kube = await Kube.connect(settings.kubeconfig)
     kube.observe = metrics.observe_request
-    elector = None
-    if settings.leader_elect:
-        lease_name = settings.leader_election_id
-
-        def on_change(leading: bool) -> None:
-            metrics.leading(lease_name, leading)
-
-        elector = LeaderElector(
-            kube, settings.leader_election_namespace or default_namespace(), lease_name, on_change=on_change
-        )
-        metrics.leading(lease_name, False)
+    elector = _elector(kube, settings, metrics)
     manager = new_manager(kube, settings, metrics, elector)
     await mpijob_crd.check(kube)  # one error line when the MPIJob CRD does not serve v2beta1
     checks: dict[str, Callable[[], str | None]] = {}
     live: dict[str, Callable[[], str | None]] = {}
     parts: list[Coroutine[Any, Any, Any]] = []
-    metrics_tls: WebhookTLS | None = None
-    metrics_auth: DelegatedAuth | None = None
-    if settings.metrics_secure and parse_bind_address(settings.metrics_bind_address) is not None:
-        # kubeflow/trainer#3912: HTTPS, and only for tokens the apiserver lets get /metrics.
-        dns, ips = serving_names(settings.metrics_service, settings.webhook_namespace)
-        metrics_tls = WebhookTLS(
-            kube,
-            settings.webhook_namespace,
-            dns,
-            ips,
-            validity=settings.webhook_cert_validity,
-            secret_name=METRICS_SECRET,
-        )
-        await metrics_tls.start()
-        metrics_auth = DelegatedAuth(kube)
+    metrics_tls = await _metrics_tls(kube, settings)
+    if metrics_tls is not None:
         parts.append(metrics_tls.run())  # renewed when due, reloaded on a change of its Secret
     servers = []
     for app, address, what, context in (
         (
-            metrics_app(metrics, metrics_auth),
+            metrics_app(metrics, DelegatedAuth(kube) if metrics_tls is not None else None),
             settings.metrics_bind_address,
             "metrics",
             metrics_tls.context if metrics_tls is not None else None,
@@ -129,27 +120,102 @@ async def run(settings: Settings) -> int:
         leader_elect=bool(elector),
         identity=elector.identity if elector else None,
     )
+    parts += _webhook(kube, settings, manager, metrics, checks)
+    parts += _status_server(kube, settings, manager, checks, live)
+    try:
+        code = await _until_stopped(manager, parts, log)
+    finally:
+        for runner in servers:
+            await runner.cleanup()
+        if metrics_tls is not None:
+            metrics_tls.close()
+        await kube.close()
+    if code == 0:
+        log.info("stopped")
+    return code
+
+
+def _elector(kube: Kube, settings: Settings, metrics: Metrics) -> LeaderElector | None:
+    """The leader elector of ``--leader-elect`` (None without), its holding told to
+    ``leader_election_master_status`` (0 until it leads)."""
+    if not settings.leader_elect:
+        return None
+    lease_name = settings.leader_election_id
+
+    def on_change(leading: bool) -> None:
+        metrics.leading(lease_name, leading)
+
+    elector = LeaderElector(
+        kube, settings.leader_election_namespace or default_namespace(), lease_name, on_change=on_change
+    )
+    metrics.leading(lease_name, False)
+    return elector
+
+
+async def _metrics_tls(kube: Kube, settings: Settings) -> WebhookTLS | None:
+    """The started serving certificate of ``/metrics`` under ``--metrics-secure`` (kubeflow/trainer#3912:
+    HTTPS, and only for tokens the apiserver lets get ``/metrics``); None when it is plain HTTP or not
+    served. Raises :class:`~trainer.framework.kube.client.ApiError` when its Secret cannot be kept."""
+    if not settings.metrics_secure or parse_bind_address(settings.metrics_bind_address) is None:
+        return None
+    dns, ips = serving_names(settings.metrics_service, settings.webhook_namespace)
+    tls = WebhookTLS(
+        kube,
+        settings.webhook_namespace,
+        dns,
+        ips,
+        validity=settings.webhook_cert_validity,
+        secret_name=METRICS_SECRET,
+    )
+    await tls.start()
+    return tls
+
+
+def _webhook(
+    kube: Kube, settings: Settings, manager: Manager, metrics: Metrics, checks: dict[str, Callable[[], str | None]]
+) -> list[Coroutine[Any, Any, Any]]:
+    """The admission webhook's tasks (none when ``--webhook-port`` is 0): it answers once the caches
+    are synced, and ``/readyz`` fails (``checks``) while its configurations lack its CA."""
     webhook_settings = settings.webhook
-    if webhook_settings is not None:
-        webhook = WebhookServer(
-            kube,
-            webhook_settings,
-            cache_facts(manager.readers, settings.gang_scheduler_name, settings.max_nodes_per_job),
-            metrics,
-        )
-        checks["webhook-configurations"] = webhook.not_ready  # /readyz fails while they lack its CA
-        synced = asyncio.Event()
+    if webhook_settings is None:
+        return []
+    webhook = WebhookServer(
+        kube,
+        webhook_settings,
+        cache_facts(manager.readers, settings.gang_scheduler_name, settings.max_nodes_per_job),
+        metrics,
+    )
+    checks["webhook-configurations"] = webhook.not_ready  # /readyz fails while they lack its CA
+    synced = asyncio.Event()
 
-        async def when_synced() -> None:
-            await wait_synced(manager.informers)  # answers need the caches
-            synced.set()
+    async def when_synced() -> None:
+        await wait_synced(manager.informers)  # answers need the caches
+        synced.set()
 
-        parts += [when_synced(), webhook.run(synced)]
+    return [when_synced(), webhook.run(synced)]
+
+
+def _status_server(
+    kube: Kube,
+    settings: Settings,
+    manager: Manager,
+    checks: dict[str, Callable[[], str | None]],
+    live: dict[str, Callable[[], str | None]],
+) -> list[Coroutine[Any, Any, Any]]:
+    """The status server's task (none when ``--status-server-port`` is 0), checked by ``/readyz`` and
+    ``/livez`` (kubeflow/trainer#3338)."""
     status_settings = settings.status_server
-    if status_settings is not None:
-        statuses = status_server.setup(kube, status_settings, manager)
-        checks["status-server"] = live["status-server"] = statuses.not_serving  # kubeflow/trainer#3338
-        parts.append(statuses.run())
+    if status_settings is None:
+        return []
+    statuses = status_server.setup(kube, status_settings, manager)
+    checks["status-server"] = live["status-server"] = statuses.not_serving  # kubeflow/trainer#3338
+    return [statuses.run()]
+
+
+async def _until_stopped(manager: Manager, parts: list[Coroutine[Any, Any, Any]], log: Any) -> int:
+    """Run ``manager`` and ``parts`` until SIGTERM/SIGINT (the manager stopped gracefully; a second
+    signal cancels it), a part failing (the manager stopped, then its error raised) or a lost Lease
+    (1); the parts are cancelled before it returns. Returns the exit code."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(manager.run())
     # The webhook serves on every replica, leading or not; gather() of nothing would end at once.
@@ -183,12 +249,6 @@ async def run(settings: Settings) -> int:
         side.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await side
-        for runner in servers:
-            await runner.cleanup()
-        if metrics_tls is not None:
-            metrics_tls.close()
-        await kube.close()
-    log.info("stopped")
     return 0
 
 

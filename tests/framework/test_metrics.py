@@ -11,8 +11,11 @@ from trainer.framework.kube.client import request_kind
 from trainer.framework.kube.queue import WorkQueue
 from trainer.framework.metrics import OTHER, Metrics, bounded
 from trainer.framework.probes import metrics_app, parse_bind_address, probes_app, serve
+from trainer.jobs.features.lifecycle import JobMetrics
+from trainer.main import operator_metrics
+from trainer.statusserver.series import SeriesMetrics
 
-NAMES = {
+GENERIC = {
     **{f"process_{name}_bytes": "gauge" for name in ("virtual_memory", "resident_memory")},
     "process_start_time_seconds": "gauge",
     "process_cpu_seconds": "counter",
@@ -35,6 +38,9 @@ NAMES = {
     "controller_runtime_webhook_requests": "counter",
     "controller_runtime_webhook_latency_seconds": "histogram",
     "controller_runtime_webhook_requests_in_flight": "gauge",
+}
+"""The families of the framework's registry alone: no job's."""
+JOBS = {
     "trainer_jobs_created": "counter",
     "trainer_jobs_succeeded": "counter",
     "trainer_jobs_failed": "counter",
@@ -46,12 +52,22 @@ NAMES = {
     "kubeflow_trainer_job_restarts": "counter",
     "kubeflow_trainer_job_failures": "counter",
     "kubeflow_trainer_job_refusals": "counter",
+}
+"""The job layer's (:class:`JobMetrics`)."""
+SERIES = {
     "kubeflow_trainer_trainjob_progress_ratio": "gauge",
     "kubeflow_trainer_trainjob_remaining_seconds": "gauge",
     "kubeflow_trainer_trainjob_metric": "gauge",
     "kubeflow_trainer_training_series": "gauge",
     "kubeflow_trainer_training_series_dropped": "counter",
 }
+"""The trainer pods' reports' (:class:`SeriesMetrics`)."""
+NAMES = {**GENERIC, **JOBS, **SERIES}
+"""Every family the operator exports from its start (:func:`trainer.main.operator_metrics`)."""
+
+
+def families(m: Metrics) -> dict[str, str]:
+    return {f.name: f.type for f in text_string_to_metric_families(m.exposition().decode())}
 
 
 def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -63,24 +79,36 @@ def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_metrics_have_controller_runtime_names_in_their_own_registry() -> None:
-    m = Metrics()
+    m = operator_metrics()
     m.controller("trainjob", 4)
     m.workqueue("trainjob")
-    families = {f.name: f.type for f in text_string_to_metric_families(m.exposition().decode())}
-    assert families == NAMES
+    assert families(m) == NAMES
     assert not any(name.startswith("controller_runtime") for name in REGISTRY._names_to_collectors)
     assert Metrics().registry is not m.registry
-    m.outcome("created", "TrainJob", "ns", "rt")
-    m.outcome("failed", "MPIJob", "ns", "", "BackoffLimitExceeded")
+    jobs = JobMetrics.of(m)
+    jobs.outcome("created", "TrainJob", "ns", "rt")
+    jobs.outcome("failed", "MPIJob", "ns", "", "BackoffLimitExceeded")
     samples = [s.name for f in text_string_to_metric_families(m.exposition().decode()) for s in f.samples]
     assert "trainer_jobs_created_total" in samples and "trainer_jobs_failed_total" in samples
     assert not [n for n in samples if n.endswith("_created")], "no _created series, as the Go client"
 
 
+def test_the_framework_registry_holds_no_job_and_each_layer_registers_its_families_once() -> None:
+    m = Metrics()
+    assert families(m) == GENERIC
+    jobs = JobMetrics.of(m)
+    assert JobMetrics.of(m) is jobs and m.families(JobMetrics) is jobs, "registered once"
+    assert families(m) == {**GENERIC, **JOBS}
+    assert SeriesMetrics.of(m) is SeriesMetrics.of(m)
+    assert families(m) == NAMES
+    with pytest.raises(ValueError):
+        JobMetrics(m.registry)  # a name taken
+
+
 def test_jobs_by_state_are_counted_at_scrape_time_with_every_state_present() -> None:
     m = Metrics()
     states = ["Running", "Running", "Suspended"]
-    m.job_states("TrainJob", "volcano", lambda: states)
+    JobMetrics.of(m).job_states("TrainJob", "volcano", lambda: states)
     s = samples(m)
 
     def jobs(state: str) -> float:

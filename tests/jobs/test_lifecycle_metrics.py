@@ -13,7 +13,7 @@ from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics
 from trainer.jobs.facts import pods_wanted
-from trainer.jobs.features.lifecycle import refusals, restart_reason, state_of
+from trainer.jobs.features.lifecycle import JobMetrics, LifecycleObserver, refusals, restart_reason, state_of
 from trainer.wiring import Settings, new_manager
 
 
@@ -225,3 +225,30 @@ async def test_an_mpijob_life_is_observed_under_its_own_kind() -> None:
     await w.settle()
     assert lifecycle(m, "MPIJob")["run_succeeded"] == 1
     assert states(m, "MPIJob") == {"Created": 0, "Suspended": 0, "Running": 0, "Complete": 1, "Failed": 0}
+
+
+class _Info:
+    """A reconcile's view of a job, as the observer reads it."""
+
+    def __init__(self, pod_ready: bool) -> None:
+        self.pod_ready = pod_ready
+
+
+def test_the_observer_alone_decides_and_counts_each_transition_once_in_both_families() -> None:
+    m = Metrics()
+    observer = LifecycleObserver(JobMetrics.of(m), MPIJOB, "volcano")
+    obj: JSON = {"metadata": {"uid": "u", "namespace": "ns", "creationTimestamp": ago(30)}, "spec": {}}
+    failed = {"type": "Failed", "status": "True", "reason": "MPIJobFailed", "lastTransitionTime": ago(0)}
+    observer.observed(obj, {}, None, _Info(pod_ready=True))  # a first status held back: nothing written
+    startup = {"kind": "MPIJob", "gang_scheduler": "volcano"}
+    assert value(m, "kubeflow_trainer_job_startup_seconds_count", startup) == 1, "born, and a pod runs"
+    created = {"conditions": [{"type": "Created", "status": "True"}]}
+    for _ in range(2):  # the second from a cache that had not seen the first
+        observer.observed(obj, {}, created, _Info(pod_ready=True))
+        observer.observed(obj, created, {"conditions": [*created["conditions"], failed]}, None)
+    outcome = {"kind": "MPIJob", "namespace": "ns", "runtime": ""}
+    assert value(m, "trainer_jobs_created_total", outcome) == 1
+    assert value(m, "trainer_jobs_failed_total", {**outcome, "reason": "MPIJobFailed"}) == 1
+    assert value(m, "kubeflow_trainer_job_failures_total", {**startup, "reason": "MPIJobFailed"}) == 1
+    assert value(m, "kubeflow_trainer_job_startup_seconds_count", startup) == 1
+    assert value(m, "kubeflow_trainer_job_run_seconds_count", {**startup, "result": "failed"}) == 0, "never started"

@@ -328,6 +328,7 @@ async def test_a_job_another_controller_manages_is_not_written_even_when_unparsa
 
 async def test_outcomes_are_counted_once_even_when_a_stale_cache_writes_twice() -> None:
     from api.base import Condition
+    from trainer.jobs.features.lifecycle import JobMetrics
 
     w = World("torch", "none")
     stale = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])  # as a cache that has not seen the write
@@ -336,7 +337,7 @@ async def test_outcomes_are_counted_once_even_when_a_stale_cache_writes_twice() 
     await reconciler.status.write(stale, None, [failed])
     await reconciler.status.write(stale, None, [failed])
     assert w.kube.count("patch_status", "TrainJob") == 2, "the stale cache did write twice"
-    m = w.manager.metrics
+    m = JobMetrics.of(w.manager.metrics)
     labels = ("TrainJob", "default", "torch-distributed")
     assert m.jobs_created.labels(*labels)._value.get() == 1
     assert m.jobs_failed.labels(*labels, "FailedJobs")._value.get() == 1

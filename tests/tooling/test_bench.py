@@ -48,6 +48,7 @@ from tests.kube_double import RecordingKube
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.metrics import Metrics
+from trainer.main import operator_metrics
 
 OLD_UID = "11111111-1111-1111-1111-111111111111"
 JOB_UID = "22222222-2222-2222-2222-222222222222"
@@ -110,7 +111,7 @@ def job_as_read() -> JSON:
 
 def exposition(requests: list[tuple[str, str, str, str]]) -> str:
     """The real operator registry's text after these requests ``(method, code, verb, resource)``."""
-    m = Metrics()
+    m = operator_metrics()
     m.reconciled("trainjob", "success", 0.01)  # other metrics are in the text too
     for method, code, verb, resource in requests:
         m.observe_request(method, code, "127.0.0.1:6443", verb, resource)

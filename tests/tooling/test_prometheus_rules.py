@@ -4,7 +4,7 @@ dashboard ConfigMap) against the real promtool that ``localcluster/build.sh`` bu
 ``promtool check rules`` reads the rules (and the chart's rendering of them, thresholds changed);
 ``promtool test rules`` runs ``rules_test.yaml``, where every alert fires and stays quiet on series shaped
 as the operator exports them. Every dashboard query, its Grafana variables substituted, is valid PromQL
-(checked as a recording rule) and reads only metrics the operator exports (``trainer/framework/metrics.py``).
+(checked as a recording rule) and reads only metrics the operator exports (:func:`trainer.main.operator_metrics`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 
 from localcluster.binaries import ensure
 from tests.tooling.test_helm_chart import helm_template, one
-from trainer.framework.metrics import Metrics
+from trainer.main import operator_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "config" / "prometheus"
@@ -87,7 +87,7 @@ def test_every_dashboard_query_is_promql_over_metrics_the_operator_exports(tmp_p
     assert f"SUCCESS: {len(exprs)} rules found" in promtool_run("check", "rules", str(path))
 
     exported = {"up"}  # Prometheus' own, per target
-    for family in Metrics().registry.collect():
+    for family in operator_metrics().registry.collect():
         suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))
         exported |= {family.name + suffix for suffix in suffixes}
     used = {name for e in exprs for name in re.findall(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{", e)}

@@ -25,35 +25,19 @@ Besides: ``trainer_apiserver_requests_total{verb,resource,code}``, the same requ
 apiserver's ``apiserver_request_total`` uses (``APPLY``, ``POST``, ``PATCH`` ... and ``jobs``,
 ``trainjobs/status``, ``events`` ...), so writes per object kind are read from the operator itself.
 
-And the jobs' outcomes, as JobSet's ``jobset_completed_total``/``jobset_failed_total`` and
-mpi-operator's ``mpi_operator_jobs_{created,successful,failed}_total`` count them, for both kinds at
-once: ``trainer_jobs_{created,succeeded,failed,restarted}_total{kind,namespace,runtime}`` (failed also
-by ``reason``), counted when this operator writes the status that records the event.
-
-The jobs' lifecycle, as kubeflow/trainer#3429 asks (its ``kubeflow_trainer_`` prefix; names otherwise
-after Prometheus' conventions, the unit in the name): ``kubeflow_trainer_jobs{kind,gang_scheduler,state}``
-(a gauge computed from the caches at scrape time, :meth:`Metrics.job_states`),
-``kubeflow_trainer_job_admission_wait_seconds``, ``kubeflow_trainer_job_startup_seconds`` and
-``kubeflow_trainer_job_run_seconds`` (histograms), ``kubeflow_trainer_job_restarts_total``,
-``kubeflow_trainer_job_failures_total`` and ``kubeflow_trainer_job_refusals_total`` (counters): no job or
-namespace as a label, reasons folded into :data:`OTHER` beyond the fixed set their caller names
-(:func:`bounded`). And the trainer pods' reports as series
-(``kubeflow_trainer_trainjob_progress_ratio``, ``kubeflow_trainer_trainjob_remaining_seconds``,
-``kubeflow_trainer_trainjob_metric``, by ``namespace`` and ``trainjob``), capped by whoever sets them
-(:mod:`trainer.statusserver.series`), with ``kubeflow_trainer_training_series`` and
-``kubeflow_trainer_training_series_dropped_total``.
-
 The process's own (``process_resident_memory_bytes``, ``process_cpu_seconds_total``, open file
 descriptors), as controller-runtime exports them. Everything lives in the :class:`Metrics` object's
 own ``CollectorRegistry`` (never the process-wide default one), so two operators in one process, or a
-test, never share counters. Counters carry no ``_created`` series (``disable_created_metrics``), as the
-Go client exports none.
+test, never share counters; the layers above register their own families in it, once each
+(:meth:`Metrics.families`). Counters carry no ``_created`` series (``disable_created_metrics``), as
+the Go client exports none.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
+from collections.abc import Callable, Collection, Hashable
+from typing import TypeVar, cast
 
 from prometheus_client import (
     CollectorRegistry,
@@ -64,8 +48,6 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The ``Content-Type`` of :meth:`Metrics.exposition`: Prometheus text format 0.0.4, which every
@@ -79,19 +61,15 @@ RECONCILE_BUCKETS = (
 QUEUE_BUCKETS = tuple(1e-8 * 10**i for i in range(12))
 """client-go's workqueue latency buckets: ``prometheus.ExponentialBuckets(10e-9, 10, 12)``."""
 
-LIFECYCLE_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400, 172800)
-"""Seconds, for the lifecycle histograms: a second to two days (queues can hold a job for hours)."""
 OTHER = "other"
 """The label value of a reason outside the fixed set a metric names (:func:`bounded`)."""
-JOB_STATES = ("Created", "Suspended", "Running", "Complete", "Failed")
-"""The ``state`` values of ``kubeflow_trainer_jobs``, each always exported (0 when no job is in it)."""
 
-StateCounts = Callable[[], Iterable[str]]
-"""A source of ``kubeflow_trainer_jobs``: the state (one of :data:`JOB_STATES`) of every job of a kind now."""
+F = TypeVar("F")
 
 
 def bounded(value: str, known: Collection[str]) -> str:
-    """``value`` when it is one of ``known``, else :data:`OTHER`: a label value from a fixed set."""
+    """``value`` when it is one of ``known``, else :data:`OTHER`: a label value from a fixed set (so a
+    label has a bounded number of values whatever the objects hold)."""
     return value if value in known else OTHER
 
 
@@ -99,15 +77,29 @@ RESULT_SUCCESS, RESULT_ERROR, RESULT_REQUEUE, RESULT_REQUEUE_AFTER = "success", 
 
 
 class Metrics:
-    """Every metric of the operator, registered in ``registry`` (a new one by default)."""
+    """Every metric of the operator, registered in ``registry`` (a new one by default): the generic
+    families here, and those the layers above register through :meth:`families`."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+        self._families: dict[Callable[[CollectorRegistry], object], object] = {}
         # process_resident_memory_bytes, process_cpu_seconds_total, open fds...: what controller-runtime
         # exports too (its process collector), and what sizing the memory limit reads.
-        ProcessCollector(registry=r)
+        ProcessCollector(registry=self.registry)
+        self._controller_families(self.registry)
+        self._workqueue_families(self.registry)
+        self._client_families(self.registry)
+        self._webhook_families(self.registry)
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
+            ["name"],
+            registry=self.registry,
+        )
+
+    def _controller_families(self, r: CollectorRegistry) -> None:
+        """controller-runtime's reconcile families, by ``controller``."""
         self.reconcile_total = Counter(
             "controller_runtime_reconcile_total",
             "Total number of reconciliations per controller",
@@ -145,6 +137,9 @@ class Metrics:
             ["controller"],
             registry=r,
         )
+
+    def _workqueue_families(self, r: CollectorRegistry) -> None:
+        """client-go's work queue families, by ``name``."""
         self.queue_depth = Gauge("workqueue_depth", "Current depth of workqueue", ["name"], registry=r)
         self.queue_adds = Counter(
             "workqueue_adds_total", "Total number of adds handled by workqueue", ["name"], registry=r
@@ -166,6 +161,9 @@ class Metrics:
         self.queue_retries = Counter(
             "workqueue_retries_total", "Total number of retries handled by workqueue", ["name"], registry=r
         )
+
+    def _client_families(self, r: CollectorRegistry) -> None:
+        """The apiserver requests: client-go's by method and host, and the apiserver's labels."""
         self.rest_requests = Counter(
             "rest_client_requests_total",
             "Number of HTTP requests, partitioned by status code, method, and host",
@@ -178,85 +176,9 @@ class Metrics:
             ["verb", "resource", "code"],
             registry=r,
         )
-        outcome = ["kind", "namespace", "runtime"]
-        self.jobs_created = Counter(
-            "trainer_jobs_created_total", "Jobs (TrainJob, MPIJob) the operator started", outcome, registry=r
-        )
-        self.jobs_succeeded = Counter(
-            "trainer_jobs_succeeded_total", "Jobs that finished successfully", outcome, registry=r
-        )
-        self.jobs_failed = Counter(
-            "trainer_jobs_failed_total", "Jobs that failed, by reason", [*outcome, "reason"], registry=r
-        )
-        self.jobs_restarted = Counter(
-            "trainer_jobs_restarted_total", "Restarts of a whole job by its failure policy", outcome, registry=r
-        )
-        lifecycle = ["kind", "gang_scheduler"]
-        self.admission_wait = Histogram(
-            "kubeflow_trainer_job_admission_wait_seconds",
-            "Seconds from a job's creation to its first start (not suspended, its gang admitted)",
-            lifecycle,
-            buckets=LIFECYCLE_BUCKETS,
-            registry=r,
-        )
-        self.startup = Histogram(
-            "kubeflow_trainer_job_startup_seconds",
-            "Seconds from a job's creation to its first running pod (a Job counting a ready pod)",
-            lifecycle,
-            buckets=LIFECYCLE_BUCKETS,
-            registry=r,
-        )
-        self.run = Histogram(
-            "kubeflow_trainer_job_run_seconds",
-            "Seconds from a job's status.startTime to its completionTime, by result",
-            [*lifecycle, "result"],
-            buckets=LIFECYCLE_BUCKETS,
-            registry=r,
-        )
-        self.restarts = Counter(
-            "kubeflow_trainer_job_restarts_total",
-            "Restarts of whole jobs, by reason",
-            [*lifecycle, "reason"],
-            registry=r,
-        )
-        self.failures = Counter(
-            "kubeflow_trainer_job_failures_total", "Jobs that failed, by reason", [*lifecycle, "reason"], registry=r
-        )
-        self.refusals = Counter(
-            "kubeflow_trainer_job_refusals_total",
-            "Children of jobs refused (a name taken, the apiserver's refusal, pods the Job controller cannot create)",
-            ["kind", "reason"],
-            registry=r,
-        )
-        self._states = _JobStates()
-        r.register(self._states)
-        series = ["namespace", "trainjob"]
-        self.progress = Gauge(
-            "kubeflow_trainer_trainjob_progress_ratio",
-            "Training progress of a running TrainJob as its trainer last reported it, 0 to 1",
-            series,
-            registry=r,
-        )
-        self.remaining = Gauge(
-            "kubeflow_trainer_trainjob_remaining_seconds",
-            "Seconds of training left of a running TrainJob as its trainer last estimated",
-            series,
-            registry=r,
-        )
-        self.training_metric = Gauge(
-            "kubeflow_trainer_trainjob_metric",
-            "A numeric metric a running TrainJob's trainer reported (trainerStatus.metrics), by name",
-            [*series, "metric"],
-            registry=r,
-        )
-        self.training_series = Gauge(
-            "kubeflow_trainer_training_series", "Series of the trainer pods' reports exported now", registry=r
-        )
-        self.training_dropped = Counter(
-            "kubeflow_trainer_training_series_dropped_total",
-            "Series of the trainer pods' reports not exported: over --training-metrics-max-series",
-            registry=r,
-        )
+
+    def _webhook_families(self, r: CollectorRegistry) -> None:
+        """controller-runtime's admission webhook families, by ``webhook`` (the path)."""
         hooks = ["webhook", "code"]
         self.webhook_requests = Counter(
             "controller_runtime_webhook_requests_total",
@@ -276,12 +198,15 @@ class Metrics:
             ["webhook"],
             registry=r,
         )
-        self.leader = Gauge(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master",
-            ["name"],
-            registry=r,
-        )
+
+    def families(self, build: Callable[[CollectorRegistry], F]) -> F:
+        """The families ``build`` registers in this registry (a layer's own: its class, given the
+        registry), built at the first call with ``build`` and the same object at every later one, so
+        each is registered once however many controllers ask. Raises what ``build`` raises
+        (``ValueError`` for a name another collector of the registry has)."""
+        if build not in self._families:
+            self._families[build] = build(self.registry)
+        return cast("F", self._families[build])
 
     def controller(self, name: str, max_concurrent: int) -> None:
         """Declare controller ``name`` (its series exist, at zero, before its first reconcile)."""
@@ -327,20 +252,6 @@ class Metrics:
         """Whether this process holds lease ``name``."""
         self.leader.labels(name).set(1 if leading else 0)
 
-    def outcome(self, event: str, kind: str, namespace: str, runtime: str, reason: str = "") -> None:
-        """Count a job's ``event``: ``created``, ``succeeded``, ``failed`` (with ``reason``) or
-        ``restarted``. Labels are bounded: kind, namespace, runtime name, condition reason."""
-        if event == "failed":
-            self.jobs_failed.labels(kind, namespace, runtime, reason).inc()
-            return
-        counter = {"created": self.jobs_created, "succeeded": self.jobs_succeeded, "restarted": self.jobs_restarted}
-        counter[event].labels(kind, namespace, runtime).inc()
-
-    def job_states(self, kind: str, gang_scheduler: str, source: StateCounts) -> None:
-        """Export ``kubeflow_trainer_jobs{kind,gang_scheduler,state}`` of ``kind`` from ``source``, called
-        at each scrape (a second call for ``kind`` replaces the first)."""
-        self._states.sources[kind] = (gang_scheduler, source)
-
     def workqueue(self, name: str) -> WorkQueueMetrics:
         """The :class:`trainer.framework.kube.queue.QueueMetrics` of the work queue ``name``."""
         return WorkQueueMetrics(self, name)
@@ -348,25 +259,6 @@ class Metrics:
     def exposition(self) -> bytes:
         """Every metric in the Prometheus text format (:data:`CONTENT_TYPE`)."""
         return generate_latest(self.registry)
-
-
-class _JobStates(Collector):
-    """``kubeflow_trainer_jobs``: jobs by kind, gang scheduler and state, counted from each kind's
-    source when scraped (so it is never out of step with the caches, and a new leader needs no history)."""
-
-    def __init__(self) -> None:
-        self.sources: dict[str, tuple[str, StateCounts]] = {}
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        labels = ["kind", "gang_scheduler", "state"]
-        family = GaugeMetricFamily("kubeflow_trainer_jobs", "Jobs by kind, gang scheduler and state", labels=labels)
-        for kind, (gang_scheduler, source) in sorted(self.sources.items()):
-            counts = dict.fromkeys(JOB_STATES, 0)
-            for state in source():
-                counts[bounded(state, JOB_STATES)] = counts.get(bounded(state, JOB_STATES), 0) + 1
-            for state, count in counts.items():
-                family.add_metric([kind, gang_scheduler, state], count)
-        yield family
 
 
 class WorkQueueMetrics:

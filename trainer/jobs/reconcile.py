@@ -67,7 +67,7 @@ from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
 from trainer.jobs.event_filter import JobEventFilter
 from trainer.jobs.facts import managed_by_us
-from trainer.jobs.features.lifecycle import state_of
+from trainer.jobs.features.lifecycle import JobMetrics, state_of
 from trainer.jobs.features.own_writes import OwnWrites
 from trainer.jobs.features.replica_failure import replica_failure
 from trainer.jobs.features.replica_failure import watches as failed_create_events
@@ -295,7 +295,7 @@ def declare(
     def build(ctx: Context) -> Reconcile:
         if ctx.metrics is not None:
             reader = ctx.reader
-            ctx.metrics.job_states(primary.kind, gang.name, lambda: job_states(reader, kind.facts))
+            JobMetrics.of(ctx.metrics).job_states(primary.kind, gang.name, lambda: job_states(reader, kind.facts))
         return Reconciler(
             kind,
             ctx,

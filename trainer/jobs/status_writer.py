@@ -1,25 +1,14 @@
-"""The one writer of a job's status: conditions merged, events told, outcomes counted, progress coalesced.
+"""The one writer of a job's status: conditions merged, events told, the lifecycle observer told, progress
+coalesced.
 
 :meth:`StatusWriter.write` merges the desired conditions into the stored ones
 (:func:`~trainer.jobs.conditions.merge_conditions`: transition times kept unless a status changes),
 renders the kind's whole status, and merge-patches it once, only when it changed. Each condition
 transition becomes an event (Warning for the kind's warning conditions turning True), and so does a
 new message of a condition the kind retells (``ReplicaFailure``), recorded before the status so
-whoever sees the condition finds its event; each outcome (first status, success, failure, restart) is
-counted once per job in :class:`~trainer.framework.metrics.Metrics`.
-
-The lifecycle metrics (:mod:`trainer.jobs.features.lifecycle`) are observed after the status write that records
-what they measure, from the status as stored before (``old``) and as written (``new``), so a reconcile
-that finds nothing to write observes nothing, and an operator restarted over settled jobs neither. A
-finish, a failure, a restart and a refusal are transitions of the status itself (a terminal condition
-turned True, ``restarts`` grown, a refusal's condition turned True): each is observed once, and a
-second write of the same transition from a cache that had not seen the first is recognised by
-``(job uid, event, marker)`` remembered (:data:`MAX_COUNTED` of them). The first start (admission
-wait) and the first ready pod (startup, looked for at every write, changed or not: the kind's
-``info.pod_ready``) are not kept in the status (a suspend clears ``startTime``), so they are observed
-only for a job this process saw without a status, once each (remembered, for :data:`MAX_COUNTED` jobs):
-a job an earlier process (or leader) saw born is never observed twice, at the price of its milestones
-that fall after the restart not being observed at all.
+whoever sees the condition finds its event. Then, written or not, it tells the kind's
+:class:`~trainer.jobs.features.lifecycle.LifecycleObserver` the status as stored before and as written
+(if it was), which alone decides what the job metrics count (each transition once).
 
 A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
 waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
@@ -45,7 +34,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -53,16 +41,14 @@ import structlog
 from api.base import Condition
 from api.conditions import COND_REPLICA_FAILURE
 from api.kinds import Resource
-from api.trainer_v1alpha1 import COND_FAILED
-from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
 from trainer.framework.permissions import Permission
-from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions, true_condition
-from trainer.jobs.features import lifecycle
+from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions
+from trainer.jobs.features.lifecycle import JobMetrics, LifecycleObserver
 
 if TYPE_CHECKING:
     from trainer.framework.kube.client import KubeClient
@@ -72,8 +58,6 @@ if TYPE_CHECKING:
     from trainer.jobs.kind import Kind
 
 log = structlog.get_logger("trainer.status")
-MAX_COUNTED = 100_000
-"""Outcomes remembered as counted at most (the oldest go first)."""
 FIRST_STATUS_MAX_WAIT = 60.0
 """Seconds a job's first status waits at most for the children of newer jobs."""
 
@@ -94,6 +78,18 @@ class Telling:
     retold: frozenset[str] = frozenset({COND_REPLICA_FAILURE})
     """Condition types told again (an event) when their message changes while they stay True
     (``ReplicaFailure``: another Job, or another refusal)."""
+
+
+@dataclass(frozen=True)
+class _Due:
+    """A status to write: the stored conditions, the merged ones, the whole status, the fields that
+    changed, and whether they only count progress."""
+
+    current: list[Condition]
+    merged: list[Condition]
+    new: JSON
+    changed: set[str]
+    progress: bool
 
 
 class IdleLane(Protocol):
@@ -149,7 +145,9 @@ def status_permission(primary: Resource) -> Permission:
 
 class StatusWriter:
     """Writes the status of one kind's jobs (see the module docstring); ``delay`` is
-    ``--status-coalesce-seconds``; ``metrics`` None counts nowhere."""
+    ``--status-coalesce-seconds``; ``metrics`` None counts nowhere, else the job families are
+    registered in it (:meth:`~trainer.jobs.features.lifecycle.JobMetrics.of`) and observed under
+    ``gang_scheduler`` (``--gang-scheduler-name``)."""
 
     def __init__(
         self,
@@ -166,26 +164,46 @@ class StatusWriter:
         gang_scheduler: str = "none",
     ) -> None:
         self.kind, self.telling, self.kube, self.recorder, self.own_writes = kind, telling, kube, recorder, own_writes
-        self.clock, self.delay, self.metrics = clock, delay, metrics
-        self.lane = lane
+        self.clock, self.delay, self.lane = clock, delay, lane
         self._first = ProgressClock(clock.now)
         """Since when each job's first status waits for the children of newer jobs."""
-        self.gang_scheduler = gang_scheduler
-        """The ``gang_scheduler`` label of the lifecycle metrics (``--gang-scheduler-name``)."""
-        self._counted: BoundedDict[tuple[str, str, int | str], None] = BoundedDict(MAX_COUNTED)
-        """Outcome events already counted: (job uid, event, restart or marker)."""
-        self._born: BoundedDict[str, set[str]] = BoundedDict(MAX_COUNTED)
-        """Jobs whose first status this process wrote: uid -> milestones observed (admitted, running)."""
+        self.observer = (
+            LifecycleObserver(JobMetrics.of(metrics), kind.facts, gang_scheduler) if metrics is not None else None
+        )
+        """Told of every write (the module docstring); None: nothing is counted."""
 
     async def write(self, obj: JSON, info: Any, desired: list[Condition], fields: JSON | None = None) -> float | None:
         """Merge ``desired`` into ``obj``'s conditions, record the kind's events for ``info`` (a restart)
         and an event per transition, then
         patch the status once, only if it changed (``info`` None: the job could not be expanded; the
         kind's status then holds its conditions only, and ``fields``, status fields of the caller's, when
-        given). Returns the seconds to look again after when a
+        given); tell the lifecycle observer, written or not. Returns the seconds to look again after when a
         progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
-        old = obj.get("status") or {}
-        self._startup(obj, old, info)
+        old: JSON = obj.get("status") or {}
+        written: JSON | None = None
+        try:
+            due = self._due(obj, old, info, desired, fields)
+            if not isinstance(due, _Due):
+                return due
+            # Events first: whoever sees the new condition finds its event too.
+            await self._tell(obj, info, due.current, due.merged)
+            res = self.kind.facts.resource
+            stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], due.new)
+            log.debug("status written", changed=sorted(due.changed), status=due.new)
+            # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
+            self.own_writes.remember(res, strip_managed_fields(stored), settled=due.progress)
+            written = due.new
+            return None
+        finally:  # a failed write too: a pod may have turned ready
+            if self.observer is not None:
+                self.observer.observed(obj, old, written, info)
+
+    def _due(
+        self, obj: JSON, old: JSON, info: Any, desired: list[Condition], fields: JSON | None
+    ) -> _Due | float | None:
+        """The status to write now over ``old`` (:class:`_Due`), else what :meth:`write` answers: the
+        seconds a deferred progress-only change waits still, or None (nothing changed, or a first status
+        left in the idle lane)."""
         current = [Condition.model_validate(c) for c in old.get("conditions") or []]
         generation = meta(obj).generation
         merged = merge_conditions(current, desired, now_rfc3339(), generation)
@@ -208,7 +226,12 @@ class StatusWriter:
             return None
         self._first.stop(key)
         self.clock.stop(key)
-        # Events first: whoever sees the new condition finds its event too.
+        return _Due(current, merged, new, changed, progress)
+
+    async def _tell(self, obj: JSON, info: Any, current: list[Condition], merged: list[Condition]) -> None:
+        """Record the kind's events for ``info`` and one per condition transition (or retold message) from
+        ``current`` to ``merged``, but the quiet ones. Raises what
+        :meth:`~trainer.framework.kube.events.EventRecorder.emit` raises."""
         for type_, reason, message in self.kind.events(info):
             await self.recorder.emit(obj, type_, reason, message)
         for cond in [*transitions(current, merged), *retold(current, merged, self.telling.retold)]:
@@ -216,14 +239,6 @@ class StatusWriter:
                 continue
             warning = is_true([cond], *self.telling.warnings)
             await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
-        res = self.kind.facts.resource
-        stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], new)
-        log.debug("status written", changed=sorted(changed), status=new)
-        # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
-        self.own_writes.remember(res, strip_managed_fields(stored), settled=progress)
-        self._count_outcomes(obj, old, new)
-        self._observe(obj, old, new)
-        return None
 
     def forget(self, key: Key) -> None:
         """The job ``key`` is gone: stop its clocks."""
@@ -240,101 +255,6 @@ class StatusWriter:
             return None
         left = FIRST_STATUS_MAX_WAIT - self._first.waited(key)
         return left if left > 0 else None
-
-    def _count_outcomes(self, obj: JSON, old: JSON, new: JSON) -> None:
-        """Count what this status write records: the first status, success, failure, a restart; each
-        once per job (a reconcile on a cache that has not seen the previous write yet writes again)."""
-        if self.metrics is None:
-            return
-
-        def true(status: JSON, type_: str) -> JSON | None:
-            conditions: list[JSON] = status.get("conditions") or []
-            return true_condition(conditions, type_)
-
-        kind, ns = self.kind.facts.resource.kind, str(obj["metadata"].get("namespace") or "")
-        runtime = str(((obj.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
-        uid = str(obj["metadata"].get("uid") or "")
-        failed = true(new, COND_FAILED)  # an MPIJob's too
-        succeeded = self.kind.facts.succeeded
-        events = [
-            ("created", "", not old),
-            ("succeeded", "", bool(true(new, succeeded)) and not true(old, succeeded)),
-            ("failed", str((failed or {}).get("reason") or ""), bool(failed) and not true(old, COND_FAILED)),
-            ("restarted", "", int(new.get("restarts") or 0) > int(old.get("restarts") or 0)),
-        ]
-        for event, reason, happened in events:
-            once = (uid, event, int(new.get("restarts") or 0) if event == "restarted" else 0)
-            if not happened or once in self._counted:
-                continue
-            self._counted[once] = None
-            self.metrics.outcome(event, kind, ns, runtime, reason)
-
-    def _startup(self, obj: JSON, old: JSON, info: Any) -> None:
-        """Observe the job's startup (creation to its first ready pod, ``info.pod_ready``) when this
-        process saw it born (no status yet: remembered from now on) and has not observed it yet. Asked
-        on every write, changed or not: a pod turning ready need not change the status."""
-        if self.metrics is None:
-            return
-        uid = str(obj["metadata"].get("uid") or "")
-        if not old:
-            self._born.setdefault(uid, set())
-        born = self._born.get(uid)
-        if born is None or "running" in born or info is None or not info.pod_ready:
-            return
-        born.add("running")
-        startup = lifecycle.seconds_between(obj["metadata"].get("creationTimestamp"), datetime.now(UTC))
-        if startup is not None:
-            kind = self.kind.facts.resource.kind
-            self.metrics.startup.labels(kind, self.gang_scheduler).observe(startup)
-
-    def _observe(self, obj: JSON, old: JSON, new: JSON) -> None:
-        """Observe the lifecycle metrics the write of ``new`` over ``old`` records (see the module
-        docstring for the rule that keeps each once)."""
-        m = self.metrics
-        if m is None:
-            return
-        facts = self.kind.facts
-        kind, gs = facts.resource.kind, self.gang_scheduler
-        uid = str(obj["metadata"].get("uid") or "")
-
-        def once(event: str, marker: int | str = 0) -> bool:
-            key = (uid, event, marker)
-            if key in self._counted:
-                return False
-            self._counted[key] = None
-            return True
-
-        born = self._born.get(uid)
-        if born is not None and "admitted" not in born and lifecycle.admitted(obj, new, facts):
-            born.add("admitted")
-            wait = lifecycle.seconds_between(obj["metadata"].get("creationTimestamp"), new.get("startTime"))
-            if wait is not None:
-                m.admission_wait.labels(kind, gs).observe(wait)
-        end = lifecycle.finish(old, new, facts)
-        if end is not None and once("finished"):
-            if end.run_seconds is not None:
-                m.run.labels(kind, gs, end.result).observe(end.run_seconds)
-            if end.result == "failed":
-                m.failures.labels(kind, gs, end.reason).inc()
-        restarts = int(new.get("restarts") or 0)
-        restarted = restarts > int(old.get("restarts") or 0)
-        turned = _restart_turned(old, new)
-        if (restarted or turned) and once("restart", f"{restarts}/{turned[0] if turned else ''}"):
-            m.restarts.labels(kind, gs, lifecycle.restart_reason(new)).inc()
-        for reason, marker in lifecycle.refusals(old, new):
-            if once("refused:" + reason, marker):
-                m.refusals.labels(kind, reason).inc()
-
-
-def _restart_turned(old: JSON, new: JSON) -> list[str]:
-    """The transition times of restart conditions (JobSet's ``RestartingJobSet``, an MPIJob's
-    ``Restarting``) True in ``new`` and not in ``old``."""
-    out = []
-    for type_ in lifecycle.RESTART_CONDITIONS:
-        now = true_condition(new.get("conditions") or [], type_)
-        if now is not None and true_condition(old.get("conditions") or [], type_) is None:
-            out.append(str(now.get("lastTransitionTime") or ""))
-    return out
 
 
 def _nothing(value: Any) -> bool:

@@ -15,12 +15,14 @@ Bounds: at most ``max_series`` series at once (``--training-metrics-max-series``
 would pass the cap is not exported and ``kubeflow_trainer_training_series_dropped_total`` grows by its
 series, once per job, until room is made (it is exported at its next report that fits). A finished or
 deleted job's series are removed on the cache event that shows it, so they are gone by the next scrape.
-``kubeflow_trainer_training_series`` is the number exported now.
+``kubeflow_trainer_training_series`` is the number exported now. The five families
+(:class:`SeriesMetrics`) are registered once per registry
+(:meth:`~trainer.framework.metrics.Metrics.families`), with the kubeflow/trainer#3429 prefix.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from api.series import METRIC, PROGRESS, REMAINING, Series, series_of
 from trainer.framework.bounded import BoundedDict
@@ -34,11 +36,50 @@ MAX_REFUSED = 100_000
 """Jobs remembered as refused (their drop counted) at most; the oldest go first."""
 
 
+class SeriesMetrics:
+    """The families of the trainer pods' reports in ``registry``; one per registry: take it with
+    :meth:`of`. Raises ``ValueError`` when ``registry`` has them already."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        series = ["namespace", "trainjob"]
+        self.progress = Gauge(
+            "kubeflow_trainer_trainjob_progress_ratio",
+            "Training progress of a running TrainJob as its trainer last reported it, 0 to 1",
+            series,
+            registry=registry,
+        )
+        self.remaining = Gauge(
+            "kubeflow_trainer_trainjob_remaining_seconds",
+            "Seconds of training left of a running TrainJob as its trainer last estimated",
+            series,
+            registry=registry,
+        )
+        self.training_metric = Gauge(
+            "kubeflow_trainer_trainjob_metric",
+            "A numeric metric a running TrainJob's trainer reported (trainerStatus.metrics), by name",
+            [*series, "metric"],
+            registry=registry,
+        )
+        self.training_series = Gauge(
+            "kubeflow_trainer_training_series", "Series of the trainer pods' reports exported now", registry=registry
+        )
+        self.training_dropped = Counter(
+            "kubeflow_trainer_training_series_dropped_total",
+            "Series of the trainer pods' reports not exported: over --training-metrics-max-series",
+            registry=registry,
+        )
+
+    @staticmethod
+    def of(metrics: Metrics) -> SeriesMetrics:
+        """The training series' families of ``metrics``' registry, registered at the first call."""
+        return metrics.families(SeriesMetrics)
+
+
 class TrainingSeries:
     """The exported series of every TrainJob (see the module docstring), at most ``max_series``."""
 
     def __init__(self, metrics: Metrics, max_series: int = DEFAULT_MAX_SERIES) -> None:
-        self.metrics, self.max_series = metrics, max_series
+        self.metrics, self.max_series = SeriesMetrics.of(metrics), max_series
         self._jobs: dict[Key, Series] = {}
         """Exported now, per job."""
         self._count = 0
