@@ -275,14 +275,13 @@ def declare(
     status_coalesce_seconds: float = 1.0,
 ) -> Controller:
     """A job controller's declaration: its primary is ``kind.facts.resource``; it owns its Jobs, Services,
-    ConfigMaps and Secrets and ``also_owns`` (a TrainJob's PVCs; each carrying ``kind.facts.child_label``)
-    and the gang scheduler's objects (PodGroups); it watches ``watches``, its Jobs' ``FailedCreate`` Events
-    (:mod:`trainer.jobs.features.replica_failure`), each mapped to the job that controls the Job, and the gang
-    scheduler's cluster-wide objects (Volcano Queues), each mapped to every job. Its caches keep of a
-    Job no Pod template (:func:`kept_job`) and of a Secret no data (:func:`kept_secret`); a Job that
-    has just finished brings its owner's reconcile at once (:func:`just_finished`), as JobSet reacts
-    to it. Its RBAC (:meth:`~trainer.framework.controller.Controller.permissions`) is what these imply and
-    the patch of the primary's status (:func:`~trainer.jobs.status_writer.status_permission`).
+    ConfigMaps, Secrets and ``also_owns`` (each carrying ``kind.facts.child_label``) and the gang scheduler's
+    objects; it watches ``watches``, its Jobs' ``FailedCreate`` Events
+    (:mod:`trainer.jobs.features.replica_failure`) and the gang scheduler's cluster-wide objects (Volcano
+    Queues, mapped to every job). Its caches keep of a Job no Pod template (:func:`kept_job`) and of a
+    Secret no data (:func:`kept_secret`); a Job that has just finished brings its owner's reconcile at once
+    (:func:`just_finished`). Its RBAC (:meth:`~trainer.framework.controller.Controller.permissions`) is what
+    these imply and the patch of its status (:func:`~trainer.jobs.status_writer.status_permission`).
 
     ``telling``: how the status writer tells the kind's changes. A kind with a ``settle`` step reads its
     child writes back (:attr:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
