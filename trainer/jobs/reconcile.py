@@ -283,10 +283,9 @@ def declare(
     (:func:`just_finished`). Its RBAC (:meth:`~trainer.framework.controller.Controller.permissions`) is what
     these imply and the patch of its status (:func:`~trainer.jobs.status_writer.status_permission`).
 
-    ``telling``: how the status writer tells the kind's changes. A kind with a ``settle`` step reads its
-    child writes back (:attr:`Kind.settle`) before its status, so the watch echo of such a write is dropped by
-    the declaration's event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`), as is the echo of a
-    settled status write. ``announce``: the children one reconcile creates are told in one
+    ``telling``: how the status writer tells the kind's changes. The watch echo of a child write a kind's
+    ``settle`` read back is dropped by the event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`),
+    as is that of a settled status write. ``announce``: the children one reconcile creates are told in one
     ``SuccessfulCreate`` event. ``status_coalesce_seconds``: ``--status-coalesce-seconds``."""
     primary, label = kind.facts.resource, kind.facts.child_label
     own_writes, clock = OwnWrites(), ProgressClock()
