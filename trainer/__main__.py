@@ -1,3 +1,5 @@
+"""``python -m trainer``: the operator's command line (:func:`trainer.main.main`)."""
+
 import sys
 
 from trainer.main import main

@@ -12,8 +12,18 @@ from trainer import docs_tables, settings
 
 @pytest.mark.parametrize("table", docs_tables.TABLES, ids=lambda t: t.name)
 def test_the_table_is_current(table: docs_tables.Table) -> None:
-    page = docs_tables.DOCS_PAGE.read_text()
-    assert table.block() in page, f"docs/operating.md's {table.name} is stale: run `{docs_tables.COMMAND}`"
+    page = table.page.read_text()
+    where = table.page.relative_to(docs_tables.ROOT)
+    assert table.block() in page, f"{where}'s {table.name} is stale: run `{docs_tables.COMMAND}`"
+
+
+def test_the_module_map_has_a_line_per_module_and_refuses_one_without_a_docstring() -> None:
+    table = docs_tables.modules_table()
+    kind = "| `trainer/trainjob/kind.py` | The TrainJob kind, as plain functions one per step of the shared reconcile"
+    assert kind in table
+    assert "`trainer/trainjob/features/ttl.py`" in table and "`api/kinds.py`" in table
+    assert docs_tables.first_sentence("One thing: and more.\n\nNext.") == "One thing"
+    assert docs_tables.first_sentence("A ``b`` (c; :mod:`~d.e`). More.") == "A `b` (c; `d.e`)"
 
 
 def test_check_mode_agrees() -> None:
