@@ -49,6 +49,6 @@ OPERATOR_NAME = "mpi-operator"
 # TrainJob's Pods on it in the NetworkPolicy it makes of each TrainJob.
 TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
 
-# The queue a job asks for (see trainer.jobs.features.queues).
+# The queue a job asks for (see api.queues).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

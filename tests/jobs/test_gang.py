@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
+from api.queues import resolve_queue
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info, multi_step_runtime
 from tests.kube_double import reader
@@ -16,7 +17,6 @@ from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.resources import parse_quantity, pod_requests
 from trainer.jobs import gang
-from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.gang.base import GangInput, PodSet, decorate, gang_conditions
 from trainer.jobs.gang.coscheduling import POD_GROUP_LABEL
 from trainer.trainjob.children import build_children

@@ -23,6 +23,7 @@ from api.kinds import (
 )
 from api.kubeflow_v2beta1 import MPIJob
 from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from api.queues import resolve_queue
 from api.trainer_v1alpha1 import TrainJob
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube, reader
@@ -31,7 +32,6 @@ from trainer.framework.controller import Context
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import EventRecorder
 from trainer.jobs import gang
-from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.reconcile import Blocked
 from trainer.mpijob import controller as mpijob
 from trainer.trainjob import controller as trainjob

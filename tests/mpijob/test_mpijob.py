@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from api.base import Condition
 from api.kubeflow_v2beta1 import MPIJob
+from api.queues import resolve_queue
 from tests.conftest import info, load_sample
 from trainer.framework.json_codec import JSON
-from trainer.jobs.features.queues import resolve_queue
 from trainer.jobs.gang.base import GangInput, min_member
 from trainer.jobs.mpi import Host, generate_ssh_keypair, hostfile, ssh_secret
 from trainer.mpijob.children import build_mpijob_children, validate

@@ -15,8 +15,9 @@ from api.trainer_v1alpha1 import (
 )
 from tests.conftest import info
 from trainer.jobs.conditions import merge_conditions, transitions
+from trainer.trainjob.runtime.attempt import jobs_status
 from trainer.trainjob.runtime.view import TrainJobView
-from trainer.trainjob.status import desired_conditions, jobs_status
+from trainer.trainjob.status import desired_conditions
 
 
 def job(rjob: str, **status: Any) -> dict[str, Any]:

@@ -14,12 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from api.base import Condition
-from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED, Conditions
+from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED, Conditions, true_condition
 from api.conditions import condition_true as _true
 from api.conditions import first_true as _first_true
-from api.conditions import is_true as is_true
 from api.conditions import listed_conditions as _listed
-from api.conditions import true_condition as true_condition
 from api.jobkinds import MPIJOB, TRAINJOB
 from trainer.framework.json_codec import JSON
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from api.base import Condition
-from api.conditions import COND_REPLICA_FAILURE
+from api.conditions import COND_REPLICA_FAILURE, is_true
 from api.kinds import Resource
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.json_codec import JSON
@@ -47,7 +47,7 @@ from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
 from trainer.framework.permissions import Permission
-from trainer.jobs.conditions import is_true, merge_conditions, retold, transitions
+from trainer.jobs.conditions import merge_conditions, retold, transitions
 from trainer.jobs.features.lifecycle import JobMetrics, LifecycleObserver
 
 if TYPE_CHECKING:

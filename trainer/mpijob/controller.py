@@ -28,6 +28,7 @@ from api.kubeflow_v2beta1 import (
     MPIJob,
 )
 from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL, KUEUE_QUEUE_LABEL
+from api.queues import QueueChoice, resolve_queue
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Controller, Reader
 from trainer.framework.json_codec import JSON
@@ -38,7 +39,6 @@ from trainer.jobs.child_writer import Desired, Once
 from trainer.jobs.conditions import MPIJOB_TERMINAL, finished, finished_at, kept_conditions, problem
 from trainer.jobs.facts import pod_ready, seconds_left, started
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang.base import GangInput, GangPlan, GangScheduler, PodSet, decorate, gang_conditions
 from trainer.jobs.kind import Blocked, Kind
 from trainer.jobs.mpi import new_ssh_secret

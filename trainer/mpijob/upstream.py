@@ -58,7 +58,7 @@ from collections.abc import Iterable
 from functools import partial
 
 from api.base import Condition
-from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE
+from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, is_true
 from api.kinds import JOBS, MPIJOBS, PODS
 from api.kubeflow_v2beta1 import COND_FAILED, COND_RUNNING, MPIJob
 from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL
@@ -68,7 +68,7 @@ from trainer.framework.kube.cache import controller_of, controller_uid, key_of
 from trainer.framework.meta import meta
 from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import HASH_ANNOTATION, Desired, Once
-from trainer.jobs.conditions import JOB_TERMINAL, MPIJOB_TERMINAL, finished, is_true, kept_conditions
+from trainer.jobs.conditions import JOB_TERMINAL, MPIJOB_TERMINAL, finished, kept_conditions
 from trainer.jobs.reconcile import Blocked
 from trainer.mpijob.children import build_mpijob_children, names
 from trainer.mpijob.status import desired_conditions, replica_statuses

@@ -1,17 +1,15 @@
-"""A TrainJob's status, pure: observed child Jobs -> ``jobsStatus``, and the TrainJob's conditions.
+"""A TrainJob's status, pure: its conditions and the fields written with them.
 
-``jobs_status`` counts exactly as JobSet's ``calculateReplicatedJobStatuses``
-(kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go``), since Kueue reads these counts:
-``ready``, ``active`` and ``suspended`` over unfinished Jobs, ``succeeded``/``failed`` over finished
-ones. Conditions follow kubeflow/trainer ``trainjob_types.go`` (Suspended/Resumed, Complete,
-Failed) plus ``Running`` and ``RuntimeNotFound``, and JobSet's ``RestartingJobSet`` while the whole
-group restarts (see :func:`restarting_condition`).
+``jobsStatus`` is the attempt's counts (:func:`trainer.trainjob.runtime.attempt.jobs_status`, as JobSet's
+``calculateReplicatedJobStatuses``, since Kueue reads them). Conditions follow kubeflow/trainer
+``trainjob_types.go`` (Suspended/Resumed, Complete, Failed) plus ``Running`` and ``RuntimeNotFound``, and
+JobSet's ``RestartingJobSet`` while the whole group restarts (see :func:`restarting_condition`).
 """
 
 from __future__ import annotations
 
 from api.base import Condition
-from api.conditions import COND_RESTARTING, COND_RUNTIME_NOT_FOUND
+from api.conditions import COND_RESTARTING, COND_RUNTIME_NOT_FOUND, is_true
 from api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
@@ -23,8 +21,7 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
 )
 from trainer.framework.json_codec import JSON
-from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished, is_true
-from trainer.trainjob.runtime.attempt import jobs_status
+from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished
 from trainer.trainjob.runtime.view import TrainJobView
 
 __all__ = [
@@ -32,7 +29,6 @@ __all__ = [
     "desired_conditions",
     "finished_condition",
     "job_restarts_status",
-    "jobs_status",
     "restarting_condition",
     "runtime_not_found",
     "status",

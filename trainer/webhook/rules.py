@@ -27,6 +27,8 @@ from api.labels import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
 )
+from api.queues import QueueChoice, resolve_queue
+from api.snapshot import runtime_of_snapshot
 from api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     RUNTIME_DEPRECATION_POLICY_URL,
@@ -44,12 +46,11 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.jobs.child_writer import OURS, claim
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
-from trainer.jobs.features.queues import QueueChoice, resolve_queue
 from trainer.jobs.gang import WORKLOAD, WORKLOAD_API_MISSING, queue_problems
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
-from trainer.trainjob.features.snapshot import runtime_of_snapshot, runtime_ref
+from trainer.trainjob.features.snapshot import runtime_ref
 from trainer.trainjob.policies import active, policy_of
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.spec.devices import NO_DEVICES, Devices, count_warnings
@@ -410,7 +411,7 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
 
 
 def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
-    """The queue admission checks: :func:`trainer.jobs.features.queues.resolve_queue`, the reconcilers' rule, with
+    """The queue admission checks: :func:`api.queues.resolve_queue`, the reconcilers' rule, with
     the TrainJob's runtime from the caches."""
     runtime = None
     if obj.get("kind") != MPIJOB.resource.kind:

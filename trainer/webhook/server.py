@@ -54,6 +54,7 @@ from api.kinds import (
     Resource,
 )
 from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
+from api.snapshot import snapshot_name
 from trainer.framework import json_codec
 from trainer.framework.certs import VALIDITY
 from trainer.framework.clock import now_rfc3339
@@ -66,7 +67,6 @@ from trainer.framework.permissions import Permission
 from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.trainjob.features.dra import devices_of
-from trainer.trainjob.features.snapshot import snapshot_name
 from trainer.webhook import rules
 
 log = structlog.get_logger("trainer.webhook")

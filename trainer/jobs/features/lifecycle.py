@@ -61,6 +61,7 @@ from api.conditions import (
     REASON_CREATION_FAILED,
     REASON_FAILED_CREATE,
     REASON_RESOURCE_EXISTS,
+    true_condition,
 )
 from api.jobkinds import KindFacts
 from api.kubeflow_v2beta1 import COND_RESTARTING as COND_MPI_RESTARTING
@@ -69,7 +70,7 @@ from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics, bounded
-from trainer.jobs.conditions import finished, true_condition
+from trainer.jobs.conditions import finished
 
 CREATED, SUSPENDED, RUNNING, COMPLETE, FAILED = "Created", "Suspended", "Running", "Complete", "Failed"
 """The states (:data:`JOB_STATES`)."""

@@ -33,14 +33,13 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from api.base import Condition
-from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE
+from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE, true_condition
 from api.kinds import EVENTS, JOBS, Resource
 from trainer.framework.clock import parse_time
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, key_of
 from trainer.framework.meta import meta
-from trainer.jobs.conditions import true_condition
 from trainer.jobs.facts import pods_missing
 
 JOB_CONTROLLER = "job-controller"

@@ -21,6 +21,7 @@ from api.base import Condition
 from api.conditions import COND_MISCONFIGURED
 from api.kinds import Resource
 from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from api.queues import NO_QUEUE, QueueChoice
 from api.trainer_v1alpha1 import PodGroupPolicy
 from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
@@ -28,7 +29,6 @@ from trainer.framework.owner import owner_reference
 from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
 from trainer.jobs.child_writer import Once
 from trainer.jobs.conditions import fold_problems, problem
-from trainer.jobs.features.queues import NO_QUEUE, QueueChoice
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.base import Condition
-from api.conditions import COND_WAITING_FOR_GANG
+from api.conditions import COND_WAITING_FOR_GANG, true_condition
 from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
 from api.labels import VOLCANO_QUEUE_ANNOTATION
 from api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
-from trainer.jobs.conditions import problem, true_condition
+from trainer.jobs.conditions import problem
 from trainer.jobs.gang.base import (
     Facts,
     GangInput,

@@ -16,10 +16,7 @@ from api import labels as L
 from api.conditions import REASON_RESOURCE_EXISTS
 from api.jobkinds import TRAINJOB
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
-from api.snapshot import SNAPSHOT_KEY as SNAPSHOT_KEY
-from api.snapshot import SNAPSHOT_SUFFIX as SNAPSHOT_SUFFIX
-from api.snapshot import runtime_of_snapshot as runtime_of_snapshot
-from api.snapshot import snapshot_name as snapshot_name
+from api.snapshot import SNAPSHOT_KEY, runtime_of_snapshot, snapshot_name
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON

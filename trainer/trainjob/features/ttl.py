@@ -11,12 +11,12 @@ its outcome.
 from __future__ import annotations
 
 from api.kinds import CONFIGMAPS, JOBS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, TRAINJOBS
+from api.snapshot import SNAPSHOT_SUFFIX
 from trainer.framework.kube.cache import key_of
 from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import Desired
 from trainer.jobs.conditions import JOB_TERMINAL, finished
 from trainer.trainjob.features.base import Feature, Step, deleting
-from trainer.trainjob.features.snapshot import SNAPSHOT_SUFFIX
 from trainer.trainjob.runtime.view import TrainJobView
 
 PERMISSIONS = (
