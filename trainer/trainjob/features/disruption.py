@@ -19,13 +19,12 @@ from api.labels import JOBSET_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.jobs.child_writer import Desired
+from trainer.jobs.gang import WORKLOAD
 from trainer.trainjob.features.base import Feature, Step, keep_only
 from trainer.trainjob.runtime.info import RuntimeInfo
 
 NO_GANG = "none"
 """The ``--gang-scheduler-name`` that gangs nothing."""
-WORKLOAD = "workload"
-"""The ``--gang-scheduler-name`` of the Workload API, which gangs only runtimes that ask for a gang."""
 
 
 def trainer_pods(info: RuntimeInfo) -> int:
