@@ -8,6 +8,7 @@ Each test works in a namespace of its own.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import tempfile
@@ -57,12 +58,31 @@ def operator(
     (default ``none``) as ``--gang-scheduler-name`` and its ``OPERATOR_ARGS``; it logs JSON to
     ``<cluster state>/logs/operator-<module>.log``. One module runs at a time, so one operator.
     Webhook configurations (with ``--webhook-host`` and ``--webhook-port``) and the operator's own
-    ServiceAccount (``TRAINER_E2E_OPERATOR_SA=1``): see :func:`localcluster.operator_process.running_operator`."""
+    ServiceAccount (``TRAINER_E2E_OPERATOR_SA=1``): see :func:`localcluster.operator_process.running_operator`.
+    A module with ``QUIET_LOG = True`` fails when its operator logged an error or a line that is not JSON."""
     gang = getattr(request.module, "GANG_SCHEDULER", "none")
     extra = list(getattr(request.module, "OPERATOR_ARGS", []))
     log_name = f"operator-{request.module.__name__.rsplit('.', 1)[-1]}.log"
     with running_operator(cluster, gang, extra, log_name, tmp_path_factory.mktemp("webhook")) as op:
         yield op
+    if getattr(request.module, "QUIET_LOG", False):
+        loud = quiet_log_problems(op.log_path)
+        assert not loud, f"{len(loud)} lines of a healthy run's log are not JSON or say error: {loud[:5]}"
+
+
+def quiet_log_problems(path: Path) -> list[str]:
+    """The lines of an operator's log that are not JSON objects or are logged at ``error`` (or above):
+    none in a healthy run (a module sets ``QUIET_LOG = True`` to have its operator's log checked)."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if not isinstance(event, dict) or event.get("level") in ("error", "critical", "exception"):
+            out.append(line)
+    return out
 
 
 @pytest.fixture(scope="module")

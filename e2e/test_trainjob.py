@@ -18,6 +18,8 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 
 pytestmark = pytest.mark.e2e
+QUIET_LOG = True
+"""The operator logs no error and only JSON over this module (checked by the operator fixture)."""
 RUN_FOR = {  # KWOK completes pods carrying these after ~delay (jitter must exceed delay)
     "pod-complete.stage.kwok.x-k8s.io/delay": "600s",
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "601s",

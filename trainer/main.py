@@ -52,7 +52,8 @@ PERMISSIONS = (
 
 
 def configure_logging(fmt: str, level: str) -> None:
-    """Structured logs: JSON lines, or a readable console format on a terminal."""
+    """Structured logs: JSON lines, or a readable console format on a terminal; the standard library's
+    records (kubernetes_asyncio's, aiohttp's) at warning and above, in the same format."""
     console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
@@ -68,6 +69,22 @@ def configure_logging(fmt: str, level: str) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper(), logging.INFO)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
     )
+    # Lines of libraries that log through the standard library: rendered the same way, one format.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(getattr(logging, level.upper(), logging.INFO), logging.WARNING))
 
 
 def operator_metrics() -> Metrics:

@@ -9,6 +9,7 @@ import os
 import pty
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import uvloop
@@ -80,6 +81,23 @@ def test_logs_are_json_lines_off_a_terminal() -> None:
     out = subprocess.run([sys.executable, "-c", LOG_ONE_LINE], capture_output=True, text=True, check=True)
     line = json.loads(out.stderr)
     assert (line["event"], line["trainjob"], line["level"]) == ("reconciled", "ns/name", "info")
+
+
+def test_a_librarys_standard_logging_line_is_json_too_and_a_pod_looks_for_no_kubeconfig(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, logging; from trainer.main import configure_logging; configure_logging('json', 'info');"
+        "logging.getLogger('aiohttp.client').warning('something %s', 'odd');"
+        "logging.getLogger('aiohttp.client').info('below the bar');"
+        "from trainer.framework.kube.client import Kube\n"
+        "try: asyncio.run(Kube.connect())\n"
+        "except Exception as e: print(type(e).__name__)"
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    env.pop("KUBECONFIG", None)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    lines = [json.loads(line) for line in out.stderr.splitlines()]
+    assert [(x["event"], x["level"], x["logger"]) for x in lines] == [("something odd", "warning", "aiohttp.client")]
+    assert out.stdout.strip() == "ConfigException", "no token file here: the in-cluster config, not a kubeconfig"
 
 
 def test_logs_are_for_people_on_a_terminal() -> None:

@@ -276,6 +276,55 @@ async def test_a_404_for_a_resource_never_served_means_absent_and_waits_long() -
     assert informer.healthy, "an uninstalled kind does not make the operator unready"
 
 
+class DiscoveringKube(ScriptedKube):
+    """A scripted connection that also answers discovery: ``served`` says, per ask in order, whether the
+    kind is served (then True); each ask is a call ``serves``."""
+
+    def __init__(self, clock: Clock, script: list[Outcome], served: list[bool]) -> None:
+        super().__init__(clock, script)
+        self.served = list(served)
+
+    async def serves(self, res: Any) -> bool:
+        self.calls.append("serves")
+        return self.served.pop(0) if self.served else True
+
+
+async def test_an_optional_kind_not_served_is_said_once_at_info_and_listed_only_once_served(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    clock = Clock()
+    kube = DiscoveringKube(clock, [LISTED], served=[False, False, False])
+    informer = Informer(kube, CONFIGMAPS, NS, optional=True, sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
+    seen: list[tuple[bool, bool, list[str]]] = []
+
+    async def look(_: int) -> None:
+        seen.append((informer.absent, informer.healthy, list(kube.calls)))
+
+    clock.on_sleep = look
+    task = asyncio.create_task(informer.run())
+    await until(kube.done.is_set, "served: listed, then watched")
+    await stop(task)
+    assert seen[1] == (True, True, ["serves", "serves"]), "absent yet healthy; discovery asked, nothing listed"
+    assert kube.calls == ["serves", "serves", "serves", "serves", "list", "watch"]
+    assert clock.waits == [30.0, 30.0, 30.0] and not informer.absent and informer.get(NS, "a") is not None
+    said = capsys.readouterr().out
+    assert said.count("resource not served") == 1 and "[info" in said and "[error" not in said
+    assert said.count("resource served now") == 1
+
+
+async def test_a_required_kind_not_served_is_an_error_each_time_and_asked_of_discovery_before_a_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    clock = Clock()
+    kube = DiscoveringKube(clock, [ApiError(404, "404 page not found")], served=[False])
+    informer = Informer(kube, CONFIGMAPS, NS, sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
+    task = asyncio.create_task(informer.run())
+    await until(kube.done.is_set, "listed once served")
+    await stop(task)
+    assert kube.calls[:3] == ["list", "serves", "serves"], "the first 404 is a list's; then discovery first"
+    assert capsys.readouterr().out.count("resource not served; is its CRD installed?") == 2
+
+
 async def test_a_404_for_a_resource_served_before_is_retried_promptly_for_a_while() -> None:
     gone = ApiError(404, "404 page not found")  # a restarted apiserver that has not read its CRDs yet
     clock = Clock()

@@ -60,10 +60,13 @@ async def test_a_job_life_is_observed_once_per_transition_and_not_again_by_recon
     born(w, 30)
     m = w.manager.metrics
     await w.settle()
+    assert lifecycle(m)["admitted"] == 0, "startTime is written with the Jobs' first counts, none yet"
+    (job,) = w.jobs()
+    w.set_status(JOBS, job, {"active": 2})
+    await w.settle()
     assert lifecycle(m)["admitted"] == 1 and 29 <= lifecycle(m)["admitted_sum"] <= 40
     assert lifecycle(m)["startup"] == 0, "no pod ready yet"
     assert states(m) == {"Created": 1, "Suspended": 0, "Running": 0, "Complete": 0, "Failed": 0}
-    (job,) = w.jobs()
     w.set_status(JOBS, job, {"active": 2, "ready": 1})  # the first of its two pods runs
     await w.settle()
     assert lifecycle(m)["startup"] == 1, "the first pod"

@@ -185,7 +185,7 @@ async def test_the_trainjob_deadline_is_one_budget_and_fails_with_deadline_excee
     assert all("activeDeadlineSeconds" not in j["spec"] for j in w.jobs())
     tj = copy.deepcopy(w.tj)
     tj["metadata"]["creationTimestamp"] = ago(21)
-    tj["status"]["startTime"] = ago(21)  # counted from status.startTime (JobSet's KEP-1186)
+    tj.setdefault("status", {})["startTime"] = ago(21)  # counted from status.startTime (JobSet's KEP-1186)
     w.kube.put(tj)
     await w.settle()
     failed = w.condition("Failed")

@@ -100,7 +100,7 @@ async def test_run_policy_deadline_fails_a_trainjob_that_sets_none_and_its_own_o
     requeue = await w.settle()
     assert requeue is not None and 0 < requeue <= 20
     tj = copy.deepcopy(w.tj)
-    tj["status"]["startTime"] = ago(21)
+    tj.setdefault("status", {})["startTime"] = ago(21)
     w.kube.put(tj)
     await w.settle()
     failed = w.condition("Failed")
@@ -110,7 +110,7 @@ async def test_run_policy_deadline_fails_a_trainjob_that_sets_none_and_its_own_o
     w = world(run_policy={"activeDeadlineSeconds": 20}, deadline=100)
     await w.settle()
     tj = copy.deepcopy(w.tj)
-    tj["status"]["startTime"] = ago(21)
+    tj.setdefault("status", {})["startTime"] = ago(21)
     w.kube.put(tj)
     await w.settle()
     assert w.condition("Failed") is None, "the TrainJob's own deadline holds"

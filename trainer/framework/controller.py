@@ -164,6 +164,9 @@ class Watches:
     label: str | None = None
     """Only the objects this label selector matches are listed and watched (e.g.
     ``training.kubeflow.org/operator-name=mpi-operator`` of Pods); None: every one."""
+    optional: bool = False
+    """Only an optional feature reads it (a migration from another operator): its CRD absent is no
+    error (:class:`~trainer.framework.kube.cache.Informer`'s ``optional``)."""
 
 
 class Source(NamedTuple):
@@ -175,6 +178,7 @@ class Source(NamedTuple):
     keep: Projection
     field_selector: str | None = None
     index_by: Index = controller_uid
+    optional: bool = False
 
 
 class TerminalError(Exception):
@@ -249,7 +253,7 @@ class Controller:
         """Every cache this controller reads (:class:`Source`), primary first."""
         out = [Source(self.for_, None, strip_managed_fields)]
         out += [Source(o.resource, o.label, o.keep) for o in self.owns]
-        out += [Source(w.resource, w.label, w.keep, w.field_selector, w.index_by) for w in self.watches]
+        out += [Source(w.resource, w.label, w.keep, w.field_selector, w.index_by, w.optional) for w in self.watches]
         resources = [s.resource for s in out]
         dup = {r.kind for r in resources if resources.count(r) > 1}
         if dup:

@@ -129,6 +129,7 @@ class Manager:
                 field_selector=source.field_selector,
                 transform=projection(source.keep),
                 index=source.index_by,
+                optional=source.optional,
             )
         return self._informers[source]
 

@@ -10,9 +10,11 @@ whoever sees the condition finds its event. Then, written or not, it tells the k
 :class:`~trainer.jobs.features.lifecycle.LifecycleObserver` the status as stored before and as written
 (if it was), which alone decides what the job metrics count (each transition once).
 
-A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced: written once it has
-waited ``--status-coalesce-seconds`` since the change itself. The manager's handler of a child's change
-starts the owner's :class:`ProgressClock` (the time of the watch event), so the reconcile that the
+A change of only a rider (:attr:`Telling.riders`: a TrainJob's ``startTime``) is no news: it is written
+with the next change of another field, so a running job's first status write carries both its start and
+its first counts. A change of only progress counts (``jobsStatus``, ``replicaStatuses``) is coalesced:
+written once it has waited ``--status-coalesce-seconds`` since the change itself. The manager's handler
+of a child's change starts the owner's :class:`ProgressClock` (the time of the watch event), so the reconcile that the
 children batch (``--children-batch-seconds``) brings later finds the wait done and both sees and writes
 the change. A reconcile that finds a progress change whose clock has not started starts it then; the
 clock of a job stops when its status is written, found unchanged, or the job is gone. The same
@@ -72,6 +74,10 @@ class Telling:
     """Condition types told as Warning events when they turn True (and never held as a first status)."""
     progress_fields: frozenset[str] = frozenset()
     """Status fields that only count progress (``jobsStatus``, ``replicaStatuses``): coalesced."""
+    riders: frozenset[str] = frozenset()
+    """Status fields never worth a write of their own: a change of one is written only together with a
+    change of another field (``startTime`` goes with the first counts of the Jobs it dates, or with the
+    condition that says the job resumed or restarted), and waits as long as that change does."""
     quiet: frozenset[tuple[str, str]] = frozenset()
     """Condition ``(type, status)`` transitions written without an event (an MPIJob's ``Running``
     turning False: mpi-operator tells only that it runs)."""
@@ -210,13 +216,11 @@ class StatusWriter:
         new = {**self.kind.status(obj, info, [c.to_dict() for c in merged] or None), **(fields or {})}
         key = key_of(obj)
         changed = {k for k in new if old.get(k) != new[k]}
-        if not changed:
+        news = changed - self.telling.riders
+        progress = info is not None and news <= self.telling.progress_fields
+        if not news or (progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in news)):
             self.clock.stop(key)
-            return None
-        progress = info is not None and changed <= self.telling.progress_fields
-        if progress and all(_nothing(old.get(k)) and _nothing(new[k]) for k in changed):
-            self.clock.stop(key)
-            return None  # counts that are all zero, where nothing was written yet: no news
+            return None  # nothing, riders alone, or counts all zero where nothing was written yet: no news
         if progress and self.delay > 0:
             waited = self.clock.waited(key)
             if waited < self.delay:

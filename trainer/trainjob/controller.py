@@ -29,10 +29,12 @@ TELLING = Telling(
     warnings=frozenset(
         {COND_FAILED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_RESTARTING, COND_REPLICA_FAILURE}
     ),
-    progress_fields=frozenset({"jobsStatus", "startTime", "replicas"}),
+    progress_fields=frozenset({"jobsStatus", "replicas"}),
+    riders=frozenset({"startTime"}),
 )
-"""How a TrainJob's changes are told: its problems as Warning events; ``jobsStatus`` and ``startTime``
-coalesced (a new running TrainJob's ``startTime`` goes with its first counts)."""
+"""How a TrainJob's changes are told: its problems as Warning events; ``jobsStatus`` and ``replicas``
+coalesced; ``startTime`` never written alone (a new running TrainJob's ``startTime`` goes with its first
+counts, a resumed one's with its ``Suspended`` condition turning False)."""
 
 
 def controller(gang: GangScheduler, options: TrainJobOptions | None = None) -> Controller:

@@ -32,7 +32,7 @@ import structlog
 
 from api.kinds import Resource
 from trainer.framework.json_codec import JSON
-from trainer.framework.kube.client import ApiError, Kube, Lister
+from trainer.framework.kube.client import ApiError, Discovery, Kube, Lister
 from trainer.framework.meta import meta
 
 log = structlog.get_logger("trainer.cache")
@@ -138,6 +138,7 @@ class Informer:
         transform: Callable[[JSON, JSON | None], JSON] | None = None,
         *,
         index: Index = controller_uid,
+        optional: bool = False,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
@@ -146,7 +147,10 @@ class Informer:
         cached before (None: none; see :mod:`trainer.framework.kube.projection`); handlers receive the transformed
         objects. ``index`` files each cached object under a uid for :meth:`owned_by` (default: its
         controller owner's; an Event's: the object it is about). ``backoff_max`` (seconds) is the wait
-        after a 404 for a resource never served, and the cap of :class:`Backoff`; ``sleep``, ``clock``
+        after a 404 for a resource never served, and the cap of :class:`Backoff`. ``optional``: only an
+        optional feature reads the resource (a migration from another operator): while it is not served
+        that is said once, at info, and asked of discovery (:meth:`Kube.serves`) before it is listed, then
+        said again when it is served. ``sleep``, ``clock``
         (monotonic seconds) and ``rand`` ([0, 1)) are what the retries use."""
         self.kube, self.res, self.namespace, self.label_selector = kube, res, namespace, label_selector
         self.field_selector = field_selector
@@ -156,6 +160,7 @@ class Informer:
         self._by_owner: dict[str, set[Key]] = {}
         self._handlers: list[Handler] = []
         self._backoff_max = backoff_max
+        self.optional = optional
         self._sleep, self._clock, self._rand = sleep, clock, rand
         self._backoff = Backoff(cap=backoff_max, clock=clock, rand=rand)
         self.watching = False
@@ -289,8 +294,31 @@ class Informer:
                 failures=self.failures,
                 seconds=round(self._clock() - self._failing_since, 3),
             )
+        if self.absent:
+            log.info("resource served now", resource=self.name)
         self.watching, self.absent, self._served = True, False, True
         self.failures, self._failing_since, self._not_found_since = 0, None, None
+
+    def _not_served(self) -> None:
+        """The kind is not served (its CRD is not installed): an empty cache, said loudly each time, or
+        for an optional kind once, at info."""
+        first = not self.absent
+        self.absent = True
+        self.synced.set()
+        if not self.optional:
+            log.error("resource not served; is its CRD installed?", resource=self.name, retry_in=self._backoff_max)
+        elif first:
+            log.info("resource not served: what reads it is off until its CRD is installed", resource=self.name)
+
+    async def _served_now(self, kube: Lister) -> bool:
+        """Whether to list now: always, but for a kind not served yet (absent, or optional and never
+        listed), which discovery must serve first (a connection that has no discovery: list)."""
+        if not (self.absent or (self.optional and not self._served)) or not isinstance(kube, Discovery):
+            return True
+        if await kube.serves(self.res):
+            return True
+        self._not_served()
+        return False
 
     def _transient_wait(self) -> float:
         return TRANSIENT_WAIT * (1 - 0.5 * self._rand())
@@ -305,10 +333,7 @@ class Informer:
         wait = self._backoff.next()
         if isinstance(error, ApiError):
             if error.not_found and not self._served:
-                # The kind is not served (its CRD is not installed): an empty cache, said loudly.
-                self.absent = True
-                self.synced.set()
-                log.error("resource not served; is its CRD installed?", resource=self.name, retry_in=self._backoff_max)
+                self._not_served()
                 return self._backoff_max
             if error.not_found:
                 self._not_found_since = self._not_found_since if self._not_found_since is not None else now
@@ -333,12 +358,16 @@ class Informer:
     async def run(self) -> None:
         """List and watch until cancelled. Never raises: failures are logged and retried, promptly
         when they say the apiserver is (re)starting, else with :class:`Backoff` (see the module
-        docstring); a 404 for a resource never served sets :attr:`absent` and :attr:`synced` and is
-        retried every ``backoff_max`` seconds. A watch that ends normally is reopened at once; a 410
+        docstring); a 404 for a resource never served sets :attr:`absent` and :attr:`synced`, and
+        discovery is asked every ``backoff_max`` seconds whether it is served before it is listed again
+        (an optional kind: before its first list too). A watch that ends normally is reopened at once; a 410
         Gone relists at once."""
         while True:
             kube = _prompt(self.kube)
             try:
+                if not await self._served_now(kube):
+                    await self._sleep(self._backoff_max)
+                    continue
                 rv = await self._relist(kube)
                 self._listed()
                 while True:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 import copy
+import os
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlencode, urlparse
 
 import aiohttp
@@ -168,6 +169,17 @@ def request_kind(method: str, path: str, query: list[tuple[str, Any]], content_t
     return verb, resource
 
 
+IN_CLUSTER_HOST = "KUBERNETES_SERVICE_HOST"
+"""Set in every pod: the in-cluster config applies when no kubeconfig is given or found."""
+
+
+def _kubeconfig_present() -> bool:
+    """Whether ``$KUBECONFIG`` names a file that exists, or ``~/.kube/config`` exists (where
+    kubernetes_asyncio's ``load_kube_config`` looks, and logs a warning line when it finds none)."""
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or ["~/.kube/config"]
+    return any(os.path.exists(os.path.expanduser(p)) for p in paths)
+
+
 def _text(raw: bytes) -> str:
     """An answer's body as text (undecodable bytes replaced)."""
     return raw.decode("utf-8", errors="replace")
@@ -241,6 +253,14 @@ class Lister(Protocol):
         timeout_seconds: int = 300,
         field_selector: str | None = None,
     ) -> AsyncIterator[tuple[str, JSON]]: ...
+
+
+@runtime_checkable
+class Discovery(Protocol):
+    """What a cache asks of a connection before it lists a kind that may not be served
+    (:meth:`Kube.serves`)."""
+
+    async def serves(self, res: Resource) -> bool: ...
 
 
 class KubeClient(Lister, Protocol):
@@ -332,6 +352,8 @@ class Kube:
         """
         cfg = client.Configuration()
         try:
+            if not (kubeconfig or context or _kubeconfig_present()) and os.environ.get(IN_CLUSTER_HOST):
+                raise config.ConfigException("in a pod with no kubeconfig")  # not looked for: nothing to say
             await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
         except (config.ConfigException, FileNotFoundError, TypeError):
             if kubeconfig or context:
@@ -466,6 +488,21 @@ class Kube:
         if not isinstance(data, (dict, list)):
             raise ApiError(resp.status, f"not JSON: {_text(raw)[:200]}")
         return data if isinstance(data, dict) else {"items": data}
+
+    async def serves(self, res: Resource) -> bool:
+        """Whether the apiserver serves ``res`` now: one discovery GET of its group version
+        (``/apis/<group>/<version>``, ``/api/v1``), answered from the apiserver's discovery, not from
+        storage, and allowed to every authenticated user (the ``system:discovery`` ClusterRole). False
+        when the group version is not served (404) or does not list the resource's plural. Raises
+        :class:`ApiError` for another refusal, aiohttp's or asyncio's errors when no answer came."""
+        path = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        try:
+            found = await self.request("GET", path)
+        except ApiError as e:
+            if e.not_found:
+                return False
+            raise
+        return any(r.get("name") == res.plural for r in found.get("resources") or [] if isinstance(r, dict))
 
     async def get(self, res: Resource, namespace: str | None, name: str) -> JSON:
         """One object. Raises :class:`ApiError` (404 when missing)."""

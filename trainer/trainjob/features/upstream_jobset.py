@@ -20,7 +20,9 @@ child of it, so no TrainJob ever runs two sets of pods (:func:`handover`):
 - **finished**: nothing is touched, the JobSet included (its own TTL, if any, collects it).
 
 The JobSets are read from an informer (:data:`FEATURE`'s watch) that keeps only what this needs
-(:func:`kept_jobset`); with no JobSet CRD in the cluster it is empty and nothing here applies.
+(:func:`kept_jobset`); with no JobSet CRD in the cluster it is empty and nothing here applies: the
+informer is optional, so that is said once at info, discovery is asked every 30 s whether JobSets are
+served, and they are listed only once they are.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def jobset_status(jobset: JSON) -> JSON:
 
 FEATURE = Feature(
     name="upstream_jobset",
-    watches=(Watches(JOBSETS, trainjob_of_jobset, keep=kept_jobset),),
+    watches=(Watches(JOBSETS, trainjob_of_jobset, keep=kept_jobset, optional=True),),
     take_over=handover,
 )
 """The TrainJob controller's JobSet informer, each JobSet mapped to the TrainJob that controls it, and the
