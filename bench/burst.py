@@ -40,7 +40,9 @@ resource shows as ``*``), and its block says so.
 
 The machine (cores, memory) and N come first; ``--json PATH`` writes every figure as JSON too (with
 ``--compare``: both runs, under ``ref`` and ``this``, and the ``ratios``). Exits 1 when a phase times
-out (``--timeout``), naming the phase and how many objects it saw.
+out (``--timeout``), naming the phase and how many objects it saw, and when this checkout's operator
+wrote more than ``--max-writes W`` times per TrainJob (``FAIL:`` and both figures printed last), so a
+regression of writes fails the run that causes it.
 """
 
 from __future__ import annotations
@@ -1170,6 +1172,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
     p.add_argument(
+        "--max-writes",
+        type=float,
+        metavar="W",
+        help="exit 1 when this checkout's operator writes more than W times per TrainJob (e.g. 5.0 suspended)",
+    )
+    p.add_argument(
         "--profile",
         type=Path,
         metavar="PATH",
@@ -1324,7 +1332,20 @@ def main(argv: list[str] | None = None) -> int:
         print_ratios(figures["ratios"], this.label, ref.label, figures["ref"].get("writes_metric"))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+    over = over_budget(figures.get("this") or figures, args.max_writes)
+    if over:
+        print(f"FAIL: {over}", flush=True)
+        return max(code, 1)
     return code
+
+
+def over_budget(run: JSON, max_writes: float | None) -> str | None:
+    """What exceeds ``--max-writes`` in one run's figures (:func:`summary`'s writes per TrainJob), or
+    None: within it, not asked, or the run measured no writes (a ``--restart``)."""
+    writes = summary(run)["writes_per_trainjob"]
+    if max_writes is None or writes is None or writes <= max_writes:
+        return None
+    return f"{writes:.2f} writes per TrainJob, more than --max-writes {max_writes:g}"
 
 
 if __name__ == "__main__":

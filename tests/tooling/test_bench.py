@@ -26,6 +26,7 @@ from bench.burst import (
     complete,
     jobs_per_trainjob,
     load,
+    over_budget,
     owned_by_trainjob,
     parse_args,
     parse_reconciles,
@@ -320,6 +321,15 @@ def test_summary_of_a_keep_curve_and_of_a_run_that_timed_out() -> None:
         "complete_seconds": None,
     }
     assert set(summary({"keep": None, "timeout": "operator phase, children: 3/100 jobs"}).values()) == {None}
+
+
+def test_writes_over_max_writes_fail_the_run_and_within_or_unmeasured_do_not() -> None:
+    run = {"operator": {"writes_per_trainjob_total": 5.02}}
+    assert over_budget(run, 5.0) == "5.02 writes per TrainJob, more than --max-writes 5"
+    assert over_budget(run, 5.02) is None and over_budget(run, None) is None
+    assert over_budget({"keep": {"writes_per_trainjob": 4.0}}, 4.5) is None
+    assert over_budget({"keep": None, "restart": {}}, 1.0) is None, "a --restart measures no burst writes"
+    assert parse_args(["--max-writes", "5"]).max_writes == 5.0
 
 
 def test_resolve_names_commits_only() -> None:
