@@ -42,7 +42,7 @@ from api.conditions import (
 DOCS = "docs/troubleshooting.md"
 """The page whose entries :attr:`Waiting.doc` points at."""
 
-FINISHED = ("Complete", "Failed", "Succeeded")
+FINISHED = ("Failed", "Complete", "Succeeded")
 """Condition types that end a job (a TrainJob's, an MPIJob's): such a job waits for nothing."""
 SUSPENDED = "Suspended"
 HOLDING = (SUSPENDED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_WAITING_FOR_GANG, COND_REPLICA_FAILURE)
