@@ -46,8 +46,8 @@ FINISHED = ("Failed", "Complete", "Succeeded")
 """Condition types that end a job (a TrainJob's, an MPIJob's): such a job waits for nothing."""
 SUSPENDED = "Suspended"
 HOLDING = (SUSPENDED, COND_RUNTIME_NOT_FOUND, COND_MISCONFIGURED, COND_WAITING_FOR_GANG, COND_REPLICA_FAILURE)
-"""Condition types that hold a job that has not finished, the first True one winning (the order of
-:data:`trainer.client.types.HOLDING_CONDITIONS`)."""
+"""Condition types that hold a job that has not finished, the first True one winning (the client's
+STATE column, ``HOLDING_CONDITIONS``, puts them in this order between the finished ones and running)."""
 
 IMAGE_REASONS = (
     "ErrImagePull",
