@@ -2,7 +2,14 @@
 is missing, one whose gang cannot fit and one naming a queue that does not exist each show the
 condition that holds them as STATE in ``list`` (with its reason under ``-o wide``), and ``describe``
 names it and has a Pods section; an MPIJob is listed and described. Manifests go in as a directory
-(``apply -f DIR -R``)."""
+(``apply -f DIR -R``).
+
+Jobs whose pods wait, with no condition holding them: one whose pod asks for more CPU than any node
+has (Volcano admits its gang, then cannot place the pod: the scheduler's ``Insufficient cpu``) and
+one whose image cannot be pulled. KWOK pulls no image, so the second pod is kept from starting (a
+long KWOK ``pod-create`` delay) and the test writes the ``ImagePullBackOff`` status a kubelet would
+(``kubelet`` ``pkg/kubelet/images``: ``Back-off pulling image``). ``get -o wide``, ``describe``,
+``why``, ``wait`` and ``logs`` name the cause."""
 
 from __future__ import annotations
 
@@ -14,10 +21,13 @@ from typing import Any
 import pytest
 import yaml
 
+from api.kinds import PODS
 from e2e.test_cli import Trainer
 from e2e.test_gang_volcano import sized, with_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import rjob, runtime, trainjob
+from localcluster.client import Client, wait_for
+from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "volcano"
@@ -89,3 +99,81 @@ def test_an_mpijob_is_listed_and_described(trainer: Trainer, tmp_path: Path) -> 
     deleted = trainer("delete", "mpijob/why-pi")
     assert (deleted.returncode, deleted.stdout) == (0, "mpijobs.kubeflow.org/why-pi deleted\n")
     assert trainer("delete", "mpijob/why-pi", "--ignore-not-found").returncode == 0
+
+
+NOT_STARTED = {"pod-create.stage.kwok.x-k8s.io/delay": "1h", "pod-create.stage.kwok.x-k8s.io/jitter-delay": "3601s"}
+"""KWOK leaves a bound pod Pending for an hour: the stand-in for a kubelet that cannot start it."""
+MISSING_IMAGE = "registry.invalid/no-such-image:1"
+
+
+def image_pull_backoff(pod: JSON) -> JSON:
+    """The status a kubelet reports for a pod whose image cannot be pulled."""
+    container = pod["spec"]["containers"][0]
+    waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{container["image"]}"'}
+    status = {"name": container["name"], "image": container["image"], "imageID": "", "ready": False}
+    return {"phase": "Pending", "containerStatuses": [{**status, "restartCount": 0, "state": {"waiting": waiting}}]}
+
+
+async def started_pods(client: Client, ns: str, name: str, bound: bool) -> list[JSON]:
+    async def found() -> list[JSON] | None:
+        pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")
+        return [p for p in pods if bool(p["spec"].get("nodeName")) == bound] or None
+
+    return await wait_for(found, f"a {'bound' if bound else 'pending'} pod of {name}", timeout=90)
+
+
+async def test_a_pod_no_node_can_take_is_named_with_the_schedulers_message(
+    client: Client, trainer: Trainer, ns: str
+) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await client.apply(sized("wide", 1, "7"), ns)  # 7 CPU: the gang fits the cluster, the pod no 6-CPU node
+
+    async def unschedulable() -> JSON | None:
+        pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=wide")
+        conds = [c for p in pods for c in p.get("status", {}).get("conditions") or []]
+        return next((c for c in conds if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"), None)
+
+    said = await wait_for(unschedulable, "the pod of wide Unschedulable", timeout=120)
+    assert "Insufficient cpu" in said["message"], said
+
+    wide = trainer("get", "tj", "wide", "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-2:] == ["REASON", "MESSAGE"]
+    assert wide[1].split()[:2] == ["wide", "Created"] and " Unschedulable " in wide[1], wide
+    assert "Insufficient cpu" in wide[1], wide
+
+    why = trainer("why", "wide")
+    assert why.returncode == 0, why.stderr
+    assert "Reason:  Unschedulable" in why.stdout and "Insufficient cpu" in why.stdout, why.stdout
+    assert "docs/troubleshooting.md#pods-that-cannot-be-scheduled" in why.stdout, why.stdout
+    assert "Why:" in trainer("describe", "wide").stdout
+
+    waited = trainer("wait", "wide", "--timeout", "2")
+    assert waited.returncode == 3, waited.stderr
+    assert "last seen: Created; why: Unschedulable: pod wide-node-" in waited.stderr, waited.stderr
+    assert "Insufficient cpu" in waited.stderr
+
+
+async def test_a_pod_whose_image_cannot_be_pulled_is_named_and_logs_stop_waiting(
+    client: Client, trainer: Trainer, ns: str
+) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer", NOT_STARTED)), ns)
+    await client.apply(trainjob("pull", "rt", trainer={"numNodes": 1, "image": MISSING_IMAGE}), ns)
+    pod = (await started_pods(client, ns, "pull", bound=True))[0]
+    await client.kube.patch_status(PODS, ns, pod["metadata"]["name"], image_pull_backoff(pod))
+
+    wide = trainer("get", "tj", "-o", "wide").stdout.splitlines()
+    line = next(x for x in wide if x.startswith("pull "))
+    assert " ImagePullBackOff " in line and "Back-off pulling image" in line, wide
+
+    why = trainer("why", "pull")
+    assert why.returncode == 0, why.stderr
+    assert why.stdout.splitlines()[0] == "pull: Created", why.stdout
+    assert "Reason:  ImagePullBackOff" in why.stdout, why.stdout
+    assert "docs/troubleshooting.md#images-that-cannot-be-pulled" in why.stdout, why.stdout
+
+    waited = trainer("wait", "pull", "--timeout", "2")
+    assert waited.returncode == 3 and "why: ImagePullBackOff: pod pull-node-" in waited.stderr, waited.stderr
+
+    logs = trainer("logs", "pull", "--pod-timeout", "60")
+    assert logs.returncode == 1, logs.stderr
+    assert "cannot start: ImagePullBackOff" in logs.stderr, logs.stderr

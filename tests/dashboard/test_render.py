@@ -151,3 +151,20 @@ def test_the_job_page_says_where_the_job_continues_from() -> None:
     page = render.job_page(JobDetail(job), {}, "sampled", 5, NOW)
     text = "epoch 8, step 360 at /checkpoints/epoch-8.pt, saved 2026-01-01T00:08:00Z"
     assert f'<td id="checkpoint">{text}</td>' in page
+
+
+def test_the_job_page_says_why_a_job_waits_and_what_to_do() -> None:
+    waiting = {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}
+    pod = {
+        "metadata": {"name": "digits-a-node-0-0-x", "creationTimestamp": "2026-01-01T00:01:00Z"},
+        "spec": {"containers": [{"name": "node"}]},
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "node", "state": {"waiting": waiting}}]},
+    }
+    page = render.job_page(JobDetail(trainjob(), pods=[pod]), {}, "sampled", 5, NOW)
+    said = "ImagePullBackOff: pod digits-a-node-0-0-x: container node: Back-off pulling image &#34;nope:1&#34;"
+    assert f'<td id="why">{said}</td>' in page
+    assert "docs/troubleshooting.md#images-that-cannot-be-pulled" in page
+    held = trainjob(status={"conditions": [{"type": "WaitingForGang", "status": "True", "reason": "PodGroupPending"}]})
+    page = render.job_page(JobDetail(held, pods=[pod]), {}, "sampled", 5, NOW)
+    assert '<td id="why">PodGroupPending</td>' in page and "#waitingforgang" in page
+    assert 'id="why"' not in render.job_page(JobDetail(trainjob()), {}, "sampled", 5, NOW)

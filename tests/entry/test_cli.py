@@ -278,9 +278,9 @@ def test_operator_run_help_is_the_operators() -> None:
 
 class Apiserver:
     """An :class:`HttpDouble` served from a thread of its own (the CLI runs its own event loop):
-    ``routes`` maps a path to an answer (a JSON object, its ``items`` narrowed by a ``key=value``
-    label selector, text, or a function of the method and body giving the JSON or the response);
-    anything else is the apiserver's plain-text ``404 page not found``."""
+    ``routes`` maps a path to an answer (a JSON object, its ``items`` narrowed by a label selector of
+    ``key=value`` and ``key`` terms, text, or a function of the method and body giving the JSON or the
+    response); anything else is the apiserver's plain-text ``404 page not found``."""
 
     def __init__(self, directory: Path) -> None:
         self.routes: dict[str, Any] = {}
@@ -300,10 +300,16 @@ class Apiserver:
         if callable(found):
             answer = found(request.method, await request.read())
             return answer if isinstance(answer, web.StreamResponse) else web.json_response(answer)
-        selector = dict(p.split("=", 1) for p in request.query.get("labelSelector", "").split(",") if p)
-        if "items" in found and selector:
+        terms = [p for p in request.query.get("labelSelector", "").split(",") if p]
+        selector = dict(p.split("=", 1) for p in terms if "=" in p)
+        exists = {p for p in terms if "=" not in p}
+        if "items" in found and terms:
             labels = [(i["metadata"].get("labels") or {}) for i in found["items"]]
-            items = [i for i, have in zip(found["items"], labels, strict=True) if selector.items() <= have.items()]
+            items = [
+                i
+                for i, have in zip(found["items"], labels, strict=True)
+                if selector.items() <= have.items() and exists <= have.keys()
+            ]
             return web.json_response({**found, "items": items})
         return web.json_response(found)
 

@@ -6,7 +6,8 @@ objects it prints, :class:`trainer.client.AsyncJobClient`; what is pure here
 (output formatting, exit codes) is tested without a cluster in ``tests/entry/test_cli.py``.
 
 A module per command group (:mod:`~trainer.cli.submit`: ``apply``, ``create``; :mod:`~trainer.cli.get`:
-``get``, ``list``; :mod:`~trainer.cli.describe`; :mod:`~trainer.cli.logs`; :mod:`~trainer.cli.wait`;
+``get``, ``list``; :mod:`~trainer.cli.describe`; :mod:`~trainer.cli.why`; :mod:`~trainer.cli.logs`;
+:mod:`~trainer.cli.wait`;
 :mod:`~trainer.cli.delete`; :mod:`~trainer.cli.suspend`: ``suspend``, ``resume``;
 :mod:`~trainer.cli.dashboard`; :mod:`~trainer.cli.launch`: ``operator run``), each adding its commands
 to :data:`app` (:mod:`~trainer.cli.root`, with the global and shared options) when imported here, in
@@ -15,7 +16,7 @@ the order ``--help`` lists them. Shared: :mod:`~trainer.cli.tables` (what is pri
 (TYPE and NAME).
 """
 
-from trainer.cli import submit, get, describe, logs, wait, delete, suspend, dashboard, launch  # noqa: F401, I001
+from trainer.cli import submit, get, describe, why, logs, wait, delete, suspend, dashboard, launch  # noqa: F401, I001
 from trainer.cli.root import app
 
 __all__ = ["app"]

@@ -13,11 +13,13 @@ from api.kubeflow_v2beta1 import MANAGED_BY_MPI_OPERATOR as MANAGED_BY_MPI
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+from api.waiting import Waiting
 from trainer.cli.errors import run
 from trainer.cli.root import JobArgs, KubeconfigOpt, NamespaceOpt, OutputOpt, app, settings
 from trainer.cli.tables import Job, age, events_table, pod_row, pods_table, show, table
 from trainer.cli.targets import job_client, target
 from trainer.client import AsyncTrainerClient, Event, queue_of
+from trainer.client.jobs import job_waiting
 from trainer.client.multicluster import WorkloadInfo
 from trainer.client.types import (
     checkpoint_text,
@@ -61,11 +63,13 @@ def describe_data(
     workload: WorkloadInfo | None = None,
     pods: Sequence[JSON] = (),
     now: datetime | None = None,
+    why: Waiting | None = None,
 ) -> JSON:
     """What ``describe -o json|yaml`` prints: the job (under ``trainJob`` or ``mpiJob``), its state
     (the condition that holds it) with that condition's reason and message, queue, PodGroup, Kueue
     Workload (with ``clusterName``, the MultiKueue worker it runs on), pods (name, phase, node,
-    ready, restarts, waiting reason), events and ``warning`` (:func:`unattended`, or null)."""
+    ready, restarts, waiting reason), events, ``warning`` (:func:`unattended`, or null) and ``why``
+    (why the job waits: reason, message, nextStep, doc; null when nothing holds it)."""
     held = holding_condition(job)
     keys = ("name", "phase", "node", "ready", "restarts", "waiting")
     return {
@@ -80,6 +84,11 @@ def describe_data(
         "pods": [dict(zip(keys, pod_row(p, now), strict=False)) for p in pods],
         "events": [e.to_dict() for e in events],
         "warning": unattended(job, now),
+        "why": (
+            {"reason": why.reason, "message": why.message, "nextStep": why.next_step, "doc": why.doc}
+            if why is not None
+            else None
+        ),
     }
 
 
@@ -110,8 +119,11 @@ def workload_tables(workload: WorkloadInfo | None) -> list[Table]:
     return out
 
 
-def head_rows(job: Job, now: datetime | None = None, workload: WorkloadInfo | None = None) -> list[tuple[str, str]]:
+def head_rows(
+    job: Job, now: datetime | None = None, workload: WorkloadInfo | None = None, why: Waiting | None = None
+) -> list[tuple[str, str]]:
     """The ``key: value`` lines of the first section of ``describe``: name, namespace, kind, state,
+    ``Why:`` and ``Next:`` when something holds the job (``why``: :func:`api.waiting.why_waiting`),
     runtime (workers of an MPIJob), queue, suspend, ``managedBy`` when another controller's, the
     MultiKueue cluster, creation, progress when reported, and ``Warning:`` when :func:`unattended`."""
     meta = job.metadata
@@ -122,6 +134,9 @@ def head_rows(job: Job, now: datetime | None = None, workload: WorkloadInfo | No
         ("Kind:", job.kind),
         ("State:", f"{held.state} ({held.reason}: {held.message})" if held.reason else held.state),
     ]
+    if why is not None:
+        rows.append(("Why:", f"{why.reason}: {why.message}" if why.message else why.reason))
+        rows.append(("Next:", f"{why.next_step} (see {why.doc})"))
     if isinstance(job, TrainJob):
         ref = job.spec.runtime_ref
         rows.append(("Runtime:", f"{ref.kind or ClusterTrainingRuntime.KIND}/{ref.name}"))
@@ -188,6 +203,7 @@ def describe_tables(
     now: datetime | None = None,
     workload: WorkloadInfo | None = None,
     pods: Sequence[JSON] = (),
+    why: Waiting | None = None,
 ) -> list[Table]:
     """The sections ``describe`` prints as tables: the job (:func:`head_rows`), conditions, Jobs status
     (replica statuses of an MPIJob), PodGroup, the Workload ones only when Kueue made one, metrics
@@ -195,7 +211,7 @@ def describe_tables(
     head = Table(box=None, show_header=False, pad_edge=False)
     head.add_column()
     head.add_column()
-    for key, value in head_rows(job, now, workload):
+    for key, value in head_rows(job, now, workload, why):
         head.add_row(key, value)
     kueue = workload_tables(workload) if workload is not None else []
     reported = trainer_status_of(job) if isinstance(job, TrainJob) else None
@@ -215,10 +231,10 @@ def describe(
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
 ) -> None:
-    """Show a job's state (the condition that holds it, and a warning when no controller has acted
-    on it), conditions, Job counts, Volcano PodGroup and queue, Kueue Workload (where MultiKueue
-    runs it, admission checks and their messages), pods (phase, node, ready, restarts, why waiting:
-    ImagePullBackOff, Unschedulable...) and events."""
+    """Show a job's state (the condition that holds it, why it waits and the next step, and a
+    warning when no controller has acted on it), conditions, Job counts, Volcano PodGroup and
+    queue, Kueue Workload (where MultiKueue runs it, admission checks and their messages), pods
+    (phase, node, ready, restarts, why waiting: ImagePullBackOff, Unschedulable...) and events."""
     s = settings(ctx, kubeconfig, namespace, output)
     kind, name = target(args)
 
@@ -229,9 +245,10 @@ def describe(
         return job, await jc.get_podgroup(name), await jc.get_workload(name), await jc.get_job_events(name), pods
 
     job, podgroup, workload, events, pods = run(s, gather, crd=kind.resource)
+    why = job_waiting(job, pods, podgroup, workload)
     show(
-        describe_data(job, podgroup, events, workload, pods),
+        describe_data(job, podgroup, events, workload, pods, why=why),
         s.output,
-        lambda: describe_tables(job, podgroup, events, workload=workload, pods=pods),
+        lambda: describe_tables(job, podgroup, events, workload=workload, pods=pods, why=why),
         [job],
     )

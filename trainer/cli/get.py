@@ -30,6 +30,7 @@ from trainer.cli.root import (
 )
 from trainer.cli.tables import Job, as_list, console, dump, job_rows, object_name, runtimes_table, show, show_jobs
 from trainer.cli.targets import RUNTIMES, ObjectType, job_client, object_type, parse_target, type_names
+from trainer.cli.why import pods_of_jobs, waiting_by_job
 from trainer.client import TRAINJOB, AsyncTrainerClient, JobKind, NotFoundError
 from trainer.client.jobs import watch_objects
 from trainer.client.types import in_queue
@@ -173,16 +174,19 @@ def list_objects(
             crd=kind.resource,
         )
         return
-    jobs = run(
-        s,
-        lambda c: job_client(c, kind).list_jobs(label_selector=selector, queue=queue, all_namespaces=all_namespaces),
-        crd=kind.resource,
-    )
+
+    async def listed_jobs(c: AsyncTrainerClient) -> tuple[list[Job], list[JSON]]:
+        found = await job_client(c, kind).list_jobs(label_selector=selector, queue=queue, all_namespaces=all_namespaces)
+        wide = s.output == Output.wide and found
+        return found, await pods_of_jobs(c, kind, all_namespaces=all_namespaces) if wide else []
+
+    jobs, pods = run(s, listed_jobs, crd=kind.resource)
     jobs = [j for j in jobs if keep(j)]
     if not jobs and s.output in TABLES:
         typer.echo(f"No {t.label} found.", err=True)
         return
-    show_jobs(jobs, as_list(jobs), s.output, namespaces=all_namespaces)
+    waiting = waiting_by_job(jobs, pods, kind.job_label)
+    show_jobs(jobs, as_list(jobs), s.output, namespaces=all_namespaces, waiting=waiting)
 
 
 @app.command()
@@ -218,8 +222,14 @@ def get(
     if watch:
         run(s, lambda c: watch_jobs(c, kind, s.output, name=name), crd=kind.resource)
         return
-    job = run(s, lambda c: job_client(c, kind).get_job(name), crd=kind.resource)
-    show_jobs([job], job, s.output)
+
+    async def got(c: AsyncTrainerClient) -> tuple[Job, list[JSON]]:
+        found = await job_client(c, kind).get_job(name)
+        wide = s.output == Output.wide
+        return found, await pods_of_jobs(c, kind, name=name) if wide else []
+
+    job, pods = run(s, got, crd=kind.resource)
+    show_jobs([job], job, s.output, waiting=waiting_by_job([job], pods, kind.job_label))
 
 
 @app.command("list")

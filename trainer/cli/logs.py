@@ -58,7 +58,9 @@ def logs(
     namespace: NamespaceOpt = None,
 ) -> None:
     """Print the log of one node of a step (default: the step that trains, node 0), or of every node
-    with --all-pods, waiting for the pods to start."""
+    with --all-pods, waiting for the pods to start; at once an error (exit 1) for a pod that cannot
+    start (ImagePullBackOff, InvalidImageName, CreateContainerConfigError), and on --pod-timeout
+    (exit 3) why the pod waits."""
     s = settings(ctx, kubeconfig, namespace, None)
     kind, name = target(args)
     since_seconds = parse_duration(since) if since is not None else None

@@ -5,7 +5,7 @@ JSON/YAML or names for ``-o``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from api.base import Model
 from api.kinds import Resource
 from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from api.waiting import Waiting
 from trainer.cli.root import TABLES, Output
 from trainer.client import Event, Manifest, queue_of, runtime_framework
 from trainer.client.types import eta_text, holding_condition, progress_text, trainer_status_of
@@ -127,7 +128,9 @@ MPIJOB_COLUMNS = ("NAME", "STATE", "WORKERS", "REPLICAS", "QUEUE", "AGE")
 
 
 WIDE_COLUMNS = ("REASON", "MESSAGE")
-"""Added after AGE by ``-o wide``: the reason and message of the condition STATE names."""
+"""Added after AGE by ``-o wide``: why the job waits (:func:`api.waiting.why_waiting`: a condition that
+holds it, an image pull, the scheduler's message...), else the reason and message of the condition
+STATE names."""
 
 
 PROGRESS_COLUMNS = ("PROGRESS", "ETA")
@@ -141,11 +144,13 @@ def job_rows(
     wide: bool = False,
     namespaces: bool = False,
     progress: bool | None = None,
+    waiting: Mapping[tuple[str, str], Waiting] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """The header and rows of a table of jobs of one kind: :data:`JOB_COLUMNS` (TrainJobs) or
     :data:`MPIJOB_COLUMNS` (MPIJobs); NAMESPACE first with ``namespaces``; :data:`PROGRESS_COLUMNS`
     (e.g. ``45%``, ``3h12m``) before AGE of TrainJobs when ``progress``, by default when one of them
-    reported progress; :data:`WIDE_COLUMNS` last with ``wide``."""
+    reported progress; :data:`WIDE_COLUMNS` last with ``wide``, from ``waiting`` (``(namespace,
+    name)`` -> why the job waits) where it has the job, else from the condition STATE names."""
     jobs = list(jobs)
     mpi = any(isinstance(j, MPIJob) for j in jobs)
     if progress is None:
@@ -161,21 +166,28 @@ def job_rows(
         if progress and isinstance(job, TrainJob):
             row[-1:-1] = [progress_text(job), eta_text(job)]
         held = holding_condition(job)
+        why = (waiting or {}).get((job.metadata.namespace or "", job.metadata.name or ""))
+        reason, message = (why.reason, why.message) if why is not None else (held.reason, held.message)
         rows.append(
             [
                 *([job.metadata.namespace or ""] if namespaces else []),
                 *row,
-                *([held.reason, held.message] if wide else []),
+                *([reason, message] if wide else []),
             ]
         )
     return header, rows
 
 
 def jobs_table(
-    jobs: Iterable[Job], now: datetime | None = None, *, wide: bool = False, namespaces: bool = False
+    jobs: Iterable[Job],
+    now: datetime | None = None,
+    *,
+    wide: bool = False,
+    namespaces: bool = False,
+    waiting: Mapping[tuple[str, str], Waiting] | None = None,
 ) -> Table:
     """The table ``get`` and ``list`` print: see :func:`job_rows`."""
-    header, rows = job_rows(jobs, now, wide=wide, namespaces=namespaces)
+    header, rows = job_rows(jobs, now, wide=wide, namespaces=namespaces, waiting=waiting)
     t = table(*header)
     for row in rows:
         t.add_row(*row)
@@ -285,7 +297,14 @@ def resource_name(res: Resource, name: str) -> str:
     return f"{res.plural}.{res.group}/{name}"
 
 
-def show_jobs(jobs: Sequence[Job], data: Any, output: Output, namespaces: bool = False) -> None:
-    """Print jobs as ``get`` and ``list`` do: a table (``wide``: with REASON and MESSAGE), names,
-    or ``data`` as JSON/YAML."""
-    show(data, output, lambda: [jobs_table(jobs, wide=output == Output.wide, namespaces=namespaces)], jobs)
+def show_jobs(
+    jobs: Sequence[Job],
+    data: Any,
+    output: Output,
+    namespaces: bool = False,
+    waiting: Mapping[tuple[str, str], Waiting] | None = None,
+) -> None:
+    """Print jobs as ``get`` and ``list`` do: a table (``wide``: with REASON and MESSAGE, see
+    :func:`job_rows`), names, or ``data`` as JSON/YAML."""
+    wide = output == Output.wide
+    show(data, output, lambda: [jobs_table(jobs, wide=wide, namespaces=namespaces, waiting=waiting)], jobs)

@@ -22,14 +22,17 @@ shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`api` objects of 
     client.delete_job(name)
 """
 
+from api.waiting import Waiting
 from trainer.client.aio import AsyncTrainerClient, default_namespace
 from trainer.client.errors import (
     AlreadyExistsError,
     JobFailedError,
     JobFinishedError,
+    JobWaitingError,
     LogsUnavailableError,
     ManifestError,
     NotFoundError,
+    PodCannotStartError,
     TrainerClientError,
     UnknownStepError,
     WaitTimeoutError,
@@ -96,6 +99,7 @@ __all__ = [
     "JobFailedError",
     "JobFinishedError",
     "JobKind",
+    "JobWaitingError",
     "KubernetesBackendConfig",
     "LogsUnavailableError",
     "LoraConfig",
@@ -103,6 +107,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "NotFoundError",
+    "PodCannotStartError",
     "Runtime",
     "RuntimeKind",
     "RuntimeTrainer",
@@ -117,6 +122,7 @@ __all__ = [
     "TrainerType",
     "UnknownStepError",
     "WaitTimeoutError",
+    "Waiting",
     "WorkloadInfo",
     "default_namespace",
     "for_multicluster",

@@ -32,6 +32,7 @@ from api.trainer_v1alpha1 import (
     TrainJob,
     runtime_from_dict,
 )
+from api.waiting import Waiting
 from trainer.client.errors import AlreadyExistsError, NotFoundError
 from trainer.client.jobs import (
     DEFAULT_POD_TIMEOUT,
@@ -496,7 +497,8 @@ class AsyncTrainerClient:
         4th positional argument (this client's order before) still work, with a
         ``DeprecationWarning``. Raises ``ValueError`` for bad arguments, :class:`JobFailedError` (a
         ``RuntimeError``), :class:`JobFinishedError`, :class:`WaitTimeoutError` (a
-        ``TimeoutError``), :class:`NotFoundError` (see :meth:`AsyncJobClient.wait_for_job_status`)."""
+        ``TimeoutError``; :class:`JobWaitingError`, whose ``why`` says what holds the job, when
+        something does), :class:`NotFoundError` (see :meth:`AsyncJobClient.wait_for_job_status`)."""
         polling_interval, callbacks = legacy_callbacks(polling_interval, callbacks)
         if polling_interval <= 0 or polling_interval >= timeout:
             raise ValueError(
@@ -553,3 +555,8 @@ class AsyncTrainerClient:
     async def get_podgroup(self, name: str) -> JSON | None:
         """The Volcano PodGroup named after the TrainJob, if any (:meth:`AsyncJobClient.get_podgroup`)."""
         return await self._jobs.get_podgroup(name)
+
+    async def why_waiting(self, name: str) -> Waiting | None:
+        """Why the TrainJob waits (reason, message, next step, docs entry), None when nothing holds
+        it (:meth:`AsyncJobClient.why_waiting`)."""
+        return await self._jobs.why_waiting(name)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from api.waiting import Waiting
+
 
 class TrainerClientError(Exception):
     """Base of every error of :mod:`trainer.client`."""
@@ -65,6 +67,34 @@ class WaitTimeoutError(TrainerClientError, TimeoutError):
         self.what, self.timeout, self.last = what, timeout, last
         seen = f"; last seen: {last}" if last else ""
         super().__init__(f"timed out after {timeout:g}s waiting for {what}{seen}")
+
+
+def why_text(why: Waiting) -> str:
+    """``<reason>: <message> (<source>); next: <step>; see <doc>``: a :class:`~api.waiting.Waiting` on one
+    line, as the errors that carry one end their message."""
+    said = f"{why.reason}: {why.message}" if why.message else why.reason
+    return f"{said}; next: {why.next_step}; see {why.doc}"
+
+
+class JobWaitingError(WaitTimeoutError):
+    """A wait ran out of time while something holds the job: ``why`` (:class:`api.waiting.Waiting`:
+    ``reason``, ``message``, ``next_step``, ``doc``) says what, by the rule of
+    :func:`api.waiting.why_waiting`. A :class:`WaitTimeoutError` (and ``TimeoutError``) as before."""
+
+    def __init__(self, what: str, timeout: float, last: str | None, why: Waiting) -> None:
+        super().__init__(what, timeout, last)
+        self.why = why
+        self.args = (f"{self.args[0]}; why: {why_text(why)}",)
+
+
+class PodCannotStartError(TrainerClientError, RuntimeError):
+    """A wait for a pod to start stopped early: a container of it cannot start without a change
+    (:data:`api.waiting.CANNOT_START`: ``ImagePullBackOff``, ``InvalidImageName``,
+    ``CreateContainerConfigError``...). ``why`` (:class:`api.waiting.Waiting`) says which and what to do."""
+
+    def __init__(self, what: str, why: Waiting) -> None:
+        self.what, self.why = what, why
+        super().__init__(f"{what} cannot start: {why_text(why)}")
 
 
 class LogsUnavailableError(TrainerClientError, RuntimeError):

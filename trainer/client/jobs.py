@@ -18,6 +18,7 @@ from typing import Any, Generic, Self, TypeVar
 
 import aiohttp
 
+from api.conditions import is_true
 from api.kinds import (
     CONFIGMAPS,
     EVENTS,
@@ -29,11 +30,15 @@ from api.kinds import (
     Resource,
 )
 from api.snapshot import runtime_of_snapshot, snapshot_name
+from api.waiting import SUSPENDED, Waiting, why_waiting
 from trainer.client.errors import (
     JobFailedError,
     JobFinishedError,
+    JobWaitingError,
     LogsUnavailableError,
     NotFoundError,
+    PodCannotStartError,
+    TrainerClientError,
     UnknownStepError,
     WaitTimeoutError,
 )
@@ -57,6 +62,8 @@ DEFAULT_POD_TIMEOUT = 300.0
 DEFAULT_POLLING_INTERVAL = 2
 """The kubeflow SDK's default ``polling_interval`` (accepted, unused: waits follow a watch)."""
 WATCH_SECONDS = 240
+WHY_SECONDS = 10.0
+"""Seconds a wait that ran out spends at most reading why the job waits (:meth:`AsyncJobClient.why_waiting`)."""
 
 C = TypeVar("C")
 
@@ -219,6 +226,20 @@ async def delete_object(
         raise WaitTimeoutError(f"{res.kind} {where} to be deleted", timeout, "still there") from None
 
 
+def conditions_of_job(job: Any) -> list[Any]:
+    """The conditions of a job of any kind (its ``status.conditions``; empty without a status)."""
+    return list(getattr(getattr(job, "status", None), "conditions", None) or [])
+
+
+def job_waiting(
+    job: Any, pods: Iterable[JSON], podgroup: JSON | None = None, workload: WorkloadInfo | None = None
+) -> Waiting | None:
+    """Why ``job`` (a TrainJob or an MPIJob) waits, from what was read of it: its pods, PodGroup and
+    Kueue Workload (:func:`api.waiting.why_waiting`, the one rule); None when nothing holds it."""
+    quota = (workload.name, list(workload.conditions)) if workload is not None else None
+    return why_waiting(conditions_of_job(job), pods, podgroup=podgroup, workload=quota)
+
+
 def _creation_key(obj: Any) -> tuple[str, str]:
     meta = obj.metadata
     return (meta.creation_timestamp or "", meta.name or "")
@@ -352,7 +373,32 @@ class AsyncJobClient(Generic[J]):
             if not scope.expired():
                 raise
             what = f"{self._what(name)} to be {' or '.join(sorted(wanted))}"
+            why = await self._why_quietly(name)
+            if why is not None:
+                raise JobWaitingError(what, timeout, last[0] if last else None, why) from None
             raise WaitTimeoutError(what, timeout, last[0] if last else None) from None
+
+    async def why_waiting(self, name: str, job: J | None = None) -> Waiting | None:
+        """Why job ``name`` waits (:func:`api.waiting.why_waiting`: a condition that holds it, an
+        image that cannot be pulled, a pod the scheduler cannot place, a container that cannot
+        start, its PodGroup, its Kueue Workload); None when nothing holds it or it finished.
+        ``job``: the job when already read. Reads the job's pods, PodGroup and (when it is
+        suspended) Workload. Raises :class:`NotFoundError` when the job does not exist,
+        :class:`ApiError` on other failures."""
+        job = job if job is not None else await self.get_job(name)
+        pods, _ = await self.kube.list(PODS, self.namespace, pod_selector(self.kind, name))
+        podgroup = await self.get_podgroup(name)
+        workload = await self.get_workload(name) if is_true(conditions_of_job(job), SUSPENDED) else None
+        return job_waiting(job, pods, podgroup, workload)
+
+    async def _why_quietly(self, name: str) -> Waiting | None:
+        """:meth:`why_waiting` for an error message: None when it cannot be read within
+        :data:`WHY_SECONDS` or fails."""
+        try:
+            async with asyncio.timeout(WHY_SECONDS):
+                return await self.why_waiting(name)
+        except (TrainerClientError, ApiError, aiohttp.ClientError, TimeoutError, ValueError):
+            return None
 
     async def wait_for_pod(
         self, name: str, step: str | None = None, node: int | None = None, timeout: float = DEFAULT_POD_TIMEOUT
@@ -397,6 +443,7 @@ class AsyncJobClient(Generic[J]):
         finished = self.kind.status_of(job) in (COMPLETE, FAILED)
         which = f"step {step_name!r}" if all_nodes else f"step {step_name!r} node {index}"
         last: list[str] = []
+        held: list[Waiting] = []
         try:
             async with asyncio.timeout(timeout) as scope:
                 async for pods in observe(self.kube, PODS, self.namespace, label_selector=selector):
@@ -411,10 +458,17 @@ class AsyncJobClient(Generic[J]):
                     finished = False  # only the first list can tell; later the pods may be on their way
                     names = sorted(str(p["metadata"]["name"]) for p in mine)
                     last[:] = [", ".join(f"pod {n} Pending" for n in names) or "no pod yet"]
+                    why = why_waiting((), mine)
+                    held[:] = [why] if why is not None else []
+                    if why is not None and why.cannot_start:
+                        raise PodCannotStartError(f"{which} of {self._what(name)}", why)
         except TimeoutError:
             if not scope.expired():
                 raise
             what = f"a started pod of {which} of {self._what(name)}"
+            why = held[0] if held else await self._why_quietly(name)
+            if why is not None:
+                raise JobWaitingError(what, timeout, last[0] if last else None, why) from None
             raise WaitTimeoutError(what, timeout, last[0] if last else None) from None
         raise NotFoundError("Pod", self.namespace, selector)  # observe never ends
 

@@ -223,3 +223,4 @@ class TrainerClient:
     delete = _blocking(AsyncTrainerClient.delete)
     get_workload = _blocking(AsyncTrainerClient.get_workload)
     get_podgroup = _blocking(AsyncTrainerClient.get_podgroup)
+    why_waiting = _blocking(AsyncTrainerClient.why_waiting)

@@ -13,7 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from api import jobkinds
 from api.base import Condition, Model
-from api.conditions import COND_MISCONFIGURED, COND_WAITING_FOR_GANG, is_true, true_condition
+from api.conditions import is_true, true_condition
 from api.jobkinds import KindFacts
 from api.kinds import Resource
 from api.kubeflow_v2beta1 import MPIJob
@@ -29,6 +29,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntime,
     TrainJob,
 )
+from api.waiting import FINISHED, HOLDING
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -85,21 +86,10 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
     return CREATED
 
 
-HOLDING_CONDITIONS: tuple[str, ...] = (
-    FAILED,
-    COMPLETE,
-    "Succeeded",
-    SUSPENDED,
-    "RuntimeNotFound",
-    COND_MISCONFIGURED,
-    COND_WAITING_FOR_GANG,
-    "ReplicaFailure",
-    "RestartingJobSet",
-    "Restarting",
-    RUNNING,
-)
+HOLDING_CONDITIONS: tuple[str, ...] = (*FINISHED, *HOLDING, "RestartingJobSet", "Restarting", RUNNING)
 """Condition types that say why a job is where it is, the first True one winning: finished, held
-(suspended, no runtime, misconfigured, waiting for its gang, its pods refused), restarting, running."""
+(suspended, no runtime, misconfigured, waiting for its gang, its pods refused: the holding conditions
+of :data:`api.waiting.HOLDING`, in its order), restarting, running."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import jinja2
 
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client import Event, queue_of
+from trainer.client.jobs import job_waiting
 from trainer.client.types import checkpoint_text, duration_text, holding_condition, trainer_status_of
 from trainer.dashboard.gather import Job, JobDetail
 from trainer.framework.clock import parse_time
@@ -233,8 +234,11 @@ JOB = """{% extends "base" %}
 <h1>{{ row.kind }} {{ row.namespace }}/{{ row.name }}</h1>
 <table id="summary">
 <tr><th>State</th><td class="state state-{{ row.state }}">{{ row.state }}</td></tr>
-{% if held.reason or held.message %}
-<tr><th>Why</th><td>{{ held.reason }}{% if held.message %}: {{ held.message }}{% endif %}</td></tr>
+{% if why %}
+<tr><th>Why</th><td id="why">{{ why.reason }}{% if why.message %}: {{ why.message }}{% endif %}</td></tr>
+<tr><th>Next</th><td id="next">{{ why.next_step }} (see {{ why.doc }})</td></tr>
+{% elif held.reason or held.message %}
+<tr><th>Why</th><td id="why">{{ held.reason }}{% if held.message %}: {{ held.message }}{% endif %}</td></tr>
 {% endif %}
 <tr><th>Queue</th><td>{{ row.queue }}</td></tr>
 <tr><th>Progress</th><td>{% if row.progress is not none %}
@@ -356,7 +360,8 @@ def job_page(
     now: datetime,
     curves_error: str = "",
 ) -> str:
-    """A job's page: its state, progress, curves (one SVG per metric of ``series``; ``curves_source``
+    """A job's page: its state, why it waits and the next step (:func:`trainer.client.jobs.job_waiting`
+    over its pods), progress, curves (one SVG per metric of ``series``; ``curves_source``
     says where they come from, ``curves_error`` why they could not be read), conditions, pods,
     events and last log lines."""
     job = detail.job
@@ -366,6 +371,7 @@ def job_page(
         title=f"{row.kind} {row.namespace}/{row.name}",
         row=row,
         held=holding_condition(job),
+        why=job_waiting(job, detail.pods),
         checkpoint=checkpoint_text(job) if isinstance(job, TrainJob) else "",
         curves=curves(series),
         curves_source=curves_source,
