@@ -187,6 +187,14 @@ TRAINER_PROCS_MESSAGE = "numProcPerNode must be greater than or equal to 1"
 """kubeflow/trainer#3809's message for ``spec.trainer.numProcPerNode`` below 1."""
 
 
+def at_least_one(value: int | None, message: str) -> int | None:
+    """``value`` when unset or at least 1 (a ``numProcPerNode`` rule read without an apiserver). Raises
+    ``ValueError`` with ``message`` below 1."""
+    if value is not None and value < 1:
+        raise ValueError(message)
+    return value
+
+
 class MPIMLPolicySource(Model):
     """The MPI ML policy: hostfile, SSH keys and launcher environment."""
 
@@ -203,9 +211,7 @@ class MPIMLPolicySource(Model):
     @classmethod
     def _slots_at_least_one(cls, value: int | None) -> int | None:
         """The CRD's rule, for manifests read without an apiserver. Raises ``ValueError`` below 1."""
-        if value is not None and value < 1:
-            raise ValueError(MPI_PROCS_MESSAGE)
-        return value
+        return at_least_one(value, MPI_PROCS_MESSAGE)
 
 
 class JAXMLPolicySource(Model):
@@ -218,11 +224,24 @@ class XGBoostMLPolicySource(Model):
     ``node`` container."""
 
 
-class FluxMLPolicySource(Model):
-    """The Flux ML policy (Trainer v2.3); refused by this operator."""
+FLUX_PROCS_RULE, FLUX_PROCS_MESSAGE = "self >= 1", "NumProcPerNode in fluxPolicy must be >= 1"
+"""The CEL rule of ``mlPolicy.flux.numProcPerNode`` and its message (kubeflow/trainer#3809)."""
 
-    num_proc_per_node: int | None = Field(default=None, ge=1)
-    """Tasks per node."""
+
+class FluxMLPolicySource(Model):
+    """The Flux ML policy (kubeflow/trainer ``FluxMLPolicySource``, v2.3): a Flux broker per training node,
+    the first running the TrainJob's command under ``flux run``
+    (:mod:`trainer.trainjob.policies.flux`)."""
+
+    num_proc_per_node: int | None = cel((FLUX_PROCS_RULE, FLUX_PROCS_MESSAGE), default=1)
+    """Tasks per node, at least 1 (``flux run -n`` is it times the nodes); ``spec.trainer.numProcPerNode``
+    wins. Defaults to 1."""
+
+    @field_validator("num_proc_per_node")
+    @classmethod
+    def _tasks_at_least_one(cls, value: int | None) -> int | None:
+        """The CRD's rule, for manifests read without an apiserver. Raises ``ValueError`` below 1."""
+        return at_least_one(value, FLUX_PROCS_MESSAGE)
 
 
 ONE_POLICY = (
@@ -231,7 +250,7 @@ ONE_POLICY = (
 
 
 class MLPolicy(Model):
-    """The ML framework settings of a runtime; at most one of torch, mpi, jax and xgboost."""
+    """The ML framework settings of a runtime; at most one of torch, mpi, flux, jax and xgboost."""
 
     num_nodes: int | None = Field(default=1, ge=0)
     """Number of training nodes, 0 or more (0: the trainer's Job runs no pod and completes, as a JobSet
@@ -241,10 +260,8 @@ class MLPolicy(Model):
     """Settings for torch (torchrun)."""
     mpi: MPIMLPolicySource | None = None
     """Settings for MPI."""
-    flux: FluxMLPolicySource | None = refused(
-        "mlPolicy.flux is not supported by this operator: use mlPolicy.mpi (hostfile and SSH keys) or mlPolicy.torch"
-    )
-    """Refused: the Flux framework (an installer init container and a broker per node) is not built here."""
+    flux: FluxMLPolicySource | None = None
+    """Settings for Flux (HPC: a Flux broker per node, the TrainJob's command under ``flux run``)."""
     jax: JAXMLPolicySource | None = None
     """Settings for JAX (``jax.distributed.initialize`` from the environment)."""
     xgboost: XGBoostMLPolicySource | None = None

@@ -1,6 +1,7 @@
 """Upstream Trainer v2.3's runtimes on the real apiserver: each (config/samples/upstream, created here as a
 TrainingRuntime of the test namespace) is stored and read back with no field lost, and a TrainJob on it
-gets the pods, environment, labels, hostfile and claims upstream's plugins and JobSet would give it.
+gets the pods, environment, labels, hostfile, Flux children and claims upstream's plugins and JobSet would
+give it.
 Fields this operator does not implement are refused by the apiserver with a message naming them; with
 the webhook off, a runtime the webhook would refuse ends the TrainJob with a condition naming the field.
 Pods run on KWOK nodes."""
@@ -122,6 +123,15 @@ async def test_upstream_runtime_is_kept_whole_and_its_trainjob_gets_upstreams_po
             volumes = job["spec"]["template"]["spec"]["volumes"]
             assert {"name": "initializer", "persistentVolumeClaim": {"claimName": "initializer-tj"}} in volumes
         assert {j["metadata"]["name"] for j in jobs} == {"tj-dataset-initializer-0", "tj-model-initializer-0"}
+    elif framework == "flux":
+        # A broker per pod: the installer init container, the entrypoint ConfigMap and the curve Secret.
+        await client.wait_condition(ns, "tj", "Complete", timeout=90)
+        (pod, _) = await trainer_pods(client, ns, "tj", "node", 2)
+        assert [c["name"] for c in pod["spec"]["initContainers"]] == ["flux-installer"]
+        assert node_of(pod)["command"][:2] == ["/bin/bash", "/etc/flux-config/entrypoint.sh"]
+        for res, child in ((CONFIGMAPS, "tj-flux-entrypoint"), (SECRETS, "tj-flux-curve")):
+            obj = await client.kube.get(res, ns, child)
+            assert obj["metadata"]["ownerReferences"][0]["name"] == "tj"
     else:  # torch-distributed-with-cache: the dataset initializer first, the trainer once it completed
         await client.wait_condition(ns, "tj", "Complete", timeout=90)
         (pod, _) = await trainer_pods(client, ns, "tj", "node", 2)
@@ -143,7 +153,6 @@ async def _jobs_named(client: Client, ns: str, count: int) -> list[JSON] | None:
 @pytest.mark.parametrize(
     ("where", "value", "named"),
     [
-        (("spec", "mlPolicy", "flux"), {"numProcPerNode": 1}, "mlPolicy.flux is not supported"),
         (
             ("spec", "mlPolicy", "torch", "elasticPolicy"),
             {"maxNodes": 2, "metrics": [{"type": "Resource", "resource": {"name": "cpu"}}]},

@@ -23,6 +23,7 @@ SAMPLES = {
     "torch": ("trainjob", TRAINJOBS, ["torch-distributed.yaml", "trainjob.yaml"]),
     "deepspeed-mpi": ("trainjob", TRAINJOBS, ["deepspeed-distributed.yaml", "trainjob-deepspeed.yaml"]),
     "mpijob": ("mpijob", MPIJOBS, ["mpijob.yaml"]),
+    "flux": ("trainjob", TRAINJOBS, ["upstream/flux-distributed.yaml", "trainjob-flux.yaml"]),
 }
 """Each sample: (its controller, its primary resource, the manifests of config/samples it stores)."""
 VOLCANO_DEFAULT_QUEUE = {

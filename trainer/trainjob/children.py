@@ -38,6 +38,8 @@ class Children:
     """The Jobs to apply, in runtime order."""
     waiting: dict[str, str] = field(default_factory=dict)
     """Replicated jobs held back by ``dependsOn``: name -> why."""
+    secrets: list[JSON] = field(default_factory=list)
+    """Secrets the pods mount, derived from the TrainJob (the ML policy's, e.g. the Flux curve certificate)."""
 
 
 def dependency_blocker(
@@ -248,4 +250,10 @@ def build_children(view: TrainJobView, suspend: bool) -> Children:
     network = info.template.network
     publish = network.publish_not_ready_addresses if network is not None else None
     service = headless_service(info.job, info.subdomain, publish is not False) if info.subdomain is not None else None
-    return Children(service=service, config_maps=info.policy.config_maps(info), jobs=jobs, waiting=waiting)
+    return Children(
+        service=service,
+        config_maps=info.policy.config_maps(info),
+        jobs=jobs,
+        waiting=waiting,
+        secrets=info.policy.secrets(info),
+    )

@@ -128,6 +128,7 @@ def desired(options: TrainJobOptions, gang_name: str, reader: Reader, view: Trai
         Once(c.resource, str(info.job.metadata.namespace), c.name, c.make) for c in info.policy.created_once(info)
     ]
     out.apply += children.config_maps
+    out.apply += children.secrets
     if children.service is not None:
         out.apply.append(children.service)
     if not attempt.previous and not attempt.restarting:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from api.trainer_v1alpha1 import TrainingRuntimeSpec
 from trainer.trainjob.policies.base import Created, Expansion, Policy
+from trainer.trainjob.policies.flux import FLUX
 from trainer.trainjob.policies.jax import JAX
 from trainer.trainjob.policies.mpi import MPI
 from trainer.trainjob.policies.plainml import PLAINML
@@ -17,7 +18,7 @@ from trainer.trainjob.policies.xgboost import XGBOOST
 
 __all__ = ["FALLBACK", "POLICIES", "Created", "Expansion", "Policy", "active", "policy_of", "register", "unregister"]
 
-POLICIES: dict[str, Policy] = {p.field: p for p in (TORCH, MPI, JAX, XGBOOST)}
+POLICIES: dict[str, Policy] = {p.field: p for p in (TORCH, MPI, JAX, XGBOOST, FLUX)}
 """``mlPolicy`` field -> its policy, in the order a runtime that sets several is expanded by."""
 FALLBACK: Policy = PLAINML
 """The policy of a runtime that sets none of the fields (or has no ``mlPolicy``)."""

@@ -156,6 +156,11 @@ class Policy:
         """ConfigMaps the pods mount, applied every reconcile."""
         return []
 
+    def secrets(self, info: Expanded) -> list[JSON]:
+        """Secrets the pods mount whose content is derived from the TrainJob (the same on every reconcile),
+        applied every reconcile."""
+        return []
+
     def created_once(self, info: Expanded) -> list[Created]:
         """Children created when absent and never rewritten."""
         return []
