@@ -6,12 +6,15 @@ here measures wall-clock time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import structlog
+import structlog.testing
 from aiohttp import web
 
 from api.kinds import CONFIGMAPS, TRAINJOBS
@@ -276,6 +279,17 @@ async def test_a_404_for_a_resource_never_served_means_absent_and_waits_long() -
     assert informer.healthy, "an uninstalled kind does not make the operator unready"
 
 
+@pytest.fixture
+def every_level() -> Iterator[None]:
+    """structlog at every level (another test may have configured it to drop info), restored after."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
 class DiscoveringKube(ScriptedKube):
     """A scripted connection that also answers discovery: ``served`` says, per ask in order, whether the
     kind is served (then True); each ask is a call ``serves``."""
@@ -289,9 +303,8 @@ class DiscoveringKube(ScriptedKube):
         return self.served.pop(0) if self.served else True
 
 
-async def test_an_optional_kind_not_served_is_said_once_at_info_and_listed_only_once_served(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@pytest.mark.usefixtures("every_level")
+async def test_an_optional_kind_not_served_is_said_once_at_info_and_listed_only_once_served() -> None:
     clock = Clock()
     kube = DiscoveringKube(clock, [LISTED], served=[False, False, False])
     informer = Informer(kube, CONFIGMAPS, NS, optional=True, sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
@@ -301,28 +314,32 @@ async def test_an_optional_kind_not_served_is_said_once_at_info_and_listed_only_
         seen.append((informer.absent, informer.healthy, list(kube.calls)))
 
     clock.on_sleep = look
-    task = asyncio.create_task(informer.run())
-    await until(kube.done.is_set, "served: listed, then watched")
-    await stop(task)
+    with structlog.testing.capture_logs() as logged:
+        task = asyncio.create_task(informer.run())
+        await until(kube.done.is_set, "served: listed, then watched")
+        await stop(task)
     assert seen[1] == (True, True, ["serves", "serves"]), "absent yet healthy; discovery asked, nothing listed"
     assert kube.calls == ["serves", "serves", "serves", "serves", "list", "watch"]
     assert clock.waits == [30.0, 30.0, 30.0] and not informer.absent and informer.get(NS, "a") is not None
-    said = capsys.readouterr().out
-    assert said.count("resource not served") == 1 and "[info" in said and "[error" not in said
-    assert said.count("resource served now") == 1
+    said = [(e["event"], e["log_level"]) for e in logged]
+    assert said == [
+        ("resource not served: what reads it is off until its CRD is installed", "info"),
+        ("resource served now", "info"),
+    ]
 
 
-async def test_a_required_kind_not_served_is_an_error_each_time_and_asked_of_discovery_before_a_list(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@pytest.mark.usefixtures("every_level")
+async def test_a_required_kind_not_served_is_an_error_each_time_and_asked_of_discovery_before_a_list() -> None:
     clock = Clock()
     kube = DiscoveringKube(clock, [ApiError(404, "404 page not found")], served=[False])
     informer = Informer(kube, CONFIGMAPS, NS, sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
-    task = asyncio.create_task(informer.run())
-    await until(kube.done.is_set, "listed once served")
-    await stop(task)
+    with structlog.testing.capture_logs() as logged:
+        task = asyncio.create_task(informer.run())
+        await until(kube.done.is_set, "listed once served")
+        await stop(task)
     assert kube.calls[:3] == ["list", "serves", "serves"], "the first 404 is a list's; then discovery first"
-    assert capsys.readouterr().out.count("resource not served; is its CRD installed?") == 2
+    errors = [e for e in logged if e["event"] == "resource not served; is its CRD installed?"]
+    assert [e["log_level"] for e in errors] == ["error", "error"]
 
 
 async def test_a_404_for_a_resource_served_before_is_retried_promptly_for_a_while() -> None:
