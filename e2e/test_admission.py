@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from api.kinds import MPIJOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
-from e2e.helpers import deep_json, nested, webhook_ca_patched
+from e2e.helpers import ROOT, deep_json, nested, webhook_ca_patched
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
@@ -95,6 +96,27 @@ async def test_trainjob_rules_refuse_with_the_field_and_admit_the_valid_twin(cli
         assert needle in message, message
         stored = await client.apply(good, ns)
         assert stored["metadata"]["name"] == good["metadata"]["name"]
+
+
+async def test_torchtunes_builtin_trainer_is_refused_where_upstream_refuses_it(client: Client, ns: str) -> None:
+    """``command: [tune, run]`` on upstream's Qwen2.5 runtime: QLoRA and an immutable config in ``args`` are
+    refused with upstream's words; LoRA is admitted."""
+    raw = yaml.safe_load((ROOT / "config" / "samples" / "upstream" / "torchtune-qwen2.5-1.5b.yaml").read_text())
+    await client.apply({**raw, "kind": "TrainingRuntime"}, ns)
+    lora = ["model.lora_attn_modules=[q_proj,v_proj,output_proj]"]
+    cases = [
+        ([*lora, "model.quantize_base=True"], "spec.runtimeRef.name: QLoRA is not supported for qwen2_5/1.5B model"),
+        (
+            [*lora, "tokenizer.merges_file=/tmp/m"],
+            'spec.trainer.args[1]: must not set immutable config "tokenizer.merges_file"',
+        ),
+    ]
+    for args, needle in cases:
+        bad = trainjob("tune", "torchtune-qwen2.5-1.5b", trainer={"command": ["tune", "run"], "args": args})
+        message = await refused(client, bad, ns)
+        assert needle in message, message
+    good = trainjob("tune", "torchtune-qwen2.5-1.5b", trainer={"command": ["tune", "run"], "args": lora})
+    assert (await client.apply(good, ns))["spec"]["trainer"]["command"] == ["tune", "run"]
 
 
 async def test_a_trainjob_nested_a_thousand_levels_deep_is_refused_naming_the_path(client: Client, ns: str) -> None:

@@ -1,6 +1,7 @@
 """The official kubeflow SDK (PyPI ``kubeflow==0.5.0``, ``kubeflow.trainer.TrainerClient``) against
 this operator, unchanged: list_runtimes, train (a CustomTrainer, with the SDK's RuntimePatch and
-Labels options), get_job, wait_for_job_status, get_job_logs, get_job_events, list_jobs, delete_job.
+Labels options; a BuiltinTrainer on upstream's torchtune runtime), get_job, wait_for_job_status,
+get_job_logs, get_job_events, list_jobs, delete_job.
 
 What the SDK needs, read from its source (``kubeflow/trainer/backends/kubernetes/backend.py`` and
 ``utils.py``, ``kubeflow/trainer/options/kubernetes.py``):
@@ -34,8 +35,9 @@ from typing import Any
 
 import kubeflow.trainer
 import pytest
+import yaml
 from kubeflow.common.types import KubernetesBackendConfig
-from kubeflow.trainer import CustomTrainer, TrainerClient
+from kubeflow.trainer import BuiltinTrainer, CustomTrainer, DataType, LoraConfig, TorchTuneConfig, TrainerClient
 from kubeflow.trainer.options import (
     ActiveDeadlineSeconds,
     JobSetSpecPatch,
@@ -53,6 +55,7 @@ from kubeflow.trainer.options import (
 
 import trainer.client
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, TRAINJOBS
+from e2e.helpers import ROOT
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
 from localcluster.client import Client, condition, wait_for
 from trainer.framework.json_codec import JSON
@@ -280,3 +283,69 @@ async def test_the_same_script_runs_with_this_sdk_and_the_kubeflow_sdk(
         "logs": logs_nodes.lines,
         "events": True,
     }
+
+
+def torchtune_runtime() -> JSON:
+    """Upstream's ``torchtune-llama3.2-1b`` runtime (config/samples/upstream) as a TrainingRuntime of the
+    namespace, which the SDK prefers to a ClusterTrainingRuntime of that name, with its trainer alone: no
+    initializers and no claim (the local cluster binds no volume), the ``node`` command as upstream's."""
+    rt: JSON = yaml.safe_load((ROOT / "config" / "samples" / "upstream" / "torchtune-llama3.2-1b.yaml").read_text())
+    spec = rt["spec"]["template"]["spec"]
+    del spec["volumeClaimPolicies"]
+    (node,) = [r for r in spec["replicatedJobs"] if r["name"] == "node"]
+    del node["dependsOn"]
+    del node["template"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    spec["replicatedJobs"] = [node]
+    return {**rt, "kind": "TrainingRuntime"}
+
+
+async def test_a_builtin_trainer_gets_upstreams_torchtune_recipe_and_command(
+    kf: TrainerClient, client: Client, ns: str
+) -> None:
+    """``train(runtime="torchtune-llama3.2-1b", trainer=BuiltinTrainer(config=TorchTuneConfig(...)))``: the
+    SDK sends ``command: [tune, run]`` and its overrides as args; the operator admits it and gives the
+    trainer's Job upstream's recipe and config (LoRA on one GPU), and fails what upstream refuses."""
+    await client.apply(torchtune_runtime(), ns)
+    tune = TorchTuneConfig(
+        dtype=DataType.BF16, epochs=1, peft_config=LoraConfig(lora_rank=8), resources_per_node={"gpu": 1}
+    )
+    builtin = BuiltinTrainer(config=tune)
+    name = await asyncio.to_thread(
+        kf.train, runtime="torchtune-llama3.2-1b", trainer=builtin, options=[Name("kf-tune")]
+    )
+    stored = await client.trainjob(ns, name)
+    assert stored is not None and stored["spec"]["trainer"]["command"] == ["tune", "run"]
+    (job,) = await wait_for(lambda: _jobs_of(client, ns, name), f"the Job of {name}", 30)
+    (node,) = job["spec"]["template"]["spec"]["containers"]
+    assert node["command"] == [
+        "tune",
+        "run",
+        "lora_finetune_single_device",
+        "--config",
+        "llama3_2/1B_lora_single_device",
+        "output_dir=/workspace/output",
+        "tokenizer.path=/workspace/model/original/tokenizer.model",
+        "checkpointer.checkpoint_dir=/workspace/model",
+    ]
+    assert node["args"] == stored["spec"]["trainer"]["args"]
+    assert "model.lora_rank=8" in node["args"]
+    assert sorted(e["name"] for e in node["env"] if e["name"].startswith("PET_")) == [
+        "PET_NNODES",
+        "PET_NODE_RANK",
+        "PET_NPROC_PER_NODE",
+    ]
+
+    # Without the webhook (this module runs none) the reconcile applies the same rules: the job fails
+    # naming them, and nothing is created.
+    two_nodes = BuiltinTrainer(config=TorchTuneConfig(num_nodes=2, peft_config=LoraConfig()))
+    name = await asyncio.to_thread(kf.train, runtime="torchtune-llama3.2-1b", trainer=two_nodes)
+    failed = await client.wait_condition(ns, name, "Failed", timeout=30)
+    message = next(c["message"] for c in failed["status"]["conditions"] if c["type"] == "Failed")
+    assert "spec.trainer.numNodes: must be 1 for llama3_2/1B model" in message
+    assert "LoRA fine-tuning is not supported for multi-node training in TorchTune" in message
+    assert await client.jobs(ns, name) == []
+
+
+async def _jobs_of(client: Client, ns: str, name: str) -> list[JSON] | None:
+    jobs = await client.jobs(ns, name)
+    return jobs or None

@@ -145,9 +145,44 @@ def _pod_specs(rt: JSON) -> list[JSON]:
     return [r["template"]["spec"]["template"]["spec"] for r in rt["spec"]["template"]["spec"]["replicatedJobs"]]
 
 
-async def _jobs_named(client: Client, ns: str, count: int) -> list[JSON] | None:
-    jobs = await client.jobs(ns, "tj")
+async def _jobs_named(client: Client, ns: str, count: int, tj: str = "tj") -> list[JSON] | None:
+    jobs = await client.jobs(ns, tj)
     return jobs if len(jobs) == count else None
+
+
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("torchtune-llama3.2-1b.yaml", "llama3_2/1B"),
+        ("torchtune-llama3.2-3b.yaml", "llama3_2/3B"),
+        ("torchtune-qwen2.5-1.5b.yaml", "qwen2_5/1.5B"),
+    ],
+)
+async def test_torchtunes_entrypoint_is_admitted_on_one_node_and_fails_on_two(
+    client: Client, ns: str, name: str, model: str
+) -> None:
+    """``command: [tune, run]`` (what the kubeflow SDK's BuiltinTrainer sends) is torchtune's BuiltinTrainer:
+    on one node its initializers start, as upstream's; where upstream's webhook refuses it, the reconcile
+    (no webhook here) fails the TrainJob with upstream's words and creates nothing."""
+    raw = upstream(name)
+    await client.apply(raw, ns)
+    rt_name = raw["metadata"]["name"]
+    tune = {"command": ["tune", "run"], "args": ["dtype=bf16"]}
+    await client.apply(trainjob("tune", rt_name, trainer={**tune, "numNodes": 1}), ns)
+    jobs = await wait_for(lambda: _jobs_named(client, ns, 2, "tune"), "the two initializer Jobs", 30)
+    assert {j["metadata"]["name"] for j in jobs} == {"tune-dataset-initializer-0", "tune-model-initializer-0"}
+    for tj, trainer, named in [
+        ("tune2", {**tune, "numNodes": 2}, f"spec.trainer.numNodes: must be 1 for {model} model"),
+        (
+            "tune3",
+            {**tune, "args": ["output_dir=/tmp"]},
+            'spec.trainer.args[0]: must not set immutable config "output_dir"',
+        ),
+    ]:
+        await client.apply(trainjob(tj, rt_name, trainer=trainer), ns)
+        failed = await client.wait_condition(ns, tj, "Failed", timeout=30)
+        assert named in next(c["message"] for c in failed["status"]["conditions"] if c["type"] == "Failed")
+        assert await client.jobs(ns, tj) == []
 
 
 @pytest.mark.parametrize(

@@ -302,8 +302,8 @@ class AsyncTrainerClient:
         :class:`CustomTrainer`'s function becomes the container command;
         :func:`trainer.client.trainers.builtin_trainer_spec`: a :class:`BuiltinTrainer` on a
         torchtune runtime becomes ``command: [tune, run]`` and its config's overrides as ``args``,
-        the spec the kubeflow SDK makes, which this operator refuses at ``spec.trainer.command``:
-        it does not derive the recipe and config from the runtime as Kubeflow Trainer does). ``options`` are called as
+        the spec the kubeflow SDK makes; the operator derives the recipe and config from the runtime as
+        Kubeflow Trainer does). ``options`` are called as
         the kubeflow SDK calls its options, ``option(job_spec, trainer, client)``, on a dict whose
         ``metadata.name``/``labels``/``annotations`` and ``spec.trainer.command``/``args``,
         ``spec.runtimePatches``, ``spec.activeDeadlineSeconds`` and ``spec.ttlSecondsAfterFinished`` are

@@ -4,8 +4,15 @@ Mirrors kubeflow/trainer ``pkg/runtime/framework/plugins/torch/torch.go`` (v2.3,
 string values of ``numProcPerNode``): PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the Job completion
 index), PET_MASTER_ADDR (the first pod of the trainer's first Job, ``<trainjob>-<rjob>-0-0.<subdomain>``)
 and PET_MASTER_PORT, on the trainer's ``node`` container and on every ``envInjection`` target. Its
-validation (``Validate``): the ``envInjection`` targets exist, the ``PET_*`` names are reserved, and the
-torchtune entrypoint is refused.
+validation (``Validate``): the ``envInjection`` targets exist and the ``PET_*`` names are reserved.
+
+torchtune's BuiltinTrainer (``spec.trainer.command`` exactly ``[tune, run]``, kubeflow/trainer
+``pkg/runtime/framework/plugins/torch/torchtune.go``): the trainer's ``node`` container gets
+``PET_NNODES``, ``PET_NPROC_PER_NODE`` and ``PET_NODE_RANK`` but no master address or port (torchtune is
+given ``--rdzv_endpoint`` instead), and its command becomes the one
+:func:`trainer.trainjob.policies.torchtune.command` derives from the runtime's name and command; its
+rules are :func:`trainer.trainjob.policies.torchtune.errors`. ``envInjection`` targets still get all five
+variables, as upstream. Not on an elastic runtime: refused (torchtune's rendezvous is the fixed endpoint).
 
 An elastic policy (``mlPolicy.torch.elasticPolicy``, kubeflow/trainer KEP-2903; the variables are those
 training-operator v1's PyTorchJob ``elasticPolicy`` set, torchrun reading each ``--flag`` as ``PET_FLAG``)
@@ -34,16 +41,18 @@ from __future__ import annotations
 
 from api.jobset_v1alpha2 import ReplicatedJob
 from api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
-from api.trainer_v1alpha1 import TorchElasticPolicy, TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
+from api.trainer_v1alpha1 import NODE_CONTAINER, TorchElasticPolicy, TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.meta import meta
 from trainer.framework.resources import cpus_per_node, gpus_per_node
 from trainer.jobs.gang.base import PodSet
+from trainer.trainjob.policies import torchtune
 from trainer.trainjob.policies.base import MASTER_PORT, NOT_SCALED, RANK_FROM_INDEX, Expanded, Expansion, Policy
-from trainer.trainjob.spec.shape import names, pod_spec, replicated_jobs
+from trainer.trainjob.spec.shape import names, node_resources, pod_spec, replicated_jobs
 
-TORCHTUNE_ENTRYPOINT = ["tune", "run"]
+MASTER_ENV = ("PET_MASTER_ADDR", "PET_MASTER_PORT")
+"""The variables a torchtune trainer does not get (its rendezvous is on its command line)."""
 
 
 def num_proc_per_node(job: TrainJob, policy: TorchMLPolicySource, resources: JSON | None, claimed: int = 0) -> str:
@@ -151,6 +160,39 @@ def inject(pod: JSON, container_names: list[str], env: list[JSON]) -> list[str]:
     return missing
 
 
+def is_torchtune(job: TrainJob) -> bool:
+    """Whether ``spec.trainer.command`` is torchtune's entrypoint, exactly ``[tune, run]`` (compared here, so
+    a job that is not torchtune's runs nothing of :mod:`~trainer.trainjob.policies.torchtune`)."""
+    return job.spec.trainer is not None and job.spec.trainer.command == torchtune.ENTRYPOINT
+
+
+def tune_procs(value: str) -> int | str:
+    """``PET_NPROC_PER_NODE`` as torchtune's recipe choice reads it: an integer, else the string
+    (``auto`` on a node with GPUs, ``gpu``)."""
+    return int(value) if value.isdigit() else value
+
+
+def tune_command(x: Expansion, source: TorchMLPolicySource, rjob: ReplicatedJob, pod: JSON) -> None:
+    """Set the command of the ``node`` container of ``pod`` (the trainer's, in place) to
+    :func:`trainer.trainjob.policies.torchtune.command` for the job's node count, processes and GPUs per
+    node, its args and the runtime's own ``node`` command (of ``rjob``'s template)."""
+    node = find_named((pod.get("spec") or {}).get("containers"), NODE_CONTAINER)
+    trainer = x.job.spec.trainer
+    if node is None or trainer is None:
+        return
+    containers = pod_spec(rjob).get("containers")
+    runtime_node = find_named(containers if isinstance(containers, list) else None, NODE_CONTAINER)
+    node["command"] = torchtune.command(
+        x.job.spec.runtime_ref.name,
+        x.master,
+        x.num_nodes if x.num_nodes is not None else 1,
+        tune_procs(num_proc_per_node(x.job, source, x.resources, x.claimed_gpus)),
+        x.gpus,
+        trainer.args,
+        (runtime_node or {}).get("command"),
+    )
+
+
 class Torch(Policy):
     """``mlPolicy.torch``."""
 
@@ -168,19 +210,31 @@ class Torch(Policy):
         return torch_source(runtime)
 
     def env(self, x: Expansion) -> list[JSON]:
-        """:func:`torch_env` (``EnforceMLPolicy``)."""
+        """:func:`torch_env` (``EnforceMLPolicy``), without the master's address and port for torchtune."""
         source = self.source(x.runtime)
         if source is None:
             return []
-        return torch_env(x.job, source, x.master, x.num_nodes or 1, x.resources, x.claimed_gpus)
+        env = torch_env(x.job, source, x.master, x.num_nodes or 1, x.resources, x.claimed_gpus)
+        if is_torchtune(x.job):
+            return [e for e in env if e["name"] not in MASTER_ENV]
+        return env
 
     def mutate_pod(self, x: Expansion, rjob: ReplicatedJob, is_trainer: bool, pod: JSON, env: list[JSON]) -> None:
-        """Upsert ``env`` into the ``envInjection`` targets of ``rjob`` (``EnforceMLPolicy``, v2.3)."""
+        """Upsert the ``PET_*`` variables into the ``envInjection`` targets of ``rjob`` (``EnforceMLPolicy``,
+        v2.3; all five, torchtune or not) and give a torchtune trainer its command (:func:`tune_command`)."""
         source = self.source(x.runtime)
-        targets = source.env_injection if source is not None else None
-        for target in (targets.targets if targets else None) or []:
-            if target.job_name == rjob.name:
-                inject(pod, target.container_names, env)
+        if source is None:
+            return
+        if is_trainer and is_torchtune(x.job):
+            tune_command(x, source, rjob, pod)
+        injection = source.env_injection
+        targets = [t for t in (injection.targets if injection else None) or [] if t.job_name == rjob.name]
+        if not targets:
+            return
+        if is_torchtune(x.job):  # the trainer's env lacks the master's address and port; the targets get them
+            env = torch_env(x.job, source, x.master, x.num_nodes or 1, x.resources, x.claimed_gpus)
+        for target in targets:
+            inject(pod, target.container_names, env)
 
     def runtime_errors(self, runtime: TrainingRuntimeSpec) -> list[str]:
         """Every ``envInjection`` target container must be in its replicated job's pod template
@@ -204,20 +258,28 @@ class Torch(Policy):
         return errors
 
     def trainjob_errors(self, info: Expanded) -> list[str]:
-        """The torchtune entrypoint (``tune run``, its recipe and config derived upstream) is refused; the
-        node count of an elastic job lies within ``[minNodes, maxNodes]``."""
+        """The node count of an elastic job lies within ``[minNodes, maxNodes]``; a torchtune TrainJob
+        (:func:`is_torchtune`) follows :func:`trainer.trainjob.policies.torchtune.errors` for the node
+        count, processes and GPUs its pods get, and is refused on an elastic runtime."""
         trainer = info.job.spec.trainer
         elastic = elastic_policy(info.runtime)
         if elastic is not None and trainer is not None:
             errors = bounds_errors(elastic, trainer.num_nodes, "spec.trainer.numNodes")
             if errors:
                 return errors
-        if trainer is not None and trainer.command == TORCHTUNE_ENTRYPOINT:
+        source = self.source(info.runtime)
+        if trainer is None or source is None or not is_torchtune(info.job):
+            return []
+        if elastic is not None:
             return [
-                "spec.trainer.command: the torchtune entrypoint [tune, run] (recipe and config derived from the "
-                "runtime's name) is not supported; give the whole command"
+                "spec.trainer.command: the torchtune entrypoint [tune, run] is not supported with "
+                "mlPolicy.torch.elasticPolicy (torchtune's rendezvous is a fixed endpoint); use a runtime "
+                "without elasticPolicy or give the whole command"
             ]
-        return []
+        resources = node_resources(info.job, info.rjobs, info.trainer)
+        procs = tune_procs(num_proc_per_node(info.job, source, resources, info.node_gpus))
+        nodes = info.num_nodes if info.num_nodes is not None else 1
+        return torchtune.errors(info.job.spec.runtime_ref.name, nodes, procs, info.node_gpus, trainer.args)
 
     def job_fields(self, info: Expanded, rjob: str) -> JSON:
         """An elastic trainer's Jobs get ``backoffLimit: maxRestarts``: a member may fail up to that many
