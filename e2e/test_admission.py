@@ -177,6 +177,11 @@ async def test_runtime_rules(client: Client, ns: str) -> None:
     assert "pod names generated for this TrainJob will exceed 63 characters" in await refused(client, long_name, ns)
     wordy = runtime("wordy", rjob("a-very-long-node-name", "trainer"))
     assert "replicatedJobs[0].name: must be no more than 20 characters" in await refused(client, wordy, ns)
+    job_scheduling = rjob("node", "trainer")
+    job_scheduling["template"]["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {}}}
+    message = await refused(client, runtime("own-gang", job_scheduling), ns)
+    assert "replicatedJobs[0].template.spec.scheduling: a Job's own scheduling" in message
+    assert "set the runtime's spec.scheduling instead" in message
 
 
 async def test_kubectl_shows_upstreams_warnings_for_a_deprecated_cluster_runtime(

@@ -157,13 +157,16 @@ def exists(cluster: Any, kind: str, name: str, namespace: str) -> bool:
     return bool(proc.returncode == 0)
 
 
-def token_kubeconfig(cluster: Any, path: Path) -> Path:
-    """A kubeconfig at ``path`` that authenticates with a token of the chart's ServiceAccount."""
-    token = cluster.run_kubectl("create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration=1h").stdout.strip()
+def token_kubeconfig(
+    cluster: Any, path: Path, service_account: str = SERVICE_ACCOUNT, namespace: str = NAMESPACE
+) -> Path:
+    """A kubeconfig at ``path`` that authenticates with a token of ``service_account`` in ``namespace``
+    (by default the chart's operator ServiceAccount)."""
+    token = cluster.run_kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").stdout.strip()
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
     server = next(c for c in admin["clusters"] if c["name"] == context["cluster"])["cluster"]
-    user = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+    user = f"system:serviceaccount:{namespace}:{service_account}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         yaml.safe_dump(

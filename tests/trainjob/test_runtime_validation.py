@@ -12,8 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from api.crd import CRDS, crd
 from api.kubeflow_v2beta1 import MPIJob
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from tests.conftest import SAMPLES, info, load_sample
 from trainer.framework.json_codec import JSON
 from trainer.mpijob.validation import mpijob_errors
@@ -369,3 +370,74 @@ def test_mpijob_workers_above_the_limit_and_bad_quantities_are_refused() -> None
     bad["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "x"
     (err,) = mpijob_errors(MPIJob.model_validate(bad), 0)
     assert err.startswith("spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].resources.limits[cpu]: 'x'")
+
+
+# ---------------------------------------------------------------- a Job template's own spec.scheduling
+
+
+JOB_SCHEDULING = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+"""kubernetes v1.37.2 ``staging/src/k8s.io/api/batch/v1/types.go`` ``JobSpec.Scheduling``
+(``JobSchedulingConfiguration``, feature gate ``WorkloadWithJob``, alpha since 1.36)."""
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_job_templates_own_scheduling_is_refused_naming_the_field_and_the_runtimes_scheduling(index: int) -> None:
+    rt = with_rjobs(plain("side"))
+    rt["spec"]["template"]["spec"]["replicatedJobs"][index]["template"]["spec"]["scheduling"] = JOB_SCHEDULING
+    err = one(rt)
+    assert err.startswith(f"spec.template.spec.replicatedJobs[{index}].template.spec.scheduling: ")
+    assert "WorkloadWithJob" in err and "controller owner" in err
+    assert "set the runtime's spec.scheduling instead" in err and "--gang-scheduler-name=workload" in err
+    assert "spec.scheduling.replicatedJobs[].job" in err, "the per-Job group is the runtime's level 3"
+
+
+def test_an_empty_job_scheduling_is_refused_too_and_the_runtimes_own_scheduling_is_not() -> None:
+    rt = base()
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["scheduling"] = {}
+    assert one(rt).startswith("spec.template.spec.replicatedJobs[0].template.spec.scheduling: ")
+    ok = base()
+    ok["spec"]["scheduling"] = {"schedulingPolicy": {"gang": {}}}
+    assert errors(ok) == []
+
+
+def test_a_training_runtime_with_job_scheduling_is_refused_as_a_cluster_one_is() -> None:
+    rt = base()
+    rt["kind"] = "TrainingRuntime"
+    rt["metadata"]["namespace"] = "ns"
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["scheduling"] = JOB_SCHEDULING
+    (err,) = runtime_errors(TrainingRuntime.model_validate(rt).spec)
+    assert err.startswith("spec.template.spec.replicatedJobs[0].template.spec.scheduling: ")
+
+
+def job_spec_patch_schema() -> JSON:
+    """The TrainJob CRD's schema of ``runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[]
+    .template.spec`` (Trainer's ``JobSpecPatch``), the one place a TrainJob writes a Job spec."""
+    (spec,) = [s for s in CRDS if s.model is TrainJob]
+    version = crd(spec)["spec"]["versions"][0]
+    props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    patch = props["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"]["properties"]["template"]
+    rjob = patch["properties"]["spec"]["properties"]["replicatedJobs"]["items"]
+    schema: JSON = rjob["properties"]["template"]["properties"]["spec"]
+    return schema
+
+
+def test_a_trainjob_cannot_write_a_job_scheduling_the_schema_prunes_it_and_the_expansion_drops_it() -> None:
+    """kubeflow/trainer ``pkg/apis/trainer/v1alpha1/trainjob_types.go`` ``JobSpecPatch``: ``template`` only.
+    The schema keeps no unknown field there, so the apiserver prunes ``scheduling`` (refuses it under strict
+    field validation, kubectl's default) before any webhook sees it; the overrides (``podSpecOverrides``,
+    ``podTemplateOverrides``) reach only the Pod template. Were it read anyway, no Job carries it."""
+    schema = job_spec_patch_schema()
+    assert set(schema["properties"]) == {"template"}
+    assert "x-kubernetes-preserve-unknown-fields" not in schema
+    patch = {
+        "manager": "m",
+        "trainingRuntimeSpec": {
+            "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"scheduling": {}}}}]}}
+        },
+    }
+    for overrides in (
+        {"runtimePatches": [patch]},
+        {"podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "spec": {"scheduling": {}}}]},
+    ):
+        built = build_children(info(tj(overrides), ClusterTrainingRuntime.model_validate(base())), False)
+        assert [j for j in built.jobs if "scheduling" in j["spec"]] == [], overrides

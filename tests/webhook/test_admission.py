@@ -309,20 +309,41 @@ def test_runtimes_with_no_replicas_or_unreadable_quantities_are_refused() -> Non
     assert "replicatedJobs[1].template.spec.template.spec.containers[0].resources.limits[cpu]: 'lots'" in err
 
 
-def test_a_trainjob_on_a_runtime_with_no_replicas_is_refused_naming_the_runtime() -> None:
-    broken = copy.deepcopy(RUNTIME)
-    broken["spec"]["template"]["spec"]["replicatedJobs"][1]["replicas"] = 0
+def facts_with_runtime(runtime: JSON) -> rules.AdmissionFacts:
+    """:func:`facts` where every runtime reference resolves to ``runtime``."""
     f = facts()
-    f = rules.AdmissionFacts(
-        runtime=lambda kind, name, ns: broken,
+    return rules.AdmissionFacts(
+        runtime=lambda kind, name, ns: runtime,
         active_pods=f.active_pods,
         volcano_queues=f.volcano_queues,
         local_queue_exists=f.local_queue_exists,
     )
-    (err,) = rules.validate_trainjob(tj(), None, f).errors
+
+
+def test_a_trainjob_on_a_runtime_with_no_replicas_is_refused_naming_the_runtime() -> None:
+    broken = copy.deepcopy(RUNTIME)
+    broken["spec"]["template"]["spec"]["replicatedJobs"][1]["replicas"] = 0
+    (err,) = rules.validate_trainjob(tj(), None, facts_with_runtime(broken)).errors
     assert err.startswith(
         "spec.runtimeRef: runtime 'torch-distributed' is invalid: spec.template.spec.replicatedJobs[1]"
     )
+
+
+def test_a_runtime_whose_job_template_sets_scheduling_is_refused_and_so_is_a_trainjob_on_it() -> None:
+    """A Job's own ``spec.scheduling`` (batch/v1, Kubernetes 1.36+ ``WorkloadWithJob``) would be dropped or
+    ignored on the Jobs a TrainJob owns: refused at admission of the runtime and of a TrainJob using it."""
+    rt = copy.deepcopy(RUNTIME)
+    rt["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["scheduling"] = {
+        "schedulingPolicy": {"gang": {}}
+    }
+    (err,) = rules.validate_runtime(rt).errors
+    assert err.startswith("spec.template.spec.replicatedJobs[1].template.spec.scheduling: ")
+    assert "set the runtime's spec.scheduling instead" in err
+    namespaced = copy.deepcopy(rt) | {"kind": "TrainingRuntime"}
+    namespaced["metadata"] = {**rt["metadata"], "namespace": "ns"}
+    assert rules.validate_runtime(namespaced).errors == [err]
+    (job_err,) = rules.validate_trainjob(tj(), None, facts_with_runtime(rt)).errors
+    assert job_err == f"spec.runtimeRef: runtime 'torch-distributed' is invalid: {err}"
 
 
 def test_runtime_patch_times_are_stamped_on_create_and_kept_for_unchanged_entries() -> None:

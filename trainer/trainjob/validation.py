@@ -11,8 +11,9 @@ each ML policy (envInjection targets, reserved environment, ...) are its own, in
 Beyond upstream, for input that would otherwise end in silence or in a retry loop: a replicated job with
 ``replicas: 0`` (JobSet's schema allows it, ``Minimum=0``; its Jobs would be none and the job would complete
 with nothing run), a quantity the apiserver cannot read in a container's resources (a server-side apply of
-it fails with a 500, not a refusal), override targets the runtime does not have (upstream ignores them), and
-a job larger than the operator's ``--max-nodes-per-job``.
+it fails with a 500, not a refusal), override targets the runtime does not have (upstream ignores them),
+a job larger than the operator's ``--max-nodes-per-job``, and a Job template's own ``spec.scheduling``
+(Kubernetes 1.36+, :data:`JOB_SCHEDULING_REFUSED`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,19 @@ MAX_RJOB_NAME = 20
 """The longest replicated job name a runtime may have (kubeflow/trainer v2.4, #4394): with the TrainJob's
 name and the indexes it makes Job and Pod names and the hostnames of the hostfile."""
 
+JOB_SCHEDULING_REFUSED = (
+    "a Job's own scheduling (batch/v1 JobSpec.scheduling, Kubernetes 1.36+ feature gate WorkloadWithJob) "
+    "must not be set in a runtime: the apiserver drops it while the gate is off, and the Job controller "
+    "makes no Workload for a Job that has a controller owner (the TrainJob) while it is on; "
+    "set the runtime's spec.scheduling instead (a group of the whole TrainJob, of chosen replicated jobs, "
+    "or spec.scheduling.replicatedJobs[].job for a group per Job; needs --gang-scheduler-name=workload), "
+    "or spec.podGroupPolicy for Volcano or scheduler-plugins"
+)
+"""Refusal of ``template.spec.scheduling`` in a runtime's Job template: kubernetes v1.37.2
+``pkg/api/job/util.go`` (``DropDisabledFields`` clears it with the gate off) and
+``pkg/controller/job/job_scheduling_manager.go`` (``getManagementMode``: ``manageNone`` for a Job with a
+controller owner and no delegation annotation, which the operator never sets)."""
+
 
 def _dns1035(value: str, where: str, what: str) -> list[str]:
     if len(value) > 63:
@@ -125,6 +139,8 @@ def _replicated_jobs(rjobs: list[ReplicatedJob]) -> list[str]:
                 f"{where}.template.spec.template.spec.containers: must contain the required container for the "
                 f"ancestor: {step} (a container named {STEP_CONTAINERS[step]!r})"
             )
+        if ((r.template or {}).get("spec") or {}).get("scheduling") is not None:
+            errors.append(f"{where}.template.spec.scheduling: {JOB_SCHEDULING_REFUSED}")
         if i == 0 and r.depends_on:
             errors.append(f"{where}.dependsOn: DependsOn can't be set for the first ReplicatedJob")
         for d in r.depends_on or []:
