@@ -41,9 +41,7 @@ COMMANDS = {
     "describe": Command("trainer.cli.describe", "Show a job's state"),
     "logs": Command("trainer.cli.logs", "Print the log of one node of a step"),
     "wait": Command("trainer.cli.wait", "Wait until the job reaches a status"),
-    "delete": Command(
-        "trainer.cli.delete", "Delete a job (its Jobs, pods and Service go with it) or a runtime by name"
-    ),
+    "delete": Command("trainer.cli.delete", "Delete jobs (their Jobs, pods and Service go with them) or runtimes"),
     "suspend": Command("trainer.cli.suspend", "Suspend a job"),
     "resume": Command("trainer.cli.suspend", "Resume a suspended job."),
     "dashboard": Command("trainer.cli.dashboard", "Serve a read-only web page of the jobs on http://127.0.0.1:PORT/"),
