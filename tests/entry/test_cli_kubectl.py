@@ -6,7 +6,6 @@ runtimes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import SAMPLES
+from tests.entry import test_cli
 from tests.entry.test_cli import (
     CLUSTER_RUNTIMES_PATH,
     DISCOVERY,
@@ -25,17 +25,11 @@ from tests.entry.test_cli import (
     one_error_line,
     runtime,
 )
-from tests.http_double import without_proxies
 from trainer.cli import errors
 from trainer.framework.json_codec import JSON
 
-
-@pytest.fixture
-def apiserver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Apiserver]:
-    without_proxies(monkeypatch)
-    server = Apiserver(tmp_path)
-    yield server
-    server.stop()
+apiserver = test_cli.apiserver
+"""The fixture of :mod:`tests.entry.test_cli`: an :class:`Apiserver` double and a kubeconfig for it."""
 
 
 MPIJOBS_PATH = "/apis/kubeflow.org/v2beta1/namespaces/team-a/mpijobs"
