@@ -144,11 +144,12 @@ def test_dry_run_server_sends_dry_run_all_and_says_so(apiserver: Apiserver, tmp_
     assert by_name.output == "trainjobs.trainer.kubeflow.org/pytorch-simple deleted (server dry run)\n"
     writes = [r for r in apiserver.double.received if r.method in ("POST", "PATCH", "DELETE")]
     assert [r.method for r in writes] == ["POST", "PATCH", "DELETE", "DELETE"]
-    assert all(r.query.get("dryRun") == "All" for r in writes)
+    assert [r.query.get("dryRun") for r in writes[:2]] == ["All", "All"]  # create and apply: the query
+    assert [json.loads(r.body)["dryRun"] for r in writes[2:]] == [["All"], ["All"]]  # delete: its DeleteOptions
 
     plain = apiserver("delete", "tj", "pytorch-simple")
     assert plain.output == "trainjobs.trainer.kubeflow.org/pytorch-simple deleted\n"
-    assert "dryRun" not in apiserver.double.received[-1].query
+    assert "dryRun" not in json.loads(apiserver.double.received[-1].body)
 
 
 def test_dry_run_client_sends_nothing(apiserver: Apiserver) -> None:

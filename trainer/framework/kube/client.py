@@ -653,12 +653,15 @@ class Kube:
     ) -> bool:
         """Delete one object; False when it was already gone, or (with ``uid``, a precondition) when the
         object of that name now is another one (a 409 of the precondition). With ``dry_run``
-        (``dryRun=All``) the apiserver checks the deletion and deletes nothing."""
+        (``DeleteOptions.dryRun: [All]``, in the body: with a body the apiserver reads no query
+        options) the apiserver checks the deletion and deletes nothing."""
         body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if dry_run:
+            body["dryRun"] = [DRY_RUN]
         try:
-            await self.request("DELETE", res.path(namespace, name), {"dryRun": DRY_RUN if dry_run else None}, body=body)
+            await self.request("DELETE", res.path(namespace, name), body=body)
         except ApiError as e:
             if e.not_found or (uid and e.conflict):
                 return False
