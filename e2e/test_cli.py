@@ -1,7 +1,8 @@
 """The ``trainer`` command line end to end on the real local cluster, run as a user runs it (a
 separate process): apply the sample, wait, get, list, describe, logs of a named step, delete, and
 the exit codes a script relies on; kubectl's forms: ``get TYPE [NAME]``, ``create -f`` of a
-``generateName``, ``delete -f``. Logs come from the log nodes of :mod:`e2e.test_sdk`."""
+``generateName``, ``delete -f``, ``delete`` of several names, ``-l`` and ``--all``, ``--dry-run=server``
+(the apiserver's ``dryRun=All``), ``describe`` of a runtime. Logs come from the log nodes of :mod:`e2e.test_sdk`."""
 
 from __future__ import annotations
 
@@ -102,9 +103,9 @@ def test_apply_wait_get_list_describe_delete_the_sample(trainer: Trainer, sample
     assert (waited.returncode, waited.stdout) == (0, "pytorch-simple Complete\n"), waited.stderr
     assert "pytorch-simple: Complete" in waited.stderr  # the progress display
 
-    got = json.loads(trainer("get", "pytorch-simple", "-o", "json").stdout)
+    got = json.loads(trainer("get", "tj", "pytorch-simple", "-o", "json").stdout)
     assert (got["metadata"]["namespace"], got["status"]["conditions"][-1]["type"]) == (trainer.namespace, "Complete")
-    table = trainer("get", "pytorch-simple").stdout.splitlines()
+    table = trainer("get", "tj", "pytorch-simple").stdout.splitlines()
     assert table[0].split() == ["NAME", "STATE", "RUNTIME", "NODES", "JOBS", "QUEUE", "AGE"]
     assert table[1].split()[:4] == ["pytorch-simple", "Complete", "torch-distributed", "2"]
 
@@ -134,7 +135,7 @@ def test_apply_wait_get_list_describe_delete_the_sample(trainer: Trainer, sample
 
     deleted = trainer("delete", "pytorch-simple", "--wait")
     assert (deleted.returncode, deleted.stdout) == (0, "trainjobs.trainer.kubeflow.org/pytorch-simple deleted\n")
-    gone = trainer("get", "pytorch-simple")
+    gone = trainer("get", "tj", "pytorch-simple")
     assert gone.returncode == 1
     assert one_line_error(gone) == f"error: TrainJob {trainer.namespace}/pytorch-simple not found"
 
@@ -198,7 +199,7 @@ def test_get_watch_prints_a_line_per_change(trainer: Trainer, samples: None, tmp
     assert trainer("apply", "-f", str(path)).returncode == 0
     assert trainer("wait", "watched", "--status", "Suspended", "--timeout", "60").returncode == 0
 
-    watch = trainer.start("get", "watched", "-w")
+    watch = trainer.start("get", "tj", "watched", "-w")
     try:
         header = watch.next_line().split()
         assert header[:2] == ["NAME", "STATE"], header
@@ -225,7 +226,7 @@ def test_get_watch_prints_a_line_per_change(trainer: Trainer, samples: None, tmp
         code, err = watch.stop()
     assert (code, err) == (130, "")
 
-    missing = trainer("get", "no-such-job", "-w", timeout=30)
+    missing = trainer("get", "tj", "no-such-job", "-w", timeout=30)
     assert missing.returncode == 1
     assert one_line_error(missing) == f"error: TrainJob {trainer.namespace}/no-such-job not found"
 
@@ -269,7 +270,7 @@ def test_kubectl_forms_get_type_create_with_generate_name_and_delete_f(
     assert unknown.returncode == 2 and "unknown resource type 'pods'; the types are trainjobs" in unknown.stderr
 
     refused = trainer("delete", "-f", str(both))  # the generated one has no name to delete by
-    assert refused.returncode == 1 and "delete needs one" in one_line_error(refused)
+    assert refused.returncode == 1 and "resource name may not be empty" in one_line_error(refused)
     named_file = tmp_path / "named.yaml"
     named_file.write_text(yaml.safe_dump(named))
     deleted = trainer("delete", "-f", str(named_file), "--wait")
@@ -280,3 +281,51 @@ def test_kubectl_forms_get_type_create_with_generate_name_and_delete_f(
     for job in (name, other):
         assert trainer("delete", "tj", job).stdout == f"trainjobs.trainer.kubeflow.org/{job} deleted\n"
     assert trainer("get", "trainjobs").stderr == "No TrainJobs found.\n"
+
+
+def test_dry_run_server_delete_several_by_label_and_all_and_describe_a_runtime(
+    trainer: Trainer, samples: None, tmp_path: Path
+) -> None:
+    jobs = []
+    for name, team in (("a", "x"), ("b", "x"), ("c", "y")):
+        job = sample(name)
+        job["spec"]["suspend"] = True
+        job["metadata"]["labels"] = {"team": team}
+        jobs.append(job)
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump_all(jobs))
+
+    checked = trainer("create", "-f", str(path), "--dry-run=server", "-o", "yaml")
+    assert checked.returncode == 0, checked.stderr
+    assert [o["metadata"]["name"] for o in yaml.safe_load(checked.stdout)["items"]] == ["a", "b", "c"]
+    assert trainer("get", "tj").stderr == "No TrainJobs found.\n"  # the apiserver stored nothing
+    bad = sample("bad")
+    bad["spec"]["managedBy"] = "example.com/other"  # read as valid here; the CRD's CEL rule refuses it
+    refused = trainer("apply", "-f", "-", "--dry-run=server", stdin=yaml.safe_dump(bad))
+    line = one_line_error(refused)
+    assert refused.returncode == 1 and line.startswith("error: the apiserver refused") and "managedBy must be" in line
+
+    created = trainer("create", "-f", str(path))
+    assert created.returncode == 0, created.stderr
+    assert "managedFields" not in trainer("get", "tj", "a", "-o", "yaml").stdout
+    dry = trainer("delete", "tj", "a", "b", "--dry-run=server")
+    assert dry.stdout.splitlines() == [
+        "trainjobs.trainer.kubeflow.org/a deleted (server dry run)",
+        "trainjobs.trainer.kubeflow.org/b deleted (server dry run)",
+    ]
+    assert trainer("get", "tj", "-o", "name").stdout.count("\n") == 3  # all still there
+
+    by_label = trainer("delete", "tj", "-l", "team=x", "--wait")
+    assert by_label.stdout.splitlines() == [
+        "trainjobs.trainer.kubeflow.org/a deleted",
+        "trainjobs.trainer.kubeflow.org/b deleted",
+    ], by_label.stderr
+    assert trainer("get", "tj", "-o", "name").stdout == "trainjob.trainer.kubeflow.org/c\n"
+    assert trainer("delete", "tj", "--all").stdout == "trainjobs.trainer.kubeflow.org/c deleted\n"
+    none = trainer("delete", "tj", "--all")
+    assert (none.returncode, none.stdout, none.stderr) == (0, "", "No resources found\n")
+
+    described = trainer("describe", "ctr", "torch-distributed")
+    assert described.returncode == 0, described.stderr
+    for text in ("Kind:", "ClusterTrainingRuntime", "Framework:", "torch", "Steps:", "node=", "Events:"):
+        assert text in described.stdout

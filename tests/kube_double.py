@@ -188,7 +188,8 @@ class RecordingKube:
         obj = self.objects.get((res, (namespace or "" if res.namespaced else "", name)))
         return copy.deepcopy(obj) if obj is not None else None
 
-    async def apply(self, obj: JSON, manager: str, force: bool = True) -> JSON:
+    async def apply(self, obj: JSON, manager: str, force: bool = True, *, dry_run: bool = False) -> JSON:
+        """Server-side apply; with ``dry_run``, what would be stored, nothing stored."""
         res = resource_of(obj)
         key = key_of(obj)
         self.writes.append(Write("apply", res.kind, key, obj))
@@ -211,7 +212,7 @@ class RecordingKube:
             *entries,
             {"manager": manager, "operation": "Apply", "apiVersion": obj.get("apiVersion"), "fieldsV1": {}},
         ]
-        return self._store(res, merged)
+        return merged if dry_run else self._store(res, merged)
 
     async def patch_status(
         self, res: Resource, namespace: str | None, name: str, status: JSON, resource_version: str | None = None
@@ -232,7 +233,10 @@ class RecordingKube:
         obj = merge_patch(self.objects[(res, key)], patch)
         return self._store(res, obj)
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+    async def create(
+        self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None, *, dry_run: bool = False
+    ) -> JSON:
+        """Create; with ``dry_run``, what would be stored, nothing stored."""
         from trainer.framework.kube.client import ApiError
 
         self.writes.append(Write("create", res.kind, key_of(obj), obj))
@@ -250,7 +254,7 @@ class RecordingKube:
                 "fieldsV1": {},
             }
             new.setdefault("metadata", {})["managedFields"] = [entry]
-        return self._store(res, new)
+        return new if dry_run else self._store(res, new)
 
     async def json_patch(self, res: Resource, namespace: str | None, name: str, ops: list[JSON]) -> JSON:
         """The ``replace`` ops of ``metadata`` fields the operator sends; a resourceVersion that is not
@@ -275,15 +279,24 @@ class RecordingKube:
         return self._store(res, copy.deepcopy(obj))
 
     async def delete(
-        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background", uid: str | None = None
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+        uid: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> bool:
         """Delete; with ``uid``, only the object of that uid (else False, as the apiserver's 409 of the
-        precondition reads to the operator)."""
+        precondition reads to the operator); with ``dry_run``, nothing is deleted."""
         key = (namespace or "" if res.namespaced else "", name)
         self.writes.append(Write("delete", res.kind, key))
         stored = self.objects.get((res, key))
         if stored is not None and uid and (stored.get("metadata") or {}).get("uid") != uid:
             return False
+        if dry_run:
+            return stored is not None
         if self.objects.pop((res, key), None) is None:
             return False
         self._feed(res, None, deleted=True, key=key)

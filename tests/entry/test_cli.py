@@ -349,7 +349,7 @@ def one_error_line(result: Any) -> str:
     ("args", "kind"),
     [
         (["list"], "TrainJob"),
-        (["get", "x"], "TrainJob"),
+        (["get", "tj", "x"], "TrainJob"),
         (["describe", "x"], "TrainJob"),
         (["delete", "x"], "TrainJob"),
         (["delete", "x", "--ignore-not-found"], "TrainJob"),
@@ -374,7 +374,7 @@ def test_crds_not_installed_is_one_line_naming_the_install(apiserver: Apiserver,
 
 def test_a_missing_job_with_the_crds_installed_is_not_found(apiserver: Apiserver) -> None:
     apiserver.routes.update(DISCOVERY)
-    assert one_error_line(apiserver("get", "x")) == "error: TrainJob team-a/x not found"
+    assert one_error_line(apiserver("get", "tj", "x")) == "error: TrainJob team-a/x not found"
     assert one_error_line(apiserver("describe", "mpijob", "x")) == "error: MPIJob team-a/x not found"
     quiet = apiserver("delete", "x", "--ignore-not-found")
     assert (quiet.exit_code, quiet.output) == (0, "")
@@ -386,7 +386,7 @@ def test_kubeconfig_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Monk
     line = one_error_line(runner.invoke(cli.app, ["--kubeconfig", str(malformed), "list"]))
     assert line.startswith(f"error: cannot read the kubeconfig {malformed}: invalid YAML at line 3")
     monkeypatch.setenv("KUBECONFIG", str(malformed))
-    assert one_error_line(runner.invoke(cli.app, ["get", "x"])).startswith("error: cannot read the kubeconfig")
+    assert one_error_line(runner.invoke(cli.app, ["get", "tj/x"])).startswith("error: cannot read the kubeconfig")
     monkeypatch.setenv("KUBECONFIG", "/nonexistent")
     assert one_error_line(runner.invoke(cli.app, ["list"])) == "error: kubeconfig not found: /nonexistent ($KUBECONFIG)"
     monkeypatch.delenv("KUBECONFIG")
@@ -597,8 +597,8 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
         (["get", "tj/"], "no NAME after 'tj'"),
         (["get", "tj", "x", "-l", "a=b"], "not with a NAME"),
         (["get", "runtimes", "-w"], "--watch, --runtime and --queue are for jobs, not runtimes"),
-        (["delete"], "expected TYPE NAME, NAME or -f FILE"),
-        (["delete", "x", "-f", "x.yaml"], "expected TYPE NAME, NAME or -f FILE"),
+        (["delete"], "expected TYPE NAME..., NAME, TYPE -l SELECTOR, TYPE --all or -f FILE"),
+        (["delete", "x", "-f", "x.yaml"], "expected TYPE NAME..., NAME, TYPE -l SELECTOR, TYPE --all or -f FILE"),
         (["delete", "runtimes", "x"], "delete trainingruntime NAME or clustertrainingruntime NAME"),
     ],
 )
@@ -631,7 +631,7 @@ def test_get_type_lists_and_get_type_name_shows_one(apiserver: Apiserver) -> Non
     for form in (["get", "trainjobs"], ["get", "tj"], ["list", "trainjob"], ["list"]):
         lines = apiserver(*form).output.splitlines()
         assert lines[0].split() == list(tables.JOB_COLUMNS) and [line.split()[0] for line in lines[1:]] == ["a", "b"]
-    for form in (["get", "tj", "a"], ["get", "trainjobs.trainer.kubeflow.org/a"], ["get", "a"]):
+    for form in (["get", "tj", "a"], ["get", "trainjobs.trainer.kubeflow.org/a"], ["get", "trainjob/a"]):
         assert apiserver(*form, "-o", "name").output == "trainjob.trainer.kubeflow.org/a\n", form
 
     runtimes = apiserver("get", "runtimes").output.splitlines()
@@ -696,12 +696,17 @@ def test_create_names_an_object_by_its_generate_name_as_the_apiserver_completes_
 def test_apply_and_delete_refuse_a_generate_name_before_contacting_a_cluster(tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text(GENERATED)
-    for verb in ("apply", "delete"):
-        line = one_error_line(invoke(verb, "-f", str(path)))
-        assert line == (
-            f"error: TrainJob with metadata.generateName 'pytorch-' has no metadata.name: {verb} needs one "
-            "(create completes a generateName)"
-        )
+    line = one_error_line(invoke("apply", "-f", str(path)))
+    assert line == (
+        "error: TrainJob with metadata.generateName 'pytorch-' has no metadata.name: apply needs one "
+        "(create completes a generateName)"
+    )
+    line = one_error_line(invoke("delete", "-f", str(path)))
+    assert line == (  # kubectl's words, and where the name is
+        "error: TrainJob with metadata.generateName 'pytorch-': resource name may not be empty (as kubectl "
+        "delete -f); its name is the one create printed: delete it by that name (trainer delete trainjobs NAME) "
+        "or by a label (-l)"
+    )
 
 
 def test_delete_f_deletes_every_object_the_file_names(apiserver: Apiserver, tmp_path: Path) -> None:

@@ -36,7 +36,9 @@ class ReviewKube(RecordingKube):
     may_read: set[str] = field(default_factory=set)
     asked: list[JSON] = field(default_factory=list)
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+    async def create(
+        self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None, *, dry_run: bool = False
+    ) -> JSON:
         self.asked.append(obj)
         if res == TOKEN_REVIEWS:
             user = self.users.get(obj["spec"]["token"])

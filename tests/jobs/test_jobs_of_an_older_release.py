@@ -38,11 +38,11 @@ async def test_a_suspended_job_made_by_an_older_release_is_recreated_when_resume
     w.kube.put(old)
     apply = w.kube.apply
 
-    async def immutable(obj: JSON, manager: str, force: bool = True) -> JSON:
+    async def immutable(obj: JSON, manager: str, force: bool = True, *, dry_run: bool = False) -> JSON:
         stored = w.kube.objects.get((JOBS, (obj["metadata"]["namespace"], obj["metadata"]["name"])))
         if obj["kind"] == JOBS.kind and stored is not None and stored["metadata"]["uid"] == old["metadata"]["uid"]:
             raise ApiError(422, {"reason": "Invalid", "message": "spec.template: field is immutable"})
-        return await apply(obj, manager, force)
+        return await apply(obj, manager, force, dry_run=dry_run)
 
     w.kube.apply = immutable  # type: ignore[method-assign]
     tj = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])

@@ -58,12 +58,12 @@ class StartedTemplates(RecordingKube):
     """The apiserver's rule for a Job that has started (``status.startTime``): its Pod template is
     immutable, so an apply that changes it is refused (422) until startTime is cleared."""
 
-    async def apply(self, obj: JSON, manager: str, force: bool = True) -> JSON:
+    async def apply(self, obj: JSON, manager: str, force: bool = True, *, dry_run: bool = False) -> JSON:
         old = self.objects.get((JOBS, (obj["metadata"].get("namespace") or "", obj["metadata"]["name"])))
         started = old is not None and (old.get("status") or {}).get("startTime")
         if obj.get("kind") == "Job" and started and obj["spec"]["template"] != old["spec"]["template"]:  # type: ignore[index]
             raise ApiError(422, {"reason": "Invalid", "message": "spec.template: field is immutable"})
-        return await super().apply(obj, manager, force)
+        return await super().apply(obj, manager, force, dry_run=dry_run)
 
 
 async def test_the_launcher_running_as_a_worker_is_replica_index_0_and_workers_follow_from_1() -> None:

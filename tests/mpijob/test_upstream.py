@@ -127,10 +127,16 @@ def record_deletes(w: World) -> list[tuple[str, str, str]]:
     delete = w.kube.delete
 
     async def recording(
-        res: Resource, namespace: str | None, name: str, propagation: str = "Background", uid: str | None = None
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+        uid: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> bool:
         seen.append((res.kind, name, propagation))
-        return await delete(res, namespace, name, propagation, uid)
+        return await delete(res, namespace, name, propagation, uid, dry_run=dry_run)
 
     w.kube.delete = recording  # type: ignore[method-assign]
     return seen

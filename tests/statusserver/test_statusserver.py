@@ -86,7 +86,9 @@ class ApiKube(RecordingKube):
         }
         return token
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+    async def create(
+        self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None, *, dry_run: bool = False
+    ) -> JSON:
         if res == TOKEN_REVIEWS:
             self.reviews.append(obj)
             if self.gate is not None:

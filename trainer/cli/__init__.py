@@ -10,13 +10,14 @@ A module per command group (:mod:`~trainer.cli.submit`: ``apply``, ``create``; :
 :mod:`~trainer.cli.wait`;
 :mod:`~trainer.cli.delete`; :mod:`~trainer.cli.suspend`: ``suspend``, ``resume``;
 :mod:`~trainer.cli.dashboard`; :mod:`~trainer.cli.launch`: ``operator run``), each adding its commands
-to :data:`app` (:mod:`~trainer.cli.root`, with the global and shared options) when imported here, in
-the order ``--help`` lists them. Shared: :mod:`~trainer.cli.tables` (what is printed),
+to :data:`app` (:mod:`~trainer.cli.root`, with the global and shared options) when imported: only when
+the command runs (:mod:`~trainer.cli.lazy` names the module of each, in the order ``--help`` lists
+them), so that ``trainer --help`` or ``trainer get`` loads neither the dashboard nor what other
+commands need. Shared: :mod:`~trainer.cli.tables` (what is printed),
 :mod:`~trainer.cli.errors` (exit codes, errors, running a command) and :mod:`~trainer.cli.targets`
 (TYPE and NAME).
 """
 
-from trainer.cli import submit, get, describe, why, logs, wait, delete, suspend, dashboard, launch  # noqa: F401, I001
 from trainer.cli.root import app
 
 __all__ = ["app"]

@@ -14,10 +14,11 @@ from api.kubeflow_v2beta1 import MPIJob
 from api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from api.waiting import Waiting
+from trainer.cli.describe_runtime import describe_runtimes
 from trainer.cli.errors import run
 from trainer.cli.root import JobArgs, KubeconfigOpt, NamespaceOpt, OutputOpt, app, settings
 from trainer.cli.tables import Job, age, events_table, pod_row, pods_table, show, table
-from trainer.cli.targets import job_client, target
+from trainer.cli.targets import job_client, parse_target, target
 from trainer.client import AsyncTrainerClient, Event, queue_of
 from trainer.client.jobs import job_waiting
 from trainer.client.multicluster import WorkloadInfo
@@ -234,8 +235,14 @@ def describe(
     """Show a job's state (the condition that holds it, why it waits and the next step, and a
     warning when no controller has acted on it), conditions, Job counts, Volcano PodGroup and
     queue, Kueue Workload (where MultiKueue runs it, admission checks and their messages), pods
-    (phase, node, ready, restarts, why waiting: ImagePullBackOff, Unschedulable...) and events."""
+    (phase, node, ready, restarts, why waiting: ImagePullBackOff, Unschedulable...) and events. Of a
+    runtime (tr NAME, ctr NAME, runtime NAME): its framework, ML and gang policies, steps with their
+    containers, and events."""
     s = settings(ctx, kubeconfig, namespace, output)
+    runtime_type, runtime_name = parse_target(args)
+    if runtime_type.job is None and runtime_name is not None:
+        describe_runtimes(s, runtime_type, runtime_name)
+        return
     kind, name = target(args)
 
     async def gather(c: AsyncTrainerClient) -> tuple[Job, JSON | None, WorkloadInfo | None, list[Event], list[JSON]]:

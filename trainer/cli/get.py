@@ -203,10 +203,10 @@ def get(
     output: OutputOpt = None,
 ) -> None:
     """Show the objects of a TYPE (as list does) or the one named NAME; a job's STATE is the
-    condition that holds it (e.g. WaitingForGang, RuntimeNotFound). TYPE/NAME works too, and NAME
-    alone, when it names no type, is a TrainJob."""
+    condition that holds it (e.g. WaitingForGang, RuntimeNotFound). TYPE/NAME works too. As with
+    kubectl get, the first word is a TYPE: one that names no type is a usage error (exit 2)."""
     s = settings(ctx, kubeconfig, namespace, output)
-    t, name = parse_target(args)
+    t, name = parse_target(args, name_alone=False)
     if name is None:
         list_objects(s, t, selector=selector, all_namespaces=all_namespaces, watch=watch, runtime=runtime, queue=queue)
         return

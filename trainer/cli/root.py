@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from trainer.cli.lazy import LazyGroup
+
 HELP = """Submit, inspect, follow and delete Kubeflow TrainJobs (trainer.kubeflow.org/v1alpha1), and run
 the operator.
 
@@ -73,11 +75,13 @@ OutputOpt = Annotated[Output | None, typer.Option("--output", "-o", help="output
 
 app = typer.Typer(
     name="trainer",
+    cls=LazyGroup,
     help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+LazyGroup.app = app
 
 
 operator_app = typer.Typer(help="The operator itself.", no_args_is_help=True, rich_markup_mode=None)

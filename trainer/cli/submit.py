@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from api.trainer_v1alpha1 import TrainJob
+from trainer.cli.dryrun import DryRun, DryRunOpt, done
 from trainer.cli.errors import fail, run
 from trainer.cli.root import (
     TABLES,
@@ -26,13 +27,16 @@ from trainer.cli.root import (
 )
 from trainer.cli.tables import as_list, object_name, resource_name, show
 from trainer.client import AsyncTrainerClient, Manifest, ManifestError, TrainerClientError
+from trainer.client.aio import wire_form
 from trainer.client.manifest import (
+    generate_name,
     load_manifests,
     manifest_resource,
     parse_manifest,
     read_yaml,
     require_names,
     wire_dict,
+    with_namespace,
 )
 from trainer.client.multicluster import for_multicluster
 
@@ -86,14 +90,36 @@ def read_files(
     return objs
 
 
+def as_sent(s: Settings, queue: str | None, multicluster: bool) -> Callable[[Manifest], Manifest]:
+    """``--dry-run=client``: an object as it would be sent (:func:`trainer.client.aio.wire_form`:
+    marked with ``queue`` and for ``multicluster``), in ``-n``'s namespace when given; nothing is
+    sent."""
+
+    def sent(obj: Manifest) -> Manifest:
+        body = wire_form(obj, queue, multicluster)
+        if s.namespace and manifest_resource(obj).namespaced:
+            body = with_namespace(body, s.namespace)
+        return type(obj).model_validate(body)
+
+    return sent
+
+
+def unnamed(obj: Manifest) -> str:
+    """``<kind>.<group>/<generateName>`` of an object not yet named (``--dry-run=client``: the
+    apiserver would add 5 characters to its ``metadata.generateName``)."""
+    return f"{obj.kind.lower()}.{obj.api_version.split('/')[0]}/{generate_name(obj) or ''}"
+
+
 def submit(
     s: Settings,
     objs: Sequence[Manifest],
     send: Callable[[AsyncTrainerClient, Manifest], Awaitable[list[Manifest]]],
     line: Callable[[Manifest], str],
+    sent: Callable[[Manifest], Manifest] | None = None,
 ) -> None:
     """Send the objects one by one; as tables, print the ``line`` of each stored object as it is
-    done (those before an error stay printed), else all stored objects at the end."""
+    done (those before an error stay printed), else all stored objects at the end. With ``sent``
+    (``--dry-run=client``) nothing is sent: each object is printed as ``sent`` says it would be."""
 
     async def each(c: AsyncTrainerClient) -> list[Manifest]:
         stored: list[Manifest] = []
@@ -105,7 +131,13 @@ def submit(
             stored += done
         return stored
 
-    stored = run(s, each)
+    if sent is not None:
+        stored = [sent(o) for o in objs]
+        if s.output in TABLES:
+            for obj in stored:
+                typer.echo(line(obj))
+    else:
+        stored = run(s, each)
     if s.output not in TABLES:
         show(stored[0] if len(stored) == 1 else as_list(stored), s.output, list, stored)
 
@@ -118,6 +150,7 @@ def apply(
     force_conflicts: Annotated[bool, typer.Option(help="take over fields other managers own")] = False,
     queue: QueueOpt = None,
     multicluster: MulticlusterOpt = False,
+    dry_run: DryRunOpt = DryRun.none,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
@@ -128,8 +161,16 @@ def apply(
     submit(
         s,
         objs,
-        lambda c, o: c.apply(o, s.namespace, force=force_conflicts, queue=queue, multicluster=multicluster),
-        lambda o: f"{resource_name(manifest_resource(o), o.metadata.name or '')} applied",
+        lambda c, o: c.apply(
+            o,
+            s.namespace,
+            force=force_conflicts,
+            queue=queue,
+            multicluster=multicluster,
+            dry_run=dry_run == DryRun.server,
+        ),
+        lambda o: done(f"{resource_name(manifest_resource(o), o.metadata.name or '')} applied", dry_run),
+        as_sent(s, queue, multicluster) if dry_run == DryRun.client else None,
     )
 
 
@@ -140,6 +181,7 @@ def create(
     recursive: RecursiveOpt = False,
     queue: QueueOpt = None,
     multicluster: MulticlusterOpt = False,
+    dry_run: DryRunOpt = DryRun.none,
     kubeconfig: KubeconfigOpt = None,
     namespace: NamespaceOpt = None,
     output: OutputOpt = None,
@@ -152,6 +194,7 @@ def create(
     submit(
         s,
         objs,
-        lambda c, o: c.create(o, s.namespace, queue=queue, multicluster=multicluster),
-        lambda o: f"{object_name(o)} created",
+        lambda c, o: c.create(o, s.namespace, queue=queue, multicluster=multicluster, dry_run=dry_run == DryRun.server),
+        lambda o: done(f"{object_name(o) if o.metadata.name else unnamed(o)} created", dry_run),
+        as_sent(s, queue, multicluster) if dry_run == DryRun.client else None,
     )

@@ -52,11 +52,26 @@ def to_data(obj: Any) -> Any:
     return obj
 
 
+def without_managed_fields(data: Any) -> Any:
+    """``data`` without the ``metadata.managedFields`` of any object in it, as kubectl prints
+    objects (``--show-managed-fields=false``, kubectl's default)."""
+    if isinstance(data, list):
+        return [without_managed_fields(d) for d in data]
+    if not isinstance(data, dict):
+        return data
+    out = {k: without_managed_fields(v) for k, v in data.items()}
+    if isinstance(out.get("metadata"), dict) and "managedFields" in out["metadata"]:
+        out["metadata"] = {k: v for k, v in out["metadata"].items() if k != "managedFields"}
+    return out
+
+
 def dump(data: Any, output: Output) -> str:
-    """``data`` as JSON (indented) or YAML (keys in order)."""
+    """``data`` as JSON (indented) or YAML (keys in order), without ``metadata.managedFields``
+    (:func:`without_managed_fields`)."""
+    plain = without_managed_fields(to_data(data))
     if output == Output.yaml:
-        return str(yaml.safe_dump(to_data(data), sort_keys=False, default_flow_style=False)).rstrip("\n")
-    return json.dumps(to_data(data), indent=2)
+        return str(yaml.safe_dump(plain, sort_keys=False, default_flow_style=False)).rstrip("\n")
+    return json.dumps(plain, indent=2)
 
 
 def as_list(items: Sequence[Model]) -> JSON:

@@ -74,12 +74,13 @@ def object_type(text: str) -> ObjectType:
     return found
 
 
-def parse_target(args: Sequence[str]) -> tuple[ObjectType, str | None]:
+def parse_target(args: Sequence[str], name_alone: bool = True) -> tuple[ObjectType, str | None]:
     """The type and name of ``TYPE NAME`` or ``TYPE/NAME``, of ``TYPE`` (name None: every object of
-    the type), or of ``NAME`` alone, when it names no type: a TrainJob (the form before TYPE). Raises
-    ``typer.BadParameter`` (exit 2) for an unknown type or more words."""
+    the type), or, with ``name_alone``, of ``NAME`` alone, when it names no type: a TrainJob (the
+    form before TYPE). Raises ``typer.BadParameter`` (exit 2) for an unknown type (a word alone that
+    names no type, without ``name_alone``, as ``kubectl get`` reads it) or more words."""
     if len(args) == 1 and "/" not in args[0]:
-        found = TYPES.get(args[0].lower())
+        found = TYPES.get(args[0].lower()) if name_alone else object_type(args[0])
         return (found, None) if found else (TYPES[TRAINJOBS.plural], args[0])
     if len(args) == 1:
         text, name = args[0].split("/", 1)
@@ -107,3 +108,21 @@ def job_client(c: AsyncTrainerClient, kind: JobKind[Any]) -> AsyncJobClient[Any]
     """The client of the :mod:`api` objects of ``kind`` (what the CLI prints) on ``c``'s connection
     and namespace."""
     return AsyncJobClient(c.kube, c.namespace, kind)
+
+
+def parse_targets(args: Sequence[str]) -> tuple[ObjectType | None, list[tuple[ObjectType, str]]]:
+    """What ``delete`` names, as kubectl reads it: ``TYPE NAME...`` (the type, and each name of it),
+    ``TYPE`` alone (no name: for ``-l`` or ``--all``), ``TYPE/NAME...`` (no type for all), or
+    ``NAME`` alone, when it names no type: a TrainJob. Raises ``typer.BadParameter`` (exit 2) for an
+    unknown type, or ``TYPE/NAME`` mixed with other words."""
+    if any("/" in a for a in args):
+        if not all("/" in a for a in args):
+            raise typer.BadParameter(
+                f"{' '.join(args)!r} mixes TYPE/NAME with other words: give TYPE NAME... or TYPE/NAME..."
+            )
+        pairs = [parse_target([a]) for a in args]
+        return None, [(t, name) for t, name in pairs if name]
+    if len(args) == 1 and args[0].lower() not in TYPES:
+        return None, [(TYPES[TRAINJOBS.plural], args[0])]
+    t = object_type(args[0])
+    return t, [(t, name) for name in args[1:]]

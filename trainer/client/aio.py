@@ -95,7 +95,7 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
         return "default"
 
 
-def _wire(obj: Manifest, queue: str | None, multicluster: bool) -> JSON:
+def wire_form(obj: Manifest, queue: str | None, multicluster: bool) -> JSON:
     """What is sent for ``obj``: :func:`wire_dict`, a TrainJob marked by :func:`_dispatched`."""
     return _dispatched(wire_dict(obj), queue, multicluster) if isinstance(obj, TrainJob) else wire_dict(obj)
 
@@ -330,7 +330,7 @@ class AsyncTrainerClient:
         for option in options or []:
             option(job_spec, trainer, self)
         job = load_trainjob(trainjob_manifest(runtime, initializer, trainer, job_spec, ttl_seconds_after_finished))
-        await self._create(job, _wire(job, None, False), None)
+        await self._create(job, wire_form(job, None, False), None)
         return job.metadata.name or ""
 
     def _namespace_for(self, obj: Manifest, namespace: str | None) -> str | None:
@@ -344,12 +344,13 @@ class AsyncTrainerClient:
             return self.namespace
         return obj.metadata.namespace or self.namespace
 
-    async def _create(self, obj: M, body: JSON, namespace: str | None) -> M:
-        """Create ``obj`` as ``body`` (:func:`_wire`) where :meth:`create_job` puts a TrainJob;
-        returns the stored object (with the name the apiserver made of a ``generateName``)."""
+    async def _create(self, obj: M, body: JSON, namespace: str | None, dry_run: bool = False) -> M:
+        """Create ``obj`` as ``body`` (:func:`wire_form`) where :meth:`create_job` puts a TrainJob;
+        returns the stored object (with the name the apiserver made of a ``generateName``), or with
+        ``dry_run`` the object as the apiserver would store it."""
         ns = self._namespace_for(obj, namespace)
         try:
-            created = await self.kube.create(manifest_resource(obj), ns, with_namespace(body, ns))
+            created = await self.kube.create(manifest_resource(obj), ns, with_namespace(body, ns), dry_run=dry_run)
         except ApiError as e:
             if e.conflict:
                 raise AlreadyExistsError(obj.kind, ns, obj.metadata.name or "") from None
@@ -376,25 +377,32 @@ class AsyncTrainerClient:
         validation).
         """
         job = load_trainjob(manifest)
-        return await self._shape(await self._create(job, _wire(job, queue, multicluster), namespace))
+        return await self._shape(await self._create(job, wire_form(job, queue, multicluster), namespace))
 
     async def create(
-        self, manifests: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
+        self,
+        manifests: Source,
+        namespace: str | None = None,
+        *,
+        queue: str | None = None,
+        multicluster: bool = False,
+        dry_run: bool = False,
     ) -> list[Manifest]:
         """Create every object of ``manifests`` (TrainJobs, MPIJobs, TrainingRuntimes,
         ClusterTrainingRuntimes), in order, like ``kubectl create``: an object may have
         ``metadata.generateName`` instead of a name, which the apiserver completes. Namespaced
         objects go where :meth:`create_job` puts a TrainJob; ``queue`` and ``multicluster`` apply to
         the TrainJobs as there. Returns the stored :mod:`api` objects (with their names). All are
-        validated (and marked) before the first is sent.
+        validated (and marked) before the first is sent. With ``dry_run`` the apiserver checks each
+        (``dryRun=All``: admission included) and stores none; what it would store is returned.
 
         Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
         mark); :class:`AlreadyExistsError` when a name is taken (the objects before it stay
         created); :class:`ApiError` when the apiserver refuses one.
         """
         objs = load_manifests(manifests)
-        bodies = [_wire(o, queue, multicluster) for o in objs]
-        return [await self._create(o, body, namespace) for o, body in zip(objs, bodies, strict=True)]
+        bodies = [wire_form(o, queue, multicluster) for o in objs]
+        return [await self._create(o, body, namespace, dry_run) for o, body in zip(objs, bodies, strict=True)]
 
     async def apply(
         self,
@@ -404,12 +412,14 @@ class AsyncTrainerClient:
         *,
         queue: str | None = None,
         multicluster: bool = False,
+        dry_run: bool = False,
     ) -> list[Manifest]:
         """Server-side apply every object of ``manifests`` (TrainJobs, MPIJobs, TrainingRuntimes,
         ClusterTrainingRuntimes) as field manager ``trainer-client``, like ``kubectl apply
         --server-side``; namespaced objects go where :meth:`create_job` puts a TrainJob. ``queue``
         and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
         Returns the stored :mod:`api` objects. All are validated (and marked) before the first is sent.
+        With ``dry_run`` (``dryRun=All``) nothing is stored; what would be is returned.
 
         Raises :class:`ManifestError` for invalid input, an object without ``metadata.name`` (a
         ``generateName`` only: :meth:`create` it), or a TrainJob ``multicluster`` cannot mark;
@@ -417,11 +427,11 @@ class AsyncTrainerClient:
         """
         objs = load_manifests(manifests)
         require_names(objs, "apply")
-        bodies = [_wire(o, queue, multicluster) for o in objs]
+        bodies = [wire_form(o, queue, multicluster) for o in objs]
         out: list[Manifest] = []
         for obj, wire in zip(objs, bodies, strict=True):
             body = with_namespace(wire, self._namespace_for(obj, namespace))
-            stored = await self.kube.apply(body, FIELD_MANAGER, force=force)
+            stored = await self.kube.apply(body, FIELD_MANAGER, force=force, dry_run=dry_run)
             out.append(type(obj).model_validate(stored))
         return out
 
@@ -523,11 +533,18 @@ class AsyncTrainerClient:
         await self._jobs.delete_job(name, wait=wait, timeout=timeout)
 
     async def delete(
-        self, manifests: Source, namespace: str | None = None, *, wait: bool = False, timeout: float = 60.0
+        self,
+        manifests: Source,
+        namespace: str | None = None,
+        *,
+        wait: bool = False,
+        timeout: float = 60.0,
+        dry_run: bool = False,
     ) -> list[Manifest]:
         """Delete every object ``manifests`` names (by kind and ``metadata.name``; namespaced ones
         where :meth:`create_job` puts a TrainJob), in order, like ``kubectl delete -f``; with
-        ``wait``, each is gone before the next is deleted. Returns the objects as read.
+        ``wait``, each is gone before the next is deleted; with ``dry_run`` (``dryRun=All``) the
+        apiserver checks each deletion and nothing goes. Returns the objects as read.
 
         Raises :class:`ManifestError` for invalid input or an object without ``metadata.name``,
         before anything is deleted; :class:`NotFoundError` for one that does not exist (those
@@ -537,7 +554,7 @@ class AsyncTrainerClient:
         require_names(objs, "delete")
         for obj in objs:
             res, ns, name = manifest_resource(obj), self._namespace_for(obj, namespace), obj.metadata.name or ""
-            await delete_object(self.kube, res, ns, name, wait=wait, timeout=timeout)
+            await delete_object(self.kube, res, ns, name, wait=wait, timeout=timeout, dry_run=dry_run)
         return objs
 
     async def wait_for_pod(

@@ -203,16 +203,24 @@ async def observe(
 
 
 async def delete_object(
-    kube: Kube, res: Resource, namespace: str | None, name: str, *, wait: bool = False, timeout: float = 60.0
+    kube: Kube,
+    res: Resource,
+    namespace: str | None,
+    name: str,
+    *,
+    wait: bool = False,
+    timeout: float = 60.0,
+    dry_run: bool = False,
 ) -> None:
     """Delete one object (its dependents go by background cascading deletion); ``namespace`` is
-    ignored for a cluster-scoped ``res``. With ``wait``, return only once it is gone. Raises
+    ignored for a cluster-scoped ``res``. With ``wait``, return only once it is gone; with
+    ``dry_run``, the apiserver checks the deletion (``dryRun=All``) and nothing goes. Raises
     :class:`NotFoundError` when it does not exist, :class:`WaitTimeoutError` when ``wait`` and it is
     still there after ``timeout`` seconds, :class:`ApiError`."""
     namespace = namespace if res.namespaced else None
-    if not await kube.delete(res, namespace, name):
+    if not await kube.delete(res, namespace, name, dry_run=dry_run):
         raise NotFoundError(res.kind, namespace, name)
-    if not wait:
+    if not wait or dry_run:
         return
     try:
         async with asyncio.timeout(timeout) as scope:

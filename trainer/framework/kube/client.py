@@ -292,6 +292,10 @@ class KubeClient(Lister, Protocol):
     def fenced(self, guard: WriteGuard) -> KubeClient: ...
 
 
+DRY_RUN = "All"
+"""The ``dryRun`` query value of a write the apiserver checks (admission included) without storing it."""
+
+
 class Kube:
     """An apiserver connection. Create with :meth:`connect`; close with :meth:`close`."""
 
@@ -610,15 +614,16 @@ class Kube:
         finally:
             resp.release()
 
-    async def apply(self, obj: JSON, manager: str, force: bool = True) -> JSON:
+    async def apply(self, obj: JSON, manager: str, force: bool = True, *, dry_run: bool = False) -> JSON:
         """Server-side apply ``obj`` (must carry apiVersion, kind, metadata.name) as field manager
-        ``manager``; returns the stored object."""
+        ``manager``; returns the stored object (with ``dry_run``, the apiserver's ``dryRun=All``:
+        the object as it would be stored, nothing stored)."""
         res = resource_of(obj)
         meta = obj["metadata"]
         return await self.request(
             "PATCH",
             res.path(meta.get("namespace"), meta["name"]),
-            {"fieldManager": manager, "force": "true" if force else "false"},
+            {"fieldManager": manager, "force": "true" if force else "false", "dryRun": DRY_RUN if dry_run else None},
             body=obj,
             content_type="application/apply-patch+yaml",
         )
@@ -659,10 +664,14 @@ class Kube:
             "PATCH", res.path(namespace, name), body=ops, content_type="application/json-patch+json"
         )
 
-    async def create(self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None) -> JSON:
+    async def create(
+        self, res: Resource, namespace: str | None, obj: JSON, manager: str | None = None, *, dry_run: bool = False
+    ) -> JSON:
         """Create ``obj``, recorded in ``managedFields`` under field manager ``manager`` (None: the
-        apiserver's default, from the user agent). Raises :class:`ApiError` (409 when it exists)."""
-        return await self.request("POST", res.path(namespace), {"fieldManager": manager}, body=obj)
+        apiserver's default, from the user agent); with ``dry_run`` (``dryRun=All``) nothing is
+        stored and the object is returned as it would be. Raises :class:`ApiError` (409 when it exists)."""
+        query = {"fieldManager": manager, "dryRun": DRY_RUN if dry_run else None}
+        return await self.request("POST", res.path(namespace), query, body=obj)
 
     async def update(self, res: Resource, namespace: str | None, obj: JSON) -> JSON:
         """Replace ``obj`` (PUT). With ``metadata.resourceVersion`` set this is a compare-and-swap:
@@ -670,13 +679,24 @@ class Kube:
         return await self.request("PUT", res.path(namespace, obj["metadata"]["name"]), body=obj)
 
     async def delete(
-        self, res: Resource, namespace: str | None, name: str, propagation: str = "Background", uid: str | None = None
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+        uid: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> bool:
         """Delete one object; False when it was already gone, or (with ``uid``, a precondition) when the
-        object of that name now is another one (a 409 of the precondition)."""
+        object of that name now is another one (a 409 of the precondition). With ``dry_run``
+        (``DeleteOptions.dryRun: [All]``, in the body: with a body the apiserver reads no query
+        options) the apiserver checks the deletion and deletes nothing."""
         body: JSON = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if dry_run:
+            body["dryRun"] = [DRY_RUN]
         try:
             await self.request("DELETE", res.path(namespace, name), body=body)
         except ApiError as e:
