@@ -260,6 +260,8 @@ def space_errors(name: str, space: SearchSpace) -> list[str]:
             out.append(f"{where}: type Int needs an integer between min and max: widen the range or use Float")
     if space.categorical is not None and len(set(space.categorical.choices)) != len(space.categorical.choices):
         out.append(f"{at}.categorical.choices: duplicate choices: list each once")
+    if space.categorical is not None and "" in space.categorical.choices:
+        out.append(f"{at}.categorical.choices: an empty choice cannot be a trial's value (status.result): remove it")
     return out
 
 

@@ -553,6 +553,7 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
     assert declared == {
         "clustertrainingruntimes": ["ctr"],
         "mpijobs": ["mpij"],
+        "optimizationjobs": ["optj"],
         "trainingruntimes": ["tr"],
         "trainjobs": ["tj"],
     }
@@ -583,7 +584,7 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
     [
         (["get", "pods", "x"], "unknown resource type 'pods'; the types are trainjobs (trainjob, tj),"),
         (["get", "deployments/x"], "unknown resource type 'deployments'"),
-        (["list", "pods"], "mpijobs (mpijob, mpij), runtimes (runtime)"),
+        (["list", "pods"], "mpijobs (mpijob, mpij), optimizationjobs (optimizationjob, optj), runtimes (runtime)"),
         (["delete", "pods", "x"], "clustertrainingruntimes (clustertrainingruntime, ctr)"),
         (["describe", "tj"], "expected tj NAME: 'tj' is a type, not a job's name"),
         (["logs", "ctr", "x"], "clustertrainingruntimes are not jobs"),

@@ -186,6 +186,7 @@ def test_a_valid_job_parses_with_upstreams_defaults() -> None:
             "KUBEFLOW_TRAINER_OPT_LEARNING_RATE is that of parameter 'learning-rate'",
         ),
         ({"parameters": [categorical("x", "a", "a")]}, "duplicate choices"),
+        ({"parameters": [categorical("x", "a", "")]}, "an empty choice cannot be a trial's value"),
         (
             {"trainJobTemplate": {"metadata": {"name": "t"}, "spec": {"runtimeRef": {"name": "torch"}}}},
             "name and namespace cannot be set in a template.",

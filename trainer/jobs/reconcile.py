@@ -270,13 +270,13 @@ def declare(
     *,
     telling: Telling,
     announce: bool = True,
-    also_owns: tuple[Resource, ...] = (),
+    also_owns: tuple[Resource | Owns, ...] = (),
     watches: tuple[Watches, ...] = (),
     status_coalesce_seconds: float = 1.0,
 ) -> Controller:
     """A job controller's declaration: its primary is ``kind.facts.resource``; it owns its Jobs, Services,
-    ConfigMaps, Secrets and ``also_owns`` (each carrying ``kind.facts.child_label``) and the gang scheduler's
-    objects; it watches ``watches``, its Jobs' ``FailedCreate`` Events
+    ConfigMaps, Secrets and ``also_owns`` (each carrying ``kind.facts.child_label``; an :class:`Owns` as
+    declared) and the gang scheduler's objects; it watches ``watches``, its Jobs' ``FailedCreate`` Events
     (:mod:`trainer.jobs.features.replica_failure`) and the gang scheduler's cluster-wide objects (Volcano
     Queues, mapped to every job). Its caches keep of a Job no Pod template (:func:`kept_job`) and of a
     Secret no data (:func:`kept_secret`); a Job that has just finished brings its owner's reconcile at once
@@ -312,7 +312,7 @@ def declare(
         owns=(
             Owns(JOBS, label, keep=kept_job, urgent=just_finished),
             Owns(SECRETS, label, keep=kept_secret),
-            *(Owns(r, label) for r in (SERVICES, CONFIGMAPS, *also_owns)),
+            *(r if isinstance(r, Owns) else Owns(r, label) for r in (SERVICES, CONFIGMAPS, *also_owns)),
             *gang.owns,
         ),
         watches=(
