@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api import crd
 from api import optimizationjob as opt
 from api.kinds import OPTIMIZATION_JOBS
+from tests.tooling.test_crd import schema_of, walk
 
 # Upstream's JSON names per type (optimizationjob_types.go on kubeflow/trainer master 8c0f5059b).
 UPSTREAM = {
@@ -32,15 +32,7 @@ OURS_IN_STATUS = {"trials", "trialsRunning", "trialsSucceeded", "trialsFailed", 
 
 
 def schema() -> dict[str, Any]:
-    spec = next(s for s in crd.CRDS if s.resource == OPTIMIZATION_JOBS)
-    version: dict[str, Any] = crd.crd(spec)["spec"]["versions"][0]
-    return version
-
-
-def walk(node: dict[str, Any], path: str) -> dict[str, Any]:
-    for part in path.split("."):
-        node = node["items"] if part == "[]" else node["properties"][part]
-    return node
+    return schema_of(OPTIMIZATION_JOBS.plural)
 
 
 ROOT = schema()["schema"]["openAPIV3Schema"]
