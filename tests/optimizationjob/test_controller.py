@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
+from api.optimizationjob import OptimizationJob
 from tests.kube_double import RecordingKube
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
+from trainer.optimizationjob.status import recorded
 from trainer.wiring import Settings, new_manager
 
 CONTROLLER = "optimizationjob"
@@ -276,6 +278,11 @@ async def test_a_foreign_trainjob_with_a_trials_name_is_left_and_said() -> None:
     misconfigured = c.condition("Misconfigured")
     assert misconfigured is not None and misconfigured["reason"] == "ErrResourceExists"
     assert "o-trial-0" in misconfigured["message"]
+    await c.kube.delete(TRAINJOBS, "default", "o-trial-0")  # the owner removes it: the job goes on
+    c.manager.reconcilers[CONTROLLER].__self__.children._refusals.clear()  # type: ignore[attr-defined]  # no backoff wait
+    await c.settle()
+    assert c.trials()["o-trial-0"]["metadata"]["ownerReferences"][0]["name"] == "o"
+    assert c.condition("Misconfigured") is None
 
 
 async def test_a_spec_the_controller_cannot_run_fails_once_naming_the_field() -> None:
@@ -289,3 +296,20 @@ async def test_a_spec_the_controller_cannot_run_fails_once_naming_the_field() ->
     failed = c.condition("Failed")
     assert failed is not None and failed["reason"] == "InvalidSpec"
     assert "rename one of them" in failed["message"] and c.trials() == {}
+
+
+def test_a_recalled_trial_whose_value_cannot_be_read_counts_as_failed() -> None:
+    obj = optimization_job()
+    obj["status"] = {
+        "trialResults": [
+            {"name": "o-trial-0", "state": "Succeeded", "value": "abc"},
+            {"name": "o-trial-1", "state": "Succeeded", "value": "0.5"},
+            {"name": "o-trial-2", "state": "Running"},
+        ]
+    }
+    job = OptimizationJob.model_validate(obj)
+    got = recorded(job, {"o-trial-2"}, {"o-trial-0": 0, "o-trial-1": 1, "o-trial-2": 2})
+    assert [(t.name, t.observed.state, t.observed.value) for t in got] == [
+        ("o-trial-0", "Failed", None),
+        ("o-trial-1", "Succeeded", 0.5),
+    ]

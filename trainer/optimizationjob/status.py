@@ -11,6 +11,7 @@ finished and one reported the objective, or ``Failed`` (``AllTrialsFailed``) whe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from api.base import Condition
@@ -52,8 +53,11 @@ def recorded(job: OptimizationJob, present: set[str], index_of: dict[str, int]) 
         if r.name in present or r.name not in index_of:
             continue
         index = index_of[r.name]
-        value = float(r.value) if r.state == TRIAL_SUCCEEDED and r.value is not None else None
-        if r.state == TRIAL_SUCCEEDED and value is not None:
+        try:
+            value = float(r.value) if r.state == TRIAL_SUCCEEDED and r.value is not None else None
+        except ValueError:  # not as this controller wrote it
+            value = None
+        if value is not None and math.isfinite(value):
             out.append(Trial(r.name, Observed(index, {}, TRIAL_SUCCEEDED, value)))
         elif r.state == TRIAL_FAILED:
             out.append(Trial(r.name, Observed(index, {}, TRIAL_FAILED), r.message or ""))
