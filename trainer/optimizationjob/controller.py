@@ -164,6 +164,6 @@ def kind() -> Kind[OptimizationJob, OptimizationJobInfo]:
 
 
 def controller() -> Controller:
-    """The OptimizationJob controller's declaration: OptimizationJobs, and the TrainJobs they own
-    (:data:`TRIALS`); no gang scheduler of its own."""
-    return declare("optimizationjob", kind(), gang.get("none"), telling=TELLING, also_owns=(TRIALS,))
+    """The OptimizationJob controller's declaration: OptimizationJobs, and only the TrainJobs they own
+    (:data:`TRIALS`); no Jobs, no gang scheduler of its own."""
+    return declare("optimizationjob", kind(), gang.get("none"), telling=TELLING, also_owns=(TRIALS,), runs_jobs=False)
