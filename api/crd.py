@@ -23,9 +23,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from api import kubeflow_v2beta1 as kv2
+from api import optimizationjob as opt
 from api import trainer_v1alpha1 as tv1
 from api.base import IntOrString, OpaqueObject, QuantityValue, quantity_schema
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, MPIJOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, MPIJOBS, OPTIMIZATION_JOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
 
 CRD_DIR = Path(__file__).resolve().parent.parent / "config" / "crd" / "bases"
 
@@ -108,6 +109,22 @@ CRDS: list[CRDSpec] = [
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
             {"name": "Workers", "type": "integer", "jsonPath": ".spec.mpiReplicaSpecs.Worker.replicas"},
             {"name": "Queue", "type": "string", "jsonPath": ".spec.runPolicy.schedulingPolicy.queue"},
+            AGE,
+        ],
+    ),
+    CRDSpec(
+        opt.OptimizationJob,
+        OPTIMIZATION_JOBS,
+        short_names=["optj"],
+        categories=["kubeflow", "trainer"],
+        # Upstream's CRD has no printer columns; these read only upstream's fields and this status's counts.
+        printer_columns=[
+            {"name": "Complete", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Complete")].status'},
+            {"name": "Failed", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Failed")].status'},
+            {"name": "Trials", "type": "integer", "jsonPath": ".spec.numTrials"},
+            {"name": "Parallel", "type": "integer", "jsonPath": ".spec.parallelTrials"},
+            {"name": "Succeeded", "type": "integer", "jsonPath": ".status.trialsSucceeded"},
+            {"name": "Best", "type": "string", "jsonPath": ".status.result.trainJobName"},
             AGE,
         ],
     ),

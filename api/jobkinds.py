@@ -14,9 +14,10 @@ from typing import Any, NamedTuple
 
 from api import kubeflow_v2beta1 as mpi
 from api import labels
+from api import optimizationjob as opt
 from api import trainer_v1alpha1 as trainer
 from api.base import Model
-from api.kinds import MPIJOBS, TRAINJOBS, Resource
+from api.kinds import MPIJOBS, OPTIMIZATION_JOBS, TRAINJOBS, Resource
 
 
 class RunPolicyAt(NamedTuple):
@@ -93,6 +94,20 @@ MPIJOB = KindFacts(
 )
 """MPIJob (``kubeflow.org/v2beta1``): children and pods labelled as mpi-operator labels them
 (kubeflow/mpi-operator ``pkg/controller/mpi_job_controller.go``)."""
+
+OPTIMIZATIONJOB = KindFacts(
+    resource=OPTIMIZATION_JOBS,
+    model=opt.OptimizationJob,
+    child_label=labels.OPTIMIZATION_JOB_NAME,
+    step_label=labels.TRIAL_INDEX,
+    succeeded=opt.COND_COMPLETE,
+    terminal=(opt.COND_FAILED, opt.COND_COMPLETE),
+    run_policy=RunPolicyAt(("spec",), ""),
+    invalid_reason="InvalidSpec",
+)
+"""OptimizationJob (``trainer.kubeflow.org/v1alpha1``, KEP-3562): its children are its trials, TrainJobs
+labelled with its name and their index; it has no ``managedBy``. Not one of :data:`JOB_KINDS`: it runs no
+pods of its own."""
 
 JOB_KINDS: tuple[KindFacts, ...] = (TRAINJOB, MPIJOB)
 """Every job kind this operator runs."""

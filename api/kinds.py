@@ -60,6 +60,8 @@ TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainingRuntime", 
 CLUSTER_TRAINING_RUNTIMES = Resource(
     TRAINER_GROUP, TRAINER_VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False
 )
+OPTIMIZATION_JOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "OptimizationJob", "optimizationjobs")
+"""A hyperparameter search whose trials are TrainJobs (kubeflow/trainer KEP-3562, :mod:`api.optimizationjob`)."""
 MPIJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "MPIJob", "mpijobs")
 
 # Kubernetes.

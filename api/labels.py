@@ -49,6 +49,12 @@ OPERATOR_NAME = "mpi-operator"
 # TrainJob's Pods on it in the NetworkPolicy it makes of each TrainJob.
 TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
 
+# Ours, on the trials (TrainJobs) of an OptimizationJob (kubeflow/trainer KEP-3562 names none: its controller
+# is not merged): the job, the trial's index, and its parameters as JSON ``[{"name": ..., "value": ...}]``.
+OPTIMIZATION_JOB_NAME = "trainer.kubeflow.org/optimizationjob-name"
+TRIAL_INDEX = "trainer.kubeflow.org/trial-index"
+TRIAL_PARAMETERS = "trainer.kubeflow.org/trial-parameters"
+
 # The queue a job asks for (see api.queues).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

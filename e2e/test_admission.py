@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import MPIJOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
+from api.kinds import MPIJOBS, OPTIMIZATION_JOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from e2e.helpers import ROOT, deep_json, nested, webhook_ca_patched
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
@@ -163,6 +163,66 @@ async def test_mpijob_rules(client: Client, ns: str) -> None:
     assert "mpiImplementation" in await refused(client, unknown, ns)
     assert (await client.apply(mpijob("fine"), ns))["metadata"]["name"] == "fine"
     await client.kube.delete(MPIJOBS, ns, "fine")
+
+
+def optimizationjob(name: str, **spec: Any) -> JSON:
+    """An OptimizationJob of one log-uniform parameter over a TrainJob of runtime ``rt``."""
+    base: JSON = {
+        "objectives": [{"metric": "loss"}],
+        "parameters": [{"name": "lr", "searchSpace": {"logUniform": {"min": "0.0001", "max": "0.1"}}}],
+        "trainJobTemplate": {"spec": {"runtimeRef": {"name": "rt", "kind": "TrainingRuntime"}}},
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "OptimizationJob",
+        "metadata": {"name": name},
+        "spec": {**base, **spec},
+    }
+
+
+async def test_optimizationjob_cel_rules_are_upstreams(client: Client, ns: str) -> None:
+    """Upstream's CEL rules, on the real apiserver, with upstream's messages; the spec is immutable."""
+    grid_uniform: JSON = {"searchAlgorithm": {"grid": {}}}
+    cases: list[tuple[JSON, str]] = [
+        ({"numTrials": 2, "parallelTrials": 3}, "parallelTrials cannot exceed numTrials"),
+        (grid_uniform, "Grid search requires all parameters to be Categorical"),
+        ({"searchAlgorithm": {"grid": {}, "random": {}}}, "exactly one of the fields in [random grid] must be set"),
+        (
+            {"parameters": [{"name": "x", "searchSpace": {"uniform": {"min": "2", "max": "1"}}}]},
+            "min must be strictly less than max",
+        ),
+        (
+            {"parameters": [{"name": "x", "searchSpace": {"logUniform": {"min": "0", "max": "1"}}}]},
+            "min must be strictly greater than 0",
+        ),
+        (
+            {"parameters": [{"name": "x", "searchSpace": {}}]},
+            "exactly one of the fields in [uniform logUniform categorical] must be set",
+        ),
+        (
+            {"trainJobTemplate": {"metadata": {"name": "t"}, "spec": {"runtimeRef": {"name": "rt"}}}},
+            "name and namespace cannot be set in a template.",
+        ),
+        ({"objectives": [{"metric": "a"}, {"metric": "b"}]}, "spec.objectives"),
+        ({"numTrials": 101}, "spec.numTrials"),
+    ]
+    for i, (spec, message) in enumerate(cases):
+        assert message in await refused(client, optimizationjob(f"bad-{i}", **spec), ns), spec
+    grid = optimizationjob(
+        "grid",
+        searchAlgorithm={"grid": {}},
+        parameters=[{"name": "bs", "searchSpace": {"categorical": {"choices": ["16", "32"]}}}],
+        numTrials=2,
+        parallelTrials=2,
+    )
+    created = await client.apply(optimizationjob("fine"), ns)
+    assert created["spec"]["searchAlgorithm"] == {"random": {}}  # upstream's default
+    assert (created["spec"]["numTrials"], created["spec"]["parallelTrials"]) == (1, 1)
+    assert (await client.apply(grid, ns))["metadata"]["name"] == "grid"
+    changed = optimizationjob("fine", numTrials=5)
+    assert "OptimizationJobSpec is immutable and cannot be updated after creation" in await refused(client, changed, ns)
+    for name in ("fine", "grid"):
+        await client.kube.delete(OPTIMIZATION_JOBS, ns, name)
 
 
 async def test_runtime_rules(client: Client, ns: str) -> None:

@@ -3,7 +3,8 @@ level, inside functions and under ``TYPE_CHECKING`` alike) names a module of its
 layer, and the graph of modules has no cycle at any depth (packages, sub-packages, modules).
 
 Inside the job layer and the kinds, the parts have an order too (:data:`ORDER`): a part (a module or a
-sub-package directly under ``trainer/jobs/``, ``trainer/trainjob/``, ``trainer/mpijob/``) imports only the
+sub-package directly under ``trainer/jobs/``, ``trainer/trainjob/``, ``trainer/mpijob/``,
+``trainer/optimizationjob/``) imports only the
 parts listed before it. Specific ML policies and gang schedulers are reached only through their registries
 (:data:`REGISTRIES`). The SDK, the CLI and the dashboard stand on ``api`` and ``trainer.framework`` only
 (:data:`USER_SIDE`), so installing the SDK does not ship the reconciler.
@@ -13,7 +14,7 @@ Layers, lowest first (docs/internals.md draws them):
 - ``api``: the typed API, labels and reasons;
 - ``trainer.framework``: kube client, caches, work queue, controller declarations, manager (knows no job);
 - ``trainer.jobs``: what every job kind shares (reconcile, child and status writers, facts, gang schedulers);
-- ``trainer.trainjob``, ``trainer.mpijob``: the kinds;
+- ``trainer.trainjob``, ``trainer.mpijob``, ``trainer.optimizationjob``: the kinds;
 - ``trainer.webhook``, ``trainer.statusserver``: admission and progress, over the kinds;
 - the entry points: ``trainer.main``, ``trainer.settings``, ``trainer.wiring``, ``trainer.cli``, ``trainer.rbac``,
   ``trainer.client``.
@@ -194,6 +195,7 @@ ORDER: dict[str, list[tuple[str, ...]]] = {
         ("controller",),
     ],
     "trainer.mpijob": [("children", "crd", "validation"), ("status",), ("upstream",), ("controller",)],
+    "trainer.optimizationjob": [("search",), ("trials", "status"), ("controller",)],
 }
 """The parts of each package, lowest first: a part imports only the parts of earlier entries (those of
 one entry do not import each other). A new module or sub-package is placed here, or this test fails."""

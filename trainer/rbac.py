@@ -44,6 +44,7 @@ DECLARING = (
     "trainer.mpijob.controller",
     "trainer.mpijob.crd",
     "trainer.mpijob.upstream",
+    "trainer.optimizationjob.controller",
     "trainer.statusserver.auth",
     "trainer.statusserver.ca_publisher",
     "trainer.statusserver.server",

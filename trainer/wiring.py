@@ -17,6 +17,7 @@ from trainer.framework.metrics import Metrics
 from trainer.jobs import gang
 from trainer.jobs.gang.base import GangScheduler
 from trainer.mpijob import controller as mpijob
+from trainer.optimizationjob import controller as optimizationjob
 from trainer.settings import Settings
 from trainer.trainjob import controller as trainjob
 from trainer.trainjob.spec.injection import Injection
@@ -25,11 +26,16 @@ __all__ = ["Settings", "controllers", "new_manager"]
 
 
 def controllers(settings: Settings, scheduler: GangScheduler) -> list[Controller]:
-    """The operator's controllers, TrainJob and MPIJob, each with its own options from ``settings``."""
+    """The operator's controllers, TrainJob and MPIJob, each with its own options from ``settings``, and
+    OptimizationJob (its trials are TrainJobs)."""
     url = settings.status_server_url
     trainjobs = settings.options(trainjob.TrainJobOptions, injection=Injection(url.rstrip("/")) if url else None)
     mpijobs = settings.options(mpijob.MPIJobOptions)
-    return [trainjob.controller(scheduler, trainjobs), mpijob.controller(scheduler, mpijobs)]
+    return [
+        trainjob.controller(scheduler, trainjobs),
+        mpijob.controller(scheduler, mpijobs),
+        optimizationjob.controller(),
+    ]
 
 
 def new_manager(

@@ -559,9 +559,13 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
     assert declared == {
         "clustertrainingruntimes": ["ctr"],
         "mpijobs": ["mpij"],
+        "optimizationjobs": ["optj"],
         "trainingruntimes": ["tr"],
         "trainjobs": ["tj"],
     }
+    del declared["optimizationjobs"]  # no command reads them yet
+    with pytest.raises(typer.BadParameter, match="unknown resource type 'optimizationjobs'"):
+        targets.object_type("optimizationjobs")
     for plural, shorts in declared.items():
         for name in (
             plural,

@@ -270,5 +270,6 @@ def test_both_controllers_share_one_events_cache() -> None:
     w = World("torch", "none")
     events = [i for i in w.manager.informers if i.res == EVENTS]
     assert len(events) == 1 and events[0].field_selector == FIELD_SELECTOR
-    stores = {id(r.stores[EVENTS]) for r in w.manager.readers.values()}
+    stores = {id(r.stores[EVENTS]) for r in w.manager.readers.values() if EVENTS in r.stores}
     assert stores == {id(events[0])}
+    assert sum(EVENTS in r.stores for r in w.manager.readers.values()) == 2  # not the OptimizationJob controller

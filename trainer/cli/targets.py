@@ -40,11 +40,13 @@ def object_types() -> dict[str, ObjectType]:
     """Every name of every type, as kubectl takes them: the plural, the singular, the short names
     of the CRD (:data:`api.crd.CRDS`: ``tj``, ``tr``, ``ctr``, ``mpij``), and the first two with
     the group (``trainjobs.trainer.kubeflow.org``); then ``runtimes`` and ``runtime``
-    (:data:`RUNTIMES`)."""
+    (:data:`RUNTIMES`). The jobs and the runtimes only: no command reads OptimizationJobs yet."""
     jobs = {kind.resource: kind for kind in (TRAINJOB, MPIJOB)}
     types: dict[str, ObjectType] = {}
     for crd in CRDS:
         res, singular = crd.resource, crd.resource.kind.lower()
+        if res not in jobs and res not in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES):
+            continue  # OptimizationJobs: no command reads them yet
         t = ObjectType(res.plural, (res,), jobs.get(res))
         for name in (res.plural, singular, *crd.short_names, f"{res.plural}.{res.group}", f"{singular}.{res.group}"):
             types[name] = t

@@ -118,8 +118,10 @@ class Reconciler(Generic[J, I]):
         own_writes: OwnWrites | None = None,
         clock: ProgressClock | None = None,
         status_coalesce_seconds: float = 1.0,
+        runs_jobs: bool = True,
     ) -> None:
         self.kind, self.ctx, self.gang = kind, ctx, gang
+        self.runs_jobs = runs_jobs
         settles = kind.settle is not None
         own_writes = own_writes if own_writes is not None else OwnWrites()
         self.children = ChildWriter(ctx.kube, ctx.reader, ctx.events, own_writes, settles=settles, announce=announce)
@@ -209,9 +211,9 @@ class Reconciler(Generic[J, I]):
     def _with_replica_failure(self, obj: JSON, conditions: list[Condition]) -> list[Condition]:
         """``conditions`` with the job's ``ReplicaFailure`` as its Jobs' ``FailedCreate`` Events call for it
         now (:func:`trainer.jobs.features.replica_failure.replica_failure`), none once ``conditions`` say it
-        finished."""
+        finished or when the kind runs no Jobs."""
         kept = [c for c in conditions if c.type != COND_REPLICA_FAILURE]
-        if finished(kept, self.kind.facts.terminal):
+        if not self.runs_jobs or finished(kept, self.kind.facts.terminal):
             return kept
         reader = self.ctx.reader
         uid = str(meta(obj).uid or "")
@@ -270,13 +272,14 @@ def declare(
     *,
     telling: Telling,
     announce: bool = True,
-    also_owns: tuple[Resource, ...] = (),
+    also_owns: tuple[Resource | Owns, ...] = (),
     watches: tuple[Watches, ...] = (),
     status_coalesce_seconds: float = 1.0,
+    runs_jobs: bool = True,
 ) -> Controller:
     """A job controller's declaration: its primary is ``kind.facts.resource``; it owns its Jobs, Services,
-    ConfigMaps, Secrets and ``also_owns`` (each carrying ``kind.facts.child_label``) and the gang scheduler's
-    objects; it watches ``watches``, its Jobs' ``FailedCreate`` Events
+    ConfigMaps, Secrets and ``also_owns`` (each carrying ``kind.facts.child_label``; an :class:`Owns` as
+    declared) and the gang scheduler's objects; it watches ``watches``, its Jobs' ``FailedCreate`` Events
     (:mod:`trainer.jobs.features.replica_failure`) and the gang scheduler's cluster-wide objects (Volcano
     Queues, mapped to every job). Its caches keep of a Job no Pod template (:func:`kept_job`) and of a
     Secret no data (:func:`kept_secret`); a Job that has just finished brings its owner's reconcile at once
@@ -286,7 +289,9 @@ def declare(
     ``telling``: how the status writer tells the kind's changes. The watch echo of a child write a kind's
     ``settle`` read back is dropped by the event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`),
     as is that of a settled status write. ``announce``: the children one reconcile creates are told in one
-    ``SuccessfulCreate`` event. ``status_coalesce_seconds``: ``--status-coalesce-seconds``."""
+    ``SuccessfulCreate`` event. ``status_coalesce_seconds``: ``--status-coalesce-seconds``. ``runs_jobs``
+    False: a kind whose children are other jobs (an OptimizationJob's TrainJobs) owns only ``also_owns`` and
+    watches no ``FailedCreate`` Events (it has no ``ReplicaFailure``)."""
     primary, label = kind.facts.resource, kind.facts.child_label
     own_writes, clock = OwnWrites(), ProgressClock()
 
@@ -303,6 +308,7 @@ def declare(
             own_writes=own_writes,
             clock=clock,
             status_coalesce_seconds=status_coalesce_seconds,
+            runs_jobs=runs_jobs,
         ).reconcile
 
     return Controller(
@@ -310,18 +316,28 @@ def declare(
         for_=primary,
         build=build,
         owns=(
-            Owns(JOBS, label, keep=kept_job, urgent=just_finished),
-            Owns(SECRETS, label, keep=kept_secret),
-            *(Owns(r, label) for r in (SERVICES, CONFIGMAPS, *also_owns)),
+            *(job_children(label) if runs_jobs else ()),
+            *(r if isinstance(r, Owns) else Owns(r, label) for r in also_owns),
             *gang.owns,
         ),
         watches=(
             *watches,
-            failed_create_events(primary),
+            *((failed_create_events(primary),) if runs_jobs else ()),
             *(Watches(r, every_primary(primary)) for r in gang.watches),
         ),
         event_filter=JobEventFilter(primary, own_writes, clock).accepts,
         needs=(status_permission(primary),),
+    )
+
+
+def job_children(label: str) -> tuple[Owns, ...]:
+    """What a kind that runs Jobs owns, each carrying ``label``: its Jobs (no Pod template kept, a finished
+    one urgent), Secrets (no data kept), Services and ConfigMaps."""
+    return (
+        Owns(JOBS, label, keep=kept_job, urgent=just_finished),
+        Owns(SECRETS, label, keep=kept_secret),
+        Owns(SERVICES, label),
+        Owns(CONFIGMAPS, label),
     )
 
 

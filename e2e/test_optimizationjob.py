@@ -1,0 +1,117 @@
+"""OptimizationJob end to end on the real local cluster: the operator creates its trials as TrainJobs (at
+most ``parallelTrials`` at a time, ``numTrials`` in all), reads each trial's objective from the
+``status.trainerStatus`` the test writes as a trainer would, names the best trial, and the garbage
+collector deletes the trials with their job. The trials are handed to another controller
+(``managedBy: kueue.x-k8s.io/multikueue``), so no pod runs: this tests the search, not training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
+from e2e.test_trainjob import rjob, runtime
+from localcluster.client import Client, condition, wait_for
+from trainer.framework.json_codec import JSON
+
+pytestmark = pytest.mark.e2e
+
+
+def search(name: str) -> JSON:
+    """Three trials, two at a time, of a seeded random search over a learning rate and a batch size."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "OptimizationJob",
+        "metadata": {"name": name},
+        "spec": {
+            "objectives": [{"metric": "loss"}],
+            "searchAlgorithm": {"random": {"seed": 3}},
+            "parameters": [
+                {"name": "lr", "searchSpace": {"logUniform": {"min": "0.001", "max": "0.1"}}},
+                {"name": "batch_size", "searchSpace": {"categorical": {"choices": ["16", "32"]}}},
+            ],
+            "numTrials": 3,
+            "parallelTrials": 2,
+            "trainJobTemplate": {
+                "spec": {
+                    "runtimeRef": {"name": "rt", "kind": "TrainingRuntime"},
+                    "managedBy": "kueue.x-k8s.io/multikueue",
+                }
+            },
+        },
+    }
+
+
+async def trials(client: Client, ns: str) -> dict[str, JSON]:
+    items, _ = await client.kube.list(TRAINJOBS, ns, "trainer.kubeflow.org/optimizationjob-name=o")
+    return {t["metadata"]["name"]: t for t in items}
+
+
+async def finish(client: Client, ns: str, name: str, loss: str) -> None:
+    """The trial ``name`` completes, its trainer having reported ``loss``."""
+    status = {
+        "conditions": [
+            {
+                "type": "Complete",
+                "status": "True",
+                "reason": "JobsCompleted",
+                "message": "done",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+        "trainerStatus": {"lastUpdatedTime": "2026-01-01T00:00:00Z", "metrics": [{"name": "loss", "value": loss}]},
+    }
+    await client.kube.patch_status(TRAINJOBS, ns, name, status, manager="e2e")
+
+
+async def test_trials_run_in_parallel_the_best_is_named_and_deleting_the_job_deletes_them(
+    client: Client, ns: str
+) -> None:
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    await client.apply(search("o"), ns)
+
+    async def two() -> dict[str, JSON] | None:
+        found = await trials(client, ns)
+        return found if len(found) == 2 else None
+
+    first = await wait_for(two, "two trials")
+    assert sorted(first) == ["o-trial-0", "o-trial-1"]
+    job = await client.kube.get(OPTIMIZATION_JOBS, ns, "o")
+    for trial in first.values():
+        (ref,) = trial["metadata"]["ownerReferences"]
+        assert ref["uid"] == job["metadata"]["uid"] and ref["controller"] is True
+        values = {
+            p["name"]: p["value"]
+            for p in json.loads(trial["metadata"]["annotations"]["trainer.kubeflow.org/trial-parameters"])
+        }
+        env = {e["name"]: e["value"] for e in trial["spec"]["trainer"]["env"]}
+        assert env == {"KUBEFLOW_TRAINER_OPT_LR": values["lr"], "KUBEFLOW_TRAINER_OPT_BATCH_SIZE": values["batch_size"]}
+    await finish(client, ns, "o-trial-0", "0.9")
+
+    async def third() -> dict[str, JSON] | None:
+        found = await trials(client, ns)
+        return found if "o-trial-2" in found else None
+
+    assert len(await wait_for(third, "the third trial")) == 3
+    await finish(client, ns, "o-trial-1", "0.2")
+    await finish(client, ns, "o-trial-2", "0.5")
+
+    async def complete() -> JSON | None:
+        obj = await client.kube.get(OPTIMIZATION_JOBS, ns, "o")
+        c = condition(obj, "Complete")
+        return obj if c and c["status"] == "True" else None
+
+    done = await wait_for(complete, "OptimizationJob Complete")
+    status = done["status"]
+    assert condition(done, "Complete")["reason"] == "MaxTrialsReached"  # type: ignore[index]
+    assert status["result"]["trainJobName"] == "o-trial-1"
+    assert (status["trials"], status["trialsSucceeded"], status["trialsFailed"]) == (3, 3, 0)
+    assert len(await trials(client, ns)) == 3  # no fourth
+
+    await client.kube.delete(OPTIMIZATION_JOBS, ns, "o")
+
+    async def collected() -> bool:
+        return not await trials(client, ns)
+
+    await wait_for(collected, "trials deleted with their OptimizationJob", timeout=90)

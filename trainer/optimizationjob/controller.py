@@ -1,0 +1,169 @@
+"""The OptimizationJob controller: its declaration and the functions of its :class:`~trainer.jobs.kind.Kind`.
+
+An OptimizationJob (kubeflow/trainer ``pkg/apis/trainer/v1alpha1/optimizationjob_types.go``, KEP-3562; upstream
+ships the CRD with no controller) runs ``numTrials`` trials, at most ``parallelTrials`` at a time; each is a
+TrainJob made from ``spec.trainJobTemplate`` (:mod:`trainer.optimizationjob.trials`) with parameters the search
+chooses (:mod:`trainer.optimizationjob.search`), created once through the one child writer and owned by the
+job (a controller owner reference: deleting the job deletes its trials). Every reconcile reads the trials
+back from the cluster, so the search is rebuilt from them and an operator restart neither repeats nor
+revives a trial. The TrainJob controller runs each trial; a trial's objective is the metric it reports in
+``status.trainerStatus``. The status (:mod:`trainer.optimizationjob.status`) names the best trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from api.base import Condition
+from api.conditions import true_condition
+from api.jobkinds import OPTIMIZATIONJOB
+from api.kinds import TRAINJOBS
+from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX
+from api.optimizationjob import COND_FAILED, TRIAL_RUNNING, OptimizationJob
+from trainer.framework.controller import Controller, Owns, Reader
+from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
+from trainer.framework.permissions import Permission
+from trainer.jobs import gang
+from trainer.jobs.child_writer import CREATED_ONCE, Desired, Once
+from trainer.jobs.gang.base import GangInput, GangPlan
+from trainer.jobs.kind import Kind
+from trainer.jobs.reconcile import declare
+from trainer.jobs.status_writer import Telling
+from trainer.optimizationjob import search
+from trainer.optimizationjob.status import Trial, conditions, finished, recorded, status_fields
+from trainer.optimizationjob.trials import build_trial, index_of_name, observe, trial_name
+
+PERMISSIONS: tuple[Permission, ...] = ()
+"""Nothing beyond what the declaration implies (:func:`controller`): list/watch of OptimizationJobs, the patch
+of their status, and create/get/patch of the TrainJobs they own (never delete: owner references collect
+them with their job)."""
+TELLING = Telling(warnings=frozenset({COND_FAILED}), progress_fields=frozenset({"trialResults", "trialsRunning"}))
+"""How an OptimizationJob's changes are told: ``Failed`` as a Warning event; trial progress coalesced."""
+TRIALS = Owns(TRAINJOBS, OPTIMIZATION_JOB_NAME, verbs=CREATED_ONCE)
+"""The trials: TrainJobs labelled with their job's name, created once, never applied or deleted."""
+
+
+@dataclass(frozen=True)
+class OptimizationJobInfo:
+    """One OptimizationJob as this reconcile sees it, derived once."""
+
+    obj: JSON
+    job: OptimizationJob
+    trials: list[Trial]
+    """Every trial it has had, from the cluster and, for those deleted since, from its status."""
+    parameters: dict[str, dict[str, str]]
+    """The parameters of each trial the cluster has, by trial name."""
+    limit: int
+    """How many trials the search runs: ``numTrials``, or a grid's size when smaller."""
+    new: dict[int, dict[str, str]] = field(default_factory=dict)
+    """The trials to create now: index -> parameters."""
+
+    @property
+    def gang(self) -> GangInput:
+        """No gang: the trials' own TrainJobs are gang scheduled."""
+        return GangInput(owner=self.obj, pod_sets=[], finished=True)
+
+    @property
+    def requeue_after(self) -> float | None:
+        """None: a trial's change brings the next reconcile."""
+        return None
+
+    @property
+    def pod_ready(self) -> bool:
+        """False: it runs no pods of its own."""
+        return False
+
+
+def seed(obj: JSON, job: OptimizationJob) -> int:
+    """The search's seed: ``searchAlgorithm.random.seed``, else one from the job's uid (random), 0 (grid)."""
+    algorithm = job.spec.search_algorithm
+    if algorithm is not None and algorithm.grid is not None:
+        return 0
+    if algorithm is not None and algorithm.random is not None and algorithm.random.seed is not None:
+        return algorithm.random.seed
+    return search.seed_of(str(meta(obj).uid or meta(obj).name))
+
+
+def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobInfo:
+    """The trials the job has (its TrainJobs read back, and those its status recalls) and, unless it has
+    finished, the next ones: the lowest indices it has no trial of (one whose create was refused, or whose
+    name someone else's TrainJob holds, is tried again), as many as ``parallelTrials`` leaves room for,
+    with the parameters the search gives them."""
+    name, uid = str(meta(obj).name), str(meta(obj).uid or "")
+    metric = job.spec.objectives[0].metric
+    trials: list[Trial] = []
+    parameters: dict[str, dict[str, str]] = {}
+    for tj in reader.owned(TRAINJOBS, uid):
+        label = ((tj.get("metadata") or {}).get("labels") or {}).get(TRIAL_INDEX, "")
+        index = index_of_name(name, str(meta(tj).name))
+        if index is None or label != str(index):
+            continue  # not a trial of this job's making
+        observed, why = observe(tj, index, metric)
+        trials.append(Trial(str(meta(tj).name), observed, why))
+        parameters[str(meta(tj).name)] = observed.parameters
+    recalled: dict[str, int] = {}
+    for r in (job.status.trial_results if job.status else None) or []:
+        if (i := index_of_name(name, r.name)) is not None:
+            recalled[r.name] = i
+    trials += recorded(job, set(parameters), recalled)
+    num = job.spec.num_trials or 1
+    size = search.grid_size(job.spec)
+    limit = min(num, size) if size is not None else num
+    info = OptimizationJobInfo(obj, job, trials, parameters, limit)
+    if finished(trials, limit) or true_condition(_conditions(obj), COND_FAILED) is not None:
+        return info
+    known = {t.observed.index for t in trials}
+    running = sum(t.observed.state == TRIAL_RUNNING for t in trials)
+    room = min((job.spec.parallel_trials or 1) - running, limit - len(known))
+    if room <= 0:
+        return info
+    wanted = [i for i in range(limit) if i not in known][:room]
+    new = search.next_assignments(job.spec, seed(obj, job), [t.observed for t in trials], wanted)
+    return OptimizationJobInfo(obj, job, trials, parameters, limit, new)
+
+
+def _conditions(obj: JSON) -> list[JSON]:
+    return list((obj.get("status") or {}).get("conditions") or [])
+
+
+def desired(info: OptimizationJobInfo) -> Desired:
+    """The trials to create now, each once (:func:`~trainer.optimizationjob.trials.build_trial`)."""
+    ns, name = str(meta(info.obj).namespace), str(meta(info.obj).name)
+    return Desired(
+        once=[
+            Once(TRAINJOBS, ns, trial_name(name, i), partial(build_trial, info.obj, i, params))
+            for i, params in sorted(info.new.items())
+        ]
+    )
+
+
+def job_conditions(info: OptimizationJobInfo, _plan: GangPlan) -> list[Condition]:
+    """The job's conditions (:func:`trainer.optimizationjob.status.conditions`) of the trials read back (those
+    this reconcile creates are counted once their watch brings them)."""
+    return conditions(info.job, info.trials, info.limit)
+
+
+def status(obj: JSON, info: OptimizationJobInfo | None, conds: list[JSON] | None) -> JSON:
+    """The whole status: conditions, ``result``, the trial counts and ``trialResults``."""
+    if info is None:
+        return {"conditions": conds}
+    return {"conditions": conds, **status_fields(info.job, info.trials, info.parameters)}
+
+
+def kind() -> Kind[OptimizationJob, OptimizationJobInfo]:
+    """The OptimizationJob kind. It does not read its child writes back: their echoes bring the reconcile."""
+    return Kind(
+        facts=OPTIMIZATIONJOB,
+        expand=expand,
+        desired=lambda _reader, info, _plan: desired(info),
+        conditions=job_conditions,
+        status=status,
+    )
+
+
+def controller() -> Controller:
+    """The OptimizationJob controller's declaration: OptimizationJobs, and only the TrainJobs they own
+    (:data:`TRIALS`); no Jobs, no gang scheduler of its own."""
+    return declare("optimizationjob", kind(), gang.get("none"), telling=TELLING, also_owns=(TRIALS,), runs_jobs=False)
