@@ -59,7 +59,7 @@ demo: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy api trainer tests e2e bench localcluster
+	$(VENV)/bin/mypy api trainer tests e2e bench localcluster conftest.py
 	$(PY) -m trainer.rbac --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
