@@ -255,3 +255,33 @@ def test_the_observer_alone_decides_and_counts_each_transition_once_in_both_fami
     assert value(m, "kubeflow_trainer_job_failures_total", {**startup, "reason": "MPIJobFailed"}) == 1
     assert value(m, "kubeflow_trainer_job_startup_seconds_count", startup) == 1
     assert value(m, "kubeflow_trainer_job_run_seconds_count", {**startup, "result": "failed"}) == 0, "never started"
+
+
+def test_job_states_derives_each_state_once_per_version_and_forgets_jobs_gone(monkeypatch: Any) -> None:
+    import trainer.jobs.features.lifecycle as lifecycle_module
+
+    derived: list[str] = []
+
+    def counting_state_of(obj: JSON, facts: Any) -> str:
+        derived.append(obj["metadata"]["name"])
+        return state_of(obj, facts)
+
+    monkeypatch.setattr(lifecycle_module, "state_of", counting_state_of)
+
+    def job(name: str, rv: str, conditions: list[JSON] | None = None) -> JSON:
+        return {
+            "metadata": {"namespace": "n", "name": name, "resourceVersion": rv},
+            "status": {"conditions": conditions},
+        }
+
+    complete = [{"type": "Complete", "status": "True"}]
+    items = [job("a", "1"), job("b", "1"), job("skip", "1")]
+    states = lifecycle_module.JobStates(lambda: items, TRAINJOB, lambda o: o["metadata"]["name"] != "skip")
+    assert sorted(states()) == ["Created", "Created"] and sorted(derived) == ["a", "b"]
+    assert sorted(states()) == ["Created", "Created"] and len(derived) == 2, "no version changed: nothing derived"
+    items[0] = job("a", "2", complete)
+    assert sorted(states()) == ["Complete", "Created"] and derived[2:] == ["a"], "only the new version"
+    del items[1]
+    assert states() == ["Complete"]
+    items.append(job("b", "1"))
+    assert sorted(states()) == ["Complete", "Created"] and derived[3:] == ["b"], "a job gone is forgotten"

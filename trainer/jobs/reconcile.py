@@ -67,7 +67,7 @@ from trainer.jobs.child_writer import ChildWriter
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
 from trainer.jobs.event_filter import JobEventFilter
 from trainer.jobs.facts import managed_by_us
-from trainer.jobs.features.lifecycle import JobMetrics, state_of
+from trainer.jobs.features.lifecycle import JobMetrics, JobStates
 from trainer.jobs.features.own_writes import OwnWrites
 from trainer.jobs.features.replica_failure import replica_failure
 from trainer.jobs.features.replica_failure import watches as failed_create_events
@@ -298,7 +298,7 @@ def declare(
     def build(ctx: Context) -> Reconcile:
         if ctx.metrics is not None:
             reader = ctx.reader
-            JobMetrics.of(ctx.metrics).job_states(primary.kind, gang.name, lambda: job_states(reader, kind.facts))
+            JobMetrics.of(ctx.metrics).job_states(primary.kind, gang.name, job_states(reader, kind.facts))
         return Reconciler(
             kind,
             ctx,
@@ -341,14 +341,16 @@ def job_children(label: str) -> tuple[Owns, ...]:
     )
 
 
-def job_states(reader: Reader, facts: KindFacts) -> list[str]:
-    """The state (:func:`trainer.jobs.features.lifecycle.state_of`) of every job of kind ``facts`` in the cache
-    that this operator manages, for ``kubeflow_trainer_jobs`` at scrape time."""
-    return [
-        state_of(obj, facts)
-        for obj in reader.items(facts.resource)
-        if not meta(obj).deletion and managed_by_us(obj, facts.run_policy)
-    ]
+def job_states(reader: Reader, facts: KindFacts) -> JobStates:
+    """The states (:func:`trainer.jobs.features.lifecycle.state_of`) of the jobs of kind ``facts`` in the
+    cache that this operator manages and that are not being deleted, for ``kubeflow_trainer_jobs`` at
+    scrape time (:class:`~trainer.jobs.features.lifecycle.JobStates`: each job's state derived once per
+    version)."""
+
+    def counted(obj: JSON) -> bool:
+        return not meta(obj).deletion and managed_by_us(obj, facts.run_policy)
+
+    return JobStates(partial(reader.items, facts.resource), facts, counted)
 
 
 def kept_job(obj: JSON) -> JSON:

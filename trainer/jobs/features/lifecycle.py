@@ -43,6 +43,7 @@ all.
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -133,6 +134,32 @@ def state_of(obj: JSON, facts: KindFacts) -> str:
     if facts.run_policy.suspended(obj) or true_condition(_conditions(status), COND_SUSPENDED) is not None:
         return SUSPENDED
     return RUNNING if running(status) else CREATED
+
+
+class JobStates:
+    """A :data:`StateCounts` of one kind: the state (:func:`state_of`) of every job ``items()`` gives that
+    ``counted(job)`` accepts, each derived once per version of the job (its ``resourceVersion``), so a
+    scrape costs a lookup per job rather than a reading of its conditions. What it keeps is what the
+    last scrape saw: ``(namespace, name) -> (resourceVersion, state or None)``."""
+
+    def __init__(self, items: Callable[[], Iterable[JSON]], facts: KindFacts, counted: Callable[[JSON], bool]) -> None:
+        self.items, self.facts, self.counted = items, facts, counted
+        self._seen: dict[tuple[str, str], tuple[str, str | None]] = {}
+
+    def __call__(self) -> list[str]:
+        seen: dict[tuple[str, str], tuple[str, str | None]] = {}
+        states = []
+        for obj in self.items():
+            m = obj.get("metadata") or {}
+            key, version = (str(m.get("namespace") or ""), str(m.get("name") or "")), str(m.get("resourceVersion"))
+            known = self._seen.get(key)
+            if known is None or known[0] != version:
+                known = (version, state_of(obj, self.facts) if self.counted(obj) else None)
+            seen[key] = known
+            if known[1] is not None:
+                states.append(known[1])
+        self._seen = seen
+        return states
 
 
 def admitted(obj: JSON, status: JSON, facts: KindFacts) -> bool:
@@ -310,8 +337,9 @@ class _JobStates(Collector):
         family = GaugeMetricFamily("kubeflow_trainer_jobs", "Jobs by kind, gang scheduler and state", labels=labels)
         for kind, (gang_scheduler, source) in sorted(self.sources.items()):
             counts = dict.fromkeys(JOB_STATES, 0)
-            for state in source():
-                counts[bounded(state, JOB_STATES)] = counts.get(bounded(state, JOB_STATES), 0) + 1
+            for state, count in Tally(source()).items():
+                label = bounded(state, JOB_STATES)
+                counts[label] = counts.get(label, 0) + count
             for state, count in counts.items():
                 family.add_metric([kind, gang_scheduler, state], count)
         yield family
