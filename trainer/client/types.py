@@ -68,8 +68,9 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
 
     ``Failed`` or ``Complete`` when that condition is True (as the SDK); else ``Suspended`` when
     ``Suspended`` is True; else ``Running`` when this operator's ``Running`` condition is True, or,
-    for operators that have no such condition (upstream), when ``jobsStatus`` counts a ready Job;
-    else ``Created``.
+    for operators that have no such condition (upstream), when ``jobsStatus`` counts a ready or a
+    succeeded Job (a started job stays ``Running`` after its Jobs finished until the ``Complete``
+    condition is written, as the kubeflow SDK counts succeeded nodes as running); else ``Created``.
     """
     if not isinstance(job, TrainJob):
         if job.trainjob is None:
@@ -80,7 +81,7 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
         if is_true(conditions, status):
             return status
     if all(c.type != COND_RUNNING for c in conditions) and any(
-        s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []
+        s.ready > 0 or s.succeeded > 0 for s in (job.status.jobs_status if job.status else None) or []
     ):
         return RUNNING
     return CREATED
@@ -98,7 +99,7 @@ class Holding:
 
     state: str
     """The first True condition of :data:`HOLDING_CONDITIONS` (e.g. ``WaitingForGang``), ``Running``
-    for a TrainJob whose operator writes no ``Running`` condition but counts a ready Job, else
+    for a TrainJob whose operator writes no ``Running`` condition but counts a ready or succeeded Job, else
     ``Created``."""
     reason: str = ""
     """That condition's reason (empty without one)."""
