@@ -87,6 +87,14 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
     return CREATED
 
 
+def trainjob_num_nodes(job: TrainJob, runtime_num_nodes: int | None) -> int:
+    """How many nodes ``job`` runs on, as the kubeflow SDK counts them (``TrainJob.num_nodes``):
+    ``spec.trainer.numNodes``, else its runtime's ``mlPolicy.numNodes`` (``runtime_num_nodes``, None
+    when the runtime is not known or sets none), else 1."""
+    own = job.spec.trainer.num_nodes if job.spec.trainer else None
+    return own or runtime_num_nodes or 1
+
+
 HOLDING_CONDITIONS: tuple[str, ...] = (*FINISHED, *HOLDING, "RestartingJobSet", "Restarting", RUNNING)
 """Condition types that say why a job is where it is, the first True one winning: finished, held
 (suspended, no runtime, misconfigured, waiting for its gang, its pods refused: the holding conditions
