@@ -779,3 +779,17 @@ def test_nodes_follow_the_sdks_rule_numnodes_else_the_runtimes(apiserver: Apiser
     assert sdk.num_nodes == 2
     rows = tables.job_rows([TrainJob.model_validate(j) for j in jobs])[1]  # no runtimes read: what the job says
     assert [r[tables.JOB_COLUMNS.index("NODES")] for r in rows] == ["-", "-"]
+
+
+def test_tables_end_each_line_at_its_last_character(capsys: pytest.CaptureFixture[str]) -> None:
+    """``describe``'s Events off a terminal: one long message does not pad every other line with
+    spaces out to its length (it padded each to ~500 columns); nothing is cut either."""
+    long = "0/3 nodes are available: " + "x" * 480
+    events = [
+        Event(type="Normal", reason="Created", message="ok", involved_object_kind="Job", involved_object_name="j"),
+        Event(type="Warning", reason="Failed", message=long, involved_object_kind="Pod", involved_object_name="p"),
+    ]
+    tables.show({}, root.Output.table, lambda: [tables.events_table(events), tables.table("A", "B")])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == []
+    assert lines[0] == "Events:" and lines[2].endswith("Job/j   ok") and lines[3].endswith(long)

@@ -36,6 +36,7 @@ from trainer.cli.tables import (
     dump,
     job_rows,
     object_name,
+    print_trimmed,
     runtimes_by_key,
     runtimes_table,
     show,
@@ -64,7 +65,7 @@ def print_watched(out: Console, header: list[str], rows: list[list[str]], widths
         t.add_column(column, min_width=width)
     for row in rows:
         t.add_row(*row)
-    out.print(t)
+    print_trimmed(out, t)
 
 
 async def job_runtimes(c: AsyncTrainerClient, kind: JobKind[Any], *, all_namespaces: bool = False) -> Runtimes:

@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.segment import Segment, Segments
 from rich.table import Table
 
 from api.base import Model
@@ -325,6 +326,22 @@ def console(stderr: bool = False) -> Console:
     return out
 
 
+def print_trimmed(out: Console, renderable: RenderableType) -> None:
+    """Print ``renderable`` (a table) on ``out`` without the spaces rich pads each line with to the
+    table's width: a line ends with its last character, so a long cell in one row (an event's message)
+    does not pad every other row out to its length, on a terminal or off it."""
+    lines = out.render_lines(renderable, out.options, pad=False)
+    segments: list[Segment] = []
+    for line in lines:
+        while line and not line[-1].control and not line[-1].text.rstrip():
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+        segments += [*line, Segment.line()]
+    out.print(Segments(segments), end="")
+
+
 def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names: Iterable[Manifest] = ()) -> None:
     """Print ``data`` as JSON/YAML, the tables ``tables`` makes, or (``-o name``) the names of
     ``names``."""
@@ -333,7 +350,7 @@ def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names
         for i, t in enumerate(tables()):
             if i:
                 out.print()
-            out.print(t)
+            print_trimmed(out, t)
     elif output == Output.name:
         for obj in names:
             typer.echo(object_name(obj))
