@@ -128,7 +128,8 @@ class Settings:
     )
     gang_scheduler_name: str = setting(
         "none",
-        "gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins or none (default none)",
+        "gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins, workload (the kube-scheduler's "
+        "own gangs through the Workload API, Kubernetes >= 1.37) or none (default none)",
         choices=sorted(gang.SCHEDULERS),
     )
     max_nodes_per_job: int = setting(

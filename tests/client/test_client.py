@@ -34,7 +34,7 @@ from trainer.client import (
 from trainer.client.errors import JobFailedError, UnknownStepError
 from trainer.client.jobs import pick_container, resolve_step
 from trainer.client.manifest import unknown_fields, wire_dict, with_namespace
-from trainer.client.types import TRAINJOB, Event, in_queue, pod_selector, related_events
+from trainer.client.types import TRAINJOB, Event, holding_condition, in_queue, pod_selector, related_events
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 
@@ -184,6 +184,8 @@ def test_unknown_fields_are_found_in_nested_lists_but_not_in_metadata_status_or_
         ((("Suspended", "False"), ("Running", "True")), None, "Running"),
         ((("Running", "False"),), [JobStatus(name="node", ready=1)], "Created"),
         ((), [JobStatus(name="node", ready=1)], "Running"),  # an operator without a Running condition
+        ((), [JobStatus(name="node", succeeded=1)], "Running"),  # the Jobs finished, Complete not written yet
+        ((), [JobStatus(name="node", active=1)], "Created"),  # pods not ready yet
         ((("Running", "False"), ("Complete", "True")), None, "Complete"),
         ((("Complete", "True"), ("Failed", "True")), None, "Failed"),
     ],
@@ -193,6 +195,23 @@ def test_status_from_conditions(
 ) -> None:
     assert trainjob_status(job(*conditions, jobs_status=jobs_status)) == expected
     assert expected in STATUSES == TRAINJOB.statuses
+
+
+def test_a_healthy_jobs_state_never_goes_back() -> None:
+    """``trainer get -w`` of a job that runs to Complete on an operator without a Running condition: its
+    Jobs turn ready, then succeeded before the Complete condition is written; the state never returns to
+    Created (it did: Running, Created, Complete). The same with an initializer that finished while the
+    trainer's pods are still starting."""
+    steps = [
+        ((), [JobStatus(name="node", active=1)]),
+        ((), [JobStatus(name="node", ready=1)]),
+        ((), [JobStatus(name="node", succeeded=1)]),
+        ((("Complete", "True"),), [JobStatus(name="node", succeeded=1)]),
+    ]
+    seen = [holding_condition(job(*c, jobs_status=s)).state for c, s in steps]
+    assert seen == ["Created", "Running", "Running", "Complete"]
+    started = [JobStatus(name="dataset-initializer", succeeded=1), JobStatus(name="node", active=1)]
+    assert trainjob_status(job(jobs_status=started)) == "Running"
 
 
 def test_queues_come_from_the_kueue_label_or_the_volcano_annotation() -> None:

@@ -20,6 +20,7 @@ from trainer.client import (
     AsyncTrainerClient,
     JobWaitingError,
     PodCannotStartError,
+    UnknownNodeError,
     WaitTimeoutError,
     jobs,
 )
@@ -157,3 +158,33 @@ async def test_a_suspended_job_under_kueue_says_what_its_workload_waits_for(
     monkeypatch.setattr(AsyncJobClient, "_workload", owned)
     why = await job_client(kube).why_waiting("stuck")
     assert why is not None and (why.reason, why.message) == ("Pending", f"Workload trainjob-stuck-1: {quota}")
+
+
+def node_pod(index: int, phase: str) -> JSON:
+    pod = pending_pod(f"stuck-node-0-{index}-a")
+    pod["metadata"]["labels"][COMPLETION_INDEX_LABEL] = str(index)
+    pod["status"] = {"phase": phase}
+    return pod
+
+
+@pytest.mark.parametrize("finished", [False, True], ids=["running", "finished"])
+async def test_a_node_the_step_does_not_have_is_named_with_those_it_has(kube: RecordingKube, finished: bool) -> None:
+    """``logs --node 5`` of a 2-node job: an error naming the nodes there are, at once (it said
+    ``Pod team-a/of step 'node' node 5 of stuck not found`` of a finished job, and waited out a running one)."""
+    if finished:
+        kube.put({**stuck_job(), "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+    for index in (0, 1):
+        kube.put(node_pod(index, "Succeeded" if finished else "Running"))
+    with pytest.raises(UnknownNodeError) as raised:
+        await job_client(kube).wait_for_pods("stuck", node=5, timeout=120)
+    assert str(raised.value) == "TrainJob team-a/stuck has no node 5 in step 'node'; its nodes are: 0, 1"
+    assert [p["metadata"]["name"] for p in await job_client(kube).wait_for_pods("stuck", node=1)] == [
+        "stuck-node-0-1-a"
+    ]
+
+
+async def test_a_node_whose_pod_may_still_come_is_waited_for(kube: RecordingKube) -> None:
+    kube.put(node_pod(0, "Running"))
+    kube.put(node_pod(1, "Pending"))  # the Job is still creating its pods
+    with pytest.raises(WaitTimeoutError):
+        await job_client(kube).wait_for_pods("stuck", node=5, timeout=0.2)

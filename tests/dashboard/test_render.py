@@ -168,3 +168,16 @@ def test_the_job_page_says_why_a_job_waits_and_what_to_do() -> None:
     page = render.job_page(JobDetail(held, pods=[pod]), {}, "sampled", 5, NOW)
     assert '<td id="why">PodGroupPending</td>' in page and "#waitingforgang" in page
     assert 'id="why"' not in render.job_page(JobDetail(trainjob()), {}, "sampled", 5, NOW)
+
+
+def test_a_finished_job_without_series_shows_its_last_reported_metrics() -> None:
+    """A finished job whose curves have no series shows the metrics its trainer last reported (as
+    ``describe`` does), not "No metrics yet."; a series, when there is one, is drawn instead."""
+    reported = {"metrics": [{"name": "loss", "value": "0.23"}, {"name": "accuracy", "value": "<0.98>"}]}
+    job = trainjob(status={"conditions": [{"type": "Complete", "status": "True"}], "trainerStatus": reported})
+    page = render.job_page(JobDetail(job), {}, "sampled", 5, NOW)
+    assert "No metrics yet." not in page
+    table = page.split('<table id="final-metrics">', 1)[1].split("</table>", 1)[0]
+    assert "<td>loss</td><td>0.23</td>" in table and "<td>accuracy</td><td>&lt;0.98&gt;</td>" in table
+    drawn = render.job_page(JobDetail(job), {"loss": [(1.0, 0.5), (2.0, 0.23)]}, "sampled", 5, NOW)
+    assert 'id="final-metrics"' not in drawn and Tags(drawn).named("svg")

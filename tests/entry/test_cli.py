@@ -21,13 +21,21 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from api.base import Condition, ObjectMeta
-from api.trainer_v1alpha1 import JobStatus, RuntimeRef, Trainer, TrainJob, TrainJobSpec, TrainJobStatus
+from api.trainer_v1alpha1 import (
+    JobStatus,
+    RuntimeRef,
+    Trainer,
+    TrainJob,
+    TrainJobSpec,
+    TrainJobStatus,
+    runtime_from_dict,
+)
 from tests.conftest import SAMPLES
 from tests.http_double import HttpDouble, without_proxies, write_kubeconfig
 from trainer import cli
 from trainer.cli import describe, errors, root, submit, tables, targets, wait
 from trainer.cli.logs import parse_duration
-from trainer.client import STATUSES, TRAINJOB, Event, JobFailedError, ManifestError, WaitTimeoutError
+from trainer.client import STATUSES, TRAINJOB, Event, JobFailedError, ManifestError, WaitTimeoutError, shapes
 from trainer.client.types import MPIJOB, Holding, holding_condition
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
@@ -742,3 +750,46 @@ def test_delete_f_deletes_every_object_the_file_names(apiserver: Apiserver, tmp_
     by_name = apiserver("delete", "tj", "a")
     assert (by_name.exit_code, by_name.output) == (0, "trainjobs.trainer.kubeflow.org/a deleted\n")
     assert apiserver("delete", "ctr/rt").output == "clustertrainingruntimes.trainer.kubeflow.org/rt deleted\n"
+
+
+def test_nodes_follow_the_sdks_rule_numnodes_else_the_runtimes(apiserver: Apiserver) -> None:
+    """NODES of a TrainJob that sets no numNodes is its runtime's mlPolicy.numNodes, as the SDK's
+    ``TrainJob.num_nodes`` (it showed ``-`` where the SDK said 2); ``-`` only when the runtime is not found."""
+    two = runtime("ClusterTrainingRuntime", "torch-distributed")
+    two["spec"]["mlPolicy"]["numNodes"] = 2
+    four = runtime("TrainingRuntime", "mine")
+    four["spec"]["mlPolicy"]["numNodes"] = 4
+    jobs = [held("a", "team-a", "Complete", "", ""), held("b", "team-a", "Complete", "", "")]
+    jobs[1]["spec"]["runtimeRef"] = {"name": "mine", "kind": "TrainingRuntime"}
+    lost = held("c", "team-a", "Complete", "", "")
+    lost["spec"]["runtimeRef"] = {"name": "gone"}
+    apiserver.routes[TRAINJOBS_PATH] = {"items": [*jobs, lost]}
+    apiserver.routes[f"{TRAINJOBS_PATH}/a"] = jobs[0]
+    apiserver.routes[TRAINING_RUNTIMES_PATH] = {"items": [four]}
+    apiserver.routes[CLUSTER_RUNTIMES_PATH] = {"items": [two]}
+
+    def nodes(output: str) -> dict[str, str]:
+        lines = output.splitlines()
+        at = lines[0].split().index("NODES")
+        return {line.split()[0]: line.split()[at] for line in lines[1:]}
+
+    assert nodes(apiserver("get", "trainjobs").output) == {"a": "2", "b": "4", "c": "-"}
+    assert nodes(apiserver("get", "trainjob", "a").output) == {"a": "2"}
+    sdk = shapes.trainjob_of(TrainJob.model_validate(jobs[0]), shapes.runtime_of(runtime_from_dict(two)), [])
+    assert sdk.num_nodes == 2
+    rows = tables.job_rows([TrainJob.model_validate(j) for j in jobs])[1]  # no runtimes read: what the job says
+    assert [r[tables.JOB_COLUMNS.index("NODES")] for r in rows] == ["-", "-"]
+
+
+def test_tables_end_each_line_at_its_last_character(capsys: pytest.CaptureFixture[str]) -> None:
+    """``describe``'s Events off a terminal: one long message does not pad every other line with
+    spaces out to its length (it padded each to ~500 columns); nothing is cut either."""
+    long = "0/3 nodes are available: " + "x" * 480
+    events = [
+        Event(type="Normal", reason="Created", message="ok", involved_object_kind="Job", involved_object_name="j"),
+        Event(type="Warning", reason="Failed", message=long, involved_object_kind="Pod", involved_object_name="p"),
+    ]
+    tables.show({}, root.Output.table, lambda: [tables.events_table(events), tables.table("A", "B")])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == []
+    assert lines[0] == "Events:" and lines[2].endswith("Job/j   ok") and lines[3].endswith(long)

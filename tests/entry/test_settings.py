@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,45 @@ def test_operating_md_lists_exactly_the_flags() -> None:
     listed = set(re.findall(r"`(--[a-z-]+)", paragraph)) - {"--help"}
     declared = {flag_name(f) for f, _ in flags()}
     assert listed == declared, f"docs/operating.md's flag list differs from trainer/settings.py: {listed ^ declared}"
+
+
+def flags_rows() -> dict[str, str]:
+    """docs/operating.md's flags table: each flag's What cell."""
+    page = (ROOT / "docs" / "operating.md").read_text()
+    table = page[page.index("<!-- flags table:") :].split("<!-- end of flags table")[0]
+    return {m[1]: m[2] for m in re.finditer(r"^\| `(--[a-z-]+)` \| [^|]+ \| [^|]+ \| (.*) \|$", table, re.M)}
+
+
+def named(values: Sequence[str], text: str) -> set[str]:
+    return {v for v in values if re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", text)}
+
+
+def test_each_flags_help_agrees_with_its_values_and_operating_md() -> None:
+    """A help that lists a flag's values lists all of them, and operating.md's row says that help and
+    every value."""
+    rows = flags_rows()
+    for field, flag in flags():
+        row = rows[flag_name(field)]
+        assert flag.help.replace("|", "\\|") in row, f"{flag_name(field)}: operating.md's help differs"
+        if flag.choices:
+            assert named(flag.choices, flag.help) in (set(), set(flag.choices)), (
+                f"{flag_name(field)}'s help names {sorted(named(flag.choices, flag.help))}, "
+                f"its values are {list(flag.choices)}"
+            )
+            assert named(flag.choices, row.split(flag.help)[-1]) == set(flag.choices)
+
+
+def test_every_list_of_gang_schedulers_in_the_docs_names_all_of_them() -> None:
+    """A line of the README, docs/ or the chart's values that sets the gang scheduler and names more
+    than one value (``--set gangScheduler=none  # or volcano, kueue``) names every value of the flag
+    (the default, none, may go unsaid)."""
+    values = next(flag.choices for field, flag in flags() if field.name == "gang_scheduler_name")
+    assert values is not None
+    pages = [ROOT / "README.md", ROOT / "charts" / "trainer" / "values.yaml", *sorted((ROOT / "docs").glob("*.md"))]
+    checked = 0
+    for page in pages:
+        for line in page.read_text().splitlines():
+            if re.search(r"gangScheduler[=:]|--gang-scheduler-name=", line) and len(named(values, line)) > 1:
+                checked += 1
+                assert named(values, line) >= set(values) - {"none"}, f"{page.name}: {line.strip()}"
+    assert checked >= 4

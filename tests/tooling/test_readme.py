@@ -105,3 +105,16 @@ def test_every_figure_quoted_is_measured_in_the_benchmarks() -> None:
 )
 def test_slug(heading: str, anchor: str) -> None:
     assert slug(heading) == anchor
+
+
+def test_the_restart_figure_is_the_latest_measured() -> None:
+    """The README's restart seconds are the last run of docs/benchmarks.md's restart section (its runs are
+    listed oldest first), not an older one."""
+    why = first_screen().split("## Why switch", 1)[1].split("## ", 1)[0]
+    quoted = re.search(r"restart on a full cluster.*?reconciled in ([\d.]+) s", why, re.S | re.I)
+    assert quoted, "no restart figure in the README"
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("### Restart on a full cluster", 1)[1]
+    section = section.split("\n### ", 1)[0]
+    runs = re.findall(r"(?:queue empty|\| seconds to the empty queue[^|]*\|)\s*\**([\d.]+)", section)
+    assert runs, "no restart run in docs/benchmarks.md"
+    assert quoted[1] == runs[-1], f"README quotes {quoted[1]} s, the latest run took {runs[-1]} s"

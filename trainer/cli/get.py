@@ -28,7 +28,20 @@ from trainer.cli.root import (
     app,
     settings,
 )
-from trainer.cli.tables import Job, as_list, console, dump, job_rows, object_name, runtimes_table, show, show_jobs
+from trainer.cli.tables import (
+    Job,
+    Runtimes,
+    as_list,
+    console,
+    dump,
+    job_rows,
+    object_name,
+    print_trimmed,
+    runtimes_by_key,
+    runtimes_table,
+    show,
+    show_jobs,
+)
 from trainer.cli.targets import RUNTIMES, ObjectType, job_client, object_type, parse_target, type_names
 from trainer.cli.why import pods_of_jobs, waiting_by_job
 from trainer.client import TRAINJOB, AsyncTrainerClient, JobKind, NotFoundError
@@ -52,7 +65,20 @@ def print_watched(out: Console, header: list[str], rows: list[list[str]], widths
         t.add_column(column, min_width=width)
     for row in rows:
         t.add_row(*row)
-    out.print(t)
+    print_trimmed(out, t)
+
+
+async def job_runtimes(c: AsyncTrainerClient, kind: JobKind[Any], *, all_namespaces: bool = False) -> Runtimes:
+    """The runtimes a table of TrainJobs reads NODES from (:func:`trainer.cli.tables.nodes_cell`): the
+    namespace's TrainingRuntimes (every namespace's with ``all_namespaces``) and the
+    ClusterTrainingRuntimes; none for MPIJobs, or when they cannot be read (NODES then shows ``-``
+    where a job sets no ``numNodes``)."""
+    if kind is not TRAINJOB:
+        return {}
+    try:
+        return runtimes_by_key(await c._runtime_objects(all_namespaces=all_namespaces))
+    except ApiError:
+        return {}
 
 
 async def watch_jobs(
@@ -75,6 +101,7 @@ async def watch_jobs(
     field_selector = f"metadata.name={name}" if name else None
     seen: dict[tuple[str, str], str] = {}
     widths: list[int] = []
+    runtimes: Runtimes = {}
 
     def emit(objs: Iterable[JSON]) -> None:
         jobs = []
@@ -91,11 +118,14 @@ async def watch_jobs(
             for job in jobs:
                 typer.echo(object_name(job) if output == Output.name else dump(job, output))
             return
-        header, rows = job_rows(jobs, wide=output == Output.wide, namespaces=all_namespaces, progress=True)
+        wide = output == Output.wide
+        header, rows = job_rows(jobs, wide=wide, namespaces=all_namespaces, progress=True, runtimes=runtimes)
         print_watched(out, header, rows, widths)
 
     while True:
         items, version = await c.kube.list(kind.resource, namespace, label_selector, field_selector=field_selector)
+        if output in TABLES:
+            runtimes = await job_runtimes(c, kind, all_namespaces=all_namespaces)
         if name and not items and not seen:
             raise NotFoundError(kind.resource.kind, c.namespace, name)
         emit(items)
@@ -175,18 +205,20 @@ def list_objects(
         )
         return
 
-    async def listed_jobs(c: AsyncTrainerClient) -> tuple[list[Job], list[JSON]]:
+    async def listed_jobs(c: AsyncTrainerClient) -> tuple[list[Job], list[JSON], Runtimes]:
         found = await job_client(c, kind).list_jobs(label_selector=selector, queue=queue, all_namespaces=all_namespaces)
         wide = s.output == Output.wide and found
-        return found, await pods_of_jobs(c, kind, all_namespaces=all_namespaces) if wide else []
+        pods = await pods_of_jobs(c, kind, all_namespaces=all_namespaces) if wide else []
+        table = s.output in TABLES and found
+        return found, pods, await job_runtimes(c, kind, all_namespaces=all_namespaces) if table else {}
 
-    jobs, pods = run(s, listed_jobs, crd=kind.resource)
+    jobs, pods, their_runtimes = run(s, listed_jobs, crd=kind.resource)
     jobs = [j for j in jobs if keep(j)]
     if not jobs and s.output in TABLES:
         typer.echo(f"No {t.label} found.", err=True)
         return
     waiting = waiting_by_job(jobs, pods, kind.job_label)
-    show_jobs(jobs, as_list(jobs), s.output, namespaces=all_namespaces, waiting=waiting)
+    show_jobs(jobs, as_list(jobs), s.output, namespaces=all_namespaces, waiting=waiting, runtimes=their_runtimes)
 
 
 @app.command()
@@ -223,13 +255,14 @@ def get(
         run(s, lambda c: watch_jobs(c, kind, s.output, name=name), crd=kind.resource)
         return
 
-    async def got(c: AsyncTrainerClient) -> tuple[Job, list[JSON]]:
+    async def got(c: AsyncTrainerClient) -> tuple[Job, list[JSON], Runtimes]:
         found = await job_client(c, kind).get_job(name)
         wide = s.output == Output.wide
-        return found, await pods_of_jobs(c, kind, name=name) if wide else []
+        pods = await pods_of_jobs(c, kind, name=name) if wide else []
+        return found, pods, await job_runtimes(c, kind) if s.output in TABLES else {}
 
-    job, pods = run(s, got, crd=kind.resource)
-    show_jobs([job], job, s.output, waiting=waiting_by_job([job], pods, kind.job_label))
+    job, pods, runtimes = run(s, got, crd=kind.resource)
+    show_jobs([job], job, s.output, waiting=waiting_by_job([job], pods, kind.job_label), runtimes=runtimes)
 
 
 @app.command("list")

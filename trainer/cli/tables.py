@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 import yaml
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.segment import Segment, Segments
 from rich.table import Table
 
 from api.base import Model
@@ -21,7 +22,7 @@ from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJ
 from api.waiting import Waiting
 from trainer.cli.root import TABLES, Output
 from trainer.client import Event, Manifest, queue_of, runtime_framework
-from trainer.client.types import eta_text, holding_condition, progress_text, trainer_status_of
+from trainer.client.types import eta_text, holding_condition, progress_text, trainer_status_of, trainjob_num_nodes
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -114,9 +115,42 @@ def replicas_summary(job: MPIJob) -> str:
     return "; ".join(parts) or "-"
 
 
-def job_row(job: Job, now: datetime | None = None) -> list[str]:
+Runtimes = Mapping[tuple[str, str, str], TrainingRuntime | ClusterTrainingRuntime]
+"""Runtimes by ``(kind, namespace, name)`` (namespace ``""`` for a ClusterTrainingRuntime): see
+:func:`runtime_key`."""
+
+
+def runtime_key(job: TrainJob) -> tuple[str, str, str]:
+    """The key of ``job``'s runtime in :data:`Runtimes`: ``spec.runtimeRef`` (kind defaulting to
+    ClusterTrainingRuntime, as the operator reads it), in the job's namespace for a TrainingRuntime."""
+    kind = job.spec.runtime_ref.kind or ClusterTrainingRuntime.KIND
+    namespace = (job.metadata.namespace or "") if kind == TrainingRuntime.KIND else ""
+    return (kind, namespace, job.spec.runtime_ref.name)
+
+
+def runtimes_by_key(
+    runtimes: Iterable[TrainingRuntime | ClusterTrainingRuntime],
+) -> dict[tuple[str, str, str], TrainingRuntime | ClusterTrainingRuntime]:
+    """:data:`Runtimes` of ``runtimes``."""
+    return {(r.kind, r.metadata.namespace or "", r.metadata.name or ""): r for r in runtimes}
+
+
+def nodes_cell(job: TrainJob, runtimes: Runtimes | None) -> str:
+    """NODES of a TrainJob, by the SDK's rule (:func:`trainjob_num_nodes`): its ``numNodes``, else its
+    runtime's ``mlPolicy.numNodes`` (else 1) when ``runtimes`` has the runtime; ``-`` when the job sets
+    none and the runtime is not known (not read, or not found)."""
+    own = job.spec.trainer.num_nodes if job.spec.trainer else None
+    runtime = (runtimes or {}).get(runtime_key(job))
+    if not own and runtime is None:
+        return "-"
+    policy = runtime.spec.ml_policy if runtime is not None else None
+    return str(trainjob_num_nodes(job, policy.num_nodes if policy else None))
+
+
+def job_row(job: Job, now: datetime | None = None, runtimes: Runtimes | None = None) -> list[str]:
     """The cells of a job's table row: :data:`JOB_COLUMNS` of a TrainJob, :data:`MPIJOB_COLUMNS` of
-    an MPIJob. STATE is the condition that holds the job (:func:`holding_condition`)."""
+    an MPIJob. STATE is the condition that holds the job (:func:`holding_condition`); NODES
+    :func:`nodes_cell` (``runtimes``: those the jobs' runtimes are looked up in)."""
     state = holding_condition(job).state
     created = age(job.metadata.creation_timestamp, now)
     if isinstance(job, MPIJob):
@@ -124,12 +158,11 @@ def job_row(job: Job, now: datetime | None = None) -> list[str]:
         workers = worker.replicas if worker and worker.replicas is not None else None
         count = str(workers) if workers is not None else "-"
         return [job.metadata.name or "", state, count, replicas_summary(job), queue_of(job) or "-", created]
-    nodes = job.spec.trainer.num_nodes if job.spec.trainer and job.spec.trainer.num_nodes else None
     return [
         job.metadata.name or "",
         state,
         job.spec.runtime_ref.name,
-        str(nodes) if nodes else "-",
+        nodes_cell(job, runtimes),
         jobs_summary(job),
         queue_of(job) or "-",
         created,
@@ -160,12 +193,14 @@ def job_rows(
     namespaces: bool = False,
     progress: bool | None = None,
     waiting: Mapping[tuple[str, str], Waiting] | None = None,
+    runtimes: Runtimes | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """The header and rows of a table of jobs of one kind: :data:`JOB_COLUMNS` (TrainJobs) or
     :data:`MPIJOB_COLUMNS` (MPIJobs); NAMESPACE first with ``namespaces``; :data:`PROGRESS_COLUMNS`
     (e.g. ``45%``, ``3h12m``) before AGE of TrainJobs when ``progress``, by default when one of them
     reported progress; :data:`WIDE_COLUMNS` last with ``wide``, from ``waiting`` (``(namespace,
-    name)`` -> why the job waits) where it has the job, else from the condition STATE names."""
+    name)`` -> why the job waits) where it has the job, else from the condition STATE names; NODES
+    from ``runtimes`` for a TrainJob that sets no ``numNodes`` (:func:`nodes_cell`)."""
     jobs = list(jobs)
     mpi = any(isinstance(j, MPIJob) for j in jobs)
     if progress is None:
@@ -177,7 +212,7 @@ def job_rows(
     header = [*(["NAMESPACE"] if namespaces else []), *columns, *(WIDE_COLUMNS if wide else ())]
     rows = []
     for job in jobs:
-        row = job_row(job, now)
+        row = job_row(job, now, runtimes)
         if progress and isinstance(job, TrainJob):
             row[-1:-1] = [progress_text(job), eta_text(job)]
         held = holding_condition(job)
@@ -200,9 +235,10 @@ def jobs_table(
     wide: bool = False,
     namespaces: bool = False,
     waiting: Mapping[tuple[str, str], Waiting] | None = None,
+    runtimes: Runtimes | None = None,
 ) -> Table:
     """The table ``get`` and ``list`` print: see :func:`job_rows`."""
-    header, rows = job_rows(jobs, now, wide=wide, namespaces=namespaces, waiting=waiting)
+    header, rows = job_rows(jobs, now, wide=wide, namespaces=namespaces, waiting=waiting, runtimes=runtimes)
     t = table(*header)
     for row in rows:
         t.add_row(*row)
@@ -290,6 +326,22 @@ def console(stderr: bool = False) -> Console:
     return out
 
 
+def print_trimmed(out: Console, renderable: RenderableType) -> None:
+    """Print ``renderable`` (a table) on ``out`` without the spaces rich pads each line with to the
+    table's width: a line ends with its last character, so a long cell in one row (an event's message)
+    does not pad every other row out to its length, on a terminal or off it."""
+    lines = out.render_lines(renderable, out.options, pad=False)
+    segments: list[Segment] = []
+    for line in lines:
+        while line and not line[-1].control and not line[-1].text.rstrip():
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+        segments += [*line, Segment.line()]
+    out.print(Segments(segments), end="")
+
+
 def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names: Iterable[Manifest] = ()) -> None:
     """Print ``data`` as JSON/YAML, the tables ``tables`` makes, or (``-o name``) the names of
     ``names``."""
@@ -298,7 +350,7 @@ def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names
         for i, t in enumerate(tables()):
             if i:
                 out.print()
-            out.print(t)
+            print_trimmed(out, t)
     elif output == Output.name:
         for obj in names:
             typer.echo(object_name(obj))
@@ -318,8 +370,14 @@ def show_jobs(
     output: Output,
     namespaces: bool = False,
     waiting: Mapping[tuple[str, str], Waiting] | None = None,
+    runtimes: Runtimes | None = None,
 ) -> None:
     """Print jobs as ``get`` and ``list`` do: a table (``wide``: with REASON and MESSAGE, see
     :func:`job_rows`), names, or ``data`` as JSON/YAML."""
     wide = output == Output.wide
-    show(data, output, lambda: [jobs_table(jobs, wide=wide, namespaces=namespaces, waiting=waiting)], jobs)
+    show(
+        data,
+        output,
+        lambda: [jobs_table(jobs, wide=wide, namespaces=namespaces, waiting=waiting, runtimes=runtimes)],
+        jobs,
+    )

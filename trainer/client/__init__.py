@@ -34,6 +34,7 @@ from trainer.client.errors import (
     NotFoundError,
     PodCannotStartError,
     TrainerClientError,
+    UnknownNodeError,
     UnknownStepError,
     WaitTimeoutError,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "TrainerClient",
     "TrainerClientError",
     "TrainerType",
+    "UnknownNodeError",
     "UnknownStepError",
     "WaitTimeoutError",
     "Waiting",

@@ -113,6 +113,16 @@ class LogsUnavailableError(TrainerClientError, RuntimeError):
         )
 
 
+class UnknownNodeError(TrainerClientError, LookupError):
+    """A node (pod index) the job's step does not have was asked for, e.g. ``logs --node 5`` of a
+    2-node job: ``nodes`` are the indices it has (empty: no pod of the step exists)."""
+
+    def __init__(self, name: str, step: str, node: int, nodes: Iterable[int]) -> None:
+        self.name, self.step, self.node, self.nodes = name, step, node, sorted(set(nodes))
+        have = f"its nodes are: {', '.join(map(str, self.nodes))}" if self.nodes else "it has no pod of that step"
+        super().__init__(f"{name} has no node {node} in step {step!r}; {have}")
+
+
 class UnknownStepError(TrainerClientError, ValueError):
     """A step (replicated job) the job does not have was asked for."""
 

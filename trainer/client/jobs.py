@@ -39,6 +39,7 @@ from trainer.client.errors import (
     NotFoundError,
     PodCannotStartError,
     TrainerClientError,
+    UnknownNodeError,
     UnknownStepError,
     WaitTimeoutError,
 )
@@ -438,9 +439,10 @@ class AsyncJobClient(Generic[J]):
         only (default 0; ``step`` may be given as ``node-1`` like the SDK), or, with ``all_nodes``,
         of every node that has one. Waits until at least one such pod started.
 
-        Raises :class:`NotFoundError` when the job does not exist, or is finished and has no such
-        pod; :class:`UnknownStepError` for a step the job does not have; :class:`WaitTimeoutError`
-        when no such pod started within ``timeout`` seconds.
+        Raises :class:`NotFoundError` when the job does not exist; :class:`UnknownStepError` for a
+        step the job does not have; :class:`UnknownNodeError` (naming the nodes it has) for a node
+        the step has no pod of while it has others, all started, or when the job is finished and has
+        no such pod; :class:`WaitTimeoutError` when no such pod started within ``timeout`` seconds.
         """
         job = await self.get_job(name)
         steps = self.kind.steps_of(job) or await self._frozen_steps(name)
@@ -456,13 +458,17 @@ class AsyncJobClient(Generic[J]):
             async with asyncio.timeout(timeout) as scope:
                 async for pods in observe(self.kube, PODS, self.namespace, label_selector=selector):
                     mine = [p for p in pods.values() if all_nodes or self._node_of(p)[1] == index]
+                    if not mine and all_nodes and finished:
+                        raise NotFoundError("Pod", self.namespace, f"of {which} of {name}")
+                    others = {self._node_of(p)[1] for p in pods.values()}
+                    if not mine and (finished or (others and all(_started(p) for p in pods.values()))):
+                        # the step's pods are all there (a Job creates every index's pod), none of this node
+                        raise UnknownNodeError(self._what(name), step_name, index, others)
                     newest: dict[tuple[int, int], JSON] = {}
                     for pod in sorted(filter(_started, mine), key=_age_key):
                         newest[self._node_of(pod)] = pod
                     if newest:
                         return [newest[k] for k in sorted(newest)]
-                    if not mine and finished:
-                        raise NotFoundError("Pod", self.namespace, f"of {which} of {name}")
                     finished = False  # only the first list can tell; later the pods may be on their way
                     names = sorted(str(p["metadata"]["name"]) for p in mine)
                     last[:] = [", ".join(f"pod {n} Pending" for n in names) or "no pod yet"]

@@ -29,7 +29,7 @@ from api.trainer_v1alpha1 import (
     TrainJobSpec,
 )
 from api.trainer_v1alpha1 import TrainJob as TrainJobObject
-from trainer.client.types import COMPLETION_INDEX_LABEL, trainjob_status
+from trainer.client.types import COMPLETION_INDEX_LABEL, trainjob_num_nodes, trainjob_status
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -262,8 +262,7 @@ def _step_order(step: Step) -> tuple[int, int, str]:
 def trainjob_of(job: TrainJobObject, runtime: Runtime | None, pods: Iterable[JSON]) -> TrainJob:
     """The :class:`TrainJob` of an :mod:`api` TrainJob, its runtime (None: not found) and its pods.
     ``num_nodes`` is ``spec.trainer.numNodes``, else the runtime's, else 1."""
-    trainer = job.spec.trainer
-    num_nodes = (trainer.num_nodes if trainer else None) or (runtime.trainer.num_nodes if runtime else 1)
+    num_nodes = trainjob_num_nodes(job, runtime.trainer.num_nodes if runtime else None)
     mpi = runtime is not None and runtime.trainer.command[:1] == ("mpirun",)
     return TrainJob(
         name=job.metadata.name or "",

@@ -68,8 +68,9 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
 
     ``Failed`` or ``Complete`` when that condition is True (as the SDK); else ``Suspended`` when
     ``Suspended`` is True; else ``Running`` when this operator's ``Running`` condition is True, or,
-    for operators that have no such condition (upstream), when ``jobsStatus`` counts a ready Job;
-    else ``Created``.
+    for operators that have no such condition (upstream), when ``jobsStatus`` counts a ready or a
+    succeeded Job (a started job stays ``Running`` after its Jobs finished until the ``Complete``
+    condition is written, as the kubeflow SDK counts succeeded nodes as running); else ``Created``.
     """
     if not isinstance(job, TrainJob):
         if job.trainjob is None:
@@ -80,10 +81,18 @@ def trainjob_status(job: TrainJob | TrainJobShape) -> str:
         if is_true(conditions, status):
             return status
     if all(c.type != COND_RUNNING for c in conditions) and any(
-        s.ready > 0 for s in (job.status.jobs_status if job.status else None) or []
+        s.ready > 0 or s.succeeded > 0 for s in (job.status.jobs_status if job.status else None) or []
     ):
         return RUNNING
     return CREATED
+
+
+def trainjob_num_nodes(job: TrainJob, runtime_num_nodes: int | None) -> int:
+    """How many nodes ``job`` runs on, as the kubeflow SDK counts them (``TrainJob.num_nodes``):
+    ``spec.trainer.numNodes``, else its runtime's ``mlPolicy.numNodes`` (``runtime_num_nodes``, None
+    when the runtime is not known or sets none), else 1."""
+    own = job.spec.trainer.num_nodes if job.spec.trainer else None
+    return own or runtime_num_nodes or 1
 
 
 HOLDING_CONDITIONS: tuple[str, ...] = (*FINISHED, *HOLDING, "RestartingJobSet", "Restarting", RUNNING)
@@ -98,7 +107,7 @@ class Holding:
 
     state: str
     """The first True condition of :data:`HOLDING_CONDITIONS` (e.g. ``WaitingForGang``), ``Running``
-    for a TrainJob whose operator writes no ``Running`` condition but counts a ready Job, else
+    for a TrainJob whose operator writes no ``Running`` condition but counts a ready or succeeded Job, else
     ``Created``."""
     reason: str = ""
     """That condition's reason (empty without one)."""

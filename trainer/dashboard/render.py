@@ -269,7 +269,14 @@ time (UTC), {{ c.count }} points</text>
 <polyline points="{{ c.points }}"/>
 </svg>
 {% else %}
-<p class="empty">No metrics yet.</p>
+{% if final_metrics %}
+<p class="note">No series recorded; the metrics the trainer last reported (status.trainerStatus.metrics):</p>
+<table id="final-metrics">
+<tr><th>Metric</th><th>Value</th></tr>
+{% for name, value in final_metrics %}<tr><td>{{ name }}</td><td>{{ value }}</td></tr>
+{% endfor %}
+</table>
+{% else %}<p class="empty">No metrics yet.</p>{% endif %}
 {% endfor %}
 
 <h2>Conditions</h2>
@@ -352,6 +359,13 @@ def jobs_page(jobs: Iterable[Job], scope: str, namespaces: bool, refresh: int, n
     )
 
 
+def final_metrics(job: Job) -> list[tuple[str, str]]:
+    """``(name, value)`` of the metrics a TrainJob's trainer last reported (``status.trainerStatus
+    .metrics``, in its order); empty for an MPIJob or before any report."""
+    reported = trainer_status_of(job) if isinstance(job, TrainJob) else None
+    return [(m.name, m.value) for m in (reported.metrics if reported else None) or []]
+
+
 def job_page(
     detail: JobDetail,
     series: Mapping[str, Sequence[Point]],
@@ -362,8 +376,9 @@ def job_page(
 ) -> str:
     """A job's page: its state, why it waits and the next step (:func:`trainer.client.jobs.job_waiting`
     over its pods), progress, curves (one SVG per metric of ``series``; ``curves_source``
-    says where they come from, ``curves_error`` why they could not be read), conditions, pods,
-    events and last log lines."""
+    says where they come from, ``curves_error`` why they could not be read; with no series, the
+    metrics a TrainJob's trainer last reported, ``status.trainerStatus.metrics``, as ``describe``
+    shows them, e.g. a finished job's final loss), conditions, pods, events and last log lines."""
     job = detail.job
     row = job_row(job, now)
     logs = [dataclasses.replace(log, lines=[line[:LOG_LINE_CHARS] for line in log.lines]) for log in detail.logs]
@@ -376,6 +391,7 @@ def job_page(
         curves=curves(series),
         curves_source=curves_source,
         curves_error=curves_error,
+        final_metrics=final_metrics(job),
         conditions=list((job.status.conditions if job.status else None) or []),
         pods=[pod_row(p, now) for p in detail.pods],
         events=[event_row(e, now) for e in reversed(detail.events)],
