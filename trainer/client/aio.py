@@ -141,7 +141,8 @@ class AsyncTrainerClient:
     :class:`AsyncJobClient` gives them directly, for any job kind.
 
     Create with :meth:`connect` (or around an existing :class:`Kube`); use as an async context
-    manager or call :meth:`close`.
+    manager (``async with await AsyncTrainerClient.connect() as c``: ``__aexit__`` closes it) or
+    call :meth:`close` before the loop ends, else aiohttp warns ``Unclosed client session`` at exit.
     """
 
     def __init__(self, kube: Kube, namespace: str | None = None, owns_kube: bool = False) -> None:
