@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint docs unit e2e venv binaries crds rbac chart lock release release-tree
+.PHONY: demo test lint docs unit e2e venv binaries crds rbac chart lock release release-tree release-version release-check release-tag
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -86,18 +86,36 @@ test: venv binaries lint
 # release VERSION=x.y.z` (X.Y.Z only: the same string for Python, Helm and the image tag). They are built
 # from a copy of the files they need (RELEASE_TREE, git-ignored) whose pyproject.toml carries VERSION, so
 # no checked-in file changes; the chart gets it from `helm package`. Publishing them: docs/releasing.md.
+# Built from a clean git tree, it ends with the annotated tag vVERSION on HEAD; it refuses before building
+# when the tree has changes (untracked files too) or the tag exists. TAG=0 builds without either.
 VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 DIST ?= dist
 RELEASE_TREE ?= build/release
+TAG ?= 1
 RELEASE_FILES := pyproject.toml README.md LICENSE Dockerfile .dockerignore requirements.lock api trainer localcluster
 
-release-tree:
+release-version:
 	@echo '$(VERSION)' | grep -Eqx '[0-9]+\.[0-9]+\.[0-9]+' || { echo "VERSION must be X.Y.Z, not '$(VERSION)'" >&2; exit 1; }
+
+release-tree: release-version
 	rm -rf $(RELEASE_TREE) && mkdir -p $(RELEASE_TREE)
 	cp -r $(RELEASE_FILES) $(RELEASE_TREE)/ && find $(RELEASE_TREE) -name __pycache__ -prune -exec rm -rf {} +
 	sed -i 's/^version = ".*"$$/version = "$(VERSION)"/' $(RELEASE_TREE)/pyproject.toml
 
-release: venv release-tree
+release-check: release-version
+ifneq ($(TAG),0)
+	@git rev-parse --verify -q HEAD >/dev/null || { echo "make release tags v$(VERSION) on HEAD: not in a git tree with a commit (TAG=0 builds without a tag)" >&2; exit 1; }
+	@test -z "$$(git status --porcelain)" || { git status --short >&2; echo "the git tree has changes (above): commit them or set them aside before a release, which tags v$(VERSION) on HEAD (TAG=0 builds without a tag)" >&2; exit 1; }
+	@! git rev-parse --verify -q 'refs/tags/v$(VERSION)' >/dev/null || { echo "tag v$(VERSION) exists already: release another VERSION (TAG=0 builds without a tag)" >&2; exit 1; }
+endif
+
+release-tag: release-check
+ifneq ($(TAG),0)
+	git tag -a 'v$(VERSION)' -m 'trainer $(VERSION)'
+	@echo "tagged v$(VERSION) on $$(git rev-parse --short HEAD); publish it with: git push origin v$(VERSION)"
+endif
+
+release: release-check venv release-tree
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	cd $(RELEASE_TREE) && $(abspath $(PY)) -m build --outdir $(abspath $(DIST)) .
 	"$$($(PY) -c 'from localcluster.binaries import ensure; print(ensure("helm")["helm"])')" package charts/trainer \
@@ -105,3 +123,4 @@ release: venv release-tree
 	cd $(RELEASE_TREE) && $(abspath $(PY)) -m localcluster.operator_image $(VERSION) >image.txt
 	cp "$$(cut -f2 $(RELEASE_TREE)/image.txt)" $(DIST)/trainer-operator-$(VERSION).tar
 	ls -l $(DIST)
+	$(MAKE) --no-print-directory release-tag

@@ -5,7 +5,8 @@ Dockerfile) into a directory of the test's; then the wheel is installed with its
 configured package index into a fresh venv, whose ``trainer`` and ``trainer-operator`` commands must run
 (``--help``) and report VERSION (``trainer --version``); ``helm show chart`` of the package must say
 VERSION for the chart and the app; the image archive must be named ``trainer-operator:VERSION`` and
-carry the distribution at VERSION. No cluster: the module's operator is not started.
+carry the distribution at VERSION. No cluster: the module's operator is not started. ``TAG=0``: the
+working tree is not tagged (``tests/tooling/test_release.py`` tests the tag in a repository of its own).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def operator() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("release")
-    make("release", f"VERSION={VERSION}", f"DIST={work / 'dist'}", f"RELEASE_TREE={work / 'tree'}")
+    make("release", f"VERSION={VERSION}", f"DIST={work / 'dist'}", f"RELEASE_TREE={work / 'tree'}", "TAG=0")
     return work / "dist"
 
 

@@ -2,6 +2,9 @@
 reaches the wheel and sdist (through the release tree's pyproject.toml), the chart (``helm package
 --version/--app-version``) and the image (its tag and the archive's name); the release tree is the
 image's whole build context; a VERSION that is not X.Y.Z stops it first; no checked-in file changes.
+The tag: in a git repository of its own holding the Makefile, ``make release`` refuses a tree with
+changes or an existing tag before building anything, ``make release-tag`` (the release's last step) makes
+the annotated tag ``vVERSION`` on HEAD, and ``TAG=0`` skips both.
 
 ``e2e/test_release.py`` runs the whole target and installs what it built.
 """
@@ -20,10 +23,19 @@ from localcluster import operator_image
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def make(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """``make ARGS`` in the repository, with no VERSION, DIST or MAKEFLAGS of the caller's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VERSION", "DIST", "RELEASE_TREE", "MAKEFLAGS")}
-    proc = subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Release Test",
+    "GIT_AUTHOR_EMAIL": "release@example.invalid",
+    "GIT_COMMITTER_NAME": "Release Test",
+    "GIT_COMMITTER_EMAIL": "release@example.invalid",
+}
+
+
+def make(*args: str, check: bool = True, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in the repository (or ``cwd``), with no VERSION, DIST, TAG or MAKEFLAGS of the caller's."""
+    mine = ("VERSION", "DIST", "RELEASE_TREE", "TAG", "MAKEFLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in mine} | GIT_IDENTITY
+    proc = subprocess.run(["make", "--no-print-directory", *args], cwd=cwd, env=env, capture_output=True, text=True)
     if check:
         assert proc.returncode == 0, f"make {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}"
     return proc
@@ -74,3 +86,74 @@ def test_a_version_that_is_not_x_y_z_stops_before_anything_is_built(tmp_path: Pa
     proc = make("release-tree", f"VERSION={bad}", f"RELEASE_TREE={tree}", check=False)
     assert proc.returncode != 0 and f"VERSION must be X.Y.Z, not '{bad}'" in proc.stderr, proc.stderr
     assert not tree.exists()
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git ARGS`` in ``repo``; its stdout, stripped."""
+    env = os.environ | GIT_IDENTITY
+    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository of its own with this Makefile and pyproject.toml committed: a clean tree."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("Makefile", "pyproject.toml"):
+        (repo / name).write_bytes((ROOT / name).read_bytes())
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "release me")
+    return repo
+
+
+def test_the_release_checks_first_and_tags_last(tmp_path: Path) -> None:
+    steps = make("-n", "release", "VERSION=9.8.7", f"DIST={tmp_path / 'out'}").stdout.strip().splitlines()
+
+    def first(start: str) -> int:
+        return next(i for i, step in enumerate(steps) if step.startswith(start))
+
+    assert first("! git rev-parse --verify -q 'refs/tags/v9.8.7'") < first("rm -rf")
+    assert first('test -z "$(git status --porcelain)"') < first("rm -rf")  # refused before anything is built
+    assert [step for step in steps if step.startswith("git tag")] == ["git tag -a 'v9.8.7' -m 'trainer 9.8.7'"]
+    assert first("git tag") == len(steps) - 2, steps  # after everything is built; then the line that says so
+    untagged = make("-n", "release", "VERSION=9.8.7", "TAG=0").stdout
+    assert "git tag" not in untagged and "git status" not in untagged
+
+
+def test_release_tag_makes_the_annotated_tag_of_the_version_on_head(repo: Path) -> None:
+    proc = make("release-tag", "VERSION=1.2.3", cwd=repo)
+    assert f"tagged v1.2.3 on {git(repo, 'rev-parse', '--short', 'HEAD')}" in proc.stdout
+    assert git(repo, "cat-file", "-t", "v1.2.3") == "tag"  # annotated, not a lightweight ref
+    assert git(repo, "rev-parse", "v1.2.3^{commit}") == git(repo, "rev-parse", "HEAD")
+    assert git(repo, "tag", "-l", "--format=%(contents:subject)", "v1.2.3") == "trainer 1.2.3"
+    make("release-tag", cwd=repo)  # VERSION: pyproject.toml's
+    assert git(repo, "tag", "-l", f"v{project_version()}") == f"v{project_version()}"
+
+
+def test_release_refuses_an_existing_tag_before_building(repo: Path) -> None:
+    git(repo, "tag", "-a", "v1.2.3", "-m", "earlier")
+    proc = make("release", "VERSION=1.2.3", cwd=repo, check=False)
+    assert proc.returncode != 0 and "tag v1.2.3 exists already" in proc.stderr, proc.stderr
+    assert not (repo / "dist").exists() and not (repo / ".venv").exists() and not (repo / "build").exists()
+    assert git(repo, "tag", "-l", "--format=%(contents:subject)", "v1.2.3") == "earlier"
+
+
+@pytest.mark.parametrize("change", ["edited", "untracked"])
+def test_release_refuses_a_tree_with_changes_before_building(repo: Path, change: str) -> None:
+    if change == "edited":
+        (repo / "pyproject.toml").write_text((repo / "pyproject.toml").read_text() + "\n")
+    else:
+        (repo / "notes.txt").write_text("not committed")
+    proc = make("release", "VERSION=1.2.3", cwd=repo, check=False)
+    assert proc.returncode != 0 and "the git tree has changes" in proc.stderr, proc.stderr
+    assert not (repo / "dist").exists() and not (repo / ".venv").exists()
+    assert git(repo, "tag", "-l") == ""
+
+
+def test_tag_0_neither_checks_nor_tags(repo: Path) -> None:
+    (repo / "notes.txt").write_text("not committed")
+    git(repo, "tag", "-a", "v1.2.3", "-m", "earlier")
+    make("release-check", "VERSION=1.2.3", "TAG=0", cwd=repo)
+    make("release-tag", "VERSION=1.2.4", "TAG=0", cwd=repo)
+    assert git(repo, "tag", "-l") == "v1.2.3"

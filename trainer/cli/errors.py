@@ -62,7 +62,7 @@ def exit_code(error: BaseException) -> int:
 
 def error_message(error: BaseException) -> str:
     """The one-line message of an error the CLI reports."""
-    if isinstance(error, ApiError):
+    if isinstance(error, ApiError) and not isinstance(error, TrainerClientError):  # the SDK's say it already
         return f"the apiserver refused: {error}"
     if isinstance(error, ConfigException):
         return f"cannot load a kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) or in-cluster config: {error}"

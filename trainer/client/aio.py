@@ -33,7 +33,7 @@ from api.trainer_v1alpha1 import (
     runtime_from_dict,
 )
 from api.waiting import Waiting
-from trainer.client.errors import AlreadyExistsError, NotFoundError
+from trainer.client.errors import AlreadyExistsError, NotFoundError, translates_api_errors
 from trainer.client.jobs import (
     DEFAULT_POD_TIMEOUT,
     DEFAULT_POLLING_INTERVAL,
@@ -131,6 +131,7 @@ def _train_packages() -> None:
         print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
 
 
+@translates_api_errors
 class AsyncTrainerClient:
     """TrainJobs (``trainer.kubeflow.org/v1alpha1``) and their runtimes in one namespace: the kubeflow
     SDK's ``TrainerClient`` (``kubeflow/trainer/api/trainer_client.py``, kubeflow 0.5.0) as
@@ -140,8 +141,13 @@ class AsyncTrainerClient:
     The :mod:`api` objects a shape was read from are its ``trainjob``/``object`` attribute;
     :class:`AsyncJobClient` gives them directly, for any job kind.
 
+    The apiserver's refusals are raised as :class:`ApiServerError` (by
+    status: :class:`NotFoundError`, ``ForbiddenError``, ``ConflictError``, ``InvalidError``), the
+    transport's error as ``__cause__`` (:func:`~trainer.client.errors.translates_api_errors`).
+
     Create with :meth:`connect` (or around an existing :class:`Kube`); use as an async context
-    manager or call :meth:`close`.
+    manager (``async with await AsyncTrainerClient.connect() as c``: ``__aexit__`` closes it) or
+    call :meth:`close` before the loop ends, else aiohttp warns ``Unclosed client session`` at exit.
     """
 
     def __init__(self, kube: Kube, namespace: str | None = None, owns_kube: bool = False) -> None:
@@ -215,7 +221,7 @@ class AsyncTrainerClient:
         the namespace's TrainingRuntimes, then the ClusterTrainingRuntimes, each by name; a
         TrainingRuntime hides a ClusterTrainingRuntime of the same name, and a runtime without the
         label ``trainer.kubeflow.org/framework`` is left out (with a logged warning). Raises
-        :class:`ApiError`."""
+        :class:`ApiServerError`."""
         seen: dict[str, Runtime] = {}
         for obj in await self._runtime_objects():
             name = obj.metadata.name or ""
@@ -274,7 +280,7 @@ class AsyncTrainerClient:
     async def _shape(self, job: TrainJob, runtimes: RuntimeCache | None = None) -> Shape:
         """``job`` in the kubeflow SDK's shape (:func:`trainer.client.shapes.trainjob_of`): its runtime
         (None when it does not exist; ``runtimes`` caches them) and its pods as steps. Raises
-        :class:`ApiError`."""
+        :class:`ApiServerError`."""
         ref = job.spec.runtime_ref
         cache = {} if runtimes is None else runtimes
         runtime = await self._runtime_of_kind(ref.name, ref.kind or ClusterTrainingRuntime.KIND, cache)
@@ -353,7 +359,7 @@ class AsyncTrainerClient:
             created = await self.kube.create(manifest_resource(obj), ns, with_namespace(body, ns), dry_run=dry_run)
         except ApiError as e:
             if e.conflict:
-                raise AlreadyExistsError(obj.kind, ns, obj.metadata.name or "") from None
+                raise AlreadyExistsError(obj.kind, ns, obj.metadata.name or "") from e
             raise
         return cast(M, type(obj).model_validate(created))
 
@@ -373,7 +379,7 @@ class AsyncTrainerClient:
 
         Raises :class:`ManifestError` for anything but exactly one valid TrainJob, or when
         ``multicluster`` finds no queue or another ``managedBy``; :class:`AlreadyExistsError` when
-        the name is taken; :class:`ApiError` when the apiserver refuses it (e.g. 422 from the CRD's
+        the name is taken; :class:`ApiServerError` when the apiserver refuses it (e.g. 422 from the CRD's
         validation).
         """
         job = load_trainjob(manifest)
@@ -398,7 +404,7 @@ class AsyncTrainerClient:
 
         Raises :class:`ManifestError` for invalid input (or a TrainJob ``multicluster`` cannot
         mark); :class:`AlreadyExistsError` when a name is taken (the objects before it stay
-        created); :class:`ApiError` when the apiserver refuses one.
+        created); :class:`ApiServerError` when the apiserver refuses one.
         """
         objs = load_manifests(manifests)
         bodies = [wire_form(o, queue, multicluster) for o in objs]
@@ -423,7 +429,7 @@ class AsyncTrainerClient:
 
         Raises :class:`ManifestError` for invalid input, an object without ``metadata.name`` (a
         ``generateName`` only: :meth:`create` it), or a TrainJob ``multicluster`` cannot mark;
-        :class:`ApiError` when the apiserver refuses one (409 on a field conflict unless ``force``).
+        :class:`ApiServerError` when the apiserver refuses one (409 on a field conflict unless ``force``).
         """
         objs = load_manifests(manifests)
         require_names(objs, "apply")
@@ -446,7 +452,7 @@ class AsyncTrainerClient:
         """TrainJobs, oldest first, as :meth:`get_job` returns them; ``runtime`` keeps those whose
         ``spec.runtimeRef`` names it (a name or a :class:`Runtime`, as the SDK; an :mod:`api`
         runtime must match by kind too); ``label_selector``, ``queue`` and ``all_namespaces`` as
-        :meth:`AsyncJobClient.list_jobs`. Raises :class:`ApiError`."""
+        :meth:`AsyncJobClient.list_jobs`. Raises :class:`ApiServerError`."""
         jobs = await self._jobs.list_jobs(label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
         if isinstance(runtime, str | Runtime):
             name = runtime if isinstance(runtime, str) else runtime.name
@@ -464,7 +470,7 @@ class AsyncTrainerClient:
     async def get_job(self, name: str) -> Shape:
         """The TrainJob ``name`` in the SDK's shape (:class:`trainer.client.shapes.TrainJob`; its
         ``runtime`` is None when the runtime does not exist, where the SDK raises). Raises
-        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises), :class:`ApiError`."""
+        :class:`NotFoundError` (a ``RuntimeError`` too, as the SDK raises), :class:`ApiServerError`."""
         return await self._shape(await self._jobs.get_job(name))
 
     async def get_job_logs(
@@ -548,7 +554,7 @@ class AsyncTrainerClient:
 
         Raises :class:`ManifestError` for invalid input or an object without ``metadata.name``,
         before anything is deleted; :class:`NotFoundError` for one that does not exist (those
-        before it stay deleted); :class:`WaitTimeoutError`, :class:`ApiError` (:func:`delete_object`).
+        before it stay deleted); :class:`WaitTimeoutError`, :class:`ApiServerError` (:func:`delete_object`).
         """
         objs = load_manifests(manifests)
         require_names(objs, "delete")

@@ -42,6 +42,7 @@ from trainer.client.errors import (
     UnknownNodeError,
     UnknownStepError,
     WaitTimeoutError,
+    translates_api_errors,
 )
 from trainer.client.multicluster import JOB_UID_LABEL, WorkloadInfo, owned_workload
 from trainer.client.types import (
@@ -254,10 +255,13 @@ def _creation_key(obj: Any) -> tuple[str, str]:
     return (meta.creation_timestamp or "", meta.name or "")
 
 
+@translates_api_errors
 class AsyncJobClient(Generic[J]):
     """Jobs of one :class:`JobKind` in one namespace.
 
     ``kube`` is the apiserver connection; it is closed by :meth:`close` only when ``owns_kube``.
+    The public methods raise the apiserver's refusals as :class:`~trainer.client.errors.ApiServerError`
+    (by status; :func:`~trainer.client.errors.translates_api_errors`).
     """
 
     def __init__(self, kube: Kube, namespace: str, kind: JobKind[J], owns_kube: bool = False) -> None:
@@ -286,7 +290,7 @@ class AsyncJobClient(Generic[J]):
         return f"{self.kind.resource.kind} {self.namespace}/{name}"
 
     async def get_job(self, name: str) -> J:
-        """The job ``name``. Raises :class:`NotFoundError`, or :class:`ApiError` on other failures."""
+        """The job ``name``. Raises :class:`NotFoundError`, or :class:`ApiServerError` on other failures."""
         obj = await self.kube.get_or_none(self.kind.resource, self.namespace, name)
         if obj is None:
             raise NotFoundError(self.kind.resource.kind, self.namespace, name)
@@ -393,7 +397,7 @@ class AsyncJobClient(Generic[J]):
         start, its PodGroup, its Kueue Workload); None when nothing holds it or it finished.
         ``job``: the job when already read. Reads the job's pods, PodGroup and (when it is
         suspended) Workload. Raises :class:`NotFoundError` when the job does not exist,
-        :class:`ApiError` on other failures."""
+        :class:`ApiServerError` on other failures."""
         job = job if job is not None else await self.get_job(name)
         pods, _ = await self.kube.list(PODS, self.namespace, pod_selector(self.kind, name))
         podgroup = await self.get_podgroup(name)
@@ -566,7 +570,7 @@ class AsyncJobClient(Generic[J]):
 
     async def get_job_events(self, name: str) -> list[Event]:
         """Events about the job and its current child Jobs, Pods and PodGroup, oldest first (not
-        those of an earlier job of the same name). Raises :class:`ApiError` on failures."""
+        those of an earlier job of the same name). Raises :class:`ApiServerError` on failures."""
         selector = pod_selector(self.kind, name)
         job = await self.kube.get_or_none(self.kind.resource, self.namespace, name)
         jobs, _ = await self.kube.list(JOBS, self.namespace, selector)
@@ -598,7 +602,7 @@ class AsyncJobClient(Generic[J]):
     async def _get_optional(self, path: str, query: dict[str, str] | None = None) -> JSON | None:
         """``GET path``: the object, or None on 404 (also when the kind's CRD is not installed: the
         apiserver then answers with a plain-text body, which :meth:`Kube.request` cannot decode,
-        hence the raw request). Raises :class:`ApiError` on other failures."""
+        hence the raw request). Raises :class:`ApiServerError` on other failures."""
         resp = await self.kube.api.call_api(
             path,
             "GET",
@@ -630,7 +634,7 @@ class AsyncJobClient(Generic[J]):
         """The Kueue Workload (``kueue.x-k8s.io/v1beta2``) of job ``name``: its queue, admission,
         admission checks and, on a MultiKueue manager, ``cluster_name``, the worker cluster the job
         was dispatched to. None when Kueue made none (or Kueue's CRDs are not installed). Raises
-        :class:`NotFoundError` when the job does not exist, :class:`ApiError` on other failures."""
+        :class:`NotFoundError` when the job does not exist, :class:`ApiServerError` on other failures."""
         job = await self.kube.get_or_none(self.kind.resource, self.namespace, name)
         if job is None:
             raise NotFoundError(self.kind.resource.kind, self.namespace, name)
@@ -648,5 +652,5 @@ class AsyncJobClient(Generic[J]):
         """The Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) named after the job, or None
         when there is none or Volcano's CRDs are not installed (the apiserver then answers 404 with
         a plain-text body, which :meth:`Kube.request` cannot decode, hence the raw request).
-        Raises :class:`ApiError` on other failures."""
+        Raises :class:`ApiServerError` on other failures."""
         return await self._get_optional(VOLCANO_PODGROUPS.path(self.namespace, name))

@@ -18,6 +18,7 @@ import inspect
 import os
 import re
 import threading
+import weakref
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -90,6 +91,40 @@ def _iterating(
     return iterating
 
 
+CLOSE_TIMEOUT = 10.0
+"""Seconds :func:`_shut_down` waits for the connection to close and for the loop thread to end."""
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop thread of :class:`TrainerClient`: run ``loop`` until stopped, then close it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, thread: threading.Thread, client: AsyncTrainerClient | None) -> None:
+    """Close ``client`` (when given) on ``loop``, then stop the loop, which ends its ``thread``
+    (:func:`_serve`). :class:`TrainerClient`'s finalizer: run once, by :meth:`TrainerClient.close`,
+    when the client is garbage-collected or at interpreter exit, whichever comes first. Run on the
+    loop's own thread (a callback dropped the last reference), it schedules the same and returns.
+    Raises ``TimeoutError`` when the connection is not closed within :data:`CLOSE_TIMEOUT` seconds
+    (the loop is stopped all the same)."""
+    if threading.current_thread() is thread:
+        if client is None:
+            loop.stop()
+        else:
+            loop.create_task(client.close()).add_done_callback(lambda _: loop.stop())
+        return
+    try:
+        if client is not None and thread.is_alive():
+            asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=CLOSE_TIMEOUT)
+    finally:
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=CLOSE_TIMEOUT)
+
+
 @dataclass
 class KubernetesBackendConfig:
     """Where :class:`TrainerClient` connects: the fields of the kubeflow SDK's
@@ -115,7 +150,11 @@ class TrainerClient:
     client's first argument before). ``kubeconfig`` defaults to ``$KUBECONFIG``/``~/.kube/config``,
     else the in-cluster configuration; ``namespace`` to the current context's. A namespace given
     here also wins over a manifest's own in :meth:`create_job`, :meth:`create`, :meth:`apply` and
-    :meth:`delete`. Close with :meth:`close` or use as a context manager.
+    :meth:`delete`.
+
+    The connection (an aiohttp session) is closed by :meth:`close`, on leaving a ``with`` block, when
+    the client is garbage-collected, and at interpreter exit for a client still open then, so a
+    script that never closes it ends without aiohttp's ``Unclosed client session`` warnings.
 
     Raises ``ValueError`` for a ``backend_config`` of another kind (the SDK's local-process and
     container backends) or with a ``client_configuration``; what :meth:`AsyncTrainerClient.connect`
@@ -141,13 +180,14 @@ class TrainerClient:
             kubeconfig = kubeconfig or backend_config.config_file
             context = backend_config.context
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="trainer-client", daemon=True)
+        self._thread = threading.Thread(target=_serve, args=(self._loop,), name="trainer-client", daemon=True)
         self._thread.start()
         try:
             self._client = self._run(AsyncTrainerClient.connect(kubeconfig, namespace, context))
         except BaseException:
-            self._stop_loop()
+            _shut_down(self._loop, self._thread, None)
             raise
+        self._finalizer = weakref.finalize(self, _shut_down, self._loop, self._thread, self._client)
 
     @property
     def namespace(self) -> str:
@@ -184,20 +224,9 @@ class TrainerClient:
             if self._loop.is_running():
                 self._run(agen.aclose())
 
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        if not self._loop.is_running():
-            self._loop.close()
-
     def close(self) -> None:
-        """Close the connection and stop the loop thread."""
-        if self._loop.is_closed():
-            return
-        try:
-            self._run(self._client.close())
-        finally:
-            self._stop_loop()
+        """Close the connection and stop the loop thread; closing again does nothing."""
+        self._finalizer()
 
     def __enter__(self) -> TrainerClient:
         return self
