@@ -137,15 +137,15 @@ class SearchAlgorithm(Model):
 
 
 class MedianPruning(Model):
-    """Median stopping: a trial whose objective at a progress is worse than the median of the other trials'
-    at the same progress is stopped (Katib's ``medianstop``, Optuna's ``MedianPruner``; ours)."""
+    """Median stopping: a trial whose objective at a progress is worse than the median of the succeeded
+    trials' at the same progress is stopped (Katib's ``medianstop``, Optuna's ``MedianPruner``; ours)."""
 
     start_step: int | None = Field(default=0, ge=0, le=100)
     """The progress (``status.trainerStatus.progressPercentage``, 0 to 100) before which no trial is
     stopped. Defaults to 0."""
     min_trials: int | None = Field(default=3, ge=1, le=100)
-    """How many other trials must have reported the objective at that progress before one is stopped
-    (1 to 100). Defaults to 3."""
+    """How many succeeded trials must have reported the objective at or before that progress before one is
+    stopped (1 to 100). Defaults to 3."""
 
 
 class PruneAlgorithm(Model):

@@ -126,10 +126,11 @@ def _at(reports: tuple[tuple[int, float], ...], progress: int) -> float | None:
 def to_stop(job: OptimizationJob, trials: list[Trial]) -> dict[str, str]:
     """The running trials median stopping stops now (``pruneAlgorithm.median``), by name, each with why: a
     running trial whose latest report, at progress ``p >= startStep``, is worse (``direction``) than the
-    median of the other trials' values at ``p`` (each one's last report at or before ``p``, counting only
-    trials whose reports reach ``p``; a succeeded trial's value is its report at 100), when at least
-    ``minTrials`` such trials exist. Empty without ``pruneAlgorithm``. Reports are what the controller saw,
-    so which trials are stopped depends on when it looked (one report per tenth of the progress)."""
+    median of the succeeded trials' values at ``p`` (each one's last report at or before ``p``, its final
+    value counting as its report at 100), when at least ``minTrials`` succeeded trials have one; as Katib's
+    ``medianstop`` and Optuna's ``MedianPruner``, which compare with completed trials only. Empty without
+    ``pruneAlgorithm``. Reports are what the controller saw (one per tenth of the progress), so which
+    trials are stopped depends on when the trainers post and the controller looks."""
     pruner = job.spec.prune_algorithm.median if job.spec.prune_algorithm is not None else None
     if pruner is None:
         return {}
@@ -137,6 +138,11 @@ def to_stop(job: OptimizationJob, trials: list[Trial]) -> dict[str, str]:
     least = pruner.min_trials or 3
     sign = -1.0 if job.spec.objectives[0].direction == "Maximize" else 1.0
     metric = job.spec.objectives[0].metric
+    done = [
+        (*[r for r in t.observed.reports if r[0] < 100], (100, t.observed.value))
+        for t in trials
+        if t.observed.state == TRIAL_SUCCEEDED and t.observed.value is not None
+    ]
     out = {}
     for t in trials:
         if t.observed.state != TRIAL_RUNNING or (t.now is None and not t.observed.reports):
@@ -144,22 +150,14 @@ def to_stop(job: OptimizationJob, trials: list[Trial]) -> dict[str, str]:
         progress, value = t.now or t.observed.reports[-1]
         if progress < start:
             continue
-        others = []
-        for o in trials:
-            reports = o.observed.reports
-            if o.observed.state == TRIAL_SUCCEEDED and o.observed.value is not None:
-                reports = (*[r for r in reports if r[0] < 100], (100, o.observed.value))
-            if o is t or not reports or reports[-1][0] < progress:
-                continue
-            if (then := _at(reports, progress)) is not None:
-                others.append(then)
+        others = [v for reports in done if (v := _at(reports, progress)) is not None]
         if len(others) < least:
             continue
         median = statistics.median(others)
         if sign * value > sign * median:
             out[t.name] = (
                 f"early stopped by median stopping: {metric}={value!r} at {progress}% progress is worse than "
-                f"the median {median!r} of {len(others)} other trials at that progress"
+                f"the median {median!r} of {len(others)} succeeded trials at that progress"
             )
     return out
 
