@@ -57,7 +57,8 @@ TELLING = Telling(warnings=frozenset({COND_FAILED}), progress_fields=frozenset({
 """How an OptimizationJob's changes are told: ``Failed`` as a Warning event; the running count coalesced.
 ``trialResults`` is written when it changes: the reports median stopping compares are kept there."""
 TRIALS = Owns(TRAINJOBS, OPTIMIZATION_JOB_NAME, verbs=CREATED_ONCE)
-"""The trials: TrainJobs labelled with their job's name, created once, never applied or deleted."""
+"""The trials: TrainJobs labelled with their job's name, created once, never applied or deleted; merge
+patched only to stop one early or to suspend and resume it with the job."""
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ def recorded(job: OptimizationJob, present: set[str], index_of: dict[str, int]) 
     ``present``): each with the outcome it had, or ``Failed`` when it had not finished. ``index_of``: the
     index of each recorded name (names that are not trials of the job are left out)."""
     out = []
+    kept = recalled_reports(job)
     for r in (job.status.trial_results if job.status else None) or []:
         if r.name in present or r.name not in index_of:
             continue
@@ -95,7 +96,7 @@ def recorded(job: OptimizationJob, present: set[str], index_of: dict[str, int]) 
             value = float(r.value) if r.state == TRIAL_SUCCEEDED and r.value is not None else None
         except ValueError:  # not as this controller wrote it
             value = None
-        reports = recalled_reports(job).get(r.name, ())
+        reports = kept.get(r.name, ())
         if value is not None and math.isfinite(value):
             out.append(Trial(r.name, Observed(index, {}, TRIAL_SUCCEEDED, value, reports)))
         elif r.state == TRIAL_EARLY_STOPPED:
