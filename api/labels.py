@@ -54,6 +54,8 @@ TRAINJOB_NAME = "trainer.kubeflow.org/trainjob-name"
 OPTIMIZATION_JOB_NAME = "trainer.kubeflow.org/optimizationjob-name"
 TRIAL_INDEX = "trainer.kubeflow.org/trial-index"
 TRIAL_PARAMETERS = "trainer.kubeflow.org/trial-parameters"
+TRIAL_EARLY_STOPPED = "trainer.kubeflow.org/trial-early-stopped"
+"""On a trial its job's ``pruneAlgorithm`` stopped (with ``spec.suspend: true``): why, as a sentence."""
 
 # The queue a job asks for (see api.queues).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

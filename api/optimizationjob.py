@@ -8,6 +8,9 @@ rule carries upstream's message. The status adds, beside upstream's ``conditions
 counts and outcomes of the trials (not in upstream). The pydantic validators repeat the CRD's rules for
 objects read without an apiserver (:func:`rule_errors`), and refuse what the controller cannot run: two
 parameters whose environment variable names collide, or an ``Int`` range with no integer in it.
+
+Ahead of upstream (KEP-3562's Phase 2, §4 and §8.3; KEP-3744's ``EarlyStopped`` trial state):
+``searchAlgorithm.tpe``, ``pruneAlgorithm.median`` and ``spec.suspend``, the one field that can change.
 """
 
 from __future__ import annotations
@@ -36,9 +39,15 @@ REASON_SEARCH_EXHAUSTED = "SearchSpaceExhausted"
 """``Complete``: a grid search ran every point of its grid, fewer than ``numTrials`` (ours)."""
 REASON_ALL_TRIALS_FAILED = "AllTrialsFailed"
 """``Failed``: every trial finished and none reported the objective (ours)."""
+COND_SUSPENDED = "Suspended"
+REASON_SUSPENDED, REASON_RESUMED = "Suspended", "Resumed"
+"""``Suspended`` True (``spec.suspend``) and False once resumed: TrainJob's condition and reasons (ours on an
+OptimizationJob; KEP-3562 lists ``suspend`` as a Phase 2 goal)."""
 
-# Trial states in status.trialResults (ours).
+# Trial states in status.trialResults (ours; ``EarlyStopped`` is KEP-3744's ``TrialStateEarlyStopped``).
 TRIAL_RUNNING, TRIAL_SUCCEEDED, TRIAL_FAILED = "Running", "Succeeded", "Failed"
+TRIAL_EARLY_STOPPED = "EarlyStopped"
+"""A trial pruned by ``pruneAlgorithm``: stopped (suspended) and never resumed; not a failure (KEP-3744)."""
 
 ENV_PREFIX = "KUBEFLOW_TRAINER_OPT_"
 """A trial's parameter ``<name>`` reaches its trainer as ``KUBEFLOW_TRAINER_OPT_<NAME>`` (KEP-3562 §8.2)."""
@@ -47,6 +56,7 @@ DOUBLE_PATTERN = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 """Upstream's ``Double``: a decimal number as a string, at most 64 characters."""
 
 IMMUTABLE_MESSAGE = "OptimizationJobSpec is immutable and cannot be updated after creation"
+SUSPEND_MESSAGE = "only spec.suspend can change after creation"
 PARALLEL_MESSAGE = "parallelTrials cannot exceed numTrials"
 GRID_MESSAGE = "Grid search requires all parameters to be Categorical; Uniform and LogUniform are not supported."
 MIN_MAX_MESSAGE = "min must be strictly less than max"
@@ -60,15 +70,25 @@ def exactly_one(*fields: str) -> tuple[str, str]:
     return rule, f"exactly one of the fields in [{' '.join(fields)}] must be set"
 
 
+IMMUTABLE_FIELDS = ("objectives", "searchAlgorithm", "parameters", "numTrials", "parallelTrials", "trainJobTemplate")
+"""The spec's fields upstream makes immutable; with ``pruneAlgorithm`` (optional) all but ``suspend``."""
+IMMUTABLE_RULE = " && ".join(
+    [f"self.{f} == oldSelf.{f}" for f in IMMUTABLE_FIELDS]
+    + ["has(self.pruneAlgorithm) == has(oldSelf.pruneAlgorithm)"]
+    + ["(!has(self.pruneAlgorithm) || self.pruneAlgorithm == oldSelf.pruneAlgorithm)"]
+)
+"""Upstream's ``self == oldSelf`` but for ``suspend`` (ours): ``searchAlgorithm``, ``numTrials`` and
+``parallelTrials`` have defaults, so they are always set when the rule runs."""
+
 SPEC_RULES: list[dict[str, JsonValue]] = [
-    {"rule": "self == oldSelf", "message": IMMUTABLE_MESSAGE},
+    {"rule": IMMUTABLE_RULE, "message": f"{IMMUTABLE_MESSAGE}: {SUSPEND_MESSAGE}"},
     {"rule": "self.parallelTrials <= self.numTrials", "message": PARALLEL_MESSAGE},
     {
         "rule": "!has(self.searchAlgorithm.grid) || self.parameters.all(p, has(p.searchSpace.categorical))",
         "message": GRID_MESSAGE,
     },
 ]
-"""The CRD's rules on ``spec`` (upstream's three, verbatim)."""
+"""The CRD's rules on ``spec``: upstream's three, the first letting ``suspend`` change (ours)."""
 
 Double = Annotated[str, Field(min_length=1, max_length=64, pattern=DOUBLE_PATTERN)]
 
@@ -94,13 +114,46 @@ class GridAlgorithm(Model):
     """Grid search over the product of the categorical parameters' choices."""
 
 
+class TPEAlgorithm(Model):
+    """Bayesian search with a Tree-structured Parzen Estimator (Optuna's ``TPESampler``; KEP-3562 lists TPE
+    as a Phase 2 ``searchAlgorithm``; ours)."""
+
+    seed: int | None = Field(default=None, json_schema_extra={"format": "int64"})
+    """Seed of the sampler: the same seed and the same trial outcomes give the same parameters. Unset: a
+    seed from the job's uid."""
+    n_startup_trials: int | None = Field(default=10, ge=0, le=100)
+    """Trials drawn at random before the estimator is used (0 to 100). Defaults to 10 (Optuna's)."""
+
+
 class SearchAlgorithm(Model):
-    """How the parameters of each trial are chosen; exactly one of ``random`` and ``grid``."""
+    """How the parameters of each trial are chosen; exactly one of ``random``, ``grid`` and ``tpe``."""
 
     random: RandomAlgorithm | None = None
     """Random search."""
     grid: GridAlgorithm | None = None
     """Grid search (categorical parameters only)."""
+    tpe: TPEAlgorithm | None = None
+    """Bayesian search (TPE) from the finished trials' values (ours)."""
+
+
+class MedianPruning(Model):
+    """Median stopping: a trial whose objective at a progress is worse than the median of the succeeded
+    trials' at the same progress is stopped (Katib's ``medianstop``, Optuna's ``MedianPruner``; ours)."""
+
+    start_step: int | None = Field(default=0, ge=0, le=100)
+    """The progress (``status.trainerStatus.progressPercentage``, 0 to 100) before which no trial is
+    stopped. Defaults to 0."""
+    min_trials: int | None = Field(default=3, ge=1, le=100)
+    """How many succeeded trials must have reported the objective at or before that progress before one is
+    stopped (1 to 100). Defaults to 3."""
+
+
+class PruneAlgorithm(Model):
+    """How trials that fall behind are stopped (KEP-3562 §8.3's ``pruneAlgorithm`` block; ours): exactly
+    one of ``median``."""
+
+    median: MedianPruning | None = None
+    """Median stopping."""
 
 
 class UniformSpace(Model):
@@ -130,7 +183,8 @@ class CategoricalSpace(Model):
 
 
 _ONE_SPACE = exactly_one("uniform", "logUniform", "categorical")
-_ONE_ALGORITHM = exactly_one("random", "grid")
+_ONE_ALGORITHM = exactly_one("random", "grid", "tpe")
+_ONE_PRUNER = exactly_one("median")
 _MIN_LT_MAX = ("double(self.min) < double(self.max)", MIN_MAX_MESSAGE)
 
 
@@ -207,6 +261,11 @@ class OptimizationJobSpec(Model):
         },
     )
     """The search algorithm. Defaults to ``random: {}``."""
+    prune_algorithm: PruneAlgorithm | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-validations": [{"rule": _ONE_PRUNER[0], "message": _ONE_PRUNER[1]}]},
+    )
+    """How trials that fall behind are stopped (ours). Unset: none is."""
     parameters: list[Parameter] = Field(
         min_length=1,
         max_length=100,
@@ -219,6 +278,10 @@ class OptimizationJobSpec(Model):
     """Trials running at once, at most ``numTrials``. Defaults to 1."""
     train_job_template: TrainJobTemplateSpec
     """The TrainJob each trial is made from."""
+    suspend: bool | None = False
+    """Hold the search (ours; KEP-3562 Phase 2): no trial is created and the running ones are suspended
+    (their ``spec.suspend``); false again resumes them and the search. The one field that can change.
+    Defaults to false."""
 
     @model_validator(mode="after")
     def _rules(self) -> OptimizationJobSpec:
@@ -272,8 +335,10 @@ def rule_errors(spec: OptimizationJobSpec) -> list[str]:
     if (spec.parallel_trials or 1) > (spec.num_trials or 1):
         out.append(f"spec: {PARALLEL_MESSAGE}")
     algorithm = spec.search_algorithm or SearchAlgorithm(random=RandomAlgorithm())
-    if (algorithm.random is None) == (algorithm.grid is None):
+    if sum(a is not None for a in (algorithm.random, algorithm.grid, algorithm.tpe)) != 1:
         out.append(f"spec.searchAlgorithm: {_ONE_ALGORITHM[1]}")
+    if spec.prune_algorithm is not None and spec.prune_algorithm.median is None:
+        out.append(f"spec.pruneAlgorithm: {_ONE_PRUNER[1]}")
     if algorithm.grid is not None and any(p.search_space.categorical is None for p in spec.parameters):
         out.append(f"spec: {GRID_MESSAGE}")
     seen: dict[str, str] = {}
@@ -306,18 +371,34 @@ class Result(Model):
     """Its parameters."""
 
 
+MAX_REPORTS = 11
+"""Reports kept per trial: one per tenth of the progress, 0 to 100."""
+
+
+class Report(Model):
+    """The objective a running trial reported at a progress (ours)."""
+
+    progress: int = Field(ge=0, le=100)
+    """Its ``status.trainerStatus.progressPercentage`` then."""
+    value: str = Field(min_length=1, max_length=64)
+    """The objective's value then, as the trial reported it."""
+
+
 class TrialResult(Model):
     """One trial's outcome (not in upstream)."""
 
     name: str = Field(min_length=1, max_length=63)
     """Name of the trial's TrainJob."""
-    state: Literal["Running", "Succeeded", "Failed"]
+    state: Literal["Running", "Succeeded", "Failed", "EarlyStopped"]
     """``Running`` until its TrainJob finishes; ``Succeeded`` when it completed and reported the objective
-    metric; ``Failed`` otherwise."""
+    metric; ``EarlyStopped`` when ``pruneAlgorithm`` stopped it (KEP-3744's state); ``Failed`` otherwise."""
     value: str | None = Field(default=None, max_length=64)
     """The objective metric's final value, as the trial reported it."""
     message: str | None = Field(default=None, max_length=1024)
-    """Why a trial failed."""
+    """Why a trial failed or was stopped."""
+    reports: list[Report] | None = Field(default=None, max_length=MAX_REPORTS)
+    """The objective as the controller saw the trial report it while running, at most one per tenth of
+    its progress (with ``pruneAlgorithm`` only; ours): what median stopping compares."""
 
 
 class OptimizationJobStatus(Model):
@@ -339,6 +420,8 @@ class OptimizationJobStatus(Model):
     """Trials that reported the objective (not in upstream; Katib's ``trialsSucceeded``)."""
     trials_failed: int | None = Field(default=None, ge=0)
     """Trials that failed or finished without the objective (not in upstream; Katib's ``trialsFailed``)."""
+    trials_early_stopped: int | None = Field(default=None, ge=0)
+    """Trials ``pruneAlgorithm`` stopped (not in upstream; Katib's ``trialsEarlyStopped``)."""
     trial_results: list[TrialResult] | None = Field(
         default=None,
         max_length=100,

@@ -186,7 +186,7 @@ async def test_optimizationjob_cel_rules_are_upstreams(client: Client, ns: str) 
     cases: list[tuple[JSON, str]] = [
         ({"numTrials": 2, "parallelTrials": 3}, "parallelTrials cannot exceed numTrials"),
         (grid_uniform, "Grid search requires all parameters to be Categorical"),
-        ({"searchAlgorithm": {"grid": {}, "random": {}}}, "exactly one of the fields in [random grid] must be set"),
+        ({"searchAlgorithm": {"grid": {}, "random": {}}}, "exactly one of the fields in [random grid tpe] must be set"),
         (
             {"parameters": [{"name": "x", "searchSpace": {"uniform": {"min": "2", "max": "1"}}}]},
             "min must be strictly less than max",
@@ -205,6 +205,8 @@ async def test_optimizationjob_cel_rules_are_upstreams(client: Client, ns: str) 
         ),
         ({"objectives": [{"metric": "a"}, {"metric": "b"}]}, "spec.objectives"),
         ({"numTrials": 101}, "spec.numTrials"),
+        ({"pruneAlgorithm": {}}, "exactly one of the fields in [median] must be set"),
+        ({"searchAlgorithm": {"tpe": {"nStartupTrials": 101}}}, "spec.searchAlgorithm.tpe.nStartupTrials"),
     ]
     for i, (spec, message) in enumerate(cases):
         assert message in await refused(client, optimizationjob(f"bad-{i}", **spec), ns), spec
@@ -221,6 +223,10 @@ async def test_optimizationjob_cel_rules_are_upstreams(client: Client, ns: str) 
     assert (await client.apply(grid, ns))["metadata"]["name"] == "grid"
     changed = optimizationjob("fine", numTrials=5)
     assert "OptimizationJobSpec is immutable and cannot be updated after creation" in await refused(client, changed, ns)
+    pruned = optimizationjob("fine", pruneAlgorithm={"median": {}})
+    assert "only spec.suspend can change after creation" in await refused(client, pruned, ns)
+    held = await client.apply(optimizationjob("fine", suspend=True), ns)  # suspend alone changes (ours)
+    assert held["spec"]["suspend"] is True
     for name in ("fine", "grid"):
         await client.kube.delete(OPTIMIZATION_JOBS, ns, name)
 

@@ -28,7 +28,9 @@ UPSTREAM = {
     "status.result": ["trainJobName", "parameters"],
     "status.result.parameters.[]": ["name", "value"],
 }
-OURS_IN_STATUS = {"trials", "trialsRunning", "trialsSucceeded", "trialsFailed", "trialResults"}
+OURS_IN_STATUS = {"trials", "trialsRunning", "trialsSucceeded", "trialsFailed", "trialsEarlyStopped", "trialResults"}
+OURS = {"spec": ["pruneAlgorithm", "suspend"], "spec.searchAlgorithm": ["tpe"]}
+"""Fields ahead of upstream (KEP-3562 Phase 2: TPE, ``pruneAlgorithm``, ``suspend``)."""
 
 
 def schema() -> dict[str, Any]:
@@ -40,7 +42,7 @@ ROOT = schema()["schema"]["openAPIV3Schema"]
 
 @pytest.mark.parametrize("path", sorted(UPSTREAM))
 def test_every_type_has_upstreams_fields_and_no_other(path: str) -> None:
-    assert sorted(walk(ROOT, path).get("properties") or {}) == sorted(UPSTREAM[path])
+    assert sorted(walk(ROOT, path).get("properties") or {}) == sorted(UPSTREAM[path] + OURS.get(path, []))
 
 
 def test_status_has_upstreams_conditions_and_result_plus_the_trial_counts() -> None:
@@ -52,12 +54,20 @@ def test_status_has_upstreams_conditions_and_result_plus_the_trial_counts() -> N
     assert walk(status, "result.trainJobName")["maxLength"] == 63
 
 
-def test_spec_rules_are_upstreams_verbatim() -> None:
+def test_spec_rules_are_upstreams_verbatim_but_suspend_can_change() -> None:
     spec = walk(ROOT, "spec")
     assert ROOT["required"] == ["spec"]
     assert sorted(spec["required"]) == ["objectives", "parameters", "trainJobTemplate"]
-    assert spec["x-kubernetes-validations"] == [
-        {"rule": "self == oldSelf", "message": "OptimizationJobSpec is immutable and cannot be updated after creation"},
+    immutable = spec["x-kubernetes-validations"][0]
+    assert immutable["message"] == (
+        "OptimizationJobSpec is immutable and cannot be updated after creation: only spec.suspend can change after "
+        "creation"
+    )
+    # Every field but suspend compared (upstream's rule is self == oldSelf; suspend is ours).
+    for f in set(walk(ROOT, "spec")["properties"]) - {"suspend"}:
+        assert f"self.{f} == oldSelf.{f}" in immutable["rule"], f
+    assert "suspend" not in immutable["rule"]
+    assert spec["x-kubernetes-validations"][1:] == [
         {"rule": "self.parallelTrials <= self.numTrials", "message": "parallelTrials cannot exceed numTrials"},
         {
             "rule": "!has(self.searchAlgorithm.grid) || self.parameters.all(p, has(p.searchSpace.categorical))",
@@ -69,8 +79,8 @@ def test_spec_rules_are_upstreams_verbatim() -> None:
     assert algorithm["default"] == {"random": {}}
     assert algorithm["x-kubernetes-validations"] == [
         {
-            "rule": "[has(self.random),has(self.grid)].filter(x,x==true).size() == 1",
-            "message": "exactly one of the fields in [random grid] must be set",
+            "rule": "[has(self.random),has(self.grid),has(self.tpe)].filter(x,x==true).size() == 1",
+            "message": "exactly one of the fields in [random grid tpe] must be set",
         }
     ]
     space = walk(spec, "parameters.[].searchSpace")
@@ -155,8 +165,8 @@ def test_a_valid_job_parses_with_upstreams_defaults() -> None:
             {"searchAlgorithm": {"grid": {}}},
             "Grid search requires all parameters to be Categorical; Uniform and LogUniform are not supported.",
         ),
-        ({"searchAlgorithm": {"grid": {}, "random": {}}}, "exactly one of the fields in [random grid] must be set"),
-        ({"searchAlgorithm": {}}, "exactly one of the fields in [random grid] must be set"),
+        ({"searchAlgorithm": {"grid": {}, "random": {}}}, "exactly one of the fields in [random grid tpe] must be set"),
+        ({"searchAlgorithm": {}}, "exactly one of the fields in [random grid tpe] must be set"),
         (
             {"parameters": [{"name": "x", "searchSpace": {}}]},
             "spec.parameters[x].searchSpace: exactly one of the fields in [uniform logUniform categorical]",

@@ -16,7 +16,8 @@ from api.optimizationjob import OptimizationJob
 from tests.kube_double import RecordingKube
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
-from trainer.optimizationjob.status import recorded
+from trainer.optimizationjob.search import Observed
+from trainer.optimizationjob.status import Trial, recorded, to_stop
 from trainer.wiring import Settings, new_manager
 
 CONTROLLER = "optimizationjob"
@@ -313,3 +314,146 @@ def test_a_recalled_trial_whose_value_cannot_be_read_counts_as_failed() -> None:
         ("o-trial-0", "Failed", None),
         ("o-trial-1", "Succeeded", 0.5),
     ]
+
+
+def report(c: Cluster, name: str, progress: int, value: str) -> None:
+    """The trainer of running trial ``name`` posts ``loss=value`` at ``progress`` percent."""
+    tj = copy.deepcopy(c.trials()[name])
+    tj["status"] = {"trainerStatus": {"progressPercentage": progress, "metrics": [{"name": "loss", "value": value}]}}
+    c.kube.put(tj)
+
+
+async def test_tpe_trials_follow_from_the_seed_and_the_outcomes_and_a_restart_asks_nothing_again() -> None:
+    job = optimization_job(searchAlgorithm={"tpe": {"seed": 5, "nStartupTrials": 1}}, numTrials=4, parallelTrials=1)
+    c = Cluster(job)
+    await c.settle()
+    c.finish("o-trial-0", "0.5")
+    await c.settle()
+    c.finish("o-trial-1", "0.25")
+    again = c.restart()
+    await again.settle()
+    assert again.kube.count("create", "TrainJob") == 1  # o-trial-2 only
+    twin = Cluster(copy.deepcopy(job))
+    await twin.settle()
+    twin.finish("o-trial-0", "0.5")
+    await twin.settle()
+    twin.finish("o-trial-1", "0.25")
+    await twin.settle()
+    assert [params(t) for t in twin.trials().values()] == [params(t) for t in again.trials().values()]
+    other = Cluster(copy.deepcopy(job))  # the same seed, other outcomes: TPE proposes another trial 2
+    await other.settle()
+    other.finish("o-trial-0", "0.01")
+    await other.settle()
+    other.finish("o-trial-1", "9")
+    await other.settle()
+    assert params(other.trials()["o-trial-1"]) == params(twin.trials()["o-trial-1"])  # a startup draw
+    assert params(other.trials()["o-trial-2"]) != params(twin.trials()["o-trial-2"])
+
+
+async def test_median_stopping_stops_a_trial_behind_the_succeeded_ones_and_never_resumes_it() -> None:
+    prune = {"median": {"startStep": 20, "minTrials": 2}}
+    c = Cluster(optimization_job(pruneAlgorithm=prune, numTrials=6, parallelTrials=3))
+    await c.settle()
+    report(c, "o-trial-0", 10, "2.0")
+    report(c, "o-trial-1", 10, "9.0")  # the worst, but nothing succeeded yet
+    report(c, "o-trial-2", 10, "1.0")
+    await c.settle()
+    report(c, "o-trial-0", 50, "0.8")
+    report(c, "o-trial-2", 55, "0.5")
+    await c.settle()
+    c.finish("o-trial-0", "0.7")
+    c.finish("o-trial-2", "0.4")
+    await c.settle()
+    report(c, "o-trial-1", 15, "9.0")  # worse than both at 15%, before startStep
+    await c.settle()
+    report(c, "o-trial-1", 50, "0.9")  # not worse than the median 0.9 of 0.8 (o-trial-0 at 50%), 1.0 (o-trial-2 at 10%)
+    await c.settle()
+    assert c.kube.count("patch", "TrainJob") == 0
+    report(c, "o-trial-1", 60, "3.0")  # worse than the median of 0.8 (o-trial-0 at 50%) and 0.5 (o-trial-2 at 55%)
+    await c.settle()
+    stopped = c.trials()["o-trial-1"]
+    assert stopped["spec"]["suspend"] is True
+    why = stopped["metadata"]["annotations"]["trainer.kubeflow.org/trial-early-stopped"]
+    assert "loss=3.0 at 60% progress is worse than the median 0.65 of 2 succeeded trials" in why
+    results = {r["name"]: r for r in c.status["trialResults"]}
+    assert results["o-trial-1"]["state"] == "EarlyStopped" and results["o-trial-1"]["message"] == why
+    assert [(r["progress"], r["value"]) for r in results["o-trial-0"]["reports"]] == [(10, "2.0"), (50, "0.8")]
+    assert [(r["progress"], r["value"]) for r in results["o-trial-1"]["reports"]] == [
+        (10, "9.0"),
+        (50, "0.9"),
+        (60, "3.0"),
+    ]
+    assert (c.status["trialsEarlyStopped"], c.status["trialsFailed"], c.status["trialsRunning"]) == (1, 0, 3)
+    assert sorted(c.trials())[-1] == "o-trial-5"  # its place is taken by the next trial
+    # Someone resumes it: it is suspended again and stays EarlyStopped; a restart changes nothing.
+    tj = copy.deepcopy(c.trials()["o-trial-1"])
+    tj["spec"]["suspend"] = False
+    c.kube.put(tj)
+    await c.settle()
+    assert c.trials()["o-trial-1"]["spec"]["suspend"] is True
+    again = c.restart()
+    assert await again.settle() == 0
+    for name in ("o-trial-3", "o-trial-4", "o-trial-5"):
+        again.finish(name, "1")
+    await again.settle()
+    complete = again.condition("Complete")
+    assert complete is not None and complete["reason"] == "MaxTrialsReached"
+    assert {r["name"]: r["state"] for r in again.status["trialResults"]}["o-trial-1"] == "EarlyStopped"
+    assert again.kube.count("create", "TrainJob") == 0 and again.status["trialsSucceeded"] == 5
+
+
+async def test_a_deleted_early_stopped_trial_keeps_its_state_and_reports() -> None:
+    prune = {"median": {"minTrials": 1}}
+    c = Cluster(optimization_job(pruneAlgorithm=prune, numTrials=2, parallelTrials=2))
+    await c.settle()
+    report(c, "o-trial-0", 20, "1.0")
+    await c.settle()
+    c.finish("o-trial-0", "0.5")
+    await c.settle()
+    report(c, "o-trial-1", 30, "4.0")  # worse than o-trial-0's 1.0 at 20%
+    await c.settle()
+    assert c.trials()["o-trial-1"]["spec"]["suspend"] is True
+    await c.kube.delete(TRAINJOBS, "default", "o-trial-1")
+    await c.settle()
+    (_, r1) = c.status["trialResults"]
+    assert r1["state"] == "EarlyStopped" and r1["reports"] == [{"progress": 30, "value": "4.0"}]
+    assert c.condition("Complete") is not None and c.status["result"]["trainJobName"] == "o-trial-0"
+
+
+async def test_suspend_holds_the_search_and_resume_continues_it() -> None:
+    c = Cluster(optimization_job(numTrials=3, parallelTrials=2))
+    await c.settle()
+    c.finish("o-trial-0", "0.5")
+    job = copy.deepcopy(c.job)
+    job["spec"]["suspend"] = True
+    c.kube.put(job)
+    await c.settle()
+    assert sorted(c.trials()) == ["o-trial-0", "o-trial-1"]  # no new trial while suspended
+    assert c.trials()["o-trial-1"]["spec"]["suspend"] is True
+    assert "suspend" not in c.trials()["o-trial-0"]["spec"]  # finished: left alone
+    held = c.condition("Suspended")
+    assert held is not None and (held["status"], held["reason"]) == ("True", "Suspended")
+    assert "the 1 running ones are suspended" in held["message"]
+    assert c.condition("Complete") is None
+    job = copy.deepcopy(c.job)
+    job["spec"]["suspend"] = False
+    c.kube.put(job)
+    await c.settle()
+    assert c.trials()["o-trial-1"]["spec"]["suspend"] is False
+    assert sorted(c.trials()) == ["o-trial-0", "o-trial-1", "o-trial-2"]
+    resumed = c.condition("Suspended")
+    assert resumed is not None and (resumed["status"], resumed["reason"]) == ("False", "Resumed")
+    assert await c.settle() == 0
+
+
+def test_median_stopping_follows_the_direction_and_needs_min_trials() -> None:
+    obj = optimization_job(
+        objectives=[{"metric": "loss", "direction": "Maximize"}], pruneAlgorithm={"median": {"minTrials": 2}}
+    )
+    job = OptimizationJob.model_validate(obj)
+    done = [Trial(f"o-trial-{i}", Observed(i, {}, "Succeeded", v, ((40, v),))) for i, v in ((0, 0.6), (1, 0.8))]
+    low = Trial("o-trial-2", Observed(2, {}, "Running"), now=(50, 0.5))
+    high = Trial("o-trial-3", Observed(3, {}, "Running"), now=(50, 0.9))
+    assert sorted(to_stop(job, [*done, low, high])) == ["o-trial-2"]  # below the median 0.7 when maximizing
+    assert to_stop(job, [done[0], low, high]) == {}  # one succeeded trial, minTrials 2
+    assert to_stop(OptimizationJob.model_validate(optimization_job()), [*done, low]) == {}  # no pruneAlgorithm

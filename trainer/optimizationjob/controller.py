@@ -8,11 +8,16 @@ job (a controller owner reference: deleting the job deletes its trials). Every r
 back from the cluster, so the search is rebuilt from them and an operator restart neither repeats nor
 revives a trial. The TrainJob controller runs each trial; a trial's objective is the metric it reports in
 ``status.trainerStatus``. The status (:mod:`trainer.optimizationjob.status`) names the best trial.
+
+With ``pruneAlgorithm.median`` a running trial that falls behind is stopped early: annotated and suspended
+by a merge patch (:func:`~trainer.optimizationjob.trials.stop_patch`), ``EarlyStopped`` from then on, and
+suspended again if anyone resumes it. ``spec.suspend`` holds the search: no trial is created and the running
+ones are suspended; when it is false again they get the template's ``suspend`` back and the search goes on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from api.base import Condition
@@ -20,7 +25,7 @@ from api.conditions import true_condition
 from api.jobkinds import OPTIMIZATIONJOB
 from api.kinds import TRAINJOBS
 from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX
-from api.optimizationjob import COND_FAILED, TRIAL_RUNNING, OptimizationJob
+from api.optimizationjob import COND_FAILED, COND_SUSPENDED, TRIAL_EARLY_STOPPED, TRIAL_RUNNING, OptimizationJob
 from trainer.framework.controller import Controller, Owns, Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -32,17 +37,28 @@ from trainer.jobs.kind import Kind
 from trainer.jobs.reconcile import declare
 from trainer.jobs.status_writer import Telling
 from trainer.optimizationjob import search
-from trainer.optimizationjob.status import Trial, conditions, finished, recorded, status_fields
-from trainer.optimizationjob.trials import build_trial, index_of_name, observe, trial_name
+from trainer.optimizationjob.status import (
+    Trial,
+    conditions,
+    finished,
+    merge_reports,
+    recalled_reports,
+    recorded,
+    status_fields,
+    to_stop,
+)
+from trainer.optimizationjob.trials import build_trial, index_of_name, observe, report, stop_patch, trial_name
 
 PERMISSIONS: tuple[Permission, ...] = ()
 """Nothing beyond what the declaration implies (:func:`controller`): list/watch of OptimizationJobs, the patch
 of their status, and create/get/patch of the TrainJobs they own (never delete: owner references collect
 them with their job)."""
-TELLING = Telling(warnings=frozenset({COND_FAILED}), progress_fields=frozenset({"trialResults", "trialsRunning"}))
-"""How an OptimizationJob's changes are told: ``Failed`` as a Warning event; trial progress coalesced."""
+TELLING = Telling(warnings=frozenset({COND_FAILED}), progress_fields=frozenset({"trialsRunning"}))
+"""How an OptimizationJob's changes are told: ``Failed`` as a Warning event; the running count coalesced.
+``trialResults`` is written when it changes: the reports median stopping compares are kept there."""
 TRIALS = Owns(TRAINJOBS, OPTIMIZATION_JOB_NAME, verbs=CREATED_ONCE)
-"""The trials: TrainJobs labelled with their job's name, created once, never applied or deleted."""
+"""The trials: TrainJobs labelled with their job's name, created once, never applied or deleted; merge
+patched only to stop one early or to suspend and resume it with the job."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,8 @@ class OptimizationJobInfo:
     """How many trials the search runs: ``numTrials``, or a grid's size when smaller."""
     new: dict[int, dict[str, str]] = field(default_factory=dict)
     """The trials to create now: index -> parameters."""
+    patches: dict[str, JSON] = field(default_factory=dict)
+    """The merge patches of trials to send now (stop early, suspend, resume), by trial name."""
 
     @property
     def gang(self) -> GangInput:
@@ -77,12 +95,15 @@ class OptimizationJobInfo:
 
 
 def seed(obj: JSON, job: OptimizationJob) -> int:
-    """The search's seed: ``searchAlgorithm.random.seed``, else one from the job's uid (random), 0 (grid)."""
+    """The search's seed: ``searchAlgorithm.random.seed`` or ``tpe.seed``, else one from the job's uid
+    (random, tpe), 0 (grid)."""
     algorithm = job.spec.search_algorithm
     if algorithm is not None and algorithm.grid is not None:
         return 0
     if algorithm is not None and algorithm.random is not None and algorithm.random.seed is not None:
         return algorithm.random.seed
+    if algorithm is not None and algorithm.tpe is not None and algorithm.tpe.seed is not None:
+        return algorithm.tpe.seed
     return search.seed_of(str(meta(obj).uid or meta(obj).name))
 
 
@@ -95,14 +116,27 @@ def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobIn
     metric = job.spec.objectives[0].metric
     trials: list[Trial] = []
     parameters: dict[str, dict[str, str]] = {}
+    suspended: dict[str, bool] = {}
+    kept = recalled_reports(job) if job.spec.prune_algorithm is not None else {}
     for tj in reader.owned(TRAINJOBS, uid):
         label = ((tj.get("metadata") or {}).get("labels") or {}).get(TRIAL_INDEX, "")
-        index = index_of_name(name, str(meta(tj).name))
+        tname = str(meta(tj).name)
+        index = index_of_name(name, tname)
         if index is None or label != str(index):
             continue  # not a trial of this job's making
         observed, why = observe(tj, index, metric)
-        trials.append(Trial(str(meta(tj).name), observed, why))
-        parameters[str(meta(tj).name)] = observed.parameters
+        now = report(tj, metric) if observed.state == TRIAL_RUNNING and job.spec.prune_algorithm else None
+        observed = replace(observed, reports=merge_reports(kept.get(tname, ()), now))
+        trials.append(Trial(tname, observed, why, now))
+        parameters[tname] = observed.parameters
+        suspended[tname] = bool((tj.get("spec") or {}).get("suspend"))
+    patches = trial_patches(obj, job, trials, suspended)
+    trials = [
+        replace(t, observed=replace(t.observed, state=TRIAL_EARLY_STOPPED), message=stop)
+        if (stop := _stop_reason(patches.get(t.name))) is not None
+        else t
+        for t in trials
+    ]
     recalled: dict[str, int] = {}
     for r in (job.status.trial_results if job.status else None) or []:
         if (i := index_of_name(name, r.name)) is not None:
@@ -111,8 +145,8 @@ def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobIn
     num = job.spec.num_trials or 1
     size = search.grid_size(job.spec)
     limit = min(num, size) if size is not None else num
-    info = OptimizationJobInfo(obj, job, trials, parameters, limit)
-    if finished(trials, limit) or true_condition(_conditions(obj), COND_FAILED) is not None:
+    info = OptimizationJobInfo(obj, job, trials, parameters, limit, patches=patches)
+    if job.spec.suspend or finished(trials, limit) or true_condition(_conditions(obj), COND_FAILED) is not None:
         return info
     known = {t.observed.index for t in trials}
     running = sum(t.observed.state == TRIAL_RUNNING for t in trials)
@@ -121,7 +155,37 @@ def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobIn
         return info
     wanted = [i for i in range(limit) if i not in known][:room]
     new = search.next_assignments(job.spec, seed(obj, job), [t.observed for t in trials], wanted)
-    return OptimizationJobInfo(obj, job, trials, parameters, limit, new)
+    return OptimizationJobInfo(obj, job, trials, parameters, limit, new, patches)
+
+
+def trial_patches(obj: JSON, job: OptimizationJob, trials: list[Trial], suspended: dict[str, bool]) -> dict[str, JSON]:
+    """The merge patches the trials need now, by name (``suspended``: each trial's ``spec.suspend``): stop
+    those median stopping stops (:func:`~trainer.optimizationjob.status.to_stop`; not while the job is
+    suspended), suspend again an early-stopped one someone resumed; with ``spec.suspend`` suspend the
+    running ones; once it is false again after it held (``Suspended`` True), give them the template's
+    ``suspend`` back."""
+    out: dict[str, JSON] = {}
+    if not job.spec.suspend:
+        out.update({n: stop_patch(why) for n, why in to_stop(job, trials).items()})
+    for t in trials:
+        if t.observed.state == TRIAL_EARLY_STOPPED and not suspended.get(t.name, True):
+            out[t.name] = {"spec": {"suspend": True}}
+    template = bool(((obj.get("spec") or {}).get("trainJobTemplate") or {}).get("spec", {}).get("suspend"))
+    held = true_condition(_conditions(obj), COND_SUSPENDED) is not None
+    for t in trials:
+        if t.observed.state != TRIAL_RUNNING or t.name in out or t.name not in suspended:
+            continue
+        if job.spec.suspend and not suspended[t.name]:
+            out[t.name] = {"spec": {"suspend": True}}
+        elif not job.spec.suspend and held and suspended[t.name] != template:
+            out[t.name] = {"spec": {"suspend": template}}
+    return out
+
+
+def _stop_reason(patch: JSON | None) -> str | None:
+    """Why ``patch`` stops a trial early, None when it does not."""
+    annotations = ((patch or {}).get("metadata") or {}).get("annotations") or {}
+    return next(iter(annotations.values()), None)
 
 
 def _conditions(obj: JSON) -> list[JSON]:
@@ -129,13 +193,15 @@ def _conditions(obj: JSON) -> list[JSON]:
 
 
 def desired(info: OptimizationJobInfo) -> Desired:
-    """The trials to create now, each once (:func:`~trainer.optimizationjob.trials.build_trial`)."""
+    """The trials to create now, each once (:func:`~trainer.optimizationjob.trials.build_trial`), and the
+    merge patches of trials (:func:`trial_patches`)."""
     ns, name = str(meta(info.obj).namespace), str(meta(info.obj).name)
     return Desired(
+        patch=[(TRAINJOBS, ns, n, p) for n, p in sorted(info.patches.items())],
         once=[
             Once(TRAINJOBS, ns, trial_name(name, i), partial(build_trial, info.obj, i, params))
             for i, params in sorted(info.new.items())
-        ]
+        ],
     )
 
 

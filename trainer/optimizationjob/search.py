@@ -10,7 +10,12 @@ trial, and the sequence of a seeded job is reproduced on any cluster:
   job's seed and ``i``;
 - ``grid``: trial ``i`` is point ``i`` of the product of the categorical choices in the order Optuna's
   ``GridSampler`` shuffles it with the job's seed (``GridSampler`` gives trial number ``i`` grid point
-  ``i``); an index past the grid has no parameters (:func:`grid_size`).
+  ``i``); an index past the grid has no parameters (:func:`grid_size`);
+- ``tpe``: trial ``i`` is asked of Optuna's ``TPESampler`` seeded with :func:`trial_seed` of the job's seed
+  and ``i``, over a study of the trials below ``i``: the succeeded ones with their values, the early
+  stopped ones with the reports they were stopped on (``PRUNED``), the running and failed ones without.
+  The same seed and the same outcomes give the same parameters; an index a trial already holds is never
+  asked again (its parameters are those its annotation carries).
 
 Follows KEP-3562 (kubeflow/trainer ``proposals/2605-optimization-job-crd/README.md``, "Stateless Algorithm
 Execution": history reconstructed from the TrainJobs, nothing persisted) with Optuna in process instead of
@@ -30,6 +35,7 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState, create_trial
 
 from api.optimizationjob import (
+    TRIAL_EARLY_STOPPED,
     TRIAL_RUNNING,
     TRIAL_SUCCEEDED,
     OptimizationJobSpec,
@@ -43,12 +49,14 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)  # no INFO line per study a
 @dataclass(frozen=True)
 class Observed:
     """A trial as read back from the cluster: its index, parameters (name -> value as a string), state
-    (``Running``, ``Succeeded`` or ``Failed``) and objective value (``Succeeded`` only)."""
+    (``Running``, ``Succeeded``, ``Failed`` or ``EarlyStopped``), objective value (``Succeeded`` only) and
+    the objective it reported while running, as ``(progress percentage, value)`` by progress."""
 
     index: int
     parameters: dict[str, str]
     state: str
     value: float | None = None
+    reports: tuple[tuple[int, float], ...] = ()
 
 
 def trial_seed(seed: int, index: int) -> int:
@@ -113,8 +121,11 @@ def _frozen(
     parameters for an index the cluster no longer has (a deleted trial); a grid trial carries the grid point
     it took (``grid_id``, its index), so ``GridSampler`` counts it."""
     attrs: dict[str, object] = {"grid_id": index, "search_space": grid} if grid is not None else {}
+    steps: dict[int, float] | None = None
     if observed is not None and observed.state == TRIAL_SUCCEEDED and observed.value is not None:
         state, value = TrialState.COMPLETE, observed.value
+    elif observed is not None and observed.state == TRIAL_EARLY_STOPPED:
+        state, value, steps = TrialState.PRUNED, None, dict(observed.reports)
     elif observed is not None and observed.state == TRIAL_RUNNING:
         state, value = TrialState.RUNNING, None
     else:
@@ -122,7 +133,9 @@ def _frozen(
     try:
         params = {n: parse(dists[n], v) for n, v in (observed.parameters if observed else {}).items() if n in dists}
         fit = {n: dists[n] for n in params}
-        return create_trial(state=state, value=value, params=params, distributions=fit, system_attrs=attrs)
+        return create_trial(
+            state=state, value=value, params=params, distributions=fit, system_attrs=attrs, intermediate_values=steps
+        )
     except ValueError:  # a value outside its space (the annotation edited): the trial counts, its values do not
         return create_trial(state=TrialState.FAIL, system_attrs=attrs)
 
@@ -132,13 +145,15 @@ def next_assignments(
 ) -> dict[int, dict[str, str]]:
     """The parameters (name -> value) of trials ``indices``, given the trials ``observed``: a study is built
     with one trial per index below the largest asked for (what ``observed`` has, else a failed trial), then
-    each new index is asked of the sampler. A grid index past the grid is left out. Every index of
+    each new index is asked of the sampler (the module says which); an index is asked with only the trials
+    below it in the study. A grid index past the grid is left out. Every index of
     ``indices`` must be one ``observed`` lacks."""
     dists = {p.name: distribution(p) for p in spec.parameters}
     direction = StudyDirection.MAXIMIZE if spec.objectives[0].direction == "Maximize" else StudyDirection.MINIMIZE
     size = grid_size(spec)
     grid = {p.name: list(p.search_space.categorical.choices) for p in spec.parameters if p.search_space.categorical}
     by_index = {o.index: o for o in observed}
+    tpe = spec.search_algorithm.tpe if spec.search_algorithm is not None else None
     out: dict[int, dict[str, str]] = {}
     wanted = sorted(set(indices))
     if size is not None:
@@ -151,6 +166,11 @@ def next_assignments(
         if i in wanted:
             if size is not None:
                 study.sampler = optuna.samplers.GridSampler(grid, seed=trial_seed(seed, -1))
+            elif tpe is not None:
+                study.sampler = optuna.samplers.TPESampler(
+                    seed=trial_seed(seed, i),
+                    n_startup_trials=10 if tpe.n_startup_trials is None else tpe.n_startup_trials,
+                )
             else:
                 study.sampler = optuna.samplers.RandomSampler(seed=trial_seed(seed, i))
             trial = study.ask(dists)

@@ -7,7 +7,10 @@ and the annotation ``trainer.kubeflow.org/trial-parameters`` (its parameters as 
 from which the search is rebuilt; its trainer gets each parameter as the environment variable
 ``KUBEFLOW_TRAINER_OPT_<NAME>`` in ``spec.trainer.env`` (replacing a template entry of that name), as
 KEP-3562 §8.2 (kubeflow/trainer ``proposals/2605-optimization-job-crd/README.md``) says. Its objective is
-the last value of the objective metric in its ``status.trainerStatus.metrics`` (KEP-2779) when it completes.
+the last value of the objective metric in its ``status.trainerStatus.metrics`` (KEP-2779) when it completes;
+while it runs, that value and its ``progressPercentage`` are its report (:func:`report`). A trial the job's
+``pruneAlgorithm`` stopped carries the annotation ``trainer.kubeflow.org/trial-early-stopped`` (why) and
+``spec.suspend: true`` (:func:`stop_patch`), and is ``EarlyStopped`` from then on whatever it does.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import re
 
 from api.conditions import true_condition
 from api.kinds import TRAINJOBS
-from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX, TRIAL_PARAMETERS
+from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_EARLY_STOPPED, TRIAL_INDEX, TRIAL_PARAMETERS
+from api.optimizationjob import TRIAL_EARLY_STOPPED as EARLY_STOPPED
 from api.optimizationjob import TRIAL_FAILED, TRIAL_RUNNING, TRIAL_SUCCEEDED, env_name
 from api.trainer_v1alpha1 import API_VERSION, COND_COMPLETE, COND_FAILED
 from trainer.framework.json_codec import JSON
@@ -98,11 +102,35 @@ def objective(trial: JSON, metric: str) -> tuple[float | None, str]:
     return value, ""
 
 
+def report(trial: JSON, metric: str) -> tuple[int, float] | None:
+    """What a trial reports now: its ``status.trainerStatus.progressPercentage`` (0 to 100) and the last
+    finite value of ``metric`` in its ``metrics``; None when it reports either not."""
+    status = (trial.get("status") or {}).get("trainerStatus") or {}
+    progress = status.get("progressPercentage")
+    value, _why = objective(trial, metric)
+    if value is None or not isinstance(progress, int) or isinstance(progress, bool) or not 0 <= progress <= 100:
+        return None
+    return progress, value
+
+
+def early_stopped(trial: JSON) -> str | None:
+    """Why the trial was stopped early (its annotation), None when it was not."""
+    why = ((trial.get("metadata") or {}).get("annotations") or {}).get(TRIAL_EARLY_STOPPED)
+    return str(why) if why is not None else None
+
+
+def stop_patch(why: str) -> JSON:
+    """The merge patch that stops a trial early: the annotation saying ``why`` and ``spec.suspend: true``."""
+    return {"metadata": {"annotations": {TRIAL_EARLY_STOPPED: why}}, "spec": {"suspend": True}}
+
+
 def observe(trial: JSON, index: int, metric: str) -> tuple[Observed, str]:
-    """What trial ``trial`` (index ``index``) says: its :class:`Observed` (``Failed`` when its TrainJob failed
-    or completed without a finite ``metric``; ``Succeeded`` with the value; else ``Running``) and, for a
-    failed one, why."""
+    """What trial ``trial`` (index ``index``) says: its :class:`Observed` (``EarlyStopped`` when stopped
+    early; ``Failed`` when its TrainJob failed or completed without a finite ``metric``; ``Succeeded`` with
+    the value; else ``Running``) and, for a failed or stopped one, why."""
     parameters = parameters_of(trial)
+    if (why := early_stopped(trial)) is not None:
+        return Observed(index, parameters, EARLY_STOPPED), why
     conditions = (trial.get("status") or {}).get("conditions") or []
     failed = true_condition(conditions, COND_FAILED)
     if failed is not None:
