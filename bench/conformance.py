@@ -94,6 +94,8 @@ class Case:
     name: str
     objects: list[JSON]
     trainjobs: list[str] = field(default_factory=list)
+    jobs: tuple[int, int] | None = None
+    """Jobs of its TrainJobs found upstream and here, once :func:`run` ran it."""
 
 
 def dns_name(text: str) -> str:
@@ -451,15 +453,16 @@ def shown(value: Any) -> str:
 
 
 def report(cases: list[Case], diffs: list[Difference], out: Callable[[str], None] = print) -> int:
-    """Print the table (case, differences, explained, unexplained) and every difference; returns the
-    number unexplained."""
-    out(f"{'case':<34}{'differences':>12}{'explained':>11}{'unexplained':>13}")
+    """Print the table (case, Jobs compared upstream/here, differences, explained, unexplained) and every
+    difference; returns the number unexplained."""
+    out(f"{'case':<34}{'jobs':>8}{'differences':>12}{'explained':>11}{'unexplained':>13}")
     for case in cases:
         mine = [d for d in diffs if d.case == case.name]
         bad = sum(d.reason is None for d in mine)
-        out(f"{case.name:<34}{len(mine):>12}{len(mine) - bad:>11}{bad:>13}")
+        jobs = "-" if case.jobs is None else f"{case.jobs[0]}/{case.jobs[1]}"
+        out(f"{case.name:<34}{jobs:>8}{len(mine):>12}{len(mine) - bad:>11}{bad:>13}")
     total_bad = sum(d.reason is None for d in diffs)
-    out(f"{'total':<34}{len(diffs):>12}{len(diffs) - total_bad:>11}{total_bad:>13}")
+    out(f"{'total':<34}{'':>8}{len(diffs):>12}{len(diffs) - total_bad:>11}{total_bad:>13}")
     for d in diffs:
         tag = "UNEXPLAINED" if d.reason is None else f"explained: {d.reason}"
         out(f"- [{d.case}] {d.where}: upstream {shown(d.upstream)} vs ours {shown(d.ours)}  ({tag})")
@@ -498,6 +501,11 @@ def run(
     upstream_jobs, upstream_uids = run_side("upstream", cases, quiet, timeout, log, logs)
     our_jobs, our_uids = run_side("ours", cases, quiet, timeout, log, logs)
     uids = [*upstream_uids, *our_uids]
+    for c in cases:
+        c.jobs = (
+            sum(len(upstream_jobs.get(t, [])) for t in c.trainjobs),
+            sum(len(our_jobs.get(t, [])) for t in c.trainjobs),
+        )
     return cases, [d for c in cases for d in compare_case(c, upstream_jobs, our_jobs, uids)]
 
 

@@ -94,11 +94,12 @@ def test_explain_matches_case_and_path() -> None:
 
 
 def test_report_counts_unexplained() -> None:
-    cases = [Case("a", [], []), Case("b", [], [])]
+    cases = [Case("a", [], [], (2, 2)), Case("b", [], [])]
     diffs = [Difference("a", "w", 1, 2, None), Difference("a", "v", 1, 2, "why"), Difference("b", "u", 1, 2, "why")]
     lines: list[str] = []
     assert report(cases, diffs, lines.append) == 1
-    assert lines[1].split() == ["a", "2", "1", "1"] and lines[3].split() == ["total", "3", "2", "1"]
+    assert lines[1].split() == ["a", "2/2", "2", "1", "1"] and lines[2].split() == ["b", "-", "1", "1", "0"]
+    assert lines[3].split() == ["total", "3", "2", "1"]
     assert "UNEXPLAINED" in lines[4] and "explained: why" in lines[5]
 
 
