@@ -40,6 +40,16 @@ from trainer.client.errors import (
 from trainer.client.jobs import AsyncJobClient
 from trainer.client.manifest import Manifest, load_manifests, load_trainjob
 from trainer.client.multicluster import CheckState, WorkloadInfo, for_multicluster
+from trainer.client.optimize import (
+    GridSearch,
+    Objective,
+    RandomSearch,
+    Search,
+    TrainJobTemplate,
+    Trial,
+    TrialConfig,
+    optimization_status,
+)
 from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, Step, TrainerType, TrainJob
 from trainer.client.sync import KubernetesBackendConfig, TrainerClient
 from trainer.client.trainers import (
@@ -93,6 +103,7 @@ __all__ = [
     "DataFormat",
     "DataType",
     "Event",
+    "GridSearch",
     "HuggingFaceDatasetInitializer",
     "HuggingFaceModelInitializer",
     "Initializer",
@@ -107,19 +118,25 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "NotFoundError",
+    "Objective",
     "PodCannotStartError",
+    "RandomSearch",
     "Runtime",
     "RuntimeKind",
     "RuntimeTrainer",
     "S3DatasetInitializer",
     "S3ModelInitializer",
+    "Search",
     "Step",
     "TorchTuneConfig",
     "TorchTuneInstructDataset",
     "TrainJob",
+    "TrainJobTemplate",
     "TrainerClient",
     "TrainerClientError",
     "TrainerType",
+    "Trial",
+    "TrialConfig",
     "UnknownStepError",
     "WaitTimeoutError",
     "Waiting",
@@ -128,6 +145,7 @@ __all__ = [
     "for_multicluster",
     "load_manifests",
     "load_trainjob",
+    "optimization_status",
     "queue_of",
     "runtime_framework",
     "trainjob_status",
