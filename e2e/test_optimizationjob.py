@@ -131,8 +131,8 @@ async def test_the_sdks_optimize_creates_a_search_whose_trials_get_and_describe_
     rt["metadata"]["labels"] = {"trainer.kubeflow.org/framework": "torch"}
     await client.apply(rt, ns)
 
-    def train() -> None:
-        pass
+    def train(lr: str, batch_size: str) -> None:
+        print(float(lr), int(batch_size))
 
     async with await AsyncTrainerClient.connect(str(cluster.kubeconfig), ns) as sdk:
         name = await sdk.optimize(
@@ -157,6 +157,8 @@ async def test_the_sdks_optimize_creates_a_search_whose_trials_get_and_describe_
         assert t.trainjob is not None and t.trainjob.spec.trainer is not None
         env = {e.name: e.value for e in t.trainjob.spec.trainer.env or []}
         assert env["KUBEFLOW_TRAINER_OPT_LR"] == t.parameters["lr"]
+        command = " ".join(t.trainjob.spec.trainer.command or [])
+        assert "train(**{'lr': __import__('os').environ['KUBEFLOW_TRAINER_OPT_LR']" in command
 
     def cli(*args: str) -> str:
         cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns, *args]

@@ -17,7 +17,8 @@ from kubeflow.optimizer import TrialConfig as SdkTrialConfig
 from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client import GridSearch, Objective, RandomSearch, Search, TrialConfig, optimization_status
-from trainer.client.optimize import best_trial, decimal, optimization_job, trials_of
+from trainer.client.optimize import best_trial, decimal, optimization_job, trials_of, with_parameters
+from trainer.client.trainers import CustomTrainer, CustomTrainerContainer, function_source
 
 TRIAL_SPEC = {"runtimeRef": {"name": "torch-distributed"}}
 
@@ -153,3 +154,40 @@ def test_status_and_trials_merge_the_trainjobs_with_the_recorded_results() -> No
     for type_, expected in (("Complete", "Complete"), ("Failed", "Failed")):
         done = job({**status, "conditions": [{"type": type_, "status": "True", "reason": "R", "message": "m"}]})
         assert optimization_status(done) == expected
+
+
+def fit(lr: str, batch_size: str = "8") -> None:
+    print(f"lr={lr} batch_size={batch_size}")
+
+
+def fit_any(**kwargs: str) -> None:
+    print(sorted(kwargs.items()))
+
+
+def fit_nothing() -> None:
+    print("reads the environment itself")
+
+
+def test_a_function_gets_the_parameters_it_takes_as_arguments_read_where_the_trial_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = ["lr", "batch_size", "layers"]
+    trainer = with_parameters(CustomTrainer(func=fit, func_args={"batch_size": "4"}), names)
+    assert set(trainer.func_args) == {"lr", "batch_size"}  # layers: fit does not take it
+    source = function_source(trainer.func, trainer.func_args)
+    assert source.endswith(
+        "fit(**{'batch_size': __import__('os').environ['KUBEFLOW_TRAINER_OPT_BATCH_SIZE'], "
+        "'lr': __import__('os').environ['KUBEFLOW_TRAINER_OPT_LR']})\n"
+    )
+    monkeypatch.setenv("KUBEFLOW_TRAINER_OPT_LR", "0.01")
+    monkeypatch.setenv("KUBEFLOW_TRAINER_OPT_BATCH_SIZE", "32")
+    monkeypatch.setenv("KUBEFLOW_TRAINER_OPT_LAYERS", "3")
+    exec(compile(source, "trial", "exec"), {})  # what the trial's pod runs
+    assert capsys.readouterr().out == "lr=0.01 batch_size=32\n"
+    every = with_parameters(CustomTrainer(func=fit_any), names)
+    exec(compile(function_source(every.func, every.func_args), "trial", "exec"), {})
+    assert capsys.readouterr().out == "[('batch_size', '32'), ('layers', '3'), ('lr', '0.01')]\n"
+    alone = CustomTrainer(func=fit_nothing)
+    assert with_parameters(alone, names) is alone
+    container = CustomTrainerContainer(image="busybox")
+    assert with_parameters(container, names) is container

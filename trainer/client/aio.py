@@ -66,6 +66,7 @@ from trainer.client.optimize import (
     list_trials,
     optimization_job,
     wait_for_status,
+    with_parameters,
 )
 from trainer.client.shapes import Runtime, runtime_of, trainjob_of
 from trainer.client.shapes import TrainJob as Shape
@@ -608,7 +609,9 @@ class AsyncTrainerClient:
         its types or :mod:`trainer.client.optimize`'s): each trial is a TrainJob made from
         ``trial_template`` as :meth:`train` makes one (its runtime read here), its parameters drawn from
         ``search_space`` (``{"lr": Search.loguniform(1e-4, 1e-1), "batch": Search.choice([16, 32])}``)
-        and given to the trainer as ``KUBEFLOW_TRAINER_OPT_<NAME>``; ``objectives`` default to
+        and given to the trainer as ``KUBEFLOW_TRAINER_OPT_<NAME>`` and, to a :class:`CustomTrainer`'s
+        function that takes them (by name or ``**kwargs``), as keyword arguments (strings, as the SDK's
+        Katib trials get them: :func:`trainer.client.optimize.with_parameters`); ``objectives`` default to
         minimizing ``loss``, a metric the trainer reports to the status server; ``algorithm`` defaults
         to random search; ``trial_config`` to 10 trials, one at a time. ``name`` (not in the SDK):
         the job's name, else a letter and 11 hex digits.
@@ -622,7 +625,8 @@ class AsyncTrainerClient:
             runtime = await self.get_runtime(runtime)
         elif isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
             runtime = runtime_of(runtime)
-        trial = trainjob_manifest(runtime, trial_template.initializer, trial_template.trainer, {})
+        trainer = with_parameters(trial_template.trainer, list(search_space))
+        trial = trainjob_manifest(runtime, trial_template.initializer, trainer, {})
         job = optimization_job(
             name or str(trial["metadata"]["name"]), trial["spec"], search_space, objectives, algorithm, trial_config
         )

@@ -14,6 +14,8 @@ The SDK's backend creates a Katib Experiment; this one creates an OptimizationJo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import json
 import math
 from collections.abc import Callable, Collection, Mapping
@@ -34,6 +36,7 @@ from api.optimizationjob import (
     OptimizationJob,
     SearchSpace,
     UniformSpace,
+    env_name,
 )
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client.errors import JobFailedError, JobFinishedError, NotFoundError, WaitTimeoutError
@@ -137,6 +140,38 @@ class TrainJobTemplate:
     trainer: Any
     runtime: Any = None
     initializer: Any = None
+
+
+@dataclass(frozen=True)
+class FromEnvironment:
+    """A function argument read where the trial runs, from the environment variable ``name``: its ``repr``
+    is the Python expression that reads it, which is what the function's call is written with
+    (:func:`trainer.client.trainers.function_source`)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"__import__('os').environ[{self.name!r}]"
+
+
+def with_parameters(trainer: Any, names: list[str]) -> Any:
+    """``trainer`` whose function is also called with each parameter of ``names`` that it takes (by name, or
+    all of them for a ``**kwargs``), read from ``KUBEFLOW_TRAINER_OPT_<NAME>`` when the trial runs: a string,
+    as the kubeflow SDK's Katib trials substitute theirs into the function's arguments. A trainer without a
+    function (a container, a builtin trainer) or a function that takes none of them is returned as it is."""
+    func = getattr(trainer, "func", None)
+    if func is None or not dataclasses.is_dataclass(trainer) or isinstance(trainer, type):
+        return trainer
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return trainer
+    anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    taken = [n for n in names if anything or n in params]
+    if not taken:
+        return trainer
+    args = {**(getattr(trainer, "func_args", None) or {}), **{n: FromEnvironment(env_name(n)) for n in taken}}
+    return dataclasses.replace(trainer, func_args=args)
 
 
 def search_space_of(name: str, space: Any) -> SearchSpace:
