@@ -97,13 +97,19 @@ def serve(apiserver: Apiserver, status: JSON | None = RUNNING_STATUS) -> None:
     )
 
 
+def apiserver_free_logs() -> Any:
+    return test_cli.invoke("logs", "optj", "tune")
+
+
 def test_optj_is_a_type_with_its_names() -> None:
     for name in ("optimizationjobs", "optimizationjob", "optj", "optimizationjobs.trainer.kubeflow.org", "OPTJ"):
         t = targets.object_type(name)
         assert (t.name, t.optimization, t.job, t.resources) == ("optimizationjobs", True, None, (OPTIMIZATION_JOBS,))
     assert targets.parse_target(["optj/tune"]) == (targets.TYPES["optimizationjobs"], "tune")
-    with pytest.raises(typer.BadParameter, match="optimizationjobs are not jobs; describe, wait and delete take"):
+    with pytest.raises(typer.BadParameter, match="optimizationjobs run no pods of their own: their trials are"):
         targets.target(["optj", "tune"])
+    logs = apiserver_free_logs()
+    assert logs.exit_code == errors.EXIT_USAGE and "trainer.kubeflow.org/optimizationjob-name=NAME" in logs.output
 
 
 def test_get_optj_lists_counts_and_the_best_trial(apiserver: Apiserver) -> None:

@@ -12,6 +12,7 @@ import typer
 
 from api.crd import CRDS
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
+from api.labels import OPTIMIZATION_JOB_NAME
 from trainer.client import TRAINJOB, AsyncJobClient, AsyncTrainerClient, JobKind
 from trainer.client.types import MPIJOB
 
@@ -99,9 +100,13 @@ def target(args: Sequence[str]) -> tuple[JobKind[Any], str]:
     """The job kind and name of ``TYPE NAME``, ``TYPE/NAME`` or ``NAME`` (a TrainJob), TYPE a job
     type (:func:`parse_target`). Raises ``typer.BadParameter`` (exit 2) for anything else."""
     t, name = parse_target(args)
+    if t.optimization:
+        raise typer.BadParameter(
+            f"{t.name} run no pods of their own: their trials are TrainJobs (trainer get tj -l "
+            f"{OPTIMIZATION_JOB_NAME}=NAME); get, describe, wait and delete take {t.name}"
+        )
     if t.job is None:
-        what = "describe, wait and delete take" if t.optimization else "expected"
-        raise typer.BadParameter(f"{t.name} are not jobs; {what} trainjobs or mpijobs (or their other names)")
+        raise typer.BadParameter(f"{t.name} are not jobs; expected trainjobs or mpijobs (or their other names)")
     if name is None:
         raise typer.BadParameter(f"expected {args[0]} NAME: {args[0]!r} is a type, not a job's name")
     return t.job, name
