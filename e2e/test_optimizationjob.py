@@ -170,7 +170,7 @@ async def test_the_sdks_optimize_creates_a_search_whose_trials_get_and_describe_
     assert listed[0].split()[:4] == ["NAME", "STATE", "METRIC", "TRIALS"]
     assert listed[1].split()[:5] == ["sdk", "Running", "loss", "(Minimize)", "2/3"]
     described = cli("describe", "optj", "sdk")
-    rows = [line.split() for line in described.split("Trials:", 1)[1].splitlines() if line.strip()]
+    rows = [line.split() for line in described.split("Trials:")[-1].splitlines() if line.strip()]
     assert rows[0] == ["INDEX", "NAME", "STATE", "PARAMETERS", "OBJECTIVE"]
     assert [r[:3] for r in rows[1:]] == [["0", "sdk-trial-0", "Running"], ["1", "sdk-trial-1", "Running"]]
     for row, t in zip(rows[1:], first, strict=True):
