@@ -9,6 +9,7 @@ manages one, where it is suspended, and how it says it cannot be read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -67,6 +68,9 @@ class KindFacts:
     a job (another value leaves it to another controller, MultiKueue's)."""
     invalid_reason: str
     """The reason of the ``Failed`` condition of a job whose spec cannot be read."""
+    objective: Callable[[dict[str, Any]], tuple[str, float] | None] | None = None
+    """A search's best objective so far, ``(metric, value)`` read from a stored object (an OptimizationJob's:
+    :func:`api.optimizationjob.best_objective`); None for a kind that optimizes nothing."""
 
 
 TRAINJOB = KindFacts(
@@ -104,6 +108,7 @@ OPTIMIZATIONJOB = KindFacts(
     terminal=(opt.COND_FAILED, opt.COND_COMPLETE),
     run_policy=RunPolicyAt(("spec",), ""),
     invalid_reason="InvalidSpec",
+    objective=opt.best_objective,
 )
 """OptimizationJob (``trainer.kubeflow.org/v1alpha1``, KEP-3562): its children are its trials, TrainJobs
 labelled with its name and their index; it has no ``managedBy``. Not one of :data:`JOB_KINDS`: it runs no

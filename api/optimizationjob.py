@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -441,3 +441,22 @@ class OptimizationJob(Model):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: OptimizationJobSpec = Field(json_schema_extra={"x-kubernetes-validations": list(SPEC_RULES)})
     status: OptimizationJobStatus | None = None
+
+
+def best_objective(obj: dict[str, Any]) -> tuple[str, float] | None:
+    """``(metric, value)`` of an OptimizationJob's best trial so far, read as stored (JSON): the objective
+    metric of ``spec.objectives[0]`` and the value ``status.trialResults`` records for the trial
+    ``status.result`` names; None before a trial reported it, or when the value is not a finite number."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    objectives = spec.get("objectives") or [{}]
+    metric, best = objectives[0].get("metric"), (status.get("result") or {}).get("trainJobName")
+    if not isinstance(metric, str) or not best:
+        return None
+    for r in status.get("trialResults") or []:
+        if isinstance(r, dict) and r.get("name") == best:
+            try:
+                value = float(str(r.get("value")))
+            except (TypeError, ValueError):
+                return None
+            return (metric, value) if math.isfinite(value) else None
+    return None

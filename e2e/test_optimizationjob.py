@@ -7,12 +7,17 @@ collector deletes the trials with their job. The trials are handed to another co
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 
 from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
 from e2e.test_trainjob import rjob, runtime
 from localcluster.client import Client, condition, wait_for
+from trainer.client import AsyncTrainerClient, Objective, RandomSearch, Search, TrainJobTemplate, Trial, TrialConfig
+from trainer.client.trainers import CustomTrainer
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e
@@ -115,3 +120,59 @@ async def test_trials_run_in_parallel_the_best_is_named_and_deleting_the_job_del
         return not await trials(client, ns)
 
     await wait_for(collected, "trials deleted with their OptimizationJob", timeout=90)
+
+
+async def test_the_sdks_optimize_creates_a_search_whose_trials_get_and_describe_show(
+    client: Client, ns: str, cluster: Any
+) -> None:
+    """``optimize()`` (the kubeflow SDK's arguments) creates an OptimizationJob; the operator creates its
+    trials with the parameters drawn; ``trainer get optj`` and ``trainer describe optj`` show them."""
+    rt = runtime("rt", rjob("node", "trainer", run_for={"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}))
+    rt["metadata"]["labels"] = {"trainer.kubeflow.org/framework": "torch"}
+    await client.apply(rt, ns)
+
+    def train(lr: str, batch_size: str) -> None:
+        print(float(lr), int(batch_size))
+
+    async with await AsyncTrainerClient.connect(str(cluster.kubeconfig), ns) as sdk:
+        name = await sdk.optimize(
+            TrainJobTemplate(trainer=CustomTrainer(func=train), runtime="rt"),
+            trial_config=TrialConfig(num_trials=3, parallel_trials=2),
+            search_space={"lr": Search.loguniform(0.001, 0.1), "batch_size": Search.choice([16, 32])},
+            objectives=[Objective(metric="loss", direction="minimize")],
+            algorithm=RandomSearch(random_state=5),
+            name="sdk",
+        )
+        assert name == "sdk"
+
+        async def two() -> list[Trial] | None:
+            found = await sdk.list_trials(name)
+            return found if len(found) == 2 else None
+
+        first = await wait_for(two, "two trials of the SDK's search")
+    assert [(t.index, t.name) for t in first] == [(0, "sdk-trial-0"), (1, "sdk-trial-1")]
+    for t in first:
+        assert set(t.parameters) == {"lr", "batch_size"} and t.parameters["batch_size"] in ("16", "32")
+        assert 0.001 <= float(t.parameters["lr"]) <= 0.1
+        assert t.trainjob is not None and t.trainjob.spec.trainer is not None
+        env = {e.name: e.value for e in t.trainjob.spec.trainer.env or []}
+        assert env["KUBEFLOW_TRAINER_OPT_LR"] == t.parameters["lr"]
+        command = " ".join(t.trainjob.spec.trainer.command or [])
+        assert "train(**{'lr': __import__('os').environ['KUBEFLOW_TRAINER_OPT_LR']" in command
+
+    def cli(*args: str) -> str:
+        cmd = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns, *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = cli("get", "optj").splitlines()
+    assert listed[0].split()[:4] == ["NAME", "STATE", "METRIC", "TRIALS"]
+    assert listed[1].split()[:5] == ["sdk", "Running", "loss", "(Minimize)", "2/3"]
+    described = cli("describe", "optj", "sdk")
+    rows = [line.split() for line in described.split("Trials:")[-1].splitlines() if line.strip()]
+    assert rows[0] == ["INDEX", "NAME", "STATE", "PARAMETERS", "OBJECTIVE"]
+    assert [r[:3] for r in rows[1:]] == [["0", "sdk-trial-0", "Running"], ["1", "sdk-trial-1", "Running"]]
+    for row, t in zip(rows[1:], first, strict=True):
+        assert f"lr={t.parameters['lr']}," in row and row[-1] == "-"
+    print(described)  # shown with -s

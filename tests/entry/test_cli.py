@@ -571,9 +571,6 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
         "trainingruntimes": ["tr"],
         "trainjobs": ["tj"],
     }
-    del declared["optimizationjobs"]  # no command reads them yet
-    with pytest.raises(typer.BadParameter, match="unknown resource type 'optimizationjobs'"):
-        targets.object_type("optimizationjobs")
     for plural, shorts in declared.items():
         for name in (
             plural,
@@ -601,7 +598,7 @@ def test_types_take_kubectls_names_and_the_crds_short_names() -> None:
     [
         (["get", "pods", "x"], "unknown resource type 'pods'; the types are trainjobs (trainjob, tj),"),
         (["get", "deployments/x"], "unknown resource type 'deployments'"),
-        (["list", "pods"], "mpijobs (mpijob, mpij), runtimes (runtime)"),
+        (["list", "pods"], "mpijobs (mpijob, mpij), optimizationjobs (optimizationjob, optj), runtimes (runtime)"),
         (["delete", "pods", "x"], "clustertrainingruntimes (clustertrainingruntime, ctr)"),
         (["describe", "tj"], "expected tj NAME: 'tj' is a type, not a job's name"),
         (["logs", "ctr", "x"], "clustertrainingruntimes are not jobs"),

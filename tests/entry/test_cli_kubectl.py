@@ -51,7 +51,7 @@ def test_get_reads_its_first_word_as_a_type_and_an_unknown_one_is_a_usage_error(
     assert result.exit_code == errors.EXIT_USAGE, result.output
     text = " ".join(result.output.split())
     assert f"unknown resource type {word!r}; the types are trainjobs (trainjob, tj)," in text
-    assert "mpijobs (mpijob, mpij), runtimes (runtime)" in text
+    assert "mpijobs (mpijob, mpij), optimizationjobs (optimizationjob, optj), runtimes (runtime)" in text
 
 
 def test_delete_takes_several_names_of_a_type_or_several_type_slash_names(apiserver: Apiserver) -> None:

@@ -52,6 +52,8 @@ JOBS = {
     "kubeflow_trainer_job_restarts": "counter",
     "kubeflow_trainer_job_failures": "counter",
     "kubeflow_trainer_job_refusals": "counter",
+    "kubeflow_trainer_optimizationjob_best_objective": "gauge",
+    "kubeflow_trainer_optimizationjob_best_objective_dropped": "gauge",
 }
 """The job layer's (:class:`JobMetrics`)."""
 SERIES = {

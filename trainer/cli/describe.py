@@ -16,6 +16,7 @@ from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from api.waiting import Waiting
 from trainer.cli.describe_runtime import describe_runtimes
 from trainer.cli.errors import run
+from trainer.cli.optimization import describe_optimization_job
 from trainer.cli.root import JobArgs, KubeconfigOpt, NamespaceOpt, OutputOpt, app, settings
 from trainer.cli.tables import Job, age, events_table, pod_row, pods_table, show, table
 from trainer.cli.targets import job_client, parse_target, target
@@ -237,9 +238,13 @@ def describe(
     queue, Kueue Workload (where MultiKueue runs it, admission checks and their messages), pods
     (phase, node, ready, restarts, why waiting: ImagePullBackOff, Unschedulable...) and events. Of a
     runtime (tr NAME, ctr NAME, runtime NAME): its framework, ML and gang policies, steps with their
-    containers, and events."""
+    containers, and events. Of an OptimizationJob (optj NAME): its state, objective, best trial and
+    conditions, and its trials (index, name, state, parameters, objective)."""
     s = settings(ctx, kubeconfig, namespace, output)
     runtime_type, runtime_name = parse_target(args)
+    if runtime_type.optimization and runtime_name is not None:
+        describe_optimization_job(s, runtime_name)
+        return
     if runtime_type.job is None and runtime_name is not None:
         describe_runtimes(s, runtime_type, runtime_name)
         return

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
 from trainer.cli.errors import CRDNotInstalledError, crd_installed, run
+from trainer.cli.optimization import get_optimization_job, list_optimization_jobs
 from trainer.cli.root import (
     TABLES,
     AllNamespacesOpt,
@@ -170,8 +171,13 @@ def list_objects(
     queue: str | None = None,
 ) -> None:
     """What ``list TYPE`` and ``get TYPE`` print: the objects of ``t``, jobs oldest first, runtimes
-    by name; ``No <TYPE> found.`` on stderr when there is none. Raises ``typer.BadParameter``
-    (exit 2) for options the type does not take."""
+    by name, OptimizationJobs oldest first (:mod:`trainer.cli.optimization`); ``No <TYPE> found.`` on
+    stderr when there is none. Raises ``typer.BadParameter`` (exit 2) for options the type does not take."""
+    if t.optimization:
+        if watch or runtime is not None or queue is not None:
+            raise typer.BadParameter(f"--watch, --runtime and --queue are not for {t.name}")
+        list_optimization_jobs(s, selector=selector, all_namespaces=all_namespaces)
+        return
     if t.job is None:
         if watch or runtime is not None or queue is not None:
             raise typer.BadParameter(f"--watch, --runtime and --queue are for jobs, not {t.name}")
@@ -244,6 +250,11 @@ def get(
         return
     if selector is not None or all_namespaces or runtime is not None or queue is not None:
         raise typer.BadParameter("-l, -A, --runtime and --queue select what a TYPE lists; not with a NAME")
+    if t.optimization:
+        if watch:
+            raise typer.BadParameter(f"--watch is not for {t.name}")
+        get_optimization_job(s, name)
+        return
     if t.job is None:
         if watch:
             raise typer.BadParameter(f"--watch is for jobs, not {t.name}")

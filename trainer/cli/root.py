@@ -120,7 +120,8 @@ JobArgs = Annotated[
     list[str],
     typer.Argument(
         metavar="[TYPE] NAME",
-        help="job: TYPE NAME or TYPE/NAME (TYPE trainjobs, tj, mpijobs, mpij...), or NAME alone: a TrainJob",
+        help="job: TYPE NAME or TYPE/NAME (TYPE trainjobs, tj, mpijobs, mpij, optimizationjobs, optj...), or NAME "
+        "alone: a TrainJob",
     ),
 ]
 

@@ -18,6 +18,7 @@ from rich.table import Table
 from api.base import Model
 from api.kinds import Resource
 from api.kubeflow_v2beta1 import MPIJob
+from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from api.waiting import Waiting
 from trainer.cli.root import TABLES, Output
@@ -245,7 +246,7 @@ def jobs_table(
     return t
 
 
-def object_name(obj: Manifest) -> str:
+def object_name(obj: Manifest | OptimizationJob) -> str:
     """``<kind>.<group>/<name>`` as ``kubectl get -o name`` prints it."""
     return f"{obj.kind.lower()}.{obj.api_version.split('/')[0]}/{obj.metadata.name}"
 
@@ -342,7 +343,9 @@ def print_trimmed(out: Console, renderable: RenderableType) -> None:
     out.print(Segments(segments), end="")
 
 
-def show(data: Any, output: Output, tables: Callable[[], Iterable[Table]], names: Iterable[Manifest] = ()) -> None:
+def show(
+    data: Any, output: Output, tables: Callable[[], Iterable[Table]], names: Iterable[Manifest | OptimizationJob] = ()
+) -> None:
     """Print ``data`` as JSON/YAML, the tables ``tables`` makes, or (``-o name``) the names of
     ``names``."""
     if output in TABLES:

@@ -11,7 +11,8 @@ from typing import Any
 import typer
 
 from api.crd import CRDS
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS, Resource
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
+from api.labels import OPTIMIZATION_JOB_NAME
 from trainer.client import TRAINJOB, AsyncJobClient, AsyncTrainerClient, JobKind
 from trainer.client.types import MPIJOB
 
@@ -25,6 +26,8 @@ class ObjectType:
     """The plural, as kubectl names the type: ``trainjobs``, ``runtimes``..."""
     resources: tuple[Resource, ...]
     job: JobKind[Any] | None = None
+    optimization: bool = False
+    """Whether the type is ``optimizationjobs`` (:mod:`trainer.cli.optimization` prints them)."""
 
     @property
     def label(self) -> str:
@@ -38,16 +41,14 @@ RUNTIMES = ObjectType("runtimes", (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
 
 def object_types() -> dict[str, ObjectType]:
     """Every name of every type, as kubectl takes them: the plural, the singular, the short names
-    of the CRD (:data:`api.crd.CRDS`: ``tj``, ``tr``, ``ctr``, ``mpij``), and the first two with
-    the group (``trainjobs.trainer.kubeflow.org``); then ``runtimes`` and ``runtime``
-    (:data:`RUNTIMES`). The jobs and the runtimes only: no command reads OptimizationJobs yet."""
+    of the CRD (:data:`api.crd.CRDS`: ``tj``, ``tr``, ``ctr``, ``mpij``, ``optj``), and the first two
+    with the group (``trainjobs.trainer.kubeflow.org``); then ``runtimes`` and ``runtime``
+    (:data:`RUNTIMES`)."""
     jobs = {kind.resource: kind for kind in (TRAINJOB, MPIJOB)}
     types: dict[str, ObjectType] = {}
     for crd in CRDS:
         res, singular = crd.resource, crd.resource.kind.lower()
-        if res not in jobs and res not in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES):
-            continue  # OptimizationJobs: no command reads them yet
-        t = ObjectType(res.plural, (res,), jobs.get(res))
+        t = ObjectType(res.plural, (res,), jobs.get(res), optimization=res == OPTIMIZATION_JOBS)
         for name in (res.plural, singular, *crd.short_names, f"{res.plural}.{res.group}", f"{singular}.{res.group}"):
             types[name] = t
     return types | {"runtimes": RUNTIMES, "runtime": RUNTIMES}
@@ -99,6 +100,11 @@ def target(args: Sequence[str]) -> tuple[JobKind[Any], str]:
     """The job kind and name of ``TYPE NAME``, ``TYPE/NAME`` or ``NAME`` (a TrainJob), TYPE a job
     type (:func:`parse_target`). Raises ``typer.BadParameter`` (exit 2) for anything else."""
     t, name = parse_target(args)
+    if t.optimization:
+        raise typer.BadParameter(
+            f"{t.name} run no pods of their own: their trials are TrainJobs (trainer get tj -l "
+            f"{OPTIMIZATION_JOB_NAME}=NAME); get, describe, wait and delete take {t.name}"
+        )
     if t.job is None:
         raise typer.BadParameter(f"{t.name} are not jobs; expected trainjobs or mpijobs (or their other names)")
     if name is None:

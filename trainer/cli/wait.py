@@ -8,9 +8,10 @@ import typer
 
 from api.trainer_v1alpha1 import TrainJob
 from trainer.cli.errors import run
+from trainer.cli.optimization import wait_optimization_job
 from trainer.cli.root import TABLES, JobArgs, KubeconfigOpt, NamespaceOpt, OutputOpt, Status, app, settings
 from trainer.cli.tables import Job, console, jobs_summary, replicas_summary, show
-from trainer.cli.targets import job_client, target
+from trainer.cli.targets import job_client, parse_target, target
 from trainer.client import COMPLETE, AsyncTrainerClient
 from trainer.client.jobs import DEFAULT_WAIT_TIMEOUT
 from trainer.client.types import Holding, holding_condition
@@ -35,10 +36,14 @@ def wait(
     output: OutputOpt = None,
 ) -> None:
     """Wait until the job reaches a status (exit 1 if it Fails instead, 3 on timeout); meanwhile
-    show the condition that holds it."""
+    show the condition that holds it (of an OptimizationJob, optj NAME: its trial counts and best trial)."""
     s = settings(ctx, kubeconfig, namespace, output)
-    kind, name = target(args)
     wanted = {str(x) for x in status} if status else {COMPLETE}
+    t, optj = parse_target(args)
+    if t.optimization and optj is not None:
+        wait_optimization_job(s, optj, wanted, timeout)
+        return
+    kind, name = target(args)
     err = console(stderr=True)
     seen: list[str] = []
 

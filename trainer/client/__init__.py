@@ -47,6 +47,16 @@ from trainer.client.errors import (
 from trainer.client.jobs import AsyncJobClient
 from trainer.client.manifest import Manifest, load_manifests, load_trainjob
 from trainer.client.multicluster import CheckState, WorkloadInfo, for_multicluster
+from trainer.client.optimize import (
+    GridSearch,
+    Objective,
+    RandomSearch,
+    Search,
+    TrainJobTemplate,
+    Trial,
+    TrialConfig,
+    optimization_status,
+)
 from trainer.client.shapes import Runtime, RuntimeKind, RuntimeTrainer, Step, TrainerType, TrainJob
 from trainer.client.sync import KubernetesBackendConfig, TrainerClient
 from trainer.client.trainers import (
@@ -104,6 +114,7 @@ __all__ = [
     "DataType",
     "Event",
     "ForbiddenError",
+    "GridSearch",
     "HuggingFaceDatasetInitializer",
     "HuggingFaceModelInitializer",
     "Initializer",
@@ -119,21 +130,27 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "NotFoundError",
+    "Objective",
     "PodCannotStartError",
+    "RandomSearch",
     "Runtime",
     "RuntimeKind",
     "RuntimeTrainer",
     "S3DatasetInitializer",
     "S3ModelInitializer",
+    "Search",
     "Step",
     "TorchTuneConfig",
     "TorchTuneInstructDataset",
     "TrainJob",
+    "TrainJobTemplate",
     "TrainerClient",
     "TrainerClientError",
     "TrainerError",
     "TrainerType",
     "UnknownNodeError",
+    "Trial",
+    "TrialConfig",
     "UnknownStepError",
     "WaitTimeoutError",
     "Waiting",
@@ -142,6 +159,7 @@ __all__ = [
     "for_multicluster",
     "load_manifests",
     "load_trainjob",
+    "optimization_status",
     "queue_of",
     "runtime_framework",
     "trainjob_status",

@@ -19,12 +19,13 @@ import os
 from collections.abc import AsyncGenerator, Callable, Collection, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from kubernetes_asyncio import config
 
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, PODS, TRAINING_RUNTIMES, Resource
+from api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, PODS, TRAINING_RUNTIMES, Resource
 from api.labels import KUEUE_QUEUE_LABEL
+from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import (
     FRAMEWORK_LABEL,
     ClusterTrainingRuntime,
@@ -54,6 +55,19 @@ from trainer.client.manifest import (
     with_namespace,
 )
 from trainer.client.multicluster import WorkloadInfo, for_multicluster
+from trainer.client.optimize import (
+    GridSearch,
+    Objective,
+    RandomSearch,
+    TrainJobTemplate,
+    Trial,
+    TrialConfig,
+    best_trial,
+    list_trials,
+    optimization_job,
+    wait_for_status,
+    with_parameters,
+)
 from trainer.client.shapes import Runtime, runtime_of, trainjob_of
 from trainer.client.shapes import TrainJob as Shape
 from trainer.client.trainers import (
@@ -583,3 +597,97 @@ class AsyncTrainerClient:
         """Why the TrainJob waits (reason, message, next step, docs entry), None when nothing holds
         it (:meth:`AsyncJobClient.why_waiting`)."""
         return await self._jobs.why_waiting(name)
+
+    # ----------------------------------------------------------------------- OptimizationJobs
+
+    async def optimize(
+        self,
+        trial_template: TrainJobTemplate,
+        *,
+        trial_config: TrialConfig | None = None,
+        search_space: dict[str, Any],
+        objectives: list[Objective] | None = None,
+        algorithm: RandomSearch | GridSearch | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Create an OptimizationJob in the client's namespace and return its name, as the kubeflow SDK's
+        ``OptimizerClient.optimize()`` (``kubeflow/optimizer/api/optimizer_client.py``, kubeflow 0.5.0;
+        its types or :mod:`trainer.client.optimize`'s): each trial is a TrainJob made from
+        ``trial_template`` as :meth:`train` makes one (its runtime read here), its parameters drawn from
+        ``search_space`` (``{"lr": Search.loguniform(1e-4, 1e-1), "batch": Search.choice([16, 32])}``)
+        and given to the trainer as ``KUBEFLOW_TRAINER_OPT_<NAME>`` and, to a :class:`CustomTrainer`'s
+        function that takes them (by name or ``**kwargs``), as keyword arguments (strings, as the SDK's
+        Katib trials get them: :func:`trainer.client.optimize.with_parameters`); ``objectives`` default to
+        minimizing ``loss``, a metric the trainer reports to the status server; ``algorithm`` defaults
+        to random search; ``trial_config`` to 10 trials, one at a time. ``name`` (not in the SDK):
+        the job's name, else a letter and 11 hex digits.
+
+        Raises ``ValueError`` naming the argument (:func:`trainer.client.optimize.optimization_job`);
+        :class:`NotFoundError` when the runtime does not exist; :class:`AlreadyExistsError` when the
+        name is taken; :class:`ApiError` when the apiserver refuses it (the OptimizationJob CRD not
+        installed: 404)."""
+        runtime = trial_template.runtime or os.getenv("DEFAULT_TRAINING_RUNTIME", "torch-distributed")
+        if isinstance(runtime, str):
+            runtime = await self.get_runtime(runtime)
+        elif isinstance(runtime, TrainingRuntime | ClusterTrainingRuntime):
+            runtime = runtime_of(runtime)
+        trainer = with_parameters(trial_template.trainer, list(search_space))
+        trial = trainjob_manifest(runtime, trial_template.initializer, trainer, {})
+        job = optimization_job(
+            name or str(trial["metadata"]["name"]), trial["spec"], search_space, objectives, algorithm, trial_config
+        )
+        try:
+            body = {k: v for k, v in job.to_dict().items() if k != "status"}
+            await self.kube.create(OPTIMIZATION_JOBS, self.namespace, with_namespace(body, self.namespace))
+        except ApiError as e:
+            if e.conflict:
+                raise AlreadyExistsError(OPTIMIZATION_JOBS.kind, self.namespace, job.metadata.name or "") from None
+            raise
+        return job.metadata.name or ""
+
+    async def get_optimization_job(self, name: str) -> OptimizationJob:
+        """The OptimizationJob ``name`` (:class:`api.optimizationjob.OptimizationJob`). Raises
+        :class:`NotFoundError`, :class:`ApiError`."""
+        obj = await self.kube.get_or_none(OPTIMIZATION_JOBS, self.namespace, name)
+        if obj is None:
+            raise NotFoundError(OPTIMIZATION_JOBS.kind, self.namespace, name)
+        return OptimizationJob.model_validate(obj)
+
+    async def list_optimization_jobs(
+        self, *, label_selector: str | None = None, all_namespaces: bool = False
+    ) -> list[OptimizationJob]:
+        """The OptimizationJobs of the namespace (or of every namespace), oldest first. Raises :class:`ApiError`."""
+        items, _ = await self.kube.list(OPTIMIZATION_JOBS, None if all_namespaces else self.namespace, label_selector)
+        jobs = [OptimizationJob.model_validate(i) for i in items]
+        return sorted(jobs, key=lambda j: (j.metadata.creation_timestamp or "", j.metadata.name or ""))
+
+    async def list_trials(self, name: str) -> list[Trial]:
+        """The trials of OptimizationJob ``name`` by index: name, state, parameters, objective value and
+        TrainJob (:func:`trainer.client.optimize.trials_of`). Raises :class:`NotFoundError`, :class:`ApiError`."""
+        return await list_trials(self.kube, self.namespace, await self.get_optimization_job(name))
+
+    async def get_best_results(self, name: str) -> Trial | None:
+        """The best trial so far (``status.result``) with its parameters and objective value, as the
+        kubeflow SDK's ``get_best_results``; None before a trial reported the objective. Raises
+        :class:`NotFoundError`, :class:`ApiError`."""
+        job = await self.get_optimization_job(name)
+        return best_trial(job, await list_trials(self.kube, self.namespace, job))
+
+    async def wait_for_optimization_job_status(
+        self,
+        name: str,
+        status: str | Collection[str] = frozenset({COMPLETE}),
+        timeout: float = DEFAULT_WAIT_TIMEOUT,
+        callbacks: Iterable[Callable[[OptimizationJob], None]] | None = None,
+    ) -> OptimizationJob:
+        """Wait until the OptimizationJob's status (``Created``, ``Running``, ``Complete``, ``Failed``:
+        :func:`trainer.client.optimize.optimization_status`) is one of ``status``, following a watch;
+        each version seen goes to every callback. Raises what
+        :func:`trainer.client.optimize.wait_for_status` raises."""
+        wanted = {status} if isinstance(status, str) else set(status)
+        return await wait_for_status(self.kube, self.namespace, name, wanted, timeout, list(callbacks or []))
+
+    async def delete_optimization_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
+        """Delete the OptimizationJob (its trials go with it: they are its dependents). Raises
+        :class:`NotFoundError`, :class:`WaitTimeoutError` with ``wait``, :class:`ApiError`."""
+        await delete_object(self.kube, OPTIMIZATION_JOBS, self.namespace, name, wait=wait, timeout=timeout)

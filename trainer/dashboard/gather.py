@@ -4,22 +4,27 @@
 one job with its events, pods and the last lines of their logs; :func:`prometheus_curves` asks
 Prometheus's HTTP API (``GET /api/v1/query_range``, prometheus/prometheus ``docs/querying/api.md``)
 for the job's ``kubeflow_trainer_trainjob_metric`` series (docs/observability.md).
+:func:`list_optimization_jobs` and :func:`optimization_detail` read OptimizationJobs and their trials;
+:func:`prometheus_trial_curves` the objective metric's series of every trial.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import aiohttp
 
-from api.kinds import PODS
+from api.kinds import OPTIMIZATION_JOBS, PODS
 from api.kubeflow_v2beta1 import MPIJob
+from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import TrainJob
-from trainer.client import AsyncJobClient, AsyncTrainerClient, Event, JobKind, LogsUnavailableError
+from trainer.client import AsyncJobClient, AsyncTrainerClient, Event, JobKind, LogsUnavailableError, NotFoundError
 from trainer.client.jobs import pick_container
+from trainer.client.optimize import Trial, list_trials
 from trainer.client.types import MPIJOB, TRAINJOB, pod_selector
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
@@ -28,6 +33,8 @@ from trainer.framework.meta import meta
 
 Job = TrainJob | MPIJob
 """A job the dashboard shows."""
+Shown = TrainJob | MPIJob | OptimizationJob
+"""Anything whose page has curves."""
 KINDS: tuple[JobKind[Any], ...] = (TRAINJOB, MPIJOB)
 """The kinds listed, in this order."""
 LOG_LINES = 50
@@ -120,7 +127,7 @@ def metric_query(namespace: str, trainjob: str) -> str:
     return f"max by (metric) (kubeflow_trainer_trainjob_metric{{{labels}}})"
 
 
-def curve_range(job: Job, now: datetime) -> tuple[float, float, float]:
+def curve_range(job: Shown, now: datetime) -> tuple[float, float, float]:
     """``(start, end, step)`` in seconds since the epoch of the job's curves: from its creation to its
     completion (else ``now``), in at most :data:`CURVE_POINTS` steps of at least a second."""
     end = now.timestamp()
@@ -141,13 +148,36 @@ async def prometheus_curves(
     e.g. ``http://prometheus:9090``) over :func:`curve_range`: per ``metric`` label, ``(seconds since
     the epoch, value)`` points, oldest first. Raises ``aiohttp.ClientError`` when Prometheus cannot be
     reached or answers with an error status, ``ValueError`` when its answer is not a matrix."""
-    start, end, step = curve_range(job, now)
-    params = {
-        "query": metric_query(job.metadata.namespace or "", job.metadata.name or ""),
-        "start": f"{start:.3f}",
-        "end": f"{end:.3f}",
-        "step": f"{step:g}",
-    }
+    query = metric_query(job.metadata.namespace or "", job.metadata.name or "")
+    return await query_range(session, url, query, curve_range(job, now), "metric")
+
+
+def trials_query(namespace: str, job: str, metric: str) -> str:
+    """The PromQL of the objective ``metric`` of every trial of OptimizationJob ``job`` (TrainJobs named
+    ``<job>-trial-<index>``), one series per trial across replicas."""
+    trials = promql_string(re.escape(job) + "-trial-[0-9]+")
+    labels = f"namespace={promql_string(namespace)},trainjob=~{trials},metric={promql_string(metric)}"
+    return f"max by (trainjob) (kubeflow_trainer_trainjob_metric{{{labels}}})"
+
+
+async def prometheus_trial_curves(
+    session: aiohttp.ClientSession, url: str, job: OptimizationJob, now: datetime
+) -> dict[str, list[tuple[float, float]]]:
+    """Every trial's series of the job's objective metric (:func:`trials_query`), by trial name, over
+    :func:`curve_range` of the OptimizationJob. Raises as :func:`prometheus_curves`."""
+    query = trials_query(job.metadata.namespace or "", job.metadata.name or "", job.spec.objectives[0].metric)
+    return await query_range(session, url, query, curve_range(job, now), "trainjob")
+
+
+async def query_range(
+    session: aiohttp.ClientSession, url: str, query: str, span: tuple[float, float, float], by: str
+) -> dict[str, list[tuple[float, float]]]:
+    """``query`` over ``span`` (``(start, end, step)``, seconds) from the Prometheus at ``url``: per value
+    of label ``by``, ``(seconds since the epoch, value)`` points, oldest first, non-finite values left out.
+    Raises ``aiohttp.ClientError`` when Prometheus cannot be reached or answers with an error status,
+    ``ValueError`` when its answer is not a matrix."""
+    start, end, step = span
+    params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
     timeout = aiohttp.ClientTimeout(total=PROMETHEUS_TIMEOUT)
     async with session.get(f"{url.rstrip('/')}/api/v1/query_range", params=params, timeout=timeout) as resp:
         resp.raise_for_status()
@@ -157,7 +187,7 @@ async def prometheus_curves(
         raise ValueError(f"Prometheus answered no matrix: {str(body)[:200]}")
     curves: dict[str, list[tuple[float, float]]] = {}
     for series in data.get("result") or []:
-        name = str((series.get("metric") or {}).get("metric") or "")
+        name = str((series.get("metric") or {}).get(by) or "")
         points = []
         for t, v in series.get("values") or []:
             value = float(v)
@@ -166,3 +196,33 @@ async def prometheus_curves(
         if name:
             curves[name] = points
     return curves
+
+
+async def list_optimization_jobs(client: AsyncTrainerClient, all_namespaces: bool) -> list[OptimizationJob]:
+    """The OptimizationJobs of the client's namespace or of every one, oldest first; none when their CRD is
+    not installed (404). Raises :class:`ApiError` on other failures."""
+    try:
+        return await client.list_optimization_jobs(all_namespaces=all_namespaces)
+    except ApiError as e:
+        if not e.not_found:
+            raise
+        return []
+
+
+@dataclass
+class OptimizationDetail:
+    """One OptimizationJob as its page shows it."""
+
+    job: OptimizationJob
+    trials: list[Trial] = field(default_factory=list)
+    """Its trials by index (:func:`trainer.client.optimize.trials_of`)."""
+
+
+async def optimization_detail(client: AsyncTrainerClient, namespace: str, name: str) -> OptimizationDetail:
+    """OptimizationJob ``name`` in ``namespace`` with its trials. Raises :class:`trainer.client.NotFoundError`
+    when there is none, :class:`ApiError` on other failures."""
+    obj = await client.kube.get_or_none(OPTIMIZATION_JOBS, namespace, name)
+    if obj is None:
+        raise NotFoundError(OPTIMIZATION_JOBS.kind, namespace, name)
+    job = OptimizationJob.model_validate(obj)
+    return OptimizationDetail(job, await list_trials(client.kube, namespace, job))

@@ -3,24 +3,30 @@ string from the cluster (names, messages, log lines) is text, never markup. Curv
 drawn here (a polyline per metric, its axes labelled); the pages refresh themselves with
 ``<meta http-equiv="refresh">`` and carry no script.
 
-Pure: data in, HTML out (tests/dashboard/test_render.py).
+An OptimizationJob's page (:func:`optimization_page`) has its trials table, the best trial so far, every
+trial's objective curve on one plot (one polyline per trial) and the objective per trial index.
+
+Pure: data in, HTML out (tests/dashboard/test_render.py, tests/dashboard/test_optimization.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import quote
 
 import jinja2
 
+from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client import Event, queue_of
 from trainer.client.jobs import job_waiting
+from trainer.client.optimize import best_trial, optimization_status
 from trainer.client.types import checkpoint_text, duration_text, holding_condition, trainer_status_of
-from trainer.dashboard.gather import Job, JobDetail
+from trainer.dashboard.gather import Job, JobDetail, OptimizationDetail
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -77,7 +83,7 @@ def age_of(timestamp: str | None, now: datetime) -> str:
     return duration_text(int((now - then).total_seconds())) if then else "-"
 
 
-def job_href(job: Job) -> str:
+def job_href(job: Job | OptimizationJob) -> str:
     """The path of a job's page: ``/jobs/<namespace>/<plural>/<name>``."""
     parts = (job.metadata.namespace or "", job.PLURAL, job.metadata.name or "")
     return "/jobs/" + "/".join(quote(p, safe="") for p in parts)
@@ -112,6 +118,45 @@ def job_row(job: Job, now: datetime) -> JobRow:
     )
 
 
+@dataclass(frozen=True)
+class SearchRow:
+    """A row of the OptimizationJobs table."""
+
+    namespace: str
+    name: str
+    href: str
+    state: str
+    """``Created``, ``Running``, ``Complete`` or ``Failed`` (:func:`trainer.client.optimize.optimization_status`)."""
+    objective: str
+    """``loss (Minimize)``."""
+    trials: str
+    """``<created>/<numTrials>``."""
+    best: str
+    """``<trial> (<metric>=<value>)``; ``-`` before one."""
+    age: str
+
+
+def search_row(job: OptimizationJob, now: datetime) -> SearchRow:
+    """The OptimizationJobs table's row of ``job``."""
+    o, status = job.spec.objectives[0], job.status
+    result = status.result if status else None
+    values = {r.name: r.value for r in (status.trial_results if status else None) or []}
+    best = "-"
+    if result is not None:
+        value = values.get(result.train_job_name)
+        best = f"{result.train_job_name} ({o.metric}={value})" if value else result.train_job_name
+    return SearchRow(
+        namespace=job.metadata.namespace or "",
+        name=job.metadata.name or "",
+        href=job_href(job),
+        state=optimization_status(job),
+        objective=f"{o.metric} ({o.direction or 'Minimize'})",
+        trials=f"{(status.trials if status else None) or 0}/{job.spec.num_trials or 1}",
+        best=best,
+        age=age_of(job.metadata.creation_timestamp, now),
+    )
+
+
 def _label(value: float) -> str:
     return f"{value:.4g}"
 
@@ -140,6 +185,62 @@ def curve(metric: str, points: Sequence[Point]) -> Curve:
 
     text = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points)
     return Curve(metric, text, len(points), _label(y0), _label(y1), _clock(x0), _clock(x1))
+
+
+COLORS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#0a3069", "#e16f24", "#57606a")
+"""The polylines' colours of a plot of several lines, in turn."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a :class:`Plot`: its label, SVG points and colour."""
+
+    label: str
+    points: str
+    color: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Plot:
+    """Several lines on one pair of axes (one scale), labelled as :class:`Curve`'s."""
+
+    title: str
+    lines: list[Line]
+    y_min: str
+    y_max: str
+    x_first: str
+    x_last: str
+    x_title: str
+
+
+def plot(
+    title: str, series: Mapping[str, Sequence[Point]], x_text: Callable[[float], str], x_title: str
+) -> Plot | None:
+    """Every line of ``series`` (label -> ``(x, y)`` points, by x) on one plot scaled to them all, each its
+    colour (:data:`COLORS`, in turn); ``x_text`` labels the first and last x. None when no line has a point."""
+    every = [p for points in series.values() for p in points]
+    if not every:
+        return None
+    x0, x1 = min(p[0] for p in every), max(p[0] for p in every)
+    y0, y1 = min(p[1] for p in every), max(p[1] for p in every)
+    if y1 == y0:
+        pad = abs(y0) * 0.1 or 1.0
+        y0, y1 = y0 - pad, y1 + pad
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x(t: float) -> float:
+        return LEFT + (plot_w * (t - x0) / (x1 - x0) if x1 > x0 else plot_w / 2)
+
+    def y(v: float) -> float:
+        return TOP + plot_h * (1 - (v - y0) / (y1 - y0))
+
+    lines = [
+        Line(label, " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in points), COLORS[i % len(COLORS)], len(points))
+        for i, (label, points) in enumerate(series.items())
+        if points
+    ]
+    return Plot(title, lines, _label(y0), _label(y1), x_text(x0), x_text(x1), x_title)
 
 
 def curves(series: Mapping[str, Sequence[Point]]) -> list[Curve]:
@@ -224,6 +325,21 @@ JOBS = """{% extends "base" %}
 </table>
 {% else %}
 <p class="empty">No TrainJobs or MPIJobs in {{ scope }}.</p>
+{% endif %}
+{% if searches %}
+<h2>Hyperparameter searches</h2>
+<table id="searches">
+<tr>{% if namespaces %}<th>Namespace</th>{% endif %}<th>Name</th><th>State</th><th>Objective</th><th>Trials</th>
+<th>Best</th><th>Age</th></tr>
+{% for r in searches %}
+<tr class="search" data-name="{{ r.name }}">
+{% if namespaces %}<td>{{ r.namespace }}</td>{% endif %}
+<td><a href="{{ r.href }}">{{ r.name }}</a></td>
+<td class="state state-{{ r.state }}">{{ r.state }}</td>
+<td>{{ r.objective }}</td><td>{{ r.trials }}</td><td>{{ r.best }}</td><td>{{ r.age }}</td>
+</tr>
+{% endfor %}
+</table>
 {% endif %}
 {% endblock %}
 """
@@ -323,6 +439,78 @@ time (UTC), {{ c.count }} points</text>
 {% endblock %}
 """
 
+PLOT = """<svg class="curve plot" data-plot="{{ p.title }}" width="{{ svg.width }}" height="{{ svg.height }}"
+ viewBox="0 0 {{ svg.width }} {{ svg.height }}" role="img" aria-label="{{ p.title }}">
+<line x1="{{ svg.left }}" y1="{{ svg.top }}" x2="{{ svg.left }}" y2="{{ svg.height - svg.bottom }}"/>
+<line x1="{{ svg.left }}" y1="{{ svg.height - svg.bottom }}"
+ x2="{{ svg.width - svg.right }}" y2="{{ svg.height - svg.bottom }}"/>
+<text x="{{ svg.left - 6 }}" y="{{ svg.top + 4 }}" text-anchor="end">{{ p.y_max }}</text>
+<text x="{{ svg.left - 6 }}" y="{{ svg.height - svg.bottom }}" text-anchor="end">{{ p.y_min }}</text>
+<text x="14" y="{{ (svg.top + svg.height - svg.bottom) // 2 }}" text-anchor="middle"
+ transform="rotate(-90 14 {{ (svg.top + svg.height - svg.bottom) // 2 }})">{{ metric }}</text>
+<text x="{{ svg.left }}" y="{{ svg.height - svg.bottom + 14 }}">{{ p.x_first }}</text>
+<text x="{{ svg.width - svg.right }}" y="{{ svg.height - svg.bottom + 14 }}" text-anchor="end">{{ p.x_last }}</text>
+<text x="{{ (svg.left + svg.width - svg.right) // 2 }}" y="{{ svg.height - 6 }}" text-anchor="middle">
+{{ p.x_title }}</text>
+{% for l in p.lines %}
+<polyline data-line="{{ l.label }}" points="{{ l.points }}" style="stroke: {{ l.color }}"/>
+{% if l.count == 1 %}<circle cx="{{ l.points.split(",")[0] }}" cy="{{ l.points.split(",")[1] }}" r="3"
+ style="fill: {{ l.color }}"/>{% endif %}
+{% endfor %}
+</svg>
+{% if p.lines | length > 1 %}<p class="legend">{% for l in p.lines %}
+<span style="color: {{ l.color }}">&#9632; {{ l.label }}</span> {% endfor %}</p>{% endif %}
+"""
+
+SEARCH = """{% extends "base" %}
+{% block body %}
+<p><a href="/">All jobs</a></p>
+<h1>OptimizationJob {{ row.namespace }}/{{ row.name }}</h1>
+<table id="summary">
+<tr><th>State</th><td class="state state-{{ row.state }}">{{ row.state }}</td></tr>
+<tr><th>Objective</th><td>{{ row.objective }}</td></tr>
+<tr><th>Trials</th><td>{{ row.trials }} created; {{ counts }}</td></tr>
+<tr><th>Best so far</th><td id="best">{{ row.best }}</td></tr>
+{% if best_parameters %}<tr><th>Best parameters</th><td id="best-parameters">{{ best_parameters }}</td></tr>{% endif %}
+<tr><th>Age</th><td>{{ row.age }}</td></tr>
+</table>
+
+<h2>Objective curves</h2>
+<p class="note">{{ curves_source }}</p>
+{% if curves_error %}<p class="empty">{{ curves_error }}</p>{% endif %}
+{% if over_time %}{% with p = over_time %}{% include "plot" %}{% endwith %}
+{% else %}<p class="empty" id="no-series">No trial's {{ metric }} series yet: the objective per trial index below
+is what each trial reported last.</p>{% endif %}
+{% if by_index %}{% with p = by_index %}{% include "plot" %}{% endwith %}{% endif %}
+
+<h2>Trials</h2>
+{% if trials %}
+<table id="trials">
+<tr><th>Index</th><th>Name</th><th>State</th><th>Parameters</th><th>{{ metric }}</th></tr>
+{% for t in trials %}
+<tr class="trial{% if t.best %} best{% endif %}" data-name="{{ t.name }}">
+<td>{{ t.index }}</td><td>{% if t.href %}<a href="{{ t.href }}">{{ t.name }}</a>{% else %}{{ t.name }}{% endif %}</td>
+<td class="state state-{{ t.state }}">{{ t.state }}{% if t.best %} (best){% endif %}
+{% if t.message %}: {{ t.message }}{% endif %}</td>
+<td>{{ t.parameters }}</td><td>{{ t.objective }}</td>
+</tr>
+{% endfor %}
+</table>
+{% else %}<p class="empty">No trials yet.</p>{% endif %}
+
+<h2>Conditions</h2>
+{% if conditions %}
+<table id="conditions">
+<tr><th>Type</th><th>Status</th><th>Reason</th><th>Message</th><th>Last transition</th></tr>
+{% for c in conditions %}
+<tr><td>{{ c.type }}</td><td>{{ c.status }}</td><td>{{ c.reason }}</td><td>{{ c.message }}</td>
+<td>{{ c.last_transition_time or "-" }}</td></tr>
+{% endfor %}
+</table>
+{% else %}<p class="empty">No conditions.</p>{% endif %}
+{% endblock %}
+"""
+
 ERROR = """{% extends "base" %}
 {% block body %}
 <p><a href="/">All jobs</a></p>
@@ -332,7 +520,7 @@ ERROR = """{% extends "base" %}
 """
 
 ENV = jinja2.Environment(
-    loader=jinja2.DictLoader({"base": BASE, "jobs": JOBS, "job": JOB, "error": ERROR}),
+    loader=jinja2.DictLoader({"base": BASE, "jobs": JOBS, "job": JOB, "plot": PLOT, "search": SEARCH, "error": ERROR}),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
@@ -345,13 +533,22 @@ def _clock_now(now: datetime) -> str:
     return now.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def jobs_page(jobs: Iterable[Job], scope: str, namespaces: bool, refresh: int, now: datetime) -> str:
+def jobs_page(
+    jobs: Iterable[Job],
+    scope: str,
+    namespaces: bool,
+    refresh: int,
+    now: datetime,
+    searches: Iterable[OptimizationJob] = (),
+) -> str:
     """The jobs page: a row per job (:func:`job_row`), NAMESPACE first with ``namespaces``; ``scope``
-    names what is listed (``namespace team-a``, ``all namespaces``)."""
+    names what is listed (``namespace team-a``, ``all namespaces``); then the OptimizationJobs
+    ``searches`` (:func:`search_row`), each a link to its page, when there are any."""
     rows = [job_row(j, now) for j in jobs]
     return ENV.get_template("jobs").render(
         title=f"Training jobs in {scope}",
         rows=rows,
+        searches=[search_row(j, now) for j in searches],
         scope=scope,
         namespaces=namespaces,
         refresh=refresh,
@@ -405,3 +602,74 @@ def job_page(
 def error_page(status: int, message: str) -> str:
     """A page that says why a request failed (HTTP ``status``), not refreshed."""
     return ENV.get_template("error").render(title=f"Error {status}", message=message, refresh=0, now="")
+
+
+def _number(text: str | None) -> float | None:
+    """``text`` as a finite number, else None."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def optimization_page(
+    detail: OptimizationDetail,
+    series: Mapping[str, Sequence[Point]],
+    curves_source: str,
+    refresh: int,
+    now: datetime,
+    curves_error: str = "",
+) -> str:
+    """An OptimizationJob's page: its state, objective, trial counts, the best trial so far and its
+    parameters; every trial's objective curve on one plot (``series``: trial name -> ``(seconds since the
+    epoch, value)`` points; ``curves_source`` says where they come from, ``curves_error`` why they could not
+    be read; without any, a note says so); the objective per trial index (each trial's recorded value,
+    else the last it reported); the trials table (index, name linked to its TrainJob's page, state,
+    parameters, objective) and the conditions."""
+    job, trials = detail.job, detail.trials
+    row = search_row(job, now)
+    best = best_trial(job, trials)
+    status = job.status
+    counts = (
+        f"{(status.trials_succeeded if status else None) or 0} succeeded, "
+        f"{(status.trials_failed if status else None) or 0} failed, "
+        f"{(status.trials_running if status else None) or 0} running"
+    )
+    metric = job.spec.objectives[0].metric
+    by_trial = {t.name: list(series.get(t.name) or []) for t in trials if series.get(t.name)}
+    by_trial |= {name: list(points) for name, points in series.items() if name not in by_trial and points}
+    indexed = [(float(t.index), v) for t in trials if t.index >= 0 and (v := _number(t.objective)) is not None]
+    namespace = job.metadata.namespace or ""
+    rows = [
+        {
+            "index": t.index if t.index >= 0 else "?",
+            "name": t.name,
+            "href": "/jobs/" + "/".join(quote(p, safe="") for p in (namespace, "trainjobs", t.name))
+            if t.trainjob is not None
+            else "",
+            "state": t.state,
+            "best": best is not None and t.name == best.name,
+            "message": t.message,
+            "parameters": ", ".join(f"{k}={v}" for k, v in t.parameters.items()) or "-",
+            "objective": t.objective or "-",
+        }
+        for t in trials
+    ]
+    result = status.result if status else None
+    return ENV.get_template("search").render(
+        title=f"OptimizationJob {row.namespace}/{row.name}",
+        row=row,
+        counts=counts,
+        best_parameters=", ".join(f"{p.name}={p.value}" for p in (result.parameters or [])) if result else "",
+        metric=metric,
+        over_time=plot(f"{metric} over time", by_trial, _clock, "time (UTC), one line per trial"),
+        by_index=plot(f"{metric} by trial", {metric: sorted(indexed)}, lambda i: f"trial {i:g}", "trial index"),
+        curves_source=curves_source,
+        curves_error=curves_error,
+        trials=rows,
+        conditions=list((status.conditions if status else None) or []),
+        refresh=refresh,
+        now=_clock_now(now),
+        svg=SVG,
+    )

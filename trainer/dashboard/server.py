@@ -1,7 +1,7 @@
 """The dashboard's web server (aiohttp): the jobs page at ``/``, a job's page at
-``/jobs/<namespace>/<trainjobs|mpijobs>/<name>``, both GET only; and the sampler that reads, every
-``sample_interval`` seconds, the TrainJobs whose pages were viewed recently
-(:class:`~trainer.dashboard.samples.Samples`).
+``/jobs/<namespace>/<trainjobs|mpijobs|optimizationjobs>/<name>``, both GET only; and the sampler that reads,
+every ``sample_interval`` seconds, the TrainJobs whose pages were viewed recently, an OptimizationJob's
+running trials when its page was (:class:`~trainer.dashboard.samples.Samples`).
 
 Read-only: it sends the apiserver GET and list requests only (:mod:`trainer.dashboard.gather`), with
 the user's kubeconfig and context, and Prometheus ``query_range`` GETs. It listens on 127.0.0.1 only;
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import aiohttp
 from aiohttp import web
 
-from api.kinds import TRAINJOBS
+from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
 from trainer.client import AsyncTrainerClient, NotFoundError
 from trainer.dashboard import gather, render
 from trainer.dashboard.samples import Samples
@@ -81,13 +81,16 @@ class Dashboard:
     async def jobs(self, request: web.Request) -> web.Response:
         """``GET /``: the jobs page."""
         jobs = await gather.list_jobs(self.client, self.all_namespaces)
+        searches = await gather.list_optimization_jobs(self.client, self.all_namespaces)
         now = datetime.now(UTC)
-        return self.page(render.jobs_page(jobs, self.scope, self.all_namespaces, self.refresh, now))
+        return self.page(render.jobs_page(jobs, self.scope, self.all_namespaces, self.refresh, now, searches))
 
     async def job(self, request: web.Request) -> web.Response:
         """``GET /jobs/<namespace>/<plural>/<name>``: a job's page; 404 for an unknown kind, a job
         that does not exist, or one outside the namespace served."""
         namespace, plural, name = (request.match_info[k] for k in ("namespace", "plural", "name"))
+        if plural == OPTIMIZATION_JOBS.plural and (self.all_namespaces or namespace == self.client.namespace):
+            return await self.search(namespace, name)
         kind = gather.kind_of(plural)
         if kind is None or (not self.all_namespaces and namespace != self.client.namespace):
             return self.error_page(404, f"no {plural} {namespace}/{name} here ({self.scope})")
@@ -115,6 +118,41 @@ class Dashboard:
                 "while the page is viewed (no --prometheus-url)."
             )
         return self.page(render.job_page(detail, series, source, self.refresh, now, error))
+
+    async def search(self, namespace: str, name: str) -> web.Response:
+        """An OptimizationJob's page: its trials' objective curves from Prometheus
+        (:func:`gather.prometheus_trial_curves`) or, without one, from the samples of its trials (each
+        trial viewed, and sampled now, as a TrainJob page's job); 404 when it does not exist."""
+        try:
+            detail = await gather.optimization_detail(self.client, namespace, name)
+        except NotFoundError as e:
+            return self.error_page(404, str(e))
+        now = datetime.now(UTC)
+        metric = detail.job.spec.objectives[0].metric
+        error = ""
+        if self.prometheus_url:
+            source = f"From Prometheus at {self.prometheus_url} (kubeflow_trainer_trainjob_metric of each trial)."
+            try:
+                async with aiohttp.ClientSession() as session:
+                    series = await gather.prometheus_trial_curves(session, self.prometheus_url, detail.job, now)
+            except (TimeoutError, aiohttp.ClientError, ValueError) as e:
+                series, error = {}, f"Prometheus could not be read: {e or type(e).__name__}"
+        else:
+            series = {}
+            for trial in detail.trials:
+                key = (TRAINJOBS.kind, namespace, trial.name)
+                if trial.trainjob is not None and trial.state == "Running":
+                    self.samples.viewed(key, now.timestamp())
+                    self.samples.add(key, now.timestamp(), trial.trainjob.to_dict())
+                points = self.samples.curves(key).get(metric)
+                if points:
+                    series[trial.name] = points
+            source = (
+                f"Each trial's {metric} sampled by this dashboard every {self.sample_interval:g} s from "
+                "status.trainerStatus.metrics while this page is viewed (no --prometheus-url): trials that ran "
+                "while it was not have no series, only their final value by trial index."
+            )
+        return self.page(render.optimization_page(detail, series, source, self.refresh, now, error))
 
     async def sample_once(self) -> int:
         """Sample every TrainJob viewed recently (:meth:`Samples.watched`); returns the points added. A

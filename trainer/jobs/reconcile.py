@@ -299,6 +299,8 @@ def declare(
         if ctx.metrics is not None:
             reader = ctx.reader
             JobMetrics.of(ctx.metrics).job_states(primary.kind, gang.name, job_states(reader, kind.facts))
+            if kind.facts.objective is not None:
+                JobMetrics.of(ctx.metrics).best_objectives(primary.kind, lambda: best_objectives(reader, kind.facts))
         return Reconciler(
             kind,
             ctx,
@@ -351,6 +353,17 @@ def job_states(reader: Reader, facts: KindFacts) -> JobStates:
         return not meta(obj).deletion and managed_by_us(obj, facts.run_policy)
 
     return JobStates(partial(reader.items, facts.resource), facts, counted)
+
+
+def best_objectives(reader: Reader, facts: KindFacts) -> list[tuple[str, str, str, float]]:
+    """``(namespace, name, metric, value)`` of the best objective (``facts.objective``) of every job of kind
+    ``facts`` in the cache that has one, for ``kubeflow_trainer_optimizationjob_best_objective`` at scrape time."""
+    out = []
+    for obj in reader.items(facts.resource):
+        found = facts.objective(obj) if facts.objective is not None and not meta(obj).deletion else None
+        if found is not None:
+            out.append((str(meta(obj).namespace or ""), str(meta(obj).name or ""), *found))
+    return out
 
 
 def kept_job(obj: JSON) -> JSON:

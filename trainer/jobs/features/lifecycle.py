@@ -95,10 +95,12 @@ FAILURE_REASONS = frozenset(
         "MPIJobFailed",
         "BackoffLimitExceeded",
         "MPIJobEvicted",
+        "AllTrialsFailed",
     }
 )
 """The reasons of a ``Failed`` condition the failure counter names (TrainJob: kubeflow/trainer's and
-JobSet's; MPIJob: mpi-operator's); any other is ``other``."""
+JobSet's; MPIJob: mpi-operator's; OptimizationJob: ``AllTrialsFailed``, ``InvalidSpec``); any other is
+``other``."""
 RESTART_REASONS = frozenset({"DefaultFailurePolicy", "FailurePolicy", "MPIJobRestarting"})
 """The reasons a restart is counted by: JobSet's ``DefaultFailurePolicy``, ``FailurePolicy`` for every
 ``FailurePolicy_<rule>`` (the rule's name is the user's), mpi-operator's ``MPIJobRestarting``."""
@@ -116,9 +118,12 @@ def _conditions(status: JSON) -> list[JSON]:
 
 def running(status: JSON) -> bool:
     """Whether a job's status says it runs: a ``Running`` condition True (an MPIJob's; a TrainJob's under
-    ``--trainjob-running-condition``) or a Job of it with every pod ready (a ``jobsStatus`` entry's
-    ``ready``, a TrainJob's)."""
+    ``--trainjob-running-condition``), a Job of it with every pod ready (a ``jobsStatus`` entry's
+    ``ready``, a TrainJob's) or, of a job whose children are jobs, a child running (an OptimizationJob's
+    ``trialsRunning``)."""
     if true_condition(_conditions(status), COND_RUNNING) is not None:
+        return True
+    if isinstance(status.get("trialsRunning"), int) and status["trialsRunning"] > 0:
         return True
     return any(isinstance(e, dict) and int(e.get("ready") or 0) > 0 for e in status.get("jobsStatus") or [])
 
@@ -246,6 +251,8 @@ class JobMetrics:
         self._lifecycle_families(registry)
         self._states = _JobStates()
         registry.register(self._states)
+        self._objectives = _BestObjectives()
+        registry.register(self._objectives)
 
     @staticmethod
     def of(metrics: Metrics) -> JobMetrics:
@@ -324,6 +331,11 @@ class JobMetrics:
         at each scrape (a second call for ``kind`` replaces the first)."""
         self._states.sources[kind] = (gang_scheduler, source)
 
+    def best_objectives(self, kind: str, source: ObjectiveSource) -> None:
+        """Export ``kubeflow_trainer_optimizationjob_best_objective{namespace,name,metric}`` of ``kind``'s
+        jobs from ``source`` at each scrape (a second call for ``kind`` replaces the first)."""
+        self._objectives.sources[kind] = source
+
 
 class _JobStates(Collector):
     """``kubeflow_trainer_jobs``: jobs by kind, gang scheduler and state, counted from each kind's
@@ -343,6 +355,40 @@ class _JobStates(Collector):
             for state, count in counts.items():
                 family.add_metric([kind, gang_scheduler, state], count)
         yield family
+
+
+ObjectiveSource = Callable[[], Iterable[tuple[str, str, str, float]]]
+"""``(namespace, name, metric, value)`` of each search's best objective so far, read at scrape time."""
+MAX_OBJECTIVE_SERIES = 1000
+"""At most this many series of ``kubeflow_trainer_optimizationjob_best_objective`` (by namespace and name);
+beyond, the rest are left out and ``kubeflow_trainer_optimizationjob_best_objective_dropped`` says how many."""
+
+
+class _BestObjectives(Collector):
+    """``kubeflow_trainer_optimizationjob_best_objective``: each existing search's best objective value, one
+    series per job (the job's own name: bounded by the jobs that exist, and at most
+    :data:`MAX_OBJECTIVE_SERIES`, by namespace and name), computed from the caches when scraped, so a
+    deleted job's series goes with it."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, ObjectiveSource] = {}
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "kubeflow_trainer_optimizationjob_best_objective",
+            "The objective value of each OptimizationJob's best trial so far",
+            labels=["namespace", "name", "metric"],
+        )
+        dropped = GaugeMetricFamily(
+            "kubeflow_trainer_optimizationjob_best_objective_dropped",
+            f"OptimizationJobs whose best objective is not exported (beyond {MAX_OBJECTIVE_SERIES} series)",
+        )
+        rows = sorted(row for _, source in sorted(self.sources.items()) for row in source())
+        for namespace, name, metric, value in rows[:MAX_OBJECTIVE_SERIES]:
+            family.add_metric([namespace, name, metric], value)
+        dropped.add_metric([], max(0, len(rows) - MAX_OBJECTIVE_SERIES))
+        yield family
+        yield dropped
 
 
 class Observed(Protocol):
