@@ -221,8 +221,8 @@ def suite_env(cluster: LocalCluster) -> dict[str, str]:
 
 def its(binary: Path, env: dict[str, str], workdir: Path) -> list[str]:
     """The full texts (container texts and leaf text, space-separated) of the suite's Its, from a dry
-    run: each spec is a block of ``------------------------------``, its container texts, its leaf
-    text (indented) and its location."""
+    run: ginkgo v1 prints each spec as its container texts, its leaf text (indented) and its location
+    (``<file>.go:<line>``), one line each."""
     out = subprocess.run(
         [str(binary), "-ginkgo.dryRun", "-ginkgo.v", "-ginkgo.noColor"],
         env=env,
@@ -231,18 +231,15 @@ def its(binary: Path, env: dict[str, str], workdir: Path) -> list[str]:
         text=True,
         check=True,
     ).stdout
-    found = []
-    for block in out.split("-" * 30)[1:]:
-        lines = [line.strip() for line in block.strip().splitlines()]
-        if len(lines) >= 3 and ".go:" in lines[2]:
-            found.append(f"{lines[0]} {lines[1]}")
-    return found
+    lines = [line.strip() for line in out.splitlines()]
+    located = [i for i, line in enumerate(lines) if i >= 2 and re.search(r"\.go:\d+$", line)]
+    return [f"{lines[i - 2]} {lines[i - 1]}" for i in located]
 
 
 def run_it(binary: Path, env: dict[str, str], workdir: Path, name: str) -> tuple[bool, str]:
     """Run the one It called ``name``; whether it ran and passed, and the run's output."""
     run = subprocess.run(
-        [str(binary), f"-ginkgo.focus=^{re.escape(name)}$", "-ginkgo.noColor", "-ginkgo.v"],
+        [str(binary), f"-ginkgo.focus={re.escape(name)}$", "-ginkgo.noColor", "-ginkgo.v"],
         env=env,
         cwd=workdir,
         capture_output=True,
