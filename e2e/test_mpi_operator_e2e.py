@@ -9,7 +9,8 @@ installs neither), and its images from ``TEST_OPENMPI_IMAGE``, ``TEST_INTELMPI_I
 ``TEST_MPICH_IMAGE`` (left at its defaults: KWOK nodes pull nothing). The operator serves its admission
 webhooks, as mpi-operator's manifests install none but this operator's chart does.
 
-Two of its Its reconfigure the operator through mpi-operator's Deployment ``mpi-operator/mpi-operator``:
+Three of its Its reconfigure the operator through mpi-operator's Deployment ``mpi-operator/mpi-operator``
+(the volcano one runs here):
 they scale it to 0, add a flag to its container's args, scale it to 1 and wait for it to be available.
 The cluster has such a Deployment (its pod on a KWOK node runs nothing), and :class:`OperatorDeployment`
 makes it drive this operator's process (its ``minReadySeconds`` gives a restarted operator time to serve
