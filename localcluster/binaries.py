@@ -40,6 +40,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "helm": ("HELM_VERSION", "helm"),
     # Kubeflow Trainer's own e2e suite (test/e2e), compiled (e2e/test_upstream_e2e.py runs it).
     "e2e.test": ("UPSTREAM_TRAINER_VERSION", "trainer_e2e"),
+    # kubeflow/mpi-operator's own e2e suite (test/e2e), compiled (e2e/test_mpi_operator_e2e.py runs it).
+    "mpi-operator-e2e.test": ("MPI_OPERATOR_VERSION", "mpi_operator_e2e"),
     # The chart's alerting rules: promtool checks and unit-tests them, a real Prometheus scrapes the
     # operator and evaluates them (tests/tooling/test_prometheus_rules.py, e2e/test_observability_real.py).
     "prometheus": ("PROMETHEUS_VERSION", "prometheus"),

@@ -10,6 +10,7 @@
 # Components: etcd kwok kubernetes volcano kueue helm trainer_e2e
 #             upstream (only when named: the bench's upstream side)
 #             mpi_operator (only when named: the MPIJob migration test)
+#             mpi_operator_e2e (only when named: mpi-operator's own e2e suite, e2e/test_mpi_operator_e2e.py)
 #             prometheus (only when named: Prometheus and promtool, for the chart's rules and their tests)
 set -euo pipefail
 
@@ -445,11 +446,30 @@ build_trainer_e2e() {
   copy_crds "$out/crds" "$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
 }
 
+# build_mpi_operator_e2e: kubeflow/mpi-operator's own end-to-end suite (test/e2e of MPI_OPERATOR_VERSION,
+# ginkgo) compiled as a test binary, run as published against this operator's MPIJob
+# (e2e/test_mpi_operator_e2e.py), never edited. Built like trainer_e2e: the read-only module copied
+# to a writable directory, its test-only dependencies resolved from the proxy.
+build_mpi_operator_e2e() {
+  local ver="$MPI_OPERATOR_VERSION" out="$cache/bin/mpi_operator_e2e-$MPI_OPERATOR_VERSION"
+  [ -x "$out/mpi-operator-e2e.test" ] && return 0
+  local mod="$cache/src/mpi_operator_e2e-$ver" src
+  mkdir -p "$out"
+  log "mpi-operator e2e $ver: resolving modules"
+  src="$(module_dir github.com/kubeflow/mpi-operator "$ver")"
+  rm -rf "$mod"
+  cp -R "$src" "$mod"
+  chmod -R u+w "$mod"
+  log "mpi-operator e2e $ver: building mpi-operator-e2e.test"
+  (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/mpi-operator-e2e.test.tmp" ./test/e2e)
+  mv "$out/mpi-operator-e2e.test.tmp" "$out/mpi-operator-e2e.test"
+}
+
 components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator prometheus"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator mpi_operator_e2e prometheus"
     exit 2
   fi
 done

@@ -75,6 +75,14 @@ def test_pod_request_is_max_of_containers_and_init_plus_overhead() -> None:
     assert pod_requests(template) == {"cpu": Decimal("2.1"), "memory": 2**30}
 
 
+def test_volcano_pod_group_leaves_out_empty_min_resources(runtime: ClusterTrainingRuntime) -> None:
+    """Pods that request nothing: no minResources (an empty map applied over an earlier one reaches the
+    apiserver as null, which Volcano's CRD refuses)."""
+    job = tj(annotations={"scheduling.volcano.sh/queue-name": "production"}, trainer={"numNodes": 2})
+    (pg,) = gang.get("volcano").plan(gang_input(job, runtime), facts(None, OPEN)).apply
+    assert pg["spec"] == {"minMember": 2, "queue": "production"}
+
+
 def test_volcano_pod_group_holds_until_inqueue(trainjob: TrainJob, runtime: ClusterTrainingRuntime) -> None:
     job = tj(
         annotations={"scheduling.volcano.sh/queue-name": "production"},

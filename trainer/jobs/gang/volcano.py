@@ -127,11 +127,12 @@ class Volcano:
             plan.hold = True
             return plan
         priority = priority_class(job)
-        spec: dict[str, object] = {
-            "minMember": min_member(job),
-            "minResources": job.min_resources or gang_resources(job.pod_sets),
-            "queue": queue,
-        }
+        spec: dict[str, object] = {"minMember": min_member(job), "queue": queue}
+        resources = job.min_resources or gang_resources(job.pod_sets)
+        if resources:
+            # Left out when empty: applied over the minResources a job asked for before, an empty map
+            # reaches the apiserver as null, which Volcano's CRD refuses ("must be of type object").
+            spec["minResources"] = resources
         if priority:
             spec["priorityClassName"] = priority
         volcano = job.pod_group_policy.volcano if job.pod_group_policy is not None else None
@@ -157,7 +158,7 @@ class Volcano:
                     reason="PodGroupPending",
                     message=(
                         f"Jobs stay suspended until Volcano admits PodGroup {job.name!r} in queue {queue!r} "
-                        f"(minMember {spec['minMember']}, minResources {spec['minResources']})"
+                        f"(minMember {spec['minMember']}, minResources {spec.get('minResources', {})})"
                         + (f": {why}" if why else "")
                     ),
                 )
