@@ -99,6 +99,7 @@ CRDS = {
     "trainingruntimes.trainer.kubeflow.org",
     "clustertrainingruntimes.trainer.kubeflow.org",
     "mpijobs.kubeflow.org",
+    "optimizationjobs.trainer.kubeflow.org",
 }
 
 
