@@ -158,7 +158,7 @@ async def test_a_pod_posts_progress_with_its_own_token_and_kubectl_shows_it(
     got = cluster.run_kubectl("get", "trainjobs", "-n", ns).stdout
     assert (column(got, "PROGRESS", "a"), column(got, "ETA", "a")) == ("42", "3600"), got
     cli = [sys.executable, "-m", "trainer.cli", "--kubeconfig", str(cluster.kubeconfig), "-n", ns]
-    shown = subprocess.run([*cli, "get", "a"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    shown = subprocess.run([*cli, "get", "tj", "a"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert (column(shown.stdout, "PROGRESS", "a"), column(shown.stdout, "ETA", "a")) == ("42%", "1h"), shown
     described = subprocess.run([*cli, "describe", "a"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert "Progress:" in described.stdout and "42%" in described.stdout and "0.2347" in described.stdout
