@@ -239,7 +239,7 @@ async def test_a_thousand_posts_in_ten_seconds_make_at_most_one_write_per_interv
             got = await trainer_status(client, ns, "a")
             return got if got and got.get("estimatedRemainingSeconds") == 1 else None
 
-        await wait_for(last_written, "the last post written", timeout=INTERVAL + 10)
+        await wait_for(last_written, "the last post written", timeout=INTERVAL + 40)
         await asyncio.sleep(1)  # the watch delivers it
     finally:
         watcher.cancel()
