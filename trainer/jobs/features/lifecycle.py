@@ -70,6 +70,7 @@ from api.trainer_v1alpha1 import COND_FAILED, COND_RUNNING, COND_SUSPENDED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.framework.metrics import Metrics, bounded
 from trainer.jobs.conditions import finished
 
@@ -155,8 +156,8 @@ class JobStates:
         seen: dict[tuple[str, str], tuple[str, str | None]] = {}
         states = []
         for obj in self.items():
-            m = obj.get("metadata") or {}
-            key, version = (str(m.get("namespace") or ""), str(m.get("name") or "")), str(m.get("resourceVersion"))
+            m = meta(obj)
+            key, version = (m.namespace or "", m.name or ""), str(m.resource_version)
             known = self._seen.get(key)
             if known is None or known[0] != version:
                 known = (version, state_of(obj, self.facts) if self.counted(obj) else None)
