@@ -82,6 +82,7 @@ from trainer.client.trainers import (
 from trainer.client.types import COMPLETE, TRAINJOB, Event, pod_selector, runtime_framework
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
+from trainer.framework.meta import meta
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"
@@ -120,8 +121,8 @@ def _dispatched(body: JSON, queue: str | None, multicluster: bool) -> JSON:
     if multicluster:
         return for_multicluster(body, queue)
     if queue:
-        meta = body.get("metadata") or {}
-        return {**body, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), KUEUE_QUEUE_LABEL: queue}}}
+        m = meta(body)
+        return {**body, "metadata": {**m.data, "labels": {**m.labels, KUEUE_QUEUE_LABEL: queue}}}
     return body
 
 

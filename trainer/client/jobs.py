@@ -185,7 +185,7 @@ async def observe(
             "GET", res.path(namespace), {"fieldSelector": field_selector, "labelSelector": label_selector}
         )
         items = {str(i["metadata"]["name"]): i for i in data.get("items") or []}
-        version = str((data.get("metadata") or {}).get("resourceVersion", ""))
+        version = str(meta(data).resource_version or "")
         yield items
         try:
             async for type_, obj in watch_objects(

@@ -92,8 +92,8 @@ def key_of(obj: JSON) -> Key:
 
 
 def controller_of(obj: JSON) -> dict[str, Any] | None:
-    """The owner reference with ``controller: true``, if any (a plain dict read, as :func:`key_of`)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+    """The owner reference with ``controller: true``, if any, as a new dict."""
+    for ref in meta(obj).owner_references:
         if ref.get("controller"):
             return dict(ref)
     return None

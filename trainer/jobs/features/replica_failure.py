@@ -57,12 +57,12 @@ def kept_event(obj: JSON) -> JSON:
     """What the caches keep of an Event: its name, namespace and resourceVersion, whom it is about
     (kind, name, namespace, uid), reason, message, type and when it was last seen (``lastTimestamp``,
     ``series.lastObservedTime``, ``eventTime``, ``firstTimestamp``)."""
-    meta = obj.get("metadata") or {}
+    kept = meta(obj).data
     about = obj.get("involvedObject") or {}
     out: JSON = {
         "apiVersion": obj.get("apiVersion", EVENTS.api_version),
         "kind": obj.get("kind", EVENTS.kind),
-        "metadata": {k: meta[k] for k in _KEPT_META if k in meta},
+        "metadata": {k: kept[k] for k in _KEPT_META if k in kept},
         "involvedObject": {k: about[k] for k in _KEPT_ABOUT if k in about},
     }
     for k in ("reason", "message", "type", *_WHEN):

@@ -25,6 +25,7 @@ from api.queues import NO_QUEUE, QueueChoice
 from api.trainer_v1alpha1 import PodGroupPolicy
 from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
+from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference
 from trainer.framework.resources import ResourceList, binary_resources, format_quantity, pod_requests
 from trainer.jobs.child_writer import Once
@@ -281,13 +282,14 @@ def decorate(
             continue
         # Copies along the path that changes only: the rest of the Job is shared with ``jobs``.
         pod = dict(job["spec"]["template"])
-        meta = dict(pod.get("metadata") or {})
+        was = meta(pod)
+        pod_meta = dict(was.data)
         if plan.pod_labels:
-            meta["labels"] = {**(meta.get("labels") or {}), **plan.pod_labels}
+            pod_meta["labels"] = {**was.labels, **plan.pod_labels}
         extra = {**plan.pod_annotations.get("*", {}), **plan.pod_annotations.get(rjob, {})}
         if extra:
-            meta["annotations"] = {**(meta.get("annotations") or {}), **extra}
-        pod["metadata"] = meta
+            pod_meta["annotations"] = {**was.annotations, **extra}
+        pod["metadata"] = pod_meta
         spec = dict(pod.get("spec") or {})
         if plan.scheduler_name and not spec.get("schedulerName"):
             spec["schedulerName"] = plan.scheduler_name
