@@ -159,7 +159,8 @@ class MPIJobStatus(Model):
     completion_time: str | None = None
     """When the job finished (RFC 3339)."""
     last_reconcile_time: str | None = None
-    """When the job was last reconciled."""
+    """When the job was last reconciled: never written, as mpi-operator v0.8.2 declares it and never writes it
+    (a write at every reconcile would be a status write, and another reconcile, without end)."""
 
 
 class MPIJob(Model):

@@ -204,6 +204,52 @@ async def test_suspend_and_finish_keep_the_workload_and_pod_groups() -> None:
     assert after == before, "never rewritten nor deleted: the garbage collector takes them with the TrainJob"
 
 
+ZONE = {"topology": [{"key": "topology.kubernetes.io/zone"}]}
+CLAIMS = [
+    {"name": "nic", "resourceClaimName": "shared-nic"},
+    {"name": "scratch", "resourceClaimTemplateName": "scratch-per-group"},
+]
+
+
+@pytest.mark.parametrize(
+    ("scheduling", "settings"),
+    [
+        (
+            {"schedulingConstraints": ZONE, "disruptionMode": {"single": {}}},
+            {"schedulingConstraints": ZONE, "disruptionMode": {"single": {}}},
+        ),
+        (
+            {
+                "replicatedJobs": [
+                    {
+                        "targetReplicatedJobs": ["node"],
+                        "job": {"schedulingConstraints": ZONE, "disruptionMode": {"all": {}}, "resourceClaims": CLAIMS},
+                    }
+                ]
+            },
+            {"schedulingConstraints": ZONE, "disruptionMode": {"all": {}}, "resourceClaims": CLAIMS},
+        ),
+    ],
+    ids=["level-1", "level-3"],
+)
+async def test_constraints_disruption_mode_and_claims_reach_the_workload_and_the_pod_group(
+    scheduling: JSON, settings: JSON
+) -> None:
+    """``schedulingConstraints``, ``disruptionMode`` (``single``, ``all``) and level 3's ``resourceClaims`` (by
+    ``resourceClaimName`` or ``resourceClaimTemplateName``) reach the ``PodGroupTemplate`` and its ``PodGroup``
+    whole, beside the computed policy (kubernetes/api ``scheduling/v1beta1``)."""
+    w = world(scheduling)
+    await w.settle()
+    (wl,) = objects(w, WORKLOADS)
+    (template,) = wl["spec"]["podGroupTemplates"]
+    assert template == {**settings, "name": template["name"], "schedulingPolicy": {"gang": {"minCount": 2}}}
+    (pg,) = objects(w, POD_GROUPS)
+    assert {k: v for k, v in pg["spec"].items() if k != "workloadRef"} == {
+        **settings,
+        "schedulingPolicy": {"gang": {"minCount": 2}},
+    }
+
+
 async def test_a_cluster_without_the_workload_api_holds_the_job_and_says_why() -> None:
     w = world()
     for res in (WORKLOADS, POD_GROUPS):

@@ -1,7 +1,7 @@
 """MPIJob as kubeflow/mpi-operator v0.8 behaves and as Kueue's Topology Aware Scheduling reads it: the
 ``training.kubeflow.org/replica-index`` label, the launcher's scheduling directives applied when a
 suspended job is resumed (#772), ``Running`` never re-emitted once finished (#787), terminating pods
-not replaced (#810)."""
+not replaced (#810), ``status.lastReconcileTime`` never written (v0.8.2 declares it and writes it nowhere)."""
 
 from __future__ import annotations
 
@@ -178,3 +178,14 @@ def test_admission_labels_each_worker_pod_with_its_replica_index() -> None:
     assert rules.replica_index_patch(worker_pod("1", **{REPLICA_INDEX_LABEL: "1"}), facts) == []
     trainjob_pod = worker_pod("1", **{"training.kubeflow.org/operator-name": "trainer"})
     assert rules.replica_index_patch(trainjob_pod, facts) == []
+
+
+async def test_the_status_never_carries_last_reconcile_time_as_mpi_operator_never_writes_it() -> None:
+    w = World("mpijob", "none")
+    await w.settle()
+    ready(w)
+    await w.settle()
+    status = w.obj["status"]
+    assert status["startTime"] and status["replicaStatuses"], "the status is written"
+    assert "lastReconcileTime" not in status
+    assert await w.reconcile() == 0, "a settled job is not written again"

@@ -12,14 +12,15 @@ from typing import Any
 from trainer.framework.json_codec import JSON, copy_json
 
 
-def merge_named(base: list[Any] | None, patch: list[Any] | None) -> list[Any]:
-    """Merge ``patch`` into ``base`` by ``name``: entries with a known name are deep-merged in place,
-    new ones appended. Entries without a name are appended unless an equal entry exists."""
+def merge_named(base: list[Any] | None, patch: list[Any] | None, key: str = "name") -> list[Any]:
+    """Merge ``patch`` into ``base`` by ``key`` (a strategic merge patch's ``patchMergeKey``; ``name`` unless
+    told, ``mountPath`` for a container's ``volumeMounts``): entries with a known key are deep-merged in
+    place, new ones appended. Entries without the key are appended unless an equal entry exists."""
     out = [copy_json(x) for x in base or []]
     for item in patch or []:
-        if isinstance(item, dict) and "name" in item:
+        if isinstance(item, dict) and key in item:
             for i, cur in enumerate(out):
-                if isinstance(cur, dict) and cur.get("name") == item["name"]:
+                if isinstance(cur, dict) and cur.get(key) == item[key]:
                     out[i] = deep_merge(cur, item)
                     break
             else:
@@ -42,6 +43,20 @@ def deep_merge(base: JSON, patch: JSON) -> JSON:
             out[key] = merge_named(cur, value)
         else:
             out[key] = copy_json(value)
+    return out
+
+
+def merge_patch(base: JSON, patch: JSON) -> JSON:
+    """A new object: ``base`` with ``patch`` merged in as a JSON merge patch (RFC 7386) merges, null values
+    aside: maps key by key, recursively; lists and scalars replaced whole. A strategic merge patch does the
+    same to a struct whose lists carry no patch strategy, as ``corev1.SecurityContext`` and
+    ``PodSecurityContext`` (``capabilities.add``, ``supplementalGroups``, ``sysctls`` are replaced)."""
+    out = copy_json(base)
+    for key, value in patch.items():
+        if value is None:
+            continue
+        cur = out.get(key)
+        out[key] = merge_patch(cur, value) if isinstance(value, dict) and isinstance(cur, dict) else copy_json(value)
     return out
 
 

@@ -237,7 +237,9 @@ def conditions(info: MPIJobInfo, plan: GangPlan) -> list[Condition] | None:
 
 def status(obj: JSON, info: MPIJobInfo | None, conditions: list[JSON] | None) -> JSON:
     """The MPIJob's status as mpi-operator spells it: conditions with ``lastUpdateTime``,
-    ``replicaStatuses``, ``startTime`` and ``completionTime``."""
+    ``replicaStatuses``, ``startTime`` and ``completionTime``. Not ``lastReconcileTime``: mpi-operator v0.8.2
+    declares it (``pkg/apis/kubeflow/v2beta1/types.go``) and never writes it, and a time written at every
+    reconcile would be a status write that brings another reconcile, without end."""
     rendered = [
         JobCondition(
             type=c["type"],

@@ -50,7 +50,7 @@ from trainer.jobs.gang import WORKLOAD, WORKLOAD_API_MISSING, queue_problems
 from trainer.mpijob.children import validate as validate_mpijob_spec
 from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
-from trainer.trainjob.features.snapshot import runtime_ref
+from trainer.trainjob.features.snapshot import runtime_ref, unsupported_runtime
 from trainer.trainjob.policies import active, policy_of
 from trainer.trainjob.runtime.expand import runtime_info
 from trainer.trainjob.spec.devices import NO_DEVICES, Devices, count_warnings
@@ -165,6 +165,10 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         job = TrainJob.model_validate(obj)
     except ValidationError as e:
         v.errors += _pydantic_errors(e)
+        return v
+    unsupported = unsupported_runtime(obj)
+    if unsupported is not None:  # the CRD refuses it first; said alike where it runs without the rule
+        v.errors.append(unsupported)
         return v
     ref = job.spec.runtime_ref
     kind = ref.kind or ClusterTrainingRuntime.KIND

@@ -13,11 +13,19 @@ import json
 from collections.abc import Iterable
 
 from api import labels as L
+from api.base import Condition
 from api.conditions import REASON_RESOURCE_EXISTS
 from api.jobkinds import TRAINJOB
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
 from api.snapshot import SNAPSHOT_KEY, runtime_of_snapshot, snapshot_name
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from api.trainer_v1alpha1 import (
+    COND_FAILED,
+    GROUP,
+    REASON_RUNTIME_NOT_SUPPORTED,
+    ClusterTrainingRuntime,
+    TrainingRuntime,
+    TrainJob,
+)
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
@@ -53,6 +61,24 @@ def runtime_ref(obj: JSON) -> tuple[str, str]:
     return str(ref.get("kind") or ClusterTrainingRuntime.KIND), str(ref.get("name") or "")
 
 
+def unsupported_runtime(obj: JSON) -> str | None:
+    """Why the runtime a TrainJob (as JSON) references cannot be one, or None: a ``runtimeRef.apiGroup``
+    other than ``trainer.kubeflow.org`` (unset is that default). Upstream registers its runtimes under
+    that group only and refuses any other with ``unsupported runtime: <Kind>.<group>`` (kubeflow/trainer
+    ``pkg/runtime/runtime.go`` ``RuntimeRefToRuntimeRegistryKey``, ``pkg/webhooks/trainjob_webhook.go``,
+    ``pkg/controller/trainjob_controller.go``); the message also names the field and the fix."""
+    ref = (obj.get("spec") or {}).get("runtimeRef") or {}
+    group = ref.get("apiGroup")
+    if group is None or group == GROUP:
+        return None
+    kind = runtime_ref(obj)[0]
+    registry_key = f"{kind}.{group}" if group else kind
+    return (
+        f"unsupported runtime: {registry_key}; spec.runtimeRef.apiGroup must be {GROUP} (the default): "
+        "remove it or set it to that"
+    )
+
+
 def trainjobs_of_runtime(runtime: JSON, reader: Reader) -> Iterable[Key]:
     """The TrainJobs that reference ``runtime`` (a TrainingRuntime only from its own namespace)."""
     ns, name = key_of(runtime)
@@ -74,7 +100,14 @@ def runtime_to_expand(reader: Reader, obj: JSON, job: TrainJob) -> JSON | Blocke
     """The runtime (JSON) the TrainJob ``obj`` (parsed as ``job``) expands from: the one its snapshot
     froze, else the one it references. :class:`Blocked` when the snapshot is not the TrainJob's to read
     (:func:`snapshot_problem`), or no runtime is there (``RuntimeNotFound``; a finished TrainJob made before
-    snapshots keeps its outcome)."""
+    snapshots keeps its outcome), or its ``runtimeRef`` names a group no runtime is in
+    (:func:`unsupported_runtime`: ``Failed``, ``TrainingRuntimeNotSupported``, as upstream's controller says)."""
+    unsupported = unsupported_runtime(obj)
+    if unsupported is not None:
+        if finished(obj, TRAINJOB_TERMINAL) is not None:
+            return Blocked(None)
+        failed = Condition(type=COND_FAILED, status="True", reason=REASON_RUNTIME_NOT_SUPPORTED, message=unsupported)
+        return Blocked([*kept_conditions(obj, COND_FAILED), failed])
     ns = str(job.metadata.namespace)
     snapshot = reader.get(CONFIGMAPS, ns, snapshot_name(str(job.metadata.name)))
     if snapshot is not None and (problem_of_snapshot := snapshot_problem(obj, snapshot)) is not None:

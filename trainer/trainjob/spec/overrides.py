@@ -18,11 +18,20 @@ from dataclasses import dataclass
 
 from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
-from trainer.framework.merge import deep_merge, find_named, merge_named_replace, replace_named
+from trainer.framework.merge import (
+    deep_merge,
+    find_named,
+    merge_named,
+    merge_named_replace,
+    merge_patch,
+    replace_named,
+)
 
 POD_SPEC_OVERRIDES = "podSpecOverrides"
 POD_TEMPLATE_OVERRIDES = "podTemplateOverrides"
 RUNTIME_PATCHES = "runtimePatches"
+SECURITY_CONTEXT = "securityContext"
+VOLUME_MOUNTS = "volumeMounts"
 
 
 def override_patch(override: PodTemplateSpecOverride) -> JSON:
@@ -159,32 +168,46 @@ def job_metadata(job: TrainJob, rjob: str, base: JSON | None) -> JSON:
 def apply_pod_patch(template: JSON, patch: JSON, strategic: bool = False) -> JSON:
     """A new Pod template with ``patch`` merged in.
 
-    Container entries merge by name into containers the template already has (a patch never adds
-    a container); their ``env`` entries replace same-named variables whole. ``strategic`` (a
-    ``runtimePatches`` entry): tolerations replace the template's list, as in a strategic merge patch.
-    As a strategic merge patch of a Pod does (KEP-2782's ``resourceClaims`` and ``resources``): a
-    ``resourceClaims`` entry replaces the one of the same name whole (``retainKeys``), a container's
-    ``resources.claims`` replace its list (no merge key), its requests and limits merge key by key.
+    Every form is a strategic merge patch of the Pod template upstream (kubeflow/trainer
+    ``pkg/runtime/core/trainingruntime.go``: ``mergePodSpecOverrides`` v2.0, ``mergePodTemplateOverrides``
+    v2.1, ``mergeRuntimePatches`` v2.2+), and merges as one: container entries merge by name into
+    containers the template already has (a patch never adds a container); their ``env`` entries replace
+    same-named variables whole; their ``volumeMounts`` merge by ``mountPath`` (``corev1.Container``'s
+    patch merge key: a mount of a new path is added, one of a path the container mounts already is
+    merged into it); ``securityContext``, the Pod's and a container's, merges field by field with its
+    lists replaced (:func:`~trainer.framework.merge.merge_patch`); scalars such as
+    ``terminationGracePeriodSeconds`` replace the template's. ``strategic`` (a ``runtimePatches`` entry):
+    tolerations replace the template's list, as in a strategic merge patch. As a strategic merge patch of
+    a Pod does (KEP-2782's ``resourceClaims`` and ``resources``): a ``resourceClaims`` entry replaces the
+    one of the same name whole (``retainKeys``), a container's ``resources.claims`` replace its list (no
+    merge key), its requests and limits merge key by key.
     """
     spec_patch = dict(patch.get("spec") or {})
     if strategic and spec_patch.get("tolerations") is not None:
         template = {**template, "spec": {**(template.get("spec") or {}), "tolerations": []}}
     container_patches = {k: spec_patch.pop(k, None) for k in ("containers", "initContainers")}
     claim_patches = spec_patch.pop("resourceClaims", None)
+    security = spec_patch.pop(SECURITY_CONTEXT, None)
     out = deep_merge(template, {"metadata": patch.get("metadata") or {}, "spec": spec_patch})
     spec = out.setdefault("spec", {})
     for entry in claim_patches or []:
         spec["resourceClaims"] = replace_named(spec.get("resourceClaims"), entry)
+    if security is not None:
+        spec[SECURITY_CONTEXT] = merge_patch(spec.get(SECURITY_CONTEXT) or {}, security)
     for field, patches in container_patches.items():
         for cpatch in patches or []:
             container = find_named(spec.get(field), cpatch.get("name", ""))
             if container is None:
                 continue
-            env = cpatch.get("env")
-            rest = {k: v for k, v in cpatch.items() if k != "env"}
+            env, mounts, csecurity = (cpatch.get(k) for k in ("env", VOLUME_MOUNTS, SECURITY_CONTEXT))
+            rest = {k: v for k, v in cpatch.items() if k not in ("env", VOLUME_MOUNTS, SECURITY_CONTEXT)}
             merged = deep_merge(container, rest)
             if env:
                 merged["env"] = merge_named_replace(merged.get("env"), env)
+            if mounts:
+                merged[VOLUME_MOUNTS] = merge_named(merged.get(VOLUME_MOUNTS), mounts, key="mountPath")
+            if csecurity is not None:
+                merged[SECURITY_CONTEXT] = merge_patch(merged.get(SECURITY_CONTEXT) or {}, csecurity)
             claims = (cpatch.get("resources") or {}).get("claims")
             if claims is not None:
                 merged["resources"]["claims"] = copy_json(claims)
