@@ -29,7 +29,12 @@ def search() -> JSON:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "OptimizationJob",
-        "metadata": {"name": "tune", "namespace": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "metadata": {
+            "name": "tune",
+            "namespace": "team-a",
+            "uid": "uid-tune",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
         "spec": {
             "objectives": [{"metric": "loss", "direction": "Minimize"}],
             "parameters": [{"name": "lr", "searchSpace": {"uniform": {"min": "0.1", "max": "1"}}}],
@@ -71,6 +76,15 @@ def trial(index: int, loss: str | None) -> JSON:
             "annotations": {
                 "trainer.kubeflow.org/trial-parameters": json.dumps([{"name": "lr", "value": f"0.{index + 5}"}])
             },
+            "ownerReferences": [
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "OptimizationJob",
+                    "name": "tune",
+                    "uid": "uid-tune",
+                    "controller": True,
+                }
+            ],
         },
         "spec": {"runtimeRef": {"name": "torch-distributed"}},
         "status": status,

@@ -333,11 +333,21 @@ def index_of(trainjob: TrainJob) -> int:
     return int(text) if text.isdigit() else -1
 
 
+def controlled_by(trainjob: TrainJob, uid: str | None) -> bool:
+    """Whether ``trainjob``'s controller owner reference names ``uid`` (a job without a uid, built here and
+    never stored, controls what is labelled with its name)."""
+    if not uid:
+        return True
+    refs = trainjob.metadata.owner_references or []
+    return any(r.get("controller") is True and r.get("uid") == uid for r in refs)
+
+
 def trials_of(job: OptimizationJob, trainjobs: list[TrainJob]) -> list[Trial]:
-    """The trials of ``job`` by index: each of its TrainJobs (``trainjobs``, those labelled with its name)
-    with its recorded result (``status.trialResults``), and each recorded trial whose TrainJob is gone.
-    A trial not recorded yet is ``Running`` (``Failed`` when its TrainJob failed) with the value it last
-    reported."""
+    """The trials of ``job`` by index: each of its TrainJobs (``trainjobs``, those labelled with its name,
+    of which only those it controls: anyone may label a TrainJob so) with its recorded result
+    (``status.trialResults``), and each recorded trial whose TrainJob is gone. A trial not recorded yet is
+    ``Running`` (``Failed`` when its TrainJob failed) with the value it last reported."""
+    trainjobs = [tj for tj in trainjobs if controlled_by(tj, job.metadata.uid)]
     metric = job.spec.objectives[0].metric
     recorded = {r.name: r for r in (job.status.trial_results if job.status else None) or []}
     best = job.status.result if job.status else None
