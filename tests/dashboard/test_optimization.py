@@ -145,3 +145,32 @@ def test_the_trials_query_selects_the_objective_of_the_jobs_trials_only() -> Non
         'max by (trainjob) (kubeflow_trainer_trainjob_metric{namespace="team-a",'
         'trainjob=~"tune\\\\.v2-trial-[0-9]+",metric="loss"})'
     )
+
+
+def test_the_page_shows_a_held_search_its_algorithms_and_the_trials_stopped_early() -> None:
+    obj = search()
+    obj["spec"] |= {
+        "searchAlgorithm": {"tpe": {"seed": 7, "nStartupTrials": 4}},
+        "pruneAlgorithm": {"median": {"startStep": 20, "minTrials": 2}},
+        "suspend": True,
+    }
+    obj["status"] |= {
+        "trialsFailed": 0,
+        "trialsEarlyStopped": 1,
+        "conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended", "message": "the search is held"}],
+        "trialResults": [
+            {"name": "tune-trial-0", "state": "Succeeded", "value": "0.25"},
+            {"name": "tune-trial-1", "state": "EarlyStopped", "message": "loss=3.0 at 60% progress is worse"},
+        ],
+    }
+    job = OptimizationJob.model_validate(obj)
+    detail = OptimizationDetail(job, trials_of(job, [TrainJob.model_validate(trial(i, None)) for i in (1, 2)]))
+    html = render.optimization_page(detail, {}, "from tests", 0, NOW)
+    assert '<td class="state state-Suspended">Suspended</td>' in html
+    assert 'id="counts">3/3 created; 1 succeeded, 0 failed, 1 stopped early, 1 running' in html
+    assert 'id="algorithm">tpe (seed 7, 4 startup trials)' in html
+    assert 'id="early-stopping">median (from 20% progress, after 2 succeeded trials)' in html
+    stopped = html.split('data-name="tune-trial-1"')[1].split("</tr>")[0]
+    assert 'class="state state-EarlyStopped">EarlyStopped' in stopped and "loss=3.0 at 60% progress" in stopped
+    plain = render.optimization_page(OptimizationDetail(OptimizationJob.model_validate(search())), {}, "", 0, NOW)
+    assert 'id="algorithm">random<' in plain and 'id="early-stopping">none<' in plain

@@ -322,6 +322,33 @@ def optimization_status(job: OptimizationJob) -> str:
     return RUNNING if job.status and job.status.trials else CREATED
 
 
+def algorithm_text(job: OptimizationJob) -> str:
+    """The search algorithm as the CLI and the dashboard show it: ``random``, ``random (seed 7)``, ``grid``,
+    ``tpe (seed 7, 10 startup trials)``."""
+    algorithm = job.spec.search_algorithm
+    if algorithm is not None and algorithm.grid is not None:
+        return "grid"
+    if algorithm is not None and algorithm.tpe is not None:
+        tpe = algorithm.tpe
+        seed = [f"seed {tpe.seed}"] if tpe.seed is not None else []
+        startup = tpe.n_startup_trials if tpe.n_startup_trials is not None else 10
+        return f"tpe ({', '.join([*seed, f'{startup} startup trials'])})"
+    seed_of = algorithm.random.seed if algorithm is not None and algorithm.random is not None else None
+    return "random" + (f" (seed {seed_of})" if seed_of is not None else "")
+
+
+def early_stopping_text(job: OptimizationJob) -> str:
+    """``spec.pruneAlgorithm`` as the CLI and the dashboard show it: ``median (from 20% progress, after 3
+    succeeded trials)``, or ``none``."""
+    prune = job.spec.prune_algorithm
+    median = prune.median if prune is not None else None
+    if median is None:
+        return "none"
+    start = median.start_step if median.start_step is not None else 0
+    trials = median.min_trials if median.min_trials is not None else 3
+    return f"median (from {start}% progress, after {trials} succeeded trials)"
+
+
 def failure_of(job: OptimizationJob) -> str:
     """``reason: message`` of the True ``Failed`` condition ("" without one)."""
     for c in (job.status.conditions if job.status else None) or []:
