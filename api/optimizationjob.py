@@ -62,7 +62,7 @@ GRID_MESSAGE = "Grid search requires all parameters to be Categorical; Uniform a
 MIN_MAX_MESSAGE = "min must be strictly less than max"
 LOG_MIN_MESSAGE = "min must be strictly greater than 0"
 TEMPLATE_META_MESSAGE = "name and namespace cannot be set in a template."
-MAX_GRID_POINTS = 10000
+MAX_GRID_POINTS = 1000
 """The most points a grid search may have (the product of its parameters' choice counts; ours): the search
 builds and shuffles the whole grid on every reconcile (Optuna's ``GridSampler``), and at most ``numTrials``
 (100) of its points ever run."""

@@ -185,6 +185,10 @@ def test_the_bounds_on_trials_parameters_choices_and_the_grid_are_refused() -> N
     )
     assert error.endswith("give fewer choices, or use searchAlgorithm random or tpe")
     assert admit(optj(searchAlgorithm={"random": {}}, parameters=wide)).allowed  # random draws: no grid built
+    ten = {"name": "t", "searchSpace": {"categorical": {"choices": [str(j) for j in range(10)]}}}
+    eleven = {"name": "t", "searchSpace": {"categorical": {"choices": [str(j) for j in range(11)]}}}
+    assert admit(optj(searchAlgorithm={"grid": {}}, parameters=[wide[0], ten])).allowed  # 1000 points
+    assert not admit(optj(searchAlgorithm={"grid": {}}, parameters=[wide[0], eleven])).allowed  # 1100
 
 
 def test_an_update_is_not_checked_against_the_template_again() -> None:
