@@ -331,3 +331,12 @@ async def test_get_optj_watch_prints_the_header_once_and_a_row_at_each_change(
     with pytest.raises(Ended):
         await watch_optimization_jobs(client, Output.name, name="tune")
     assert capsys.readouterr().out.splitlines() == ["optimizationjob.trainer.kubeflow.org/tune"] * 2
+
+
+def test_suspend_and_resume_optj_patch_its_spec_suspend(apiserver: Apiserver) -> None:
+    apiserver.routes[f"{OPTJ_PATH}/tune"] = optj()
+    assert apiserver("suspend", "optj", "tune").output == "optimizationjobs.trainer.kubeflow.org/tune suspended\n"
+    assert apiserver("resume", "optj/tune").output == "optimizationjobs.trainer.kubeflow.org/tune resumed\n"
+    patches = [json.loads(r.body) for r in apiserver.double.received if r.method == "PATCH"]
+    assert patches == [{"spec": {"suspend": True}}, {"spec": {"suspend": False}}]
+    assert apiserver("suspend", "optj").exit_code == errors.EXIT_USAGE  # a type alone names no job
