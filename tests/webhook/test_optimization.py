@@ -168,6 +168,15 @@ def test_an_objective_no_trainer_can_report_is_warned_of_when_the_status_server_
     assert validate_optimizationjob(optj(), None, dataclasses.replace(facts(), status_server=True)).warnings == []
 
 
+def test_a_templates_queue_is_checked_as_a_trials_and_said_under_the_template() -> None:
+    obj = optj(template={"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "nowhere"}}})
+    (error,) = admit(obj, gang="volcano", queues=[]).errors
+    assert error.startswith(
+        "spec.trainJobTemplate.metadata.annotations[scheduling.volcano.sh/queue-name]: Volcano queue 'nowhere' does "
+        "not exist"
+    )
+
+
 def test_the_bounds_on_trials_parameters_choices_and_the_grid_are_refused() -> None:
     assert any("spec.numTrials" in e for e in admit(optj(numTrials=10**9)).errors)
     assert any("spec.parallelTrials" in e for e in admit(optj(parallelTrials=101)).errors)

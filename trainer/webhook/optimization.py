@@ -237,11 +237,12 @@ def last_trial(obj: JSON, job: OptimizationJob) -> JSON:
 
 
 def in_template(message: str, trial: str) -> str:
-    """A message of the trial's TrainJob admission given the template's path: ``spec...`` ->
-    ``spec.trainJobTemplate.spec...``; ``metadata...`` said of the trial by name."""
-    if message.startswith("spec"):
-        return f"{TEMPLATE}.{message}"
-    if message.startswith("metadata"):
+    """A message of the trial's TrainJob admission given the template's path: ``spec...`` and ``metadata...``
+    (its labels and annotations: a queue) under ``spec.trainJobTemplate``; ``metadata.name...`` (names
+    derived from the trial's) said of the OptimizationJob's name, naming the trial."""
+    if message.startswith("metadata.name"):
         inner = message.removeprefix("metadata.name: ")
         return f"metadata.name: its trial TrainJob {trial!r} would be refused: {inner}"
+    if message.startswith(("spec", "metadata")):
+        return f"{TEMPLATE}.{message}"
     return f"{TEMPLATE}: {message}"
