@@ -172,5 +172,8 @@ def test_the_page_shows_a_held_search_its_algorithms_and_the_trials_stopped_earl
     assert 'id="early-stopping">median (from 20% progress, after 2 succeeded trials)' in html
     stopped = html.split('data-name="tune-trial-1"')[1].split("</tr>")[0]
     assert 'class="state state-EarlyStopped">EarlyStopped' in stopped and "loss=3.0 at 60% progress" in stopped
+    foreign = {"tune-trial-9": [(1.0, 0.5), (2.0, 0.4)], "tune-trial-2": [(1.0, 0.9), (2.0, 0.8)]}
+    drawn = render.optimization_page(detail, foreign, "from tests", 0, NOW)
+    assert 'data-line="tune-trial-2"' in drawn and "tune-trial-9" not in drawn  # not one of its trials
     plain = render.optimization_page(OptimizationDetail(OptimizationJob.model_validate(search())), {}, "", 0, NOW)
     assert 'id="algorithm">random<' in plain and 'id="early-stopping">none<' in plain

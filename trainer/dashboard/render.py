@@ -643,8 +643,9 @@ def optimization_page(
         f"{(status.trials_running if status else None) or 0} running"
     )
     metric = job.spec.objectives[0].metric
+    # Only the job's own trials: a series of another TrainJob of a trial's name (someone else's, or an
+    # earlier job's of the same name) is not drawn.
     by_trial = {t.name: list(series.get(t.name) or []) for t in trials if series.get(t.name)}
-    by_trial |= {name: list(points) for name, points in series.items() if name not in by_trial and points}
     indexed = [(float(t.index), v) for t in trials if t.index >= 0 and (v := _number(t.objective)) is not None]
     namespace = job.metadata.namespace or ""
     rows = [
