@@ -53,5 +53,5 @@ def suspend(
 
 @app.command()
 def resume(ctx: typer.Context, args: JobArgs, kubeconfig: KubeconfigOpt = None, namespace: NamespaceOpt = None) -> None:
-    """Resume a suspended job (or OptimizationJob: optj NAME)."""
+    """Resume a suspended job. Of an OptimizationJob (optj NAME): the search goes on, its trials resume."""
     set_suspend(ctx, args, False, kubeconfig, namespace)
