@@ -62,6 +62,10 @@ GRID_MESSAGE = "Grid search requires all parameters to be Categorical; Uniform a
 MIN_MAX_MESSAGE = "min must be strictly less than max"
 LOG_MIN_MESSAGE = "min must be strictly greater than 0"
 TEMPLATE_META_MESSAGE = "name and namespace cannot be set in a template."
+MAX_GRID_POINTS = 1000
+"""The most points a grid search may have (the product of its parameters' choice counts; ours): the search
+builds and shuffles the whole grid on every reconcile (Optuna's ``GridSampler``), and at most ``numTrials``
+(100) of its points ever run."""
 
 
 def exactly_one(*fields: str) -> tuple[str, str]:
@@ -328,9 +332,15 @@ def space_errors(name: str, space: SearchSpace) -> list[str]:
     return out
 
 
+def grid_points(spec: OptimizationJobSpec) -> int:
+    """The product of the categorical parameters' choice counts: the points of a grid over them."""
+    return math.prod(len(p.search_space.categorical.choices) for p in spec.parameters if p.search_space.categorical)
+
+
 def rule_errors(spec: OptimizationJobSpec) -> list[str]:
     """The CRD's rules on ``spec`` but immutability (upstream's messages), and the controller's own: parameter
-    names unique and distinct as environment variables, ``Int`` ranges holding an integer. Empty: none."""
+        names unique and distinct as environment variables, ``Int`` ranges holding an integer, a grid of at most
+    :data:`MAX_GRID_POINTS` points. Empty: none."""
     out = []
     if (spec.parallel_trials or 1) > (spec.num_trials or 1):
         out.append(f"spec: {PARALLEL_MESSAGE}")
@@ -341,6 +351,12 @@ def rule_errors(spec: OptimizationJobSpec) -> list[str]:
         out.append(f"spec.pruneAlgorithm: {_ONE_PRUNER[1]}")
     if algorithm.grid is not None and any(p.search_space.categorical is None for p in spec.parameters):
         out.append(f"spec: {GRID_MESSAGE}")
+    elif algorithm.grid is not None and (points := grid_points(spec)) > MAX_GRID_POINTS:
+        out.append(
+            f"spec.parameters: a grid search over {points} points (the product of the parameters' choice counts) "
+            f"is more than {MAX_GRID_POINTS}, and at most numTrials of them run: give fewer choices, or use "
+            "searchAlgorithm random or tpe"
+        )
     seen: dict[str, str] = {}
     for p in spec.parameters:
         out += space_errors(p.name, p.search_space)

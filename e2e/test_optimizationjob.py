@@ -176,3 +176,44 @@ async def test_the_sdks_optimize_creates_a_search_whose_trials_get_and_describe_
     for row, t in zip(rows[1:], first, strict=True):
         assert f"lr={t.parameters['lr']}," in row and row[-1] == "-"
     print(described)  # shown with -s
+
+
+async def test_a_foreign_trainjob_with_a_trials_name_is_left_said_and_survives_the_jobs_deletion(
+    client: Client, ns: str
+) -> None:
+    """Someone's TrainJob named and labelled as trial 0 of ``o`` (no owner reference): the operator never
+    writes it, runs trial 1, says on the job why trial 0 waits; deleting the job, the garbage collector
+    deletes trial 1 only."""
+    await client.apply(runtime("rt", rjob("node", "trainer")), ns)
+    theirs: JSON = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": "o-trial-0",
+            "labels": {"trainer.kubeflow.org/optimizationjob-name": "o", "trainer.kubeflow.org/trial-index": "0"},
+        },
+        "spec": {"runtimeRef": {"name": "rt", "kind": "TrainingRuntime"}, "managedBy": "kueue.x-k8s.io/multikueue"},
+    }
+    stored = await client.apply(theirs, ns)
+    await client.apply(search("o"), ns)
+
+    async def said() -> JSON | None:
+        obj = await client.kube.get(OPTIMIZATION_JOBS, ns, "o")
+        c = condition(obj, "Misconfigured")
+        return obj if c and c["reason"] == "ErrResourceExists" and "o-trial-1" in await trials(client, ns) else None
+
+    job = await wait_for(said, "the job saying o-trial-0 is someone else's")
+    message = condition(job, "Misconfigured")["message"]  # type: ignore[index]
+    assert "TrainJob o-trial-0: already exists and is not controlled by OptimizationJob o" in message
+    now = (await trials(client, ns))["o-trial-0"]
+    assert now["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]  # never written
+    assert "ownerReferences" not in now["metadata"]
+    assert job["status"]["trials"] == 1 and "o-trial-0" not in {r["name"] for r in job["status"]["trialResults"]}
+
+    await client.kube.delete(OPTIMIZATION_JOBS, ns, "o")
+
+    async def only_theirs_left() -> bool:
+        return sorted(await trials(client, ns)) == ["o-trial-0"]
+
+    await wait_for(only_theirs_left, "the job's own trial collected, the foreign one left", timeout=90)
+    assert (await trials(client, ns))["o-trial-0"]["metadata"]["uid"] == stored["metadata"]["uid"]

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("api",),
     ("trainer.framework",),
     ("trainer.jobs",),
-    ("trainer.trainjob", "trainer.mpijob"),
+    ("trainer.trainjob", "trainer.mpijob", "trainer.optimizationjob"),
     ("trainer.webhook", "trainer.statusserver"),
 ]
 ENTRY = len(LAYERS)

@@ -199,7 +199,12 @@ def _webhook(
     webhook = WebhookServer(
         kube,
         webhook_settings,
-        cache_facts(manager.readers, settings.gang_scheduler_name, settings.max_nodes_per_job),
+        cache_facts(
+            manager.readers,
+            settings.gang_scheduler_name,
+            settings.max_nodes_per_job,
+            status_server=bool(settings.status_server_port),
+        ),
         metrics,
     )
     checks["webhook-configurations"] = webhook.not_ready  # /readyz fails while they lack its CA

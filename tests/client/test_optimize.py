@@ -16,7 +16,18 @@ from kubeflow.optimizer import TrialConfig as SdkTrialConfig
 
 from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import TrainJob
-from trainer.client import GridSearch, Objective, RandomSearch, Search, TrialConfig, optimization_status
+from tests.kube_double import RecordingKube
+from trainer.client import (
+    AsyncTrainerClient,
+    GridSearch,
+    MedianStopping,
+    Objective,
+    RandomSearch,
+    Search,
+    TPESearch,
+    TrialConfig,
+    optimization_status,
+)
 from trainer.client.optimize import best_trial, decimal, optimization_job, trials_of, with_parameters
 from trainer.client.trainers import CustomTrainer, CustomTrainerContainer, function_source
 
@@ -87,6 +98,45 @@ def test_bad_arguments_are_refused_naming_them(kwargs: dict[str, Any], message: 
     args: dict[str, Any] = {"search_space": {"lr": Search.uniform(0.1, 1)}, **kwargs}
     with pytest.raises(ValueError, match=message):
         optimization_job("o", TRIAL_SPEC, **args)
+
+
+def test_tpe_median_stopping_and_suspend_are_asked_for_by_argument() -> None:
+    space = {"lr": Search.loguniform(1e-4, 0.1)}
+    spec = spec_of(
+        optimization_job(
+            "o",
+            TRIAL_SPEC,
+            space,
+            algorithm=TPESearch(random_state=7, n_startup_trials=4),
+            early_stopping=MedianStopping(start_step=20, min_trials=2),
+            suspend=True,
+        )
+    )
+    assert spec["searchAlgorithm"] == {"tpe": {"seed": 7, "nStartupTrials": 4}}
+    assert spec["pruneAlgorithm"] == {"median": {"startStep": 20, "minTrials": 2}}
+    assert spec["suspend"] is True
+    plain = spec_of(optimization_job("o", TRIAL_SPEC, space, algorithm=TPESearch(), early_stopping=MedianStopping()))
+    # The API's defaults (nStartupTrials 10, startStep 0, minTrials 3) are filled by the model.
+    assert plain["searchAlgorithm"] == {"tpe": {"nStartupTrials": 10}}
+    assert plain["pruneAlgorithm"] == {"median": {"startStep": 0, "minTrials": 3}}
+    assert plain.get("suspend") is False
+    with pytest.raises(ValueError, match=r"early_stopping: .* use MedianStopping"):
+        optimization_job("o", TRIAL_SPEC, space, early_stopping="hyperband")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"minTrials|min_trials"):
+        optimization_job("o", TRIAL_SPEC, space, early_stopping=MedianStopping(min_trials=0))
+
+
+def test_a_suspended_search_says_suspended_until_it_finishes() -> None:
+    suspended = {"type": "Suspended", "status": "True", "reason": "Suspended", "message": "m"}
+    held: dict[str, Any] = {"trials": 1, "conditions": [suspended]}
+    assert optimization_status(job(held)) == "Suspended"
+    resumed = {
+        "trials": 1,
+        "conditions": [{"type": "Suspended", "status": "False", "reason": "Resumed", "message": "m"}],
+    }
+    assert optimization_status(job(resumed)) == "Running"
+    done = {**held, "conditions": [suspended, {"type": "Complete", "status": "True", "reason": "R"}]}
+    assert optimization_status(job(done)) == "Complete"
 
 
 def test_decimals_are_the_crds_doubles() -> None:
@@ -191,3 +241,14 @@ def test_a_function_gets_the_parameters_it_takes_as_arguments_read_where_the_tri
     assert with_parameters(alone, names) is alone
     container = CustomTrainerContainer(image="busybox")
     assert with_parameters(container, names) is container
+
+
+async def test_suspend_and_resume_set_the_jobs_suspend() -> None:
+    kube = RecordingKube()
+    stored = job().to_dict()
+    kube.put({**stored, "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "OptimizationJob"})
+    client = AsyncTrainerClient(kube, "default")  # type: ignore[arg-type]
+    await client.suspend_optimization_job("o")
+    assert (await client.get_optimization_job("o")).spec.suspend is True
+    await client.resume_optimization_job("o")
+    assert (await client.get_optimization_job("o")).spec.suspend is False

@@ -44,7 +44,7 @@ def sync(kube: RecordingKube, monkeypatch: pytest.MonkeyPatch) -> Iterator[Train
 
 
 def test_each_method_is_the_async_ones_with_its_docstring_and_arguments() -> None:
-    assert len(WRAPPED) == 24  # 17 of TrainJobs, 7 of OptimizationJobs
+    assert len(WRAPPED) == 26  # 17 of TrainJobs, 9 of OptimizationJobs
     for name in WRAPPED:
         method, coroutine = getattr(TrainerClient, name), getattr(AsyncTrainerClient, name)
         assert method.__doc__ == coroutine.__doc__ and method.__doc__, name

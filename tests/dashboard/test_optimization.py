@@ -29,7 +29,12 @@ def search() -> JSON:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "OptimizationJob",
-        "metadata": {"name": "tune", "namespace": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "metadata": {
+            "name": "tune",
+            "namespace": "team-a",
+            "uid": "uid-tune",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
         "spec": {
             "objectives": [{"metric": "loss", "direction": "Minimize"}],
             "parameters": [{"name": "lr", "searchSpace": {"uniform": {"min": "0.1", "max": "1"}}}],
@@ -71,6 +76,15 @@ def trial(index: int, loss: str | None) -> JSON:
             "annotations": {
                 "trainer.kubeflow.org/trial-parameters": json.dumps([{"name": "lr", "value": f"0.{index + 5}"}])
             },
+            "ownerReferences": [
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "OptimizationJob",
+                    "name": "tune",
+                    "uid": "uid-tune",
+                    "controller": True,
+                }
+            ],
         },
         "spec": {"runtimeRef": {"name": "torch-distributed"}},
         "status": status,
@@ -131,3 +145,35 @@ def test_the_trials_query_selects_the_objective_of_the_jobs_trials_only() -> Non
         'max by (trainjob) (kubeflow_trainer_trainjob_metric{namespace="team-a",'
         'trainjob=~"tune\\\\.v2-trial-[0-9]+",metric="loss"})'
     )
+
+
+def test_the_page_shows_a_held_search_its_algorithms_and_the_trials_stopped_early() -> None:
+    obj = search()
+    obj["spec"] |= {
+        "searchAlgorithm": {"tpe": {"seed": 7, "nStartupTrials": 4}},
+        "pruneAlgorithm": {"median": {"startStep": 20, "minTrials": 2}},
+        "suspend": True,
+    }
+    obj["status"] |= {
+        "trialsFailed": 0,
+        "trialsEarlyStopped": 1,
+        "conditions": [{"type": "Suspended", "status": "True", "reason": "Suspended", "message": "the search is held"}],
+        "trialResults": [
+            {"name": "tune-trial-0", "state": "Succeeded", "value": "0.25"},
+            {"name": "tune-trial-1", "state": "EarlyStopped", "message": "loss=3.0 at 60% progress is worse"},
+        ],
+    }
+    job = OptimizationJob.model_validate(obj)
+    detail = OptimizationDetail(job, trials_of(job, [TrainJob.model_validate(trial(i, None)) for i in (1, 2)]))
+    html = render.optimization_page(detail, {}, "from tests", 0, NOW)
+    assert '<td class="state state-Suspended">Suspended</td>' in html
+    assert 'id="counts">3/3 created; 1 succeeded, 0 failed, 1 stopped early, 1 running' in html
+    assert 'id="algorithm">tpe (seed 7, 4 startup trials)' in html
+    assert 'id="early-stopping">median (from 20% progress, after 2 succeeded trials)' in html
+    stopped = html.split('data-name="tune-trial-1"')[1].split("</tr>")[0]
+    assert 'class="state state-EarlyStopped">EarlyStopped' in stopped and "loss=3.0 at 60% progress" in stopped
+    foreign = {"tune-trial-9": [(1.0, 0.5), (2.0, 0.4)], "tune-trial-2": [(1.0, 0.9), (2.0, 0.8)]}
+    drawn = render.optimization_page(detail, foreign, "from tests", 0, NOW)
+    assert 'data-line="tune-trial-2"' in drawn and "tune-trial-9" not in drawn  # not one of its trials
+    plain = render.optimization_page(OptimizationDetail(OptimizationJob.model_validate(search())), {}, "", 0, NOW)
+    assert 'id="algorithm">random<' in plain and 'id="early-stopping">none<' in plain

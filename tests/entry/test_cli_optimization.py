@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,8 +13,20 @@ import typer
 from api.kinds import OPTIMIZATION_JOBS
 from tests.entry import test_cli
 from tests.entry.test_cli import CLUSTER_RUNTIMES_PATH, Apiserver, one_error_line, runtime
+from tests.kube_double import RecordingKube
 from trainer.cli import errors, targets
-from trainer.client import GridSearch, Objective, Search, TrainerClient, TrainJobTemplate, TrialConfig
+from trainer.cli.get import watch_optimization_jobs
+from trainer.cli.root import Output
+from trainer.client import (
+    AsyncTrainerClient,
+    GridSearch,
+    NotFoundError,
+    Objective,
+    Search,
+    TrainerClient,
+    TrainJobTemplate,
+    TrialConfig,
+)
 from trainer.client.trainers import CustomTrainer
 from trainer.framework.json_codec import JSON
 
@@ -123,18 +136,20 @@ def test_get_optj_lists_counts_and_the_best_trial(apiserver: Apiserver) -> None:
             "TRIALS",
             "SUCCEEDED",
             "FAILED",
+            "STOPPED",
             "RUNNING",
             "BEST",
             "AGE",
         ]
-        assert lines[1].split()[:9] == ["tune", "Running", "loss", "(Minimize)", "3/3", "1", "1", "1", "tune-trial-0"]
+        row = ["tune", "Running", "loss", "(Minimize)", "3/3", "1", "1", "0", "1", "tune-trial-0"]
+        assert lines[1].split()[:10] == row
         assert "(loss=0.25)" in lines[1]
     assert apiserver("get", "optj", "tune", "-o", "name").output == "optimizationjob.trainer.kubeflow.org/tune\n"
     assert json.loads(apiserver("get", "optj/tune", "-o", "json").output)["status"]["trials"] == 3
     apiserver.routes[OPTJ_PATH] = {"items": []}
     empty = apiserver("get", "optj")
     assert (empty.exit_code, empty.stderr) == (0, "No OptimizationJobs found.\n")
-    assert apiserver("get", "optj", "-w").exit_code == errors.EXIT_USAGE
+    assert apiserver("get", "optj", "--runtime", "x").exit_code == errors.EXIT_USAGE
 
 
 def test_describe_optj_shows_the_trials_with_parameters_state_and_objective(apiserver: Apiserver) -> None:
@@ -145,6 +160,7 @@ def test_describe_optj_shows_the_trials_with_parameters_state_and_objective(apis
     assert "State:" in out and "Running" in out
     assert "Objective:  loss (Minimize)" in " ".join(out.split("\n")) or "loss (Minimize)" in out
     assert "random (seed 7)" in out and "Best parameters:" in out and "lr=0.01" in out
+    assert "Early stopping:   none" in out
     section = out.split("Trials:", 2)[-1].splitlines()
     rows = [line.split() for line in section if line.strip()]
     assert rows[0] == ["INDEX", "NAME", "STATE", "PARAMETERS", "OBJECTIVE"]
@@ -172,7 +188,10 @@ def test_wait_optj_returns_on_complete_and_exits_1_on_failed(apiserver: Apiserve
     serve(apiserver, done)
     result = apiserver("wait", "optj", "tune", "--timeout", "20")
     assert (result.exit_code, result.stdout) == (0, "tune Complete\n")
-    assert "tune: Complete trials 3/3 (1 succeeded, 1 failed, 1 running) best tune-trial-0" in result.stderr
+    assert (
+        "tune: Complete trials 3/3 (1 succeeded, 1 failed, 0 stopped early, 1 running) best tune-trial-0"
+        in result.stderr
+    )
     failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "AllTrialsFailed", "message": "none"}]}
     serve(apiserver, failed)
     line = apiserver("wait", "optj/tune", "--timeout", "20")
@@ -232,3 +251,92 @@ def test_optimize_creates_an_optimization_job_from_the_sdk_arguments(apiserver: 
     template = spec["trainJobTemplate"]["spec"]
     assert template["runtimeRef"]["name"] == "torch-distributed" and template["trainer"]["command"]
     assert "status" not in body
+
+
+HELD_STATUS: JSON = {
+    **RUNNING_STATUS,
+    "conditions": [
+        *RUNNING_STATUS["conditions"],
+        {"type": "Suspended", "status": "True", "reason": "Suspended", "message": "the search is held"},
+    ],
+    "trialsFailed": 0,
+    "trialsEarlyStopped": 1,
+    "trialResults": [
+        {"name": "tune-trial-0", "state": "Succeeded", "value": "0.25"},
+        {"name": "tune-trial-1", "state": "EarlyStopped", "message": "loss=3.0 at 60% progress is worse"},
+    ],
+}
+
+
+def test_get_and_describe_optj_show_a_held_search_tpe_median_stopping_and_the_trials_stopped_early(
+    apiserver: Apiserver,
+) -> None:
+    serve(apiserver, HELD_STATUS)
+    for path in (OPTJ_PATH, f"{OPTJ_PATH}/tune"):
+        job = apiserver.routes[path]["items"][0] if "items" in apiserver.routes[path] else apiserver.routes[path]
+        job["spec"] |= {
+            "searchAlgorithm": {"tpe": {"seed": 7, "nStartupTrials": 4}},
+            "pruneAlgorithm": {"median": {"startStep": 20, "minTrials": 2}},
+            "suspend": True,
+        }
+    (_, row) = apiserver("get", "optj").output.splitlines()[:2]
+    assert row.split()[:10] == ["tune", "Suspended", "loss", "(Minimize)", "3/3", "1", "0", "1", "1", "tune-trial-0"]
+    out = apiserver("describe", "optj", "tune").output
+    lines = [" ".join(line.split()) for line in out.splitlines()]
+    assert "State: Suspended (Suspended: the search is held)" in lines
+    assert "Algorithm: tpe (seed 7, 4 startup trials)" in lines
+    assert "Early stopping: median (from 20% progress, after 2 succeeded trials)" in lines
+    stopped = next(line for line in lines if line.startswith("1 tune-trial-1"))
+    assert stopped.startswith("1 tune-trial-1 EarlyStopped: loss=3.0 at 60% progress is worse")
+    data = json.loads(apiserver("describe", "optj/tune", "-o", "json").output)
+    assert data["state"] == "Suspended" and data["trials"][1]["state"] == "EarlyStopped"
+
+
+class Ended(Exception):
+    """Ends the watch of :class:`WatchedKube` (an interrupt, in the CLI)."""
+
+
+class WatchedKube(RecordingKube):
+    """A list of what is stored, then a watch that sends ``events`` and ends with :class:`Ended`."""
+
+    def __init__(self, events: list[tuple[str, JSON]]) -> None:
+        super().__init__()
+        self.events = events
+
+    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[tuple[str, JSON]]:
+        for event in self.events:
+            yield event
+        raise Ended
+
+
+async def test_get_optj_watch_prints_the_header_once_and_a_row_at_each_change(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first = {**optj(status=RUNNING_STATUS)}
+    held = optj(status=HELD_STATUS)
+    held["metadata"]["resourceVersion"] = "99"
+    kube = WatchedKube([("MODIFIED", held), ("BOOKMARK", {"metadata": {"resourceVersion": "100"}})])
+    kube.put(first)
+    stored = kube.objects[next(iter(kube.objects))]
+    kube.events.insert(0, ("MODIFIED", stored))  # the version listed: not printed again
+    client = AsyncTrainerClient(kube, "team-a")  # type: ignore[arg-type]
+    with pytest.raises(Ended):
+        await watch_optimization_jobs(client, Output.table)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "STATE", "METRIC"] and len(lines) == 3, lines
+    assert lines[1].split()[1] == "Running" and lines[2].split()[1] == "Suspended"
+    with pytest.raises(NotFoundError, match="OptimizationJob"):
+        await watch_optimization_jobs(client, Output.table, name="nowhere")
+    kube.events = [("MODIFIED", held)]
+    with pytest.raises(Ended):
+        await watch_optimization_jobs(client, Output.name, name="tune")
+    assert capsys.readouterr().out.splitlines() == ["optimizationjob.trainer.kubeflow.org/tune"] * 2
+
+
+def test_suspend_and_resume_optj_patch_its_spec_suspend(apiserver: Apiserver) -> None:
+    apiserver.routes[f"{OPTJ_PATH}/tune"] = optj()
+    assert apiserver("suspend", "optj", "tune").output == "optimizationjobs.trainer.kubeflow.org/tune suspended\n"
+    assert apiserver("resume", "optj/tune").output == "optimizationjobs.trainer.kubeflow.org/tune resumed\n"
+    patches = [json.loads(r.body) for r in apiserver.double.received if r.method == "PATCH"]
+    assert patches == [{"spec": {"suspend": True}}, {"spec": {"suspend": False}}]
+    assert apiserver("suspend", "optj").exit_code == errors.EXIT_USAGE  # a type alone names no job

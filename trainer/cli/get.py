@@ -1,19 +1,21 @@
 """``get`` and ``list``: the objects of a TYPE, or one by name, as tables, names or JSON/YAML; with
-``--watch``, each change as it comes.
+``--watch`` (jobs and OptimizationJobs), each change as it comes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from api.kinds import OPTIMIZATION_JOBS, Resource
+from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
 from trainer.cli.errors import CRDNotInstalledError, crd_installed, run
-from trainer.cli.optimization import get_optimization_job, list_optimization_jobs
+from trainer.cli.optimization import get_optimization_job, list_optimization_jobs, optimization_rows
 from trainer.cli.root import (
     TABLES,
     AllNamespacesOpt,
@@ -82,6 +84,65 @@ async def job_runtimes(c: AsyncTrainerClient, kind: JobKind[Any], *, all_namespa
         return {}
 
 
+async def watch_printed(
+    c: AsyncTrainerClient,
+    res: Resource,
+    output: Output,
+    parse: Callable[[JSON], Any | None],
+    rows: Callable[[list[Any]], tuple[list[str], list[list[str]]]],
+    *,
+    name: str | None = None,
+    label_selector: str | None = None,
+    all_namespaces: bool = False,
+    relist: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """``-w`` of objects of ``res``: print them (the one named ``name``, or those ``label_selector`` selects
+    and ``parse`` keeps: it returns the model, None to leave one out), then each one again whenever it
+    changes, until interrupted; as a table (``rows`` gives its header and rows) whose header is printed
+    once, as names, or as one JSON/YAML object each. ``relist`` runs before each list (a table's lookups).
+    Raises :class:`NotFoundError` when ``name`` does not exist when the watch starts (as ``kubectl get NAME
+    -w``; a deletion later does not end it), :class:`ApiError`."""
+    out = console()
+    namespace = None if all_namespaces else c.namespace
+    field_selector = f"metadata.name={name}" if name else None
+    seen: dict[tuple[str, str], str] = {}
+    widths: list[int] = []
+
+    def emit(objs: Iterable[JSON]) -> None:
+        kept = []
+        for obj in objs:
+            m = meta(obj)
+            key = (str(m.namespace or ""), str(m.name or ""))
+            if seen.get(key) == m.resource_version:
+                continue
+            seen[key] = str(m.resource_version)
+            if (model := parse(obj)) is not None:
+                kept.append(model)
+        if output not in TABLES:
+            for model in kept:
+                typer.echo(object_name(model) if output == Output.name else dump(model, output))
+            return
+        header, lines = rows(kept)
+        print_watched(out, header, lines, widths)
+
+    while True:
+        items, version = await c.kube.list(res, namespace, label_selector, field_selector=field_selector)
+        if relist is not None and output in TABLES:
+            await relist()
+        if name and not items and not seen:
+            raise NotFoundError(res.kind, c.namespace, name)
+        emit(items)
+        try:
+            async for type_, obj in watch_objects(
+                c.kube, res, namespace, version, field_selector=field_selector, label_selector=label_selector
+            ):
+                if type_ != "BOOKMARK":
+                    emit([obj])
+        except ApiError as e:
+            if not e.gone:
+                raise
+
+
 async def watch_jobs(
     c: AsyncTrainerClient,
     kind: JobKind[Any],
@@ -92,53 +153,52 @@ async def watch_jobs(
     all_namespaces: bool = False,
     keep: Callable[[Any], bool] = lambda _: True,
 ) -> None:
-    """``-w``: print the jobs (the one named ``name``, or those ``label_selector`` selects and
-    ``keep`` keeps), then each one again whenever it changes, until interrupted; as a table whose
-    header is printed once, as names, or as one JSON/YAML object each. Raises
-    :class:`NotFoundError` when the job ``name`` does not exist when the watch starts (as ``kubectl
-    get NAME -w``; a deletion later does not end it), :class:`ApiError`."""
-    out = console()
-    namespace = None if all_namespaces else c.namespace
-    field_selector = f"metadata.name={name}" if name else None
-    seen: dict[tuple[str, str], str] = {}
-    widths: list[int] = []
-    runtimes: Runtimes = {}
+    """``-w`` of jobs (:func:`watch_printed`): those ``keep`` keeps, in the jobs' table with progress."""
+    runtimes: list[Runtimes] = [{}]
 
-    def emit(objs: Iterable[JSON]) -> None:
-        jobs = []
-        for obj in objs:
-            m = meta(obj)
-            key = (str(m.namespace or ""), str(m.name or ""))
-            if seen.get(key) == m.resource_version:
-                continue
-            seen[key] = str(m.resource_version)
-            job = kind.model.model_validate(obj)
-            if keep(job):
-                jobs.append(job)
-        if output not in TABLES:
-            for job in jobs:
-                typer.echo(object_name(job) if output == Output.name else dump(job, output))
-            return
+    async def relist() -> None:
+        runtimes[0] = await job_runtimes(c, kind, all_namespaces=all_namespaces)
+
+    def parse(obj: JSON) -> Any | None:
+        job = kind.model.model_validate(obj)
+        return job if keep(job) else None
+
+    def rows(jobs: list[Any]) -> tuple[list[str], list[list[str]]]:
         wide = output == Output.wide
-        header, rows = job_rows(jobs, wide=wide, namespaces=all_namespaces, progress=True, runtimes=runtimes)
-        print_watched(out, header, rows, widths)
+        return job_rows(jobs, wide=wide, namespaces=all_namespaces, progress=True, runtimes=runtimes[0])
 
-    while True:
-        items, version = await c.kube.list(kind.resource, namespace, label_selector, field_selector=field_selector)
-        if output in TABLES:
-            runtimes = await job_runtimes(c, kind, all_namespaces=all_namespaces)
-        if name and not items and not seen:
-            raise NotFoundError(kind.resource.kind, c.namespace, name)
-        emit(items)
-        try:
-            async for type_, obj in watch_objects(
-                c.kube, kind.resource, namespace, version, field_selector=field_selector, label_selector=label_selector
-            ):
-                if type_ != "BOOKMARK":
-                    emit([obj])
-        except ApiError as e:
-            if not e.gone:
-                raise
+    await watch_printed(
+        c,
+        kind.resource,
+        output,
+        parse,
+        rows,
+        name=name,
+        label_selector=label_selector,
+        all_namespaces=all_namespaces,
+        relist=relist,
+    )
+
+
+async def watch_optimization_jobs(
+    c: AsyncTrainerClient,
+    output: Output,
+    *,
+    name: str | None = None,
+    label_selector: str | None = None,
+    all_namespaces: bool = False,
+) -> None:
+    """``get optj -w`` (:func:`watch_printed`): the OptimizationJobs' table, a row again at each change."""
+    await watch_printed(
+        c,
+        OPTIMIZATION_JOBS,
+        output,
+        OptimizationJob.model_validate,
+        lambda jobs: optimization_rows(jobs, namespaces=all_namespaces),
+        name=name,
+        label_selector=label_selector,
+        all_namespaces=all_namespaces,
+    )
 
 
 TYPE_HELP = f"one of {type_names()}"
@@ -174,8 +234,15 @@ def list_objects(
     by name, OptimizationJobs oldest first (:mod:`trainer.cli.optimization`); ``No <TYPE> found.`` on
     stderr when there is none. Raises ``typer.BadParameter`` (exit 2) for options the type does not take."""
     if t.optimization:
-        if watch or runtime is not None or queue is not None:
-            raise typer.BadParameter(f"--watch, --runtime and --queue are not for {t.name}")
+        if runtime is not None or queue is not None:
+            raise typer.BadParameter(f"--runtime and --queue are not for {t.name}")
+        if watch:
+            run(
+                s,
+                lambda c: watch_optimization_jobs(c, s.output, label_selector=selector, all_namespaces=all_namespaces),
+                crd=OPTIMIZATION_JOBS,
+            )
+            return
         list_optimization_jobs(s, selector=selector, all_namespaces=all_namespaces)
         return
     if t.job is None:
@@ -252,7 +319,8 @@ def get(
         raise typer.BadParameter("-l, -A, --runtime and --queue select what a TYPE lists; not with a NAME")
     if t.optimization:
         if watch:
-            raise typer.BadParameter(f"--watch is not for {t.name}")
+            run(s, lambda c: watch_optimization_jobs(c, s.output, name=name), crd=OPTIMIZATION_JOBS)
+            return
         get_optimization_job(s, name)
         return
     if t.job is None:

@@ -1,5 +1,7 @@
-"""OptimizationJobs in the CLI: what ``get``/``list``, ``describe`` and ``wait`` print of them (``optj``),
-their trials table (index, name, state, parameters, objective) and the best trial so far."""
+"""OptimizationJobs in the CLI: what ``get``/``list`` (and ``get -w``), ``describe`` and ``wait`` print of them
+(``optj``): their state (``Suspended`` while ``spec.suspend`` holds the search), the trials that succeeded,
+failed, were stopped early (``pruneAlgorithm``) or run, the search and early-stopping algorithms, their
+trials table (index, name, state, parameters, objective) and the best trial so far."""
 
 from __future__ import annotations
 
@@ -15,10 +17,29 @@ from trainer.cli.errors import run
 from trainer.cli.root import TABLES, Settings
 from trainer.cli.tables import age, as_list, console, show, table
 from trainer.client import AsyncTrainerClient
-from trainer.client.optimize import Trial, best_trial, list_trials, optimization_status
+from trainer.client.optimize import (
+    Trial,
+    algorithm_text,
+    best_trial,
+    early_stopping_text,
+    list_trials,
+    optimization_status,
+)
 from trainer.framework.json_codec import JSON
 
-OPTIMIZATION_COLUMNS = ("NAME", "STATE", "METRIC", "TRIALS", "SUCCEEDED", "FAILED", "RUNNING", "BEST", "AGE")
+OPTIMIZATION_COLUMNS = (
+    "NAME",
+    "STATE",
+    "METRIC",
+    "TRIALS",
+    "SUCCEEDED",
+    "FAILED",
+    "STOPPED",
+    "RUNNING",
+    "BEST",
+    "AGE",
+)
+"""STOPPED: the trials ``pruneAlgorithm`` stopped early (``status.trialsEarlyStopped``)."""
 TRIAL_COLUMNS = ("INDEX", "NAME", "STATE", "PARAMETERS", "OBJECTIVE")
 
 
@@ -48,19 +69,30 @@ def optimization_row(job: OptimizationJob, now: datetime | None = None) -> list[
         f"{(s.trials if s else None) or 0}/{job.spec.num_trials or 1}",
         str((s.trials_succeeded if s else None) or 0),
         str((s.trials_failed if s else None) or 0),
+        str((s.trials_early_stopped if s else None) or 0),
         str((s.trials_running if s else None) or 0),
         best_text(job),
         age(job.metadata.creation_timestamp, now),
     ]
 
 
+def optimization_rows(
+    jobs: Iterable[OptimizationJob], namespaces: bool = False, now: datetime | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The header (:data:`OPTIMIZATION_COLUMNS`, NAMESPACE first with ``namespaces``) and the rows of ``jobs``."""
+    header = [*(["NAMESPACE"] if namespaces else []), *OPTIMIZATION_COLUMNS]
+    rows = [[*([job.metadata.namespace or ""] if namespaces else []), *optimization_row(job, now)] for job in jobs]
+    return header, rows
+
+
 def optimizations_table(
     jobs: Iterable[OptimizationJob], namespaces: bool = False, now: datetime | None = None
 ) -> Table:
-    """:data:`OPTIMIZATION_COLUMNS` of ``jobs``, NAMESPACE first with ``namespaces``."""
-    t = table(*(["NAMESPACE"] if namespaces else []), *OPTIMIZATION_COLUMNS)
-    for job in jobs:
-        t.add_row(*([job.metadata.namespace or ""] if namespaces else []), *optimization_row(job, now))
+    """:func:`optimization_rows` of ``jobs`` as a table."""
+    header, rows = optimization_rows(jobs, namespaces, now)
+    t = table(*header)
+    for row in rows:
+        t.add_row(*row)
     return t
 
 
@@ -85,8 +117,9 @@ def trials_table(trials: Sequence[Trial], best: Trial | None = None) -> Table:
 
 
 def head_rows(job: OptimizationJob, now: datetime | None = None) -> list[tuple[str, str]]:
-    """The ``key: value`` lines of ``describe optj``: name, namespace, state with the finishing condition's
-    reason and message, objective, algorithm, trials, the best trial and its parameters, creation."""
+    """The ``key: value`` lines of ``describe optj``: name, namespace, state with the finishing (or holding:
+    ``Suspended``) condition's reason and message, objective, algorithm, early stopping, trials, the best
+    trial and its parameters, creation."""
     m, spec = job.metadata, job.spec
     state = optimization_status(job)
     finished = [
@@ -94,12 +127,6 @@ def head_rows(job: OptimizationJob, now: datetime | None = None) -> list[tuple[s
     ]
     if finished and finished[0].reason:
         state += f" ({finished[0].reason}: {finished[0].message or ''})"
-    algorithm = spec.search_algorithm
-    if algorithm is not None and algorithm.grid is not None:
-        algo = "grid"
-    else:
-        seed = algorithm.random.seed if algorithm is not None and algorithm.random is not None else None
-        algo = "random" + (f" (seed {seed})" if seed is not None else "")
     result = job.status.result if job.status else None
     rows = [
         ("Name:", m.name or ""),
@@ -107,7 +134,8 @@ def head_rows(job: OptimizationJob, now: datetime | None = None) -> list[tuple[s
         ("Kind:", job.kind),
         ("State:", state),
         ("Objective:", objective_text(job)),
-        ("Algorithm:", algo),
+        ("Algorithm:", algorithm_text(job)),
+        ("Early stopping:", early_stopping_text(job)),
         ("Parameters:", ", ".join(p.name for p in spec.parameters)),
         ("Trials:", f"{spec.num_trials or 1} in all, {spec.parallel_trials or 1} at a time"),
         ("Best:", best_text(job)),
@@ -182,7 +210,7 @@ def wait_optimization_job(s: Settings, name: str, wanted: set[str], timeout: flo
         row = dict(zip(OPTIMIZATION_COLUMNS, optimization_row(job), strict=True))
         text = (
             f"{name}: {row['STATE']} trials {row['TRIALS']} ({row['SUCCEEDED']} succeeded, {row['FAILED']} failed, "
-            f"{row['RUNNING']} running) best {row['BEST']}"
+            f"{row['STOPPED']} stopped early, {row['RUNNING']} running) best {row['BEST']}"
         )
         if not seen or seen[-1] != text:
             seen.append(text)

@@ -49,9 +49,11 @@ from trainer.client.manifest import Manifest, load_manifests, load_trainjob
 from trainer.client.multicluster import CheckState, WorkloadInfo, for_multicluster
 from trainer.client.optimize import (
     GridSearch,
+    MedianStopping,
     Objective,
     RandomSearch,
     Search,
+    TPESearch,
     TrainJobTemplate,
     Trial,
     TrialConfig,
@@ -129,6 +131,7 @@ __all__ = [
     "Loss",
     "Manifest",
     "ManifestError",
+    "MedianStopping",
     "NotFoundError",
     "Objective",
     "PodCannotStartError",
@@ -140,6 +143,7 @@ __all__ = [
     "S3ModelInitializer",
     "Search",
     "Step",
+    "TPESearch",
     "TorchTuneConfig",
     "TorchTuneInstructDataset",
     "TrainJob",

@@ -57,8 +57,10 @@ from trainer.client.manifest import (
 from trainer.client.multicluster import WorkloadInfo, for_multicluster
 from trainer.client.optimize import (
     GridSearch,
+    MedianStopping,
     Objective,
     RandomSearch,
+    TPESearch,
     TrainJobTemplate,
     Trial,
     TrialConfig,
@@ -608,8 +610,10 @@ class AsyncTrainerClient:
         trial_config: TrialConfig | None = None,
         search_space: dict[str, Any],
         objectives: list[Objective] | None = None,
-        algorithm: RandomSearch | GridSearch | None = None,
+        algorithm: RandomSearch | GridSearch | TPESearch | None = None,
         name: str | None = None,
+        early_stopping: MedianStopping | None = None,
+        suspend: bool = False,
     ) -> str:
         """Create an OptimizationJob in the client's namespace and return its name, as the kubeflow SDK's
         ``OptimizerClient.optimize()`` (``kubeflow/optimizer/api/optimizer_client.py``, kubeflow 0.5.0;
@@ -620,8 +624,10 @@ class AsyncTrainerClient:
         function that takes them (by name or ``**kwargs``), as keyword arguments (strings, as the SDK's
         Katib trials get them: :func:`trainer.client.optimize.with_parameters`); ``objectives`` default to
         minimizing ``loss``, a metric the trainer reports to the status server; ``algorithm`` defaults
-        to random search; ``trial_config`` to 10 trials, one at a time. ``name`` (not in the SDK):
-        the job's name, else a letter and 11 hex digits.
+        to random search (:class:`~trainer.client.optimize.TPESearch`: TPE); ``trial_config`` to 10 trials,
+        one at a time. Not in the SDK: ``name``, the job's name, else a letter and 11 hex digits;
+        ``early_stopping`` (:class:`~trainer.client.optimize.MedianStopping`: median stopping, trials
+        ``EarlyStopped``); ``suspend``: created held, no trial until :meth:`resume_optimization_job`.
 
         Raises ``ValueError`` naming the argument (:func:`trainer.client.optimize.optimization_job`);
         :class:`NotFoundError` when the runtime does not exist; :class:`AlreadyExistsError` when the
@@ -635,7 +641,14 @@ class AsyncTrainerClient:
         trainer = with_parameters(trial_template.trainer, list(search_space))
         trial = trainjob_manifest(runtime, trial_template.initializer, trainer, {})
         job = optimization_job(
-            name or str(trial["metadata"]["name"]), trial["spec"], search_space, objectives, algorithm, trial_config
+            name or str(trial["metadata"]["name"]),
+            trial["spec"],
+            search_space,
+            objectives,
+            algorithm,
+            trial_config,
+            early_stopping=early_stopping,
+            suspend=suspend,
         )
         try:
             body = {k: v for k, v in job.to_dict().items() if k != "status"}
@@ -681,12 +694,30 @@ class AsyncTrainerClient:
         timeout: float = DEFAULT_WAIT_TIMEOUT,
         callbacks: Iterable[Callable[[OptimizationJob], None]] | None = None,
     ) -> OptimizationJob:
-        """Wait until the OptimizationJob's status (``Created``, ``Running``, ``Complete``, ``Failed``:
+        """Wait until the OptimizationJob's status (``Created``, ``Suspended``, ``Running``, ``Complete``, ``Failed``:
         :func:`trainer.client.optimize.optimization_status`) is one of ``status``, following a watch;
         each version seen goes to every callback. Raises what
         :func:`trainer.client.optimize.wait_for_status` raises."""
         wanted = {status} if isinstance(status, str) else set(status)
         return await wait_for_status(self.kube, self.namespace, name, wanted, timeout, list(callbacks or []))
+
+    async def suspend_optimization_job(self, name: str) -> None:
+        """Hold the search (``spec.suspend: true``, a merge patch): no new trial, the running ones suspended.
+        Raises :class:`NotFoundError`, :class:`ApiError`."""
+        await self._set_optimization_suspend(name, True)
+
+    async def resume_optimization_job(self, name: str) -> None:
+        """Go on with the search (``spec.suspend: false``): its held trials resume, new ones are created.
+        Raises :class:`NotFoundError`, :class:`ApiError`."""
+        await self._set_optimization_suspend(name, False)
+
+    async def _set_optimization_suspend(self, name: str, suspend: bool) -> None:
+        try:
+            await self.kube.merge_patch(OPTIMIZATION_JOBS, self.namespace, name, {"spec": {"suspend": suspend}})
+        except ApiError as e:
+            if e.not_found:
+                raise NotFoundError(OPTIMIZATION_JOBS.kind, self.namespace, name) from None
+            raise
 
     async def delete_optimization_job(self, name: str, *, wait: bool = False, timeout: float = 60.0) -> None:
         """Delete the OptimizationJob (its trials go with it: they are its dependents). Raises

@@ -5,7 +5,9 @@ made into an OptimizationJob, and what is read back: its status and its trials (
 
 The argument types mirror the SDK's: :class:`Search` (``uniform``, ``loguniform``, ``choice``),
 :class:`Objective`, :class:`TrialConfig`, :class:`RandomSearch`, :class:`GridSearch`,
-:class:`TrainJobTemplate`; the SDK's own objects of those names are read as well (its ``Search`` gives
+:class:`TrainJobTemplate`; and the OptimizationJob's own, ahead of upstream: :class:`TPESearch`
+(``searchAlgorithm.tpe``), :class:`MedianStopping` (``pruneAlgorithm.median``) and ``suspend``. The
+SDK's own objects of those names are read as well (its ``Search`` gives
 Katib ``V1beta1ParameterSpec`` objects, read by their ``parameter_type`` and ``feasible_space``).
 :meth:`trainer.client.AsyncTrainerClient.optimize` and the ``*_optimization_job*`` methods use them.
 The SDK's backend creates a Katib Experiment; this one creates an OptimizationJob, which the operator runs.
@@ -29,6 +31,7 @@ from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX, TRIAL_PARAMETERS
 from api.optimizationjob import (
     COND_COMPLETE,
     COND_FAILED,
+    COND_SUSPENDED,
     TRIAL_FAILED,
     TRIAL_RUNNING,
     CategoricalSpace,
@@ -41,12 +44,13 @@ from api.optimizationjob import (
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client.errors import JobFailedError, JobFinishedError, NotFoundError, WaitTimeoutError
 from trainer.client.jobs import observe
-from trainer.client.types import COMPLETE, CREATED, FAILED, RUNNING, trainjob_status
+from trainer.client.types import COMPLETE, CREATED, FAILED, RUNNING, SUSPENDED, trainjob_status
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 
-OPTIMIZATION_STATUSES: tuple[str, ...] = (CREATED, RUNNING, COMPLETE, FAILED)
-"""Every status :func:`optimization_status` returns: the kubeflow SDK's ``OPTIMIZATION_JOB_*`` constants."""
+OPTIMIZATION_STATUSES: tuple[str, ...] = (CREATED, SUSPENDED, RUNNING, COMPLETE, FAILED)
+"""Every status :func:`optimization_status` returns: the kubeflow SDK's ``OPTIMIZATION_JOB_*`` constants and
+``Suspended`` (``spec.suspend``, ours)."""
 
 
 class Search:
@@ -131,6 +135,28 @@ class GridSearch:
 
 
 @dataclass
+class TPESearch:
+    """Bayesian search with a Tree-structured Parzen Estimator (``spec.searchAlgorithm.tpe``; ours, not in the
+    kubeflow SDK): ``random_state`` becomes its ``seed``, ``n_startup_trials`` (0 to 100, default 10) the
+    trials drawn at random before the estimator is used."""
+
+    random_state: int | None = None
+    n_startup_trials: int | None = None
+    algorithm_name: str = field(default="tpe", init=False)
+
+
+@dataclass
+class MedianStopping:
+    """Median stopping (``spec.pruneAlgorithm.median``; ours, Katib's ``medianstop``): a running trial whose
+    objective at a progress is worse than the median of the succeeded trials' at that progress is stopped
+    (``EarlyStopped``). ``start_step``: the progress percentage (0 to 100, default 0) before which none is;
+    ``min_trials``: succeeded trials needed first (1 to 100, default 3)."""
+
+    start_step: int | None = None
+    min_trials: int | None = None
+
+
+@dataclass
 class TrainJobTemplate:
     """The TrainJob every trial is made from (the kubeflow SDK's ``TrainJobTemplate``): a trainer
     (:class:`trainer.client.CustomTrainer` or another the client's ``train`` takes), a runtime (name or
@@ -209,15 +235,30 @@ def direction_of(objective: Any) -> str:
 
 
 def algorithm_of(algorithm: Any) -> JSON:
-    """``spec.searchAlgorithm`` of an algorithm (:class:`RandomSearch`, :class:`GridSearch` or the SDK's,
-    by ``algorithm_name``; None: random). Raises ``ValueError`` for another algorithm."""
+    """``spec.searchAlgorithm`` of an algorithm (:class:`RandomSearch`, :class:`GridSearch`,
+    :class:`TPESearch` or the SDK's, by ``algorithm_name``; None: random). Raises ``ValueError`` for another
+    algorithm."""
     name = getattr(algorithm, "algorithm_name", "random") if algorithm is not None else "random"
+    seed = getattr(algorithm, "random_state", None)
     if name == "random":
-        seed = getattr(algorithm, "random_state", None)
         return {"random": {"seed": int(seed)} if seed is not None else {}}
     if name == "grid":
         return {"grid": {}}
-    raise ValueError(f"algorithm {name!r} is not supported: use RandomSearch or GridSearch")
+    if name == "tpe":
+        startup = getattr(algorithm, "n_startup_trials", None)
+        tpe = {"seed": int(seed)} if seed is not None else {}
+        return {"tpe": {**tpe, **({"nStartupTrials": int(startup)} if startup is not None else {})}}
+    raise ValueError(f"algorithm {name!r} is not supported: use RandomSearch, GridSearch or TPESearch")
+
+
+def prune_algorithm_of(early_stopping: Any) -> JSON | None:
+    """``spec.pruneAlgorithm`` of :class:`MedianStopping` (None: none). Raises ``ValueError`` for anything else."""
+    if early_stopping is None:
+        return None
+    if not isinstance(early_stopping, MedianStopping):
+        raise ValueError(f"early_stopping: {early_stopping!r} is not supported: use MedianStopping")
+    median = {"startStep": early_stopping.start_step, "minTrials": early_stopping.min_trials}
+    return {"median": {k: int(v) for k, v in median.items() if v is not None}}
 
 
 def optimization_job(
@@ -228,11 +269,15 @@ def optimization_job(
     algorithm: Any = None,
     trial_config: Any = None,
     labels: Mapping[str, str] | None = None,
+    early_stopping: MedianStopping | None = None,
+    suspend: bool = False,
 ) -> OptimizationJob:
     """The OptimizationJob ``optimize`` creates: ``trial_spec`` (a TrainJob spec, JSON) as
     ``spec.trainJobTemplate.spec``, one parameter per ``search_space`` entry in its order,
     ``objectives`` (default ``loss``, minimized; exactly one), ``algorithm`` (default random),
-    ``trial_config`` (default 10 trials, 1 at a time). Raises ``ValueError`` naming the argument: no
+    ``trial_config`` (default 10 trials, 1 at a time), ``early_stopping`` as ``pruneAlgorithm`` (default
+    none), ``suspend`` as ``spec.suspend`` (created held: no trial until it is resumed). Raises
+    ``ValueError`` naming the argument: no
     parameter, not exactly one objective, ``max_failed_trials`` set (the API has no such field), or what
     the model refuses (``pydantic.ValidationError`` is a ``ValueError``: ``parallelTrials cannot exceed
     numTrials``, a grid over a non-categorical parameter...)."""
@@ -255,19 +300,53 @@ def optimization_job(
         "parallelTrials": int(config.parallel_trials),
         "trainJobTemplate": {"spec": trial_spec},
     }
+    if (prune := prune_algorithm_of(early_stopping)) is not None:
+        spec["pruneAlgorithm"] = prune
+    if suspend:
+        spec["suspend"] = True
     metadata: JSON = {"name": name, **({"labels": dict(labels)} if labels else {})}
     return OptimizationJob.model_validate({"metadata": metadata, "spec": spec})
 
 
 def optimization_status(job: OptimizationJob) -> str:
-    """One of :data:`OPTIMIZATION_STATUSES`: ``Failed`` or ``Complete`` when that condition is True,
-    else ``Running`` once the operator created a trial (``status.trials``), else ``Created``."""
+    """One of :data:`OPTIMIZATION_STATUSES`: ``Failed`` or ``Complete`` when that condition is True, else
+    ``Suspended`` while its ``Suspended`` condition is True (``spec.suspend``), else ``Running`` once the
+    operator created a trial (``status.trials``), else ``Created``."""
     conditions = (job.status.conditions if job.status else None) or []
     if is_true(conditions, COND_FAILED):
         return FAILED
     if is_true(conditions, COND_COMPLETE):
         return COMPLETE
+    if is_true(conditions, COND_SUSPENDED):
+        return SUSPENDED
     return RUNNING if job.status and job.status.trials else CREATED
+
+
+def algorithm_text(job: OptimizationJob) -> str:
+    """The search algorithm as the CLI and the dashboard show it: ``random``, ``random (seed 7)``, ``grid``,
+    ``tpe (seed 7, 10 startup trials)``."""
+    algorithm = job.spec.search_algorithm
+    if algorithm is not None and algorithm.grid is not None:
+        return "grid"
+    if algorithm is not None and algorithm.tpe is not None:
+        tpe = algorithm.tpe
+        seed = [f"seed {tpe.seed}"] if tpe.seed is not None else []
+        startup = tpe.n_startup_trials if tpe.n_startup_trials is not None else 10
+        return f"tpe ({', '.join([*seed, f'{startup} startup trials'])})"
+    seed_of = algorithm.random.seed if algorithm is not None and algorithm.random is not None else None
+    return "random" + (f" (seed {seed_of})" if seed_of is not None else "")
+
+
+def early_stopping_text(job: OptimizationJob) -> str:
+    """``spec.pruneAlgorithm`` as the CLI and the dashboard show it: ``median (from 20% progress, after 3
+    succeeded trials)``, or ``none``."""
+    prune = job.spec.prune_algorithm
+    median = prune.median if prune is not None else None
+    if median is None:
+        return "none"
+    start = median.start_step if median.start_step is not None else 0
+    trials = median.min_trials if median.min_trials is not None else 3
+    return f"median (from {start}% progress, after {trials} succeeded trials)"
 
 
 def failure_of(job: OptimizationJob) -> str:
@@ -287,14 +366,14 @@ class Trial:
     name: str
     """Its TrainJob's name, ``<job>-trial-<index>``."""
     state: str
-    """``Running``, ``Succeeded`` or ``Failed`` as the job's ``status.trialResults`` records it; a trial
-    not recorded yet: ``Running``."""
+    """``Running``, ``Succeeded``, ``Failed`` or ``EarlyStopped`` (stopped by ``pruneAlgorithm``) as the job's
+    ``status.trialResults`` records it; a trial not recorded yet: ``Running``."""
     parameters: dict[str, str]
     """Its parameters (annotation ``trainer.kubeflow.org/trial-parameters``, else the recorded result's)."""
     objective: str | None
     """Its objective value: the recorded one, else the last value a running trial reported (None: none)."""
     message: str = ""
-    """Why it failed."""
+    """Why it failed or was stopped early."""
     trainjob: TrainJob | None = None
     """Its TrainJob (None when deleted: its outcome stays in ``status.trialResults``)."""
 
@@ -333,11 +412,21 @@ def index_of(trainjob: TrainJob) -> int:
     return int(text) if text.isdigit() else -1
 
 
+def controlled_by(trainjob: TrainJob, uid: str | None) -> bool:
+    """Whether ``trainjob``'s controller owner reference names ``uid`` (a job without a uid, built here and
+    never stored, controls what is labelled with its name)."""
+    if not uid:
+        return True
+    refs = trainjob.metadata.owner_references or []
+    return any(r.get("controller") is True and r.get("uid") == uid for r in refs)
+
+
 def trials_of(job: OptimizationJob, trainjobs: list[TrainJob]) -> list[Trial]:
-    """The trials of ``job`` by index: each of its TrainJobs (``trainjobs``, those labelled with its name)
-    with its recorded result (``status.trialResults``), and each recorded trial whose TrainJob is gone.
-    A trial not recorded yet is ``Running`` (``Failed`` when its TrainJob failed) with the value it last
-    reported."""
+    """The trials of ``job`` by index: each of its TrainJobs (``trainjobs``, those labelled with its name,
+    of which only those it controls: anyone may label a TrainJob so) with its recorded result
+    (``status.trialResults``), and each recorded trial whose TrainJob is gone. A trial not recorded yet is
+    ``Running`` (``Failed`` when its TrainJob failed) with the value it last reported."""
+    trainjobs = [tj for tj in trainjobs if controlled_by(tj, job.metadata.uid)]
     metric = job.spec.objectives[0].metric
     recorded = {r.name: r for r in (job.status.trial_results if job.status else None) or []}
     best = job.status.result if job.status else None

@@ -259,4 +259,6 @@ class TrainerClient:
     list_trials = _blocking(AsyncTrainerClient.list_trials)
     get_best_results = _blocking(AsyncTrainerClient.get_best_results)
     wait_for_optimization_job_status = _blocking(AsyncTrainerClient.wait_for_optimization_job_status)
+    suspend_optimization_job = _blocking(AsyncTrainerClient.suspend_optimization_job)
+    resume_optimization_job = _blocking(AsyncTrainerClient.resume_optimization_job)
     delete_optimization_job = _blocking(AsyncTrainerClient.delete_optimization_job)

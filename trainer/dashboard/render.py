@@ -3,8 +3,9 @@ string from the cluster (names, messages, log lines) is text, never markup. Curv
 drawn here (a polyline per metric, its axes labelled); the pages refresh themselves with
 ``<meta http-equiv="refresh">`` and carry no script.
 
-An OptimizationJob's page (:func:`optimization_page`) has its trials table, the best trial so far, every
-trial's objective curve on one plot (one polyline per trial) and the objective per trial index.
+An OptimizationJob's page (:func:`optimization_page`) has its state (``Suspended`` while it is held), its
+search and early-stopping algorithms, its trials table (trials stopped early apart), the best trial so far,
+every trial's objective curve on one plot (one polyline per trial) and the objective per trial index.
 
 Pure: data in, HTML out (tests/dashboard/test_render.py, tests/dashboard/test_optimization.py).
 """
@@ -24,7 +25,7 @@ from api.optimizationjob import OptimizationJob
 from api.trainer_v1alpha1 import TrainJob
 from trainer.client import Event, queue_of
 from trainer.client.jobs import job_waiting
-from trainer.client.optimize import best_trial, optimization_status
+from trainer.client.optimize import algorithm_text, best_trial, early_stopping_text, optimization_status
 from trainer.client.types import checkpoint_text, duration_text, holding_condition, trainer_status_of
 from trainer.dashboard.gather import Job, JobDetail, OptimizationDetail
 from trainer.framework.clock import parse_time
@@ -288,6 +289,7 @@ progress { width: 10em; vertical-align: middle; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; max-height: 30em; }
 .state-Complete { color: #1a7f37; font-weight: bold; }
 .state-Failed { color: #cf222e; font-weight: bold; }
+.state-Suspended, .state-EarlyStopped { color: #9a6700; }
 .empty, .note { color: #666; font-style: italic; }
 svg.curve { border: 1px solid #ddd; margin: 0 1em 1em 0; background: #fff; }
 svg.curve polyline { fill: none; stroke: #0969da; stroke-width: 2; }
@@ -469,7 +471,9 @@ SEARCH = """{% extends "base" %}
 <table id="summary">
 <tr><th>State</th><td class="state state-{{ row.state }}">{{ row.state }}</td></tr>
 <tr><th>Objective</th><td>{{ row.objective }}</td></tr>
-<tr><th>Trials</th><td>{{ row.trials }} created; {{ counts }}</td></tr>
+<tr><th>Trials</th><td id="counts">{{ row.trials }} created; {{ counts }}</td></tr>
+<tr><th>Search</th><td id="algorithm">{{ algorithm }}</td></tr>
+<tr><th>Early stopping</th><td id="early-stopping">{{ early_stopping }}</td></tr>
 <tr><th>Best so far</th><td id="best">{{ row.best }}</td></tr>
 {% if best_parameters %}<tr><th>Best parameters</th><td id="best-parameters">{{ best_parameters }}</td></tr>{% endif %}
 <tr><th>Age</th><td>{{ row.age }}</td></tr>
@@ -621,12 +625,13 @@ def optimization_page(
     now: datetime,
     curves_error: str = "",
 ) -> str:
-    """An OptimizationJob's page: its state, objective, trial counts, the best trial so far and its
-    parameters; every trial's objective curve on one plot (``series``: trial name -> ``(seconds since the
-    epoch, value)`` points; ``curves_source`` says where they come from, ``curves_error`` why they could not
-    be read; without any, a note says so); the objective per trial index (each trial's recorded value,
-    else the last it reported); the trials table (index, name linked to its TrainJob's page, state,
-    parameters, objective) and the conditions."""
+    """An OptimizationJob's page: its state (``Suspended`` while ``spec.suspend`` holds it), objective, trial
+    counts (those stopped early by ``pruneAlgorithm`` apart), search and early-stopping algorithms, the best
+    trial so far and its parameters; every trial's objective curve on one plot (``series``: trial name ->
+    ``(seconds since the epoch, value)`` points; ``curves_source`` says where they come from,
+    ``curves_error`` why they could not be read; without any, a note says so); the objective per trial
+    index (each trial's recorded value, else the last it reported); the trials table (index, name linked
+    to its TrainJob's page, state, parameters, objective) and the conditions."""
     job, trials = detail.job, detail.trials
     row = search_row(job, now)
     best = best_trial(job, trials)
@@ -634,11 +639,13 @@ def optimization_page(
     counts = (
         f"{(status.trials_succeeded if status else None) or 0} succeeded, "
         f"{(status.trials_failed if status else None) or 0} failed, "
+        f"{(status.trials_early_stopped if status else None) or 0} stopped early, "
         f"{(status.trials_running if status else None) or 0} running"
     )
     metric = job.spec.objectives[0].metric
+    # Only the job's own trials: a series of another TrainJob of a trial's name (someone else's, or an
+    # earlier job's of the same name) is not drawn.
     by_trial = {t.name: list(series.get(t.name) or []) for t in trials if series.get(t.name)}
-    by_trial |= {name: list(points) for name, points in series.items() if name not in by_trial and points}
     indexed = [(float(t.index), v) for t in trials if t.index >= 0 and (v := _number(t.objective)) is not None]
     namespace = job.metadata.namespace or ""
     rows = [
@@ -661,6 +668,8 @@ def optimization_page(
         title=f"OptimizationJob {row.namespace}/{row.name}",
         row=row,
         counts=counts,
+        algorithm=algorithm_text(job),
+        early_stopping=early_stopping_text(job),
         best_parameters=", ".join(f"{p.name}={p.value}" for p in (result.parameters or [])) if result else "",
         metric=metric,
         over_time=plot(f"{metric} over time", by_trial, _clock, "time (UTC), one line per trial"),

@@ -40,6 +40,7 @@ from api.optimizationjob import (
     TRIAL_SUCCEEDED,
     OptimizationJobSpec,
     Parameter,
+    grid_points,
     int_bounds,
 )
 
@@ -111,7 +112,7 @@ def grid_size(spec: OptimizationJobSpec) -> int | None:
     algorithm = spec.search_algorithm
     if algorithm is None or algorithm.grid is None:
         return None
-    return math.prod(len(p.search_space.categorical.choices) for p in spec.parameters if p.search_space.categorical)
+    return grid_points(spec)
 
 
 def _frozen(

@@ -108,9 +108,12 @@ class AdmissionFacts:
     devices: Callable[[str], Devices] = lambda _namespace: NO_DEVICES
     """``devices(namespace)``: whether the cluster serves DRA and its ResourceClaimTemplates in that
     namespace (:class:`trainer.trainjob.spec.devices.Devices`)."""
+    status_server: bool | None = None
+    """Whether the operator serves trainers' status posts (``--status-server-port`` not 0); None: unknown."""
 
 
-def _pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
+def pydantic_errors(e: ValidationError, prefix: str = "") -> list[str]:
+    """One ``<prefix><field path>: <message>`` per error of ``e``."""
     out = []
     for err in e.errors():
         loc = ".".join(str(x) for x in err["loc"])
@@ -164,7 +167,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
     try:
         job = TrainJob.model_validate(obj)
     except ValidationError as e:
-        v.errors += _pydantic_errors(e)
+        v.errors += pydantic_errors(e)
         return v
     unsupported = unsupported_runtime(obj)
     if unsupported is not None:  # the CRD refuses it first; said alike where it runs without the rule
@@ -471,7 +474,7 @@ def validate_runtime(obj: JSON, old: JSON | None = None, facts: AdmissionFacts |
     try:
         runtime = runtime_from_dict(obj)
     except ValidationError as e:
-        v.errors += _pydantic_errors(e)
+        v.errors += pydantic_errors(e)
         return v
     v.errors += runtime_errors(runtime.spec)
     if facts is not None and runtime.spec.scheduling is not None:
@@ -503,7 +506,7 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
     try:
         job = MPIJob.model_validate(obj)
     except ValidationError as e:
-        v.errors += _pydantic_errors(e)
+        v.errors += pydantic_errors(e)
         return v
     v.errors += validate_mpijob_spec(job)
     v.errors += mpijob_errors(job, facts.max_nodes_per_job)

@@ -1,7 +1,7 @@
 """The admission webhook server (aiohttp over TLS) and the webhook configurations it answers for.
 
 Serves ``admission.k8s.io/v1`` AdmissionReviews for TrainJob, TrainingRuntime,
-ClusterTrainingRuntime (validation), TrainJob, MPIJob (defaulting and validation) and the creation of
+ClusterTrainingRuntime, OptimizationJob (validation), TrainJob, MPIJob (defaulting and validation) and the creation of
 an MPIJob's worker pods (their ``training.kubeflow.org/replica-index`` label); the rules are
 the pure functions of :mod:`trainer.webhook.rules`, fed from the operator's caches.
 
@@ -44,6 +44,7 @@ from api.kinds import (
     KUEUE_LOCAL_QUEUES,
     MPIJOBS,
     MUTATING_WEBHOOKS,
+    OPTIMIZATION_JOBS,
     POD_GROUPS,
     PODS,
     TRAINING_RUNTIMES,
@@ -68,6 +69,7 @@ from trainer.framework.tls import WebhookTLS, serving_names
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.trainjob.features.dra import devices_of
 from trainer.webhook import rules
+from trainer.webhook.optimization import validate_optimizationjob
 
 log = structlog.get_logger("trainer.webhook")
 CONFIG_NAME = "trainer-webhook"
@@ -84,7 +86,7 @@ PERMISSIONS = (
     Permission(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing"),
 )
 
-VALIDATED = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, MPIJOBS)
+VALIDATED = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, MPIJOBS, OPTIMIZATION_JOBS)
 """Kinds admission validates, each at ``/validate-<kind>``."""
 DEFAULTED = (TRAINJOBS, MPIJOBS)
 """Kinds admission defaults, each at ``/mutate-<kind>``."""
@@ -363,6 +365,8 @@ class WebhookServer:
             verdict = rules.validate_trainjob(obj, old, facts)
         elif path == "/validate-mpijob":
             verdict = rules.validate_mpijob(obj, old, facts)
+        elif path == "/validate-optimizationjob":
+            verdict = validate_optimizationjob(obj, old, facts)
         else:
             verdict = rules.validate_runtime(obj, old, facts)
         if not verdict.allowed:
@@ -370,8 +374,9 @@ class WebhookServer:
         return review_response(uid, verdict)
 
     async def _facts_for(self, obj: JSON, path: str) -> rules.AdmissionFacts:
-        """The cache facts, plus a LocalQueue look-up when Kueue is the gang scheduler."""
-        if self.facts.gang != "kueue":
+        """The cache facts, plus a LocalQueue look-up when Kueue is the gang scheduler (a TrainJob's or an
+        MPIJob's)."""
+        if self.facts.gang != "kueue" or path == "/validate-optimizationjob":
             return self.facts
         queue = rules.admission_queue(obj, self.facts).name
         ns = str(meta(obj).namespace)
@@ -473,11 +478,14 @@ class WebhookServer:
 
 
 def cache_facts(
-    readers: dict[str, Reader], gang: str, max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB
+    readers: dict[str, Reader],
+    gang: str,
+    max_nodes_per_job: int = DEFAULT_MAX_NODES_PER_JOB,
+    status_server: bool | None = None,
 ) -> rules.AdmissionFacts:
     """Admission facts read from the controllers' caches (``readers`` by controller name, as
-    :attr:`trainer.framework.manager.Manager.readers`), under ``--gang-scheduler-name=gang`` and
-    ``--max-nodes-per-job=max_nodes_per_job``."""
+    :attr:`trainer.framework.manager.Manager.readers`), under ``--gang-scheduler-name=gang``,
+    ``--max-nodes-per-job=max_nodes_per_job`` and with the status server on or off (``status_server``)."""
     trainjobs, mpijobs = readers["trainjob"], readers["mpijob"]
 
     def runtime(kind: str, name: str, namespace: str | None) -> JSON | None:
@@ -512,6 +520,7 @@ def cache_facts(
         snapshot=lambda namespace, name: trainjobs.get(CONFIGMAPS, namespace, snapshot_name(name)),
         workload_api=workload_api,
         devices=partial(devices_of, trainjobs),
+        status_server=status_server,
     )
 
 
