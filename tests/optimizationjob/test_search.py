@@ -9,6 +9,7 @@ from typing import Any
 
 from api.optimizationjob import OptimizationJobSpec
 from bench.tuning import compare
+from tests.conftest import load_sample
 from trainer.optimizationjob.search import Observed, grid_size, next_assignments, seed_of, trial_seed
 
 
@@ -44,6 +45,30 @@ def test_a_seeded_random_sequence_is_reproduced_whatever_the_history_and_batchin
     assert next_assignments(s, 7, observed[:3] + observed[5:], [3, 4]) == {3: all_at_once[3], 4: all_at_once[4]}
     # Another seed, another sequence.
     assert next_assignments(s, 8, [], range(20)) != all_at_once
+
+
+def test_the_digits_samples_seeded_random_search_draws_a_fixed_sequence() -> None:
+    # config/samples/digits/optimizationjob.yaml (random, seed 7): the sequence its trials get on any
+    # cluster and after any restart (e2e/test_optimizationjob_real.py ran these on real nodes). Another
+    # Optuna or NumPy that drew otherwise would give a seeded job other trials than it gave before.
+    sample = OptimizationJobSpec.model_validate(load_sample("digits/optimizationjob.yaml")["spec"])
+    assert sample.search_algorithm is not None and sample.search_algorithm.random is not None
+    seed = sample.search_algorithm.random.seed
+    assert seed == 7
+    drawn = next_assignments(sample, seed, [], range(6))
+    assert drawn == {
+        0: {"lr": "0.018746954277831", "momentum": "0.9340776933694231"},
+        1: {"lr": "0.0044326160327140445", "momentum": "0.8459274045064922"},
+        2: {"lr": "0.030231976427060277", "momentum": "0.7024072916357499"},
+        3: {"lr": "0.014955355848750242", "momentum": "0.5532319089205068"},
+        4: {"lr": "0.002642494767791877", "momentum": "0.6636051008956594"},
+        5: {"lr": "0.028440480188660064", "momentum": "0.7405974712069207"},
+    }
+    # The same sequence one trial at a time, each after the earlier ones finished (as the controller asks).
+    observed: list[Observed] = []
+    for i in range(6):
+        assert next_assignments(sample, seed, observed, [i]) == {i: drawn[i]}
+        observed.append(Observed(i, drawn[i], "Succeeded", 0.5 + i / 100))
 
 
 def test_random_values_are_in_their_spaces_and_vary() -> None:

@@ -16,7 +16,10 @@ first epoch is the checkpoint's epoch + 1, at any number of nodes (rank 0 loads 
 takes rank 0's weights and optimizer state).
 
 Environment: ``EPOCHS`` (default 20), ``BATCH`` (default 32 per process), ``LR`` (default 0.05),
-``CHECKPOINT_DIR`` (default: none, no checkpoints).
+``MOMENTUM`` (SGD's, default 0.9), ``CHECKPOINT_DIR`` (default: none, no checkpoints). As a trial of an
+OptimizationJob (``optimizationjob.yaml`` beside this file) it takes the learning rate and momentum the
+search chose, ``KUBEFLOW_TRAINER_OPT_LR`` and ``KUBEFLOW_TRAINER_OPT_MOMENTUM``, over ``LR`` and
+``MOMENTUM``, and its accuracy is the search's objective.
 """
 
 from __future__ import annotations
@@ -167,8 +170,12 @@ def main() -> None:
 
     torch.manual_seed(0)  # the same initial weights everywhere (DDP broadcasts rank 0's anyway)
     model = DistributedDataParallel(Net())
-    optimizer = torch.optim.SGD(model.parameters(), lr=float(os.environ.get("LR", "0.05")), momentum=0.9)
+    lr = float(os.environ.get("KUBEFLOW_TRAINER_OPT_LR") or os.environ.get("LR", "0.05"))
+    momentum = float(os.environ.get("KUBEFLOW_TRAINER_OPT_MOMENTUM") or os.environ.get("MOMENTUM", "0.9"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     epochs, batch = int(os.environ.get("EPOCHS", "20")), int(os.environ.get("BATCH", "32"))
+    if rank == 0:
+        print(f"lr {lr} momentum {momentum} epochs {epochs} batch {batch}", flush=True)
 
     def evaluate() -> float:
         model.eval()
