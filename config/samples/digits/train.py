@@ -48,8 +48,11 @@ def post_status(
     metrics: dict[str, float],
     checkpoint: dict[str, object] | None = None,
     timeout: float = 5,
+    attempts: int = 1,
 ) -> None:
-    """Post ``trainerStatus`` to the operator's status server, when it gives one; never fatal."""
+    """Post ``trainerStatus`` to the operator's status server, when it gives one; never fatal. The last
+    report is tried ``attempts`` times, 1 to 5 s apart: it is the objective an OptimizationJob reads, and
+    the status server is down while its operator restarts."""
     url = os.environ.get("KUBEFLOW_TRAINER_SERVER_URL")
     if not url:
         return
@@ -69,11 +72,15 @@ def post_status(
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
-            response.read()
-    except (OSError, urllib.error.HTTPError) as e:
-        print(f"progress post failed: {e}", flush=True)
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
+                response.read()
+            return
+        except (OSError, urllib.error.HTTPError) as e:
+            print(f"progress post failed: {e}", flush=True)
+        if attempt + 1 < attempts:
+            time.sleep(min(2**attempt, 5))
 
 
 class Net(nn.Module):
@@ -220,7 +227,8 @@ def main() -> None:
             remaining = round(elapsed / (epoch - first + 1) * (epochs - epoch))
             print(f"epoch {epoch}/{epochs} loss {loss_value:.4f} test accuracy {accuracy:.4f}", flush=True)
             progress, metrics = epoch * 100 // epochs, {"loss": loss_value, "accuracy": accuracy}
-            post_status(progress, remaining, metrics, checkpoints.save("epoch"))
+            last = 24 if epoch == epochs else 1  # the last report: tried for about 2 minutes
+            post_status(progress, remaining, metrics, checkpoints.save("epoch"), attempts=last)
     if first > epochs:  # resumed from the last epoch's checkpoint: nothing left to train
         accuracy = evaluate()
     if rank == 0:
