@@ -456,3 +456,32 @@ async def test_readyz_names_the_caches_not_watching() -> None:
 def test_informer_names_say_the_resource_and_its_selectors() -> None:
     assert Informer(None, TRAINJOBS).name == "trainjobs.trainer.kubeflow.org"  # type: ignore[arg-type]
     assert Informer(None, CONFIGMAPS, label_selector="a=b").name == "configmaps (a=b)"  # type: ignore[arg-type]
+
+
+def owned(name: str, owner: str | None) -> JSON:
+    refs = [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": owner, "controller": True}] if owner else []
+    return {**cm(name, "1"), "metadata": {**cm(name, "1")["metadata"], "ownerReferences": refs}}
+
+
+def test_the_owner_index_follows_one_child_several_and_a_change_of_owner() -> None:
+    informer = Informer(RecordingKube(), CONFIGMAPS, NS)
+
+    def names(uid: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in informer.owned_by(uid))
+
+    informer._set(owned("a", "u1"))
+    assert names("u1") == ["a"] and names("u2") == []
+    informer._set(owned("b", "u1"))
+    informer._set(owned("c", "u1"))
+    informer._set(owned("a", "u1"))  # a new version of a child already filed
+    assert names("u1") == ["a", "b", "c"]
+    informer._remove((NS, "b"))
+    informer._remove((NS, "c"))
+    assert names("u1") == ["a"]
+    informer._set(owned("b", "u1"))
+    assert names("u1") == ["a", "b"]
+    informer._set(owned("a", "u2"))  # a's controller changed
+    informer._set(owned("b", None))  # b was orphaned
+    assert names("u1") == [] and names("u2") == ["a"]
+    informer._remove((NS, "a"))
+    assert informer._by_owner == {}

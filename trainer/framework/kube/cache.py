@@ -157,7 +157,9 @@ class Informer:
         self._transform, self._uid_of = transform, index
         self.synced = asyncio.Event()
         self._store: dict[Key, JSON] = {}
-        self._by_owner: dict[str, set[Key]] = {}
+        self._by_owner: dict[str, Key | set[Key]] = {}
+        """Owner uid -> the key of its one cached object, or a set of keys when it has several: most jobs
+        have one child of each kind, and a set costs 216 bytes where the key is already held."""
         self._handlers: list[Handler] = []
         self._backoff_max = backoff_max
         self.optional = optional
@@ -205,7 +207,10 @@ class Informer:
 
     def owned_by(self, uid: str) -> list[JSON]:
         """Cached objects filed under ``uid`` (by default: whose controller owner reference has it)."""
-        return [self._store[k] for k in self._by_owner.get(uid, ()) if k in self._store]
+        keys = self._by_owner.get(uid)
+        if keys is None:
+            return []
+        return [self._store[k] for k in ((keys,) if isinstance(keys, tuple) else keys) if k in self._store]
 
     def seen(self, resource_version: int) -> bool:
         """Whether this cache has applied every change up to ``resource_version`` (compared as numbers:
@@ -216,12 +221,24 @@ class Informer:
             return False
 
     def _index(self, key: Key, obj: JSON | None, old: JSON | None) -> None:
-        if old is not None and (uid := self._uid_of(old)) and (keys := self._by_owner.get(uid)) is not None:
-            keys.discard(key)
-            if not keys:
-                del self._by_owner[uid]
+        index = self._by_owner
+        if old is not None and (uid := self._uid_of(old)) and (keys := index.get(uid)) is not None:
+            if isinstance(keys, tuple):
+                if keys == key:
+                    del index[uid]
+            else:
+                keys.discard(key)
+                if len(keys) == 1:
+                    index[uid] = next(iter(keys))
         if obj is not None and (uid := self._uid_of(obj)):
-            self._by_owner.setdefault(uid, set()).add(key)
+            keys = index.get(uid)
+            if keys is None:
+                index[uid] = key
+            elif isinstance(keys, tuple):
+                if keys != key:
+                    index[uid] = {keys, key}
+            else:
+                keys.add(key)
 
     def _set(self, obj: JSON) -> None:
         key = key_of(obj)
