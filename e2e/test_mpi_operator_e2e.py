@@ -6,53 +6,62 @@ The suite reads ``USE_EXISTING_CLUSTER`` and ``USE_EXISTING_OPERATOR`` (both ``t
 creates a kind cluster nor applies mpi-operator's manifests, and reaches the cluster through
 ``KUBECONFIG``), ``USE_EXISTING_SCHEDULER_PLUGINS`` and ``USE_EXISTING_VOLCANO_SCHEDULER`` (``true``: it
 installs neither), and its images from ``TEST_OPENMPI_IMAGE``, ``TEST_INTELMPI_IMAGE`` and
-``TEST_MPICH_IMAGE`` (left at its defaults: KWOK nodes pull nothing). The operator serves its admission
-webhooks, as mpi-operator's manifests install none but this operator's chart does.
+``TEST_MPICH_IMAGE`` (left at its defaults: KWOK nodes pull nothing).
 
-Three of its Its reconfigure the operator through mpi-operator's Deployment ``mpi-operator/mpi-operator``
-(the volcano one runs here):
-they scale it to 0, add a flag to its container's args, scale it to 1 and wait for it to be available.
-The cluster has such a Deployment (its pod on a KWOK node runs nothing), and :class:`OperatorDeployment`
-makes it drive this operator's process (its ``minReadySeconds`` gives a restarted operator time to serve
-its webhooks before the suite creates an MPIJob): replicas 0 stops the operator; replicas 1 runs it with the
-gang scheduler the Deployment's ``--gang-scheduling=<name>`` flag names (:data:`GANG_FLAGS`: the
-volcano It's ``--gang-scheduling=volcano`` restarts the operator with ``--gang-scheduler-name
-volcano``), none without the flag.
+What is deployed: the operator itself, in the cluster, under the name the suite waits for. Its
+Deployment ``mpi-operator/mpi-operator`` is this project's chart installed with ``helm upgrade --install``
+(:class:`localcluster.incluster.Release`) as release ``mpi-operator`` in namespace ``mpi-operator`` with
+``fullnameOverride=mpi`` (the chart names its Deployment and ServiceAccount ``<prefix>-operator``), one
+replica, the operator image built from the Dockerfile (:mod:`localcluster.operator_image`) imported into
+one real node (kubelet + containerd), where its pod runs; the apiserver calls its admission webhooks
+through the chart's Service. The real node is tainted and only the operator tolerates it: the suite's
+pods go to the KWOK nodes. No operator process runs on the host.
 
-The suite runs on a cluster of its own with Volcano (queue ``default``) and KWOK pods that take 1 s to be
-Ready and 5 s to succeed: the volcano It waits for its MPIJob's ``Running`` condition, which a pod that
-succeeds within a second would pass before the It reads it.
+Three of its Its reconfigure the operator through that Deployment (the volcano one runs here): they scale
+it to 0, add mpi-operator's flag to its container's args, scale it to 1 and wait for it to be available.
+The operator reads mpi-operator's ``--gang-scheduling=volcano`` as ``--gang-scheduler-name=volcano``
+(:data:`trainer.settings.MPI_GANG_SCHEDULING`). The chart rendered for ``gangScheduler: none`` grants no
+Volcano rules, so the module also binds the operator's ServiceAccount to the rules ``gangScheduler:
+volcano`` adds (``config/overlays/volcano/role_patch.yaml``), as mpi-operator's own manifests grant its
+operator Volcano's PodGroups whatever its flags.
+
+The suite runs on a cluster of its own with Volcano (queue ``default``), ServiceAccount admission (the
+operator pod's token) and KWOK pods that take 1 s to be Ready and 5 s to succeed: the volcano It waits for
+its MPIJob's ``Running`` condition, which a pod that succeeds within a second would pass before the It
+reads it.
 
 Each It runs as a run of its own (``-ginkgo.focus`` on its full text), so its state is the binary's
-exit code: ginkgo v1 writes no machine-readable report without code in the suite.
+exit code: ginkgo v1 writes no machine-readable report without code in the suite. Before each, the
+Deployment is back to one available, updated replica without mpi-operator's flag.
 
-Skipped Its, by their container text (:data:`SKIPPED`), with why."""
+Skipped Its, by their container text (:data:`SKIPPED`), with why. Runs where real nodes can
+(:func:`localcluster.realnode.node.unavailable`); ``TRAINER_E2E_REAL=0`` skips it."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import socket
+import shutil
 import subprocess
-import threading
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from e2e.helpers import ROOT
-from e2e.test_upstream_e2e import webhooks_patched
 from localcluster.binaries import component_dir, ensure
-from localcluster.cluster import LocalCluster, reserved_ports
-from localcluster.operator_process import Operator
-from localcluster.operator_sa import operator_kubeconfig
+from localcluster.cluster import LocalCluster
+from localcluster.incluster import Release
+from localcluster.realnode.node import RealNodes, unavailable
 
-pytestmark = pytest.mark.e2e
+WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster operator: {WHY_NOT}")]
 
-(PORT,) = reserved_ports(1)
-OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]
 BINARY = "mpi-operator-e2e.test"
 SKIPPED = {
     "MPIJob with OpenMPI implementation when has malformed command": (
@@ -70,23 +79,25 @@ SKIPPED = {
     ),
 }
 """The Its skipped, by the start of their full text, with why."""
-GANG_FLAGS = {"volcano": "volcano"}
-"""mpi-operator's ``--gang-scheduling`` values -> this operator's ``--gang-scheduler-name``."""
 DEPLOYMENT = ("mpi-operator", "mpi-operator")
-"""The namespace and name of mpi-operator's Deployment, which the suite reconfigures."""
+"""The namespace and name of mpi-operator's Deployment, which the suite waits for and reconfigures."""
+PREFIX = "mpi"
+"""The chart's ``fullnameOverride``: its Deployment is ``<prefix>-operator``, :data:`DEPLOYMENT`'s name."""
+MPI_FLAG = "--gang-scheduling="
+"""mpi-operator's flag the suite adds to the Deployment's container args."""
+TAINT = ("trainer.kubeflow.org/operator-only", "NoSchedule")
+"""The real node's taint (key, effect), tolerated by the operator's pod only."""
 POD_READY_DELAY, POD_COMPLETE_DELAY = 1.0, 5.0
 """Seconds a pod of the suite's cluster is Pending, then Running (see the module docstring)."""
-MIN_READY_SECONDS = 20
-"""Seconds the Deployment's pod is Ready before the Deployment counts it available: the suite creates its
-MPIJob once it is, and the operator (re)started when the pod was created serves its webhooks by then."""
 RUN_TIMEOUT = 300.0
 """Seconds one It may take (its waits are up to 200 s)."""
+FIGURES: dict[str, object] = {}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The suite's own cluster (2 KWOK nodes, Volcano, the pod timings of :data:`POD_READY_DELAY` and
-    :data:`POD_COMPLETE_DELAY`); replaces the session's cluster for this module."""
+    """The suite's own cluster (2 KWOK nodes, Volcano, ServiceAccount admission, the pod timings of
+    :data:`POD_READY_DELAY` and :data:`POD_COMPLETE_DELAY`); replaces the session's cluster for this module."""
     if os.environ.get("TRAINER_E2E_KUBECONFIG"):
         pytest.skip("mpi-operator's suite runs on a local cluster of its own (KWOK pod timings, Volcano)")
     local = LocalCluster(
@@ -94,117 +105,118 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         nodes=2,
         node_cpu="16",
         volcano=True,
+        service_account_admission=True,
         pod_ready_delay=POD_READY_DELAY,
         pod_complete_delay=POD_COMPLETE_DELAY,
         extra_crds=[ROOT / "config" / "crd" / "bases"],
     )
+    t = time.monotonic()
     local.start()
+    FIGURES["cluster"] = round(time.monotonic() - t, 1)
     try:
         yield local
     finally:
+        print(f"\nmpi-operator e2e figures (s): {json.dumps(FIGURES)}")
         if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
             local.stop()
 
 
-def deployment_manifest() -> dict[str, object]:
-    """mpi-operator's Deployment, one replica whose container (on a KWOK node) runs nothing."""
-    namespace, name = DEPLOYMENT
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "minReadySeconds": MIN_READY_SECONDS,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": name, "image": "mpioperator/mpi-operator:local", "args": []}]},
-            },
-        },
-    }
+@pytest.fixture(scope="module", autouse=True)
+def operator() -> Iterator[None]:
+    """No operator process on the host: the chart's pod is the operator here."""
+    yield None
 
 
-class OperatorDeployment(threading.Thread):
-    """Drives the operator process from mpi-operator's Deployment (see the module docstring), read
-    every 0.2 s: replicas 0 stops it, replicas 1 (re)starts it when the gang scheduler its args name
-    changed. ``default`` is the process the ``operator`` fixture started (gang scheduler none); others
-    are started with the same flags and ``--gang-scheduler-name`` changed. A failure is kept in
-    ``error`` and the thread ends."""
-
-    def __init__(self, cluster: LocalCluster, default: Operator, workdir: Path) -> None:
-        super().__init__(daemon=True)
-        self.cluster, self.default, self.workdir = cluster, default, workdir
-        self.current: Operator | None = default
-        self.gang: str | None = "none"
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def wanted(self) -> str | None:
-        """The gang scheduler the Deployment asks for; None while it has 0 replicas."""
+@pytest.fixture(scope="module")
+def release(cluster: LocalCluster) -> Iterator[Release]:
+    """One real node, tainted (:data:`TAINT`), and the chart installed on it as mpi-operator's Deployment
+    (see the module docstring), with the Volcano rules bound to its ServiceAccount."""
+    work = Path(tempfile.mkdtemp(prefix="mpinodes-"))  # short: containerd's socket paths must fit
+    nodes = RealNodes(cluster, 1, work)
+    t = time.monotonic()
+    nodes.start()
+    FIGURES["real node"] = round(time.monotonic() - t, 1)
+    try:
+        key, effect = TAINT
+        for name in nodes.names:
+            cluster.run_kubectl("taint", "node", name, f"{key}=:{effect}", "--overwrite")
         namespace, name = DEPLOYMENT
-        got = self.cluster.run_kubectl("get", "deployment", "-n", namespace, name, "-o", "json")
-        spec = json.loads(got.stdout)["spec"]
-        if spec.get("replicas") == 0:
-            return None
-        args = spec["template"]["spec"]["containers"][0].get("args") or []
-        flags = [a.split("=", 1)[1] for a in args if a.startswith("--gang-scheduling=")]
-        if flags and flags[-1] not in GANG_FLAGS:
-            raise AssertionError(f"no equivalent of mpi-operator's --gang-scheduling={flags[-1]}")
-        return GANG_FLAGS[flags[-1]] if flags else "none"
-
-    def operator(self, gang: str) -> Operator:
-        """A process of this operator with gang scheduler ``gang``."""
-        if gang == "none":
-            return self.default
-        kubeconfig = self.cluster.kubeconfig
-        if os.environ.get("TRAINER_E2E_OPERATOR_SA"):
-            kubeconfig = operator_kubeconfig(self.cluster, gang, self.workdir / f"operator-sa-{gang}")
-        args = ["--gang-scheduler-name", gang, *self.default.args[2:]]
-        return Operator(kubeconfig, self.default.log_path.with_suffix(f".{gang}.log"), args, self.default.env)
-
-    def run(self) -> None:
+        values = {
+            "fullnameOverride": PREFIX,
+            "replicas": "1",
+            "tolerations[0].key": key,
+            "tolerations[0].operator": "Exists",
+            "tolerations[0].effect": effect,
+        }
+        rel = Release(cluster, nodes, release=name, namespace=namespace, values=values)
         try:
-            while not self.stopping.wait(0.2):
-                gang = self.wanted()
-                if gang == self.gang:
-                    continue
-                if self.current is not None:
-                    self.current.stop()
-                    self.current = None
-                if gang is not None:
-                    self.current = self.operator(gang)
-                    self.current.start()
-                    serving(self.current)
-                self.gang = gang
-        except BaseException as e:  # reported by the test (finish, then the assertion on error)
-            self.error = e
-
-    def settled(self) -> bool:
-        """Whether the default operator runs again (the Deployment back to no flag, one replica)."""
-        return self.error is None and self.gang == "none" and self.current is self.default
-
-    def finish(self) -> None:
-        """Stop reading; leave the default operator running (the fixture stops it)."""
-        self.stopping.set()
-        self.join(timeout=30)
-        if self.current is not self.default:
-            if self.current is not None:
-                self.current.stop()
-            self.default.start()
+            t = time.monotonic()
+            rel.install()
+            FIGURES["install"] = {**rel.timings, "total": round(time.monotonic() - t, 1)}
+            bind_volcano_rules(cluster, work)
+            yield rel
+        finally:
+            rel.uninstall()
+    finally:
+        nodes.stop()
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            shutil.rmtree(work, ignore_errors=True)
 
 
-def serving(op: Operator, seconds: float = 60) -> None:
-    """Wait until ``op`` takes connections on its webhook port; ``AssertionError`` after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline, f"the operator serves no webhook after {seconds} s; see {op.log_path}"
-            time.sleep(0.2)
+def bind_volcano_rules(cluster: LocalCluster, work: Path) -> None:
+    """A ClusterRole with the rules ``gangScheduler: volcano`` adds to the chart's ClusterRole
+    (``config/overlays/volcano/role_patch.yaml``), bound to the operator's ServiceAccount."""
+    namespace, name = DEPLOYMENT
+    patch = yaml.safe_load((ROOT / "config" / "overlays" / "volcano" / "role_patch.yaml").read_text())
+    rules = [op["value"] for op in patch if op["op"] == "add" and op["path"] == "/rules/-"]
+    assert rules, "config/overlays/volcano/role_patch.yaml adds no rules"
+    role = f"{name}-volcano"
+    objects = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": f"{PREFIX}-operator", "namespace": namespace}],
+        },
+    ]
+    manifest = work / "volcano-rules.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    cluster.run_kubectl("apply", "--server-side", "-f", str(manifest))
+
+
+def deployment(cluster: LocalCluster) -> Any:
+    """mpi-operator's Deployment (:data:`DEPLOYMENT`), as JSON."""
+    namespace, name = DEPLOYMENT
+    return json.loads(cluster.run_kubectl("get", "deployment", "-n", namespace, name, "-o", "json").stdout)
+
+
+def operator_pods(cluster: LocalCluster) -> list[Any]:
+    """The pods of mpi-operator's Deployment (by its selector), as JSON."""
+    namespace, _ = DEPLOYMENT
+    labels = ",".join(f"{k}={v}" for k, v in deployment(cluster)["spec"]["selector"]["matchLabels"].items())
+    out = cluster.run_kubectl("get", "pods", "-n", namespace, "-l", labels, "-o", "json").stdout
+    return list(json.loads(out)["items"])
+
+
+def settled(cluster: LocalCluster) -> bool:
+    """Whether mpi-operator's Deployment is back to its install: one replica asked, updated and available,
+    no other pod, and no mpi-operator flag in its args."""
+    got = deployment(cluster)
+    spec, status = got["spec"], got.get("status") or {}
+    args = spec["template"]["spec"]["containers"][0].get("args") or []
+    return bool(
+        spec.get("replicas") == 1
+        and not any(a.startswith(MPI_FLAG) for a in args)
+        and status.get("observedGeneration") == got["metadata"]["generation"]
+        and status.get("replicas") == status.get("updatedReplicas") == status.get("availableReplicas") == 1
+    )
 
 
 def suite_env(cluster: LocalCluster) -> dict[str, str]:
@@ -259,28 +271,28 @@ def wait(what: str, done: Callable[[], bool], seconds: float = 60) -> None:
         time.sleep(0.5)
 
 
-def test_mpi_operator_e2e_suite_passes(cluster: LocalCluster, operator: Operator, tmp_path: Path) -> None:
+def test_mpi_operator_e2e_suite_passes(cluster: LocalCluster, release: Release, tmp_path: Path) -> None:
     binary = ensure(BINARY)[BINARY]
     assert binary.parent == component_dir("mpi_operator_e2e")
-    wait("the operator did not patch the webhook configurations", lambda: webhooks_patched(cluster), 30)
-    manifest = tmp_path / "mpi-operator.yaml"
-    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEPLOYMENT[0]}}))
-    cluster.run_kubectl("apply", "--server-side", "-f", str(manifest))
-    manifest.write_text(json.dumps(deployment_manifest()))
-    cluster.run_kubectl("apply", "--server-side", "-f", str(manifest))
-    cluster.run_kubectl("rollout", "status", "-n", DEPLOYMENT[0], f"deployment/{DEPLOYMENT[1]}", "--timeout=60s")
-    driver = OperatorDeployment(cluster, operator, tmp_path)
-    driver.start()
+    got = deployment(cluster)
+    containers = got["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["image"].startswith("trainer-operator:"), containers  # the operator's own image
+    pods = operator_pods(cluster)
+    assert pods and all(p["spec"]["nodeName"] in release.nodes.names for p in pods), pods
+    wait("mpi-operator's Deployment is not available", lambda: settled(cluster), 120)
+    began = time.monotonic()
     try:
-        run_suite(cluster, binary, tmp_path, driver)
+        run_suite(cluster, binary, tmp_path)
     finally:
-        driver.finish()
-    assert driver.error is None, driver.error
+        FIGURES["suite"] = round(time.monotonic() - began, 1)
+        for pod in operator_pods(cluster):
+            restarts = [c.get("restartCount", 0) for c in pod["status"].get("containerStatuses", [])]
+            print(f"operator pod {pod['metadata']['name']} on {pod['spec'].get('nodeName')}: restarts {restarts}")
 
 
-def run_suite(cluster: LocalCluster, binary: Path, tmp_path: Path, driver: OperatorDeployment) -> None:
-    """Run every It of the suite but :data:`SKIPPED`, one run each, the operator back to its default
-    before each; print each It's state and time, and the totals; fail unless every one passed."""
+def run_suite(cluster: LocalCluster, binary: Path, tmp_path: Path) -> None:
+    """Run every It of the suite but :data:`SKIPPED`, one run each, mpi-operator's Deployment back to its
+    install before each; print each It's state and time, and the totals; fail unless every one passed."""
     env = suite_env(cluster)
     names = its(binary, env, tmp_path)
     for prefix in SKIPPED:
@@ -291,7 +303,7 @@ def run_suite(cluster: LocalCluster, binary: Path, tmp_path: Path, driver: Opera
         if any(name.startswith(prefix) for prefix in SKIPPED):
             print(f" skipped  {name}")
             continue
-        wait("the default operator is not running again", driver.settled)
+        wait("mpi-operator's Deployment is not back to its install", lambda: settled(cluster), 120)
         started = time.monotonic()
         ok, output = run_it(binary, env, tmp_path, name)
         print(f"{'passed' if ok else 'FAILED':>8}  {name} ({time.monotonic() - started:.1f}s)")

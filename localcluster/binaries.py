@@ -42,6 +42,9 @@ TOOLS: dict[str, tuple[str, str]] = {
     "e2e.test": ("UPSTREAM_TRAINER_VERSION", "trainer_e2e"),
     # kubeflow/mpi-operator's own e2e suite (test/e2e), compiled (e2e/test_mpi_operator_e2e.py runs it).
     "mpi-operator-e2e.test": ("MPI_OPERATOR_VERSION", "mpi_operator_e2e"),
+    # Kueue's own extended e2e suites (test/e2e/singlecluster/extended, test/e2e/tas/extended), compiled.
+    "singlecluster-extended.test": ("KUEUE_VERSION", "kueue_e2e"),
+    "tas-extended.test": ("KUEUE_VERSION", "kueue_e2e"),
     # The chart's alerting rules: promtool checks and unit-tests them, a real Prometheus scrapes the
     # operator and evaluates them (tests/tooling/test_prometheus_rules.py, e2e/test_observability_real.py).
     "prometheus": ("PROMETHEUS_VERSION", "prometheus"),

@@ -11,6 +11,7 @@
 #             upstream (only when named: the bench's upstream side)
 #             mpi_operator (only when named: the MPIJob migration test)
 #             mpi_operator_e2e (only when named: mpi-operator's own e2e suite, e2e/test_mpi_operator_e2e.py)
+#             kueue_e2e (only when named: Kueue's own extended e2e suites, e2e/test_kueue_e2e.py)
 #             prometheus (only when named: Prometheus and promtool, for the chart's rules and their tests)
 set -euo pipefail
 
@@ -465,11 +466,33 @@ build_mpi_operator_e2e() {
   mv "$out/mpi-operator-e2e.test.tmp" "$out/mpi-operator-e2e.test"
 }
 
+# build_kueue_e2e: Kueue's own extended end-to-end suites (test/e2e/singlecluster/extended and
+# test/e2e/tas/extended of KUEUE_VERSION, ginkgo v2) compiled as test binaries, run as published against
+# this operator's TrainJob and MPIJob (e2e/test_kueue_e2e.py), never edited. Built like trainer_e2e: the
+# read-only module copied to a writable directory, its test-only dependencies resolved from the proxy.
+# The suites read images from the module's hack/testing/*/Dockerfile: the copy stays for them.
+build_kueue_e2e() {
+  local ver="$KUEUE_VERSION" out="$cache/bin/kueue_e2e-$KUEUE_VERSION"
+  [ -x "$out/singlecluster-extended.test" ] && [ -x "$out/tas-extended.test" ] && return 0
+  local mod="$cache/src/kueue_e2e-$ver" src suite
+  mkdir -p "$out"
+  log "kueue e2e $ver: resolving modules"
+  src="$(module_dir sigs.k8s.io/kueue "$ver")"
+  rm -rf "$mod"
+  cp -R "$src" "$mod"
+  chmod -R u+w "$mod"
+  for suite in singlecluster tas; do
+    log "kueue e2e $ver: building $suite-extended.test"
+    (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/$suite-extended.test.tmp" "./test/e2e/$suite/extended")
+    mv "$out/$suite-extended.test.tmp" "$out/$suite-extended.test"
+  done
+}
+
 components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator mpi_operator_e2e prometheus"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator mpi_operator_e2e kueue_e2e prometheus"
     exit 2
   fi
 done

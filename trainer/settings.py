@@ -46,6 +46,12 @@ EPILOG = (
 MAX_CERT_VALIDITY = 10 * 365 * 86400
 """The most seconds ``--webhook-cert-validity`` may be: the CA's ten years."""
 
+MPI_GANG_SCHEDULING = {"volcano": "volcano", "scheduler-plugins-scheduler": "scheduler-plugins"}
+"""mpi-operator's ``--gang-scheduling`` values -> ``--gang-scheduler-name`` (kubeflow/mpi-operator
+``pkg/controller/mpi_job_controller.go`` ``NewMPIJobController``: ``volcano`` is Volcano, any other name
+scheduler-plugins' coscheduling with that scheduler; this operator's coscheduling pods go to
+``scheduler-plugins-scheduler``, the only other name taken)."""
+
 EVENT_LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
     "asyncio": asyncio.new_event_loop,
@@ -131,6 +137,15 @@ class Settings:
         "gang scheduler the pods are handed to: volcano, kueue, scheduler-plugins, workload (the kube-scheduler's "
         "own gangs through the Workload API, Kubernetes >= 1.37) or none (default none)",
         choices=sorted(gang.SCHEDULERS),
+    )
+    gang_scheduling: str = setting(
+        "",
+        "mpi-operator's flag, for its manifests and scripts: volcano (the gang scheduler volcano) or "
+        "scheduler-plugins-scheduler (the gang scheduler scheduler-plugins); given, it sets the gang "
+        "scheduler and must agree with --gang-scheduler-name unless that is none (default empty: "
+        "--gang-scheduler-name decides)",
+        metavar="NAME",
+        valid=(lambda v: v in ("", *MPI_GANG_SCHEDULING), "must be volcano or scheduler-plugins-scheduler"),
     )
     max_nodes_per_job: int = setting(
         DEFAULT_MAX_NODES_PER_JOB,
@@ -376,11 +391,21 @@ def parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Sequence[str] | None = None) -> Settings:
     """The settings of the command line ``argv`` (default ``sys.argv[1:]``) and the environment (see
-    ``--help``). Exits (``SystemExit``, status 2, with a usage message) on a bad flag or a value that
-    breaks its rule; raises ``ValueError`` for an environment variable that does not parse."""
+    ``--help``); ``--gang-scheduling`` given sets ``gang_scheduler_name`` (:data:`MPI_GANG_SCHEDULING`).
+    Exits (``SystemExit``, status 2, with a usage message) on a bad flag, a value that breaks its rule or
+    a ``--gang-scheduling`` that disagrees with ``--gang-scheduler-name``; raises ``ValueError`` for an
+    environment variable that does not parse."""
     p = parser()
     args = vars(p.parse_args(argv))
     for field, flag in flags():
         if flag.valid is not None and not flag.valid[0](args[field.name]):
             p.error(f"{flag_name(field)} {flag.valid[1]}, not {args[field.name]}")
+    mpi = MPI_GANG_SCHEDULING.get(args["gang_scheduling"])
+    if mpi is not None:
+        if args["gang_scheduler_name"] not in ("none", mpi):
+            p.error(
+                f"--gang-scheduling={args['gang_scheduling']} means --gang-scheduler-name={mpi}, not "
+                f"--gang-scheduler-name={args['gang_scheduler_name']}; give one of them"
+            )
+        args["gang_scheduler_name"] = mpi
     return Settings(**args)

@@ -143,3 +143,18 @@ def test_every_list_of_gang_schedulers_in_the_docs_names_all_of_them() -> None:
                 checked += 1
                 assert named(values, line) >= set(values) - {"none"}, f"{page.name}: {line.strip()}"
     assert checked >= 4
+
+
+def test_mpi_operators_gang_scheduling_flag_sets_the_gang_scheduler() -> None:
+    """mpi-operator's ``--gang-scheduling`` (its manifests and scripts add it to the operator's args) sets
+    ``--gang-scheduler-name``; a disagreeing pair and a name this operator has no gang for are refused."""
+    assert parse_args(["--gang-scheduling=volcano"]).gang_scheduler_name == "volcano"
+    assert parse_args(["--gang-scheduler-name=none", "--gang-scheduling=volcano"]).gang_scheduler_name == "volcano"
+    got = parse_args(["--gang-scheduling=scheduler-plugins-scheduler"])
+    assert got.gang_scheduler_name == "scheduler-plugins"
+    assert parse_args(["--gang-scheduler-name=kueue"]).gang_scheduler_name == "kueue"
+    assert parse_args(["--gang-scheduling="]).gang_scheduler_name == "none"
+    for argv in (["--gang-scheduler-name=kueue", "--gang-scheduling=volcano"], ["--gang-scheduling=yunikorn"]):
+        with pytest.raises(SystemExit) as refused:
+            parse_args(argv)
+        assert refused.value.code == 2
