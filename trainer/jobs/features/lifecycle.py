@@ -405,6 +405,12 @@ Count = tuple[str, "int | str", Callable[[], None]]
 """What a status write records: ``(event, marker, count it)``; counted once per ``(job uid, event, marker)``."""
 
 
+MILESTONES: dict[frozenset[str], frozenset[str]] = {
+    s: s for s in (frozenset(), frozenset({"admitted"}), frozenset({"running"}), frozenset({"admitted", "running"}))
+}
+"""Every set of milestones a job can have observed, each held once."""
+
+
 class LifecycleObserver:
     """Counts and observes, in ``metrics``, what the status writes of the jobs of kind ``facts`` record
     (see the module docstring); ``gang_scheduler`` is the label of the lifecycle families
@@ -414,8 +420,9 @@ class LifecycleObserver:
         self.metrics, self.facts, self.gang_scheduler = metrics, facts, gang_scheduler
         self._counted: BoundedDict[tuple[str, str, int | str], None] = BoundedDict(MAX_COUNTED)
         """Transitions already counted: (job uid, event, marker)."""
-        self._born: BoundedDict[str, set[str]] = BoundedDict(MAX_COUNTED)
-        """Jobs whose first status this process wrote: uid -> milestones observed (admitted, running)."""
+        self._born: BoundedDict[str, frozenset[str]] = BoundedDict(MAX_COUNTED)
+        """Jobs whose first status this process wrote: uid -> milestones observed (admitted, running), one
+        of :data:`MILESTONES` (shared: a set of its own would cost every job 216 bytes)."""
 
     def observed(self, obj: JSON, old: JSON, written: JSON | None, info: Observed | None) -> None:
         """A status write of job ``obj`` is over: ``old`` its status as stored before (``{}`` when it had
@@ -438,11 +445,11 @@ class LifecycleObserver:
         ready pod) once, when it was seen born. Asked on every write, changed or not: a pod turning ready
         need not change the status."""
         if not old:
-            self._born.setdefault(uid, set())
+            self._born.setdefault(uid, MILESTONES[frozenset()])
         born = self._born.get(uid)
         if born is None or "running" in born or info is None or not info.pod_ready:
             return
-        born.add("running")
+        self._born[uid] = MILESTONES[born | {"running"}]
         startup = seconds_between(obj["metadata"].get("creationTimestamp"), datetime.now(UTC))
         if startup is not None:
             self.metrics.startup.labels(self.facts.resource.kind, self.gang_scheduler).observe(startup)
@@ -453,7 +460,7 @@ class LifecycleObserver:
         born = self._born.get(uid)
         if born is None or "admitted" in born or not admitted(obj, new, self.facts):
             return
-        born.add("admitted")
+        self._born[uid] = MILESTONES[born | {"admitted"}]
         wait = seconds_between(obj["metadata"].get("creationTimestamp"), new.get("startTime"))
         if wait is not None:
             self.metrics.admission_wait.labels(self.facts.resource.kind, self.gang_scheduler).observe(wait)
