@@ -12,8 +12,13 @@ status server is called at the pod network's gateway (``--status-server-host`` 1
 apiserver runs its ServiceAccount admission plugin, as every real cluster does (the local cluster turns
 it off for KWOK): the injected projected token needs the pod's ``serviceAccountName``, which it sets.
 
-The chart's NOTES.txt sample runs there too, each ``trainer`` command of the NOTES as written
-(config/samples/trainjob.yaml's image is that training image under its name as well).
+The chart's NOTES.txt sample runs there too, each ``trainer`` command of the NOTES as written, and so
+does the README's SDK block (``<!-- sdk -->``), as a script: both on config/samples/trainjob.yaml,
+whose image is the training image ``make demo`` builds (:data:`localcluster.realnode.images.TRAINING_IMAGE`),
+so nothing is renamed for them. The SDK block must print no warning (its client is never closed: the
+SDK closes its connection itself, with no aiohttp ``Unclosed client session``), and neither must a
+``with TrainerClient() as client:`` script whose calls fail, each with a class of
+:mod:`trainer.client.errors`.
 
 Needs what ``e2e/test_real_pods.py`` needs (root, cgroups, Debian's packages), and is skipped as it is
 where the machine cannot run real nodes or with ``TRAINER_E2E_REAL=0``. Only one real-node cluster
@@ -25,6 +30,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,8 +75,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     try:
         nodes.start()
         for node in nodes.nodes:
-            for name in (torch_runtime_image(), SAMPLE_IMAGE):
-                node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, name)
+            node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, torch_runtime_image())
         yield local
     finally:
         nodes.stop()
@@ -82,10 +88,6 @@ def test_upstream_status_server_it_passes_on_a_real_node(cluster: LocalCluster, 
     install_runtimes(cluster)
     got = run_suite(cluster, tmp_path, [f"--ginkgo.focus={re.escape(IT)}"])
     assert [s["leaf"] for s in got if s["state"] == "passed"] == [IT]
-
-
-SAMPLE_IMAGE = "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime"
-"""The image config/samples/trainjob.yaml names: the training image under that name on the node."""
 
 
 def notes_commands() -> list[str]:
@@ -122,3 +124,83 @@ def test_the_charts_notes_sample_runs_as_written_on_a_real_node(cluster: LocalCl
     logs = next(r.output for r in ran if " logs " in r.written)
     for rank in range(2):
         assert f"rank {rank} of 2: sum 3.0" in logs, logs
+
+
+ERRORS = """\
+from trainer.client import TrainerClient, TrainerClientError
+
+with TrainerClient() as client:
+    calls = {
+        "get_job": lambda: client.get_job("no-such-trainjob"),
+        "delete_job": lambda: client.delete_job("no-such-trainjob"),
+        "get_job_logs": lambda: list(client.get_job_logs("no-such-trainjob")),
+        "wait_for_job_status": lambda: client.wait_for_job_status("no-such-trainjob", {"Complete"}, timeout=5),
+        "create_job of no TrainJob": lambda: client.create_job("kind: ConfigMap\\n"),
+        "create_job of numNodes -1": lambda: client.create_job(
+            open("config/samples/trainjob.yaml").read().replace("numNodes: 2", "numNodes: -1")
+        ),
+    }
+    for what, call in calls.items():
+        try:
+            call()
+        except Exception as e:
+            print(f"{what}: {type(e).__module__}.{type(e).__name__} {isinstance(e, TrainerClientError)}")
+        else:
+            print(f"{what}: raised nothing")
+"""
+"""Calls of the SDK that fail, in a ``with`` block; a line each: the call, the class it raised and whether
+that is a :class:`~trainer.client.errors.TrainerClientError`."""
+
+
+def run_script(code: str, cluster: LocalCluster, tmp_path: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` as a script from the repository's root against ``cluster`` (``$KUBECONFIG``), with
+    Python's ``ResourceWarning`` (hidden by default) shown as well."""
+    script = tmp_path / name
+    script.write_text(code)
+    return subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", str(script)],
+        cwd=ROOT,
+        env=shell_env(cluster, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def warnings_in(stderr: str) -> list[str]:
+    """The lines of ``stderr`` that are a warning (``...Warning:``) or aiohttp's unclosed-session report."""
+    return [line for line in stderr.splitlines() if re.search(r"Warning\b|Unclosed|unclosed", line)]
+
+
+def test_the_readme_sdk_block_runs_as_written_on_a_real_node(cluster: LocalCluster, tmp_path: Path) -> None:
+    """The README's SDK block, as written, as a script: it applies the torch-distributed runtime,
+    creates config/samples/trainjob.yaml, waits for Complete on the real node, prints node 0's log
+    (rank 0's all-reduced sum) and deletes the job, printing no warning. Upstream's own
+    ``torch-distributed`` runtime (a field manager of its own) is deleted first."""
+    cluster.run_kubectl("delete", "clustertrainingruntime", "torch-distributed", "--ignore-not-found")
+    cluster.run_kubectl("delete", "trainjob", "pytorch-simple", "-n", "default", "--ignore-not-found", "--wait")
+    code = doc_blocks.python((ROOT / "README.md").read_text(), "sdk")
+    assert "TrainerClient()" in code and "with " not in code, code
+    ran = run_script(code, cluster, tmp_path, "readme_sdk.py")
+    print(ran.stdout + ran.stderr)
+    assert ran.returncode == 0, ran.stderr
+    assert "rank 0 of 2: sum 3.0" in ran.stdout, ran.stdout
+    assert warnings_in(ran.stderr) == [], ran.stderr
+
+
+def test_the_sdk_raises_its_own_errors_and_closes_in_a_with_block(cluster: LocalCluster, tmp_path: Path) -> None:
+    ran = run_script(ERRORS, cluster, tmp_path, "sdk_errors.py")
+    print(ran.stdout + ran.stderr)
+    assert ran.returncode == 0, ran.stderr
+    got = dict(line.split(": ", 1) for line in ran.stdout.splitlines())
+    assert got == {
+        "get_job": "trainer.client.errors.NotFoundError True",
+        "delete_job": "trainer.client.errors.NotFoundError True",
+        "get_job_logs": "trainer.client.errors.NotFoundError True",
+        "wait_for_job_status": got["wait_for_job_status"],
+        "create_job of no TrainJob": "trainer.client.errors.ManifestError True",
+        "create_job of numNodes -1": got["create_job of numNodes -1"],
+    }, got
+    for what in ("wait_for_job_status", "create_job of numNodes -1"):
+        assert got[what].startswith("trainer.client.errors.") and got[what].endswith(" True"), (what, got[what])
+    assert warnings_in(ran.stderr) == [], ran.stderr
