@@ -127,18 +127,25 @@ def test_the_charts_notes_sample_runs_as_written_on_a_real_node(cluster: LocalCl
 
 
 ERRORS = """\
+from pathlib import Path
+
 from trainer.client import TrainerClient, TrainerClientError
 
+SAMPLE = Path("config/samples/trainjob.yaml").read_text()
+SUSPENDED = SAMPLE.replace("name: pytorch-simple", "name: sdk-errors", 1)
+SUSPENDED = SUSPENDED.replace("spec:\\n", "spec:\\n  suspend: true\\n", 1)
+
 with TrainerClient() as client:
+    client.create_job(SUSPENDED)
     calls = {
         "get_job": lambda: client.get_job("no-such-trainjob"),
         "delete_job": lambda: client.delete_job("no-such-trainjob"),
         "get_job_logs": lambda: list(client.get_job_logs("no-such-trainjob")),
         "wait_for_job_status": lambda: client.wait_for_job_status("no-such-trainjob", {"Complete"}, timeout=5),
+        "create_job again": lambda: client.create_job(SUSPENDED),
+        "create_job in no namespace": lambda: client.create_job(SUSPENDED, namespace="no-such-namespace"),
         "create_job of no TrainJob": lambda: client.create_job("kind: ConfigMap\\n"),
-        "create_job of numNodes -1": lambda: client.create_job(
-            open("config/samples/trainjob.yaml").read().replace("numNodes: 2", "numNodes: -1")
-        ),
+        "create_job of numNodes -1": lambda: client.create_job(SAMPLE.replace("numNodes: 2", "numNodes: -1")),
     }
     for what, call in calls.items():
         try:
@@ -147,6 +154,7 @@ with TrainerClient() as client:
             print(f"{what}: {type(e).__module__}.{type(e).__name__} {isinstance(e, TrainerClientError)}")
         else:
             print(f"{what}: raised nothing")
+    client.delete_job("sdk-errors")
 """
 """Calls of the SDK that fail, in a ``with`` block; a line each: the call, the class it raised and whether
 that is a :class:`~trainer.client.errors.TrainerClientError`."""
@@ -189,18 +197,21 @@ def test_the_readme_sdk_block_runs_as_written_on_a_real_node(cluster: LocalClust
 
 
 def test_the_sdk_raises_its_own_errors_and_closes_in_a_with_block(cluster: LocalCluster, tmp_path: Path) -> None:
+    """:data:`ERRORS`: each failing call raises a class of :mod:`trainer.client.errors` (the apiserver's
+    404 and 409 included), and the script, its client closed by ``with``, prints no warning."""
     ran = run_script(ERRORS, cluster, tmp_path, "sdk_errors.py")
     print(ran.stdout + ran.stderr)
     assert ran.returncode == 0, ran.stderr
     got = dict(line.split(": ", 1) for line in ran.stdout.splitlines())
+    errors = "trainer.client.errors"
     assert got == {
-        "get_job": "trainer.client.errors.NotFoundError True",
-        "delete_job": "trainer.client.errors.NotFoundError True",
-        "get_job_logs": "trainer.client.errors.NotFoundError True",
-        "wait_for_job_status": got["wait_for_job_status"],
-        "create_job of no TrainJob": "trainer.client.errors.ManifestError True",
-        "create_job of numNodes -1": got["create_job of numNodes -1"],
+        "get_job": f"{errors}.NotFoundError True",
+        "delete_job": f"{errors}.NotFoundError True",
+        "get_job_logs": f"{errors}.NotFoundError True",
+        "wait_for_job_status": f"{errors}.NotFoundError True",
+        "create_job again": f"{errors}.AlreadyExistsError True",
+        "create_job in no namespace": f"{errors}.NotFoundError True",
+        "create_job of no TrainJob": f"{errors}.ManifestError True",
+        "create_job of numNodes -1": f"{errors}.ManifestError True",
     }, got
-    for what in ("wait_for_job_status", "create_job of numNodes -1"):
-        assert got[what].startswith("trainer.client.errors.") and got[what].endswith(" True"), (what, got[what])
     assert warnings_in(ran.stderr) == [], ran.stderr
