@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,7 @@ import yaml
 
 from e2e import doc_blocks
 from e2e.helpers import ROOT, shell_env
-from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster
+from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster, webhooks_patched
 from localcluster.binaries import component_dir
 from localcluster.cluster import LocalCluster, reserved_ports
 from localcluster.realnode import images
@@ -90,6 +91,17 @@ def test_upstream_status_server_it_passes_on_a_real_node(cluster: LocalCluster, 
     assert [s["leaf"] for s in got if s["state"] == "passed"] == [IT]
 
 
+def without_upstream_runtime(cluster: LocalCluster) -> None:
+    """Once the operator serves its webhooks (each test may run first, alone), with no ClusterTrainingRuntime
+    ``torch-distributed``: upstream's, which the first It installs under the sample runtime's name (its
+    own field manager), is deleted, so a sample applies its own."""
+    deadline = time.monotonic() + 30
+    while not webhooks_patched(cluster):
+        assert time.monotonic() < deadline, "the operator did not patch the webhook configurations"
+        time.sleep(0.5)
+    cluster.run_kubectl("delete", "clustertrainingruntime", "torch-distributed", "--ignore-not-found")
+
+
 def notes_commands() -> list[str]:
     """The ``trainer ...`` lines the chart's NOTES.txt tells a user to run, as written."""
     notes = (ROOT / "charts" / "trainer" / "templates" / "NOTES.txt").read_text()
@@ -101,7 +113,7 @@ def test_the_charts_notes_sample_runs_as_written_on_a_real_node(cluster: LocalCl
     config/samples/torch-distributed.yaml), each NOTES command as written: it completes on the real node
     and each rank prints its all-reduced sum. Upstream's own ``torch-distributed`` runtime, which the
     previous It installed under the sample runtime's name, is deleted first."""
-    cluster.run_kubectl("delete", "clustertrainingruntime", "torch-distributed", "--ignore-not-found")
+    without_upstream_runtime(cluster)
     written = notes_commands()
     assert written and written[0].startswith("trainer apply -f config/samples/"), written
     ran = doc_blocks.run(written, lambda c: c, shell_env(cluster, tmp_path), ROOT, timeout=1300)
@@ -185,7 +197,7 @@ def test_the_readme_sdk_block_runs_as_written_on_a_real_node(cluster: LocalClust
     creates config/samples/trainjob.yaml, waits for Complete on the real node, prints node 0's log
     (rank 0's all-reduced sum) and deletes the job, printing no warning. Upstream's own
     ``torch-distributed`` runtime (a field manager of its own) is deleted first."""
-    cluster.run_kubectl("delete", "clustertrainingruntime", "torch-distributed", "--ignore-not-found")
+    without_upstream_runtime(cluster)
     cluster.run_kubectl("delete", "trainjob", "pytorch-simple", "-n", "default", "--ignore-not-found", "--wait")
     code = doc_blocks.python((ROOT / "README.md").read_text(), "sdk")
     assert "TrainerClient()" in code and "with " not in code, code
@@ -198,7 +210,10 @@ def test_the_readme_sdk_block_runs_as_written_on_a_real_node(cluster: LocalClust
 
 def test_the_sdk_raises_its_own_errors_and_closes_in_a_with_block(cluster: LocalCluster, tmp_path: Path) -> None:
     """:data:`ERRORS`: each failing call raises a class of :mod:`trainer.client.errors` (the apiserver's
-    404 and 409 included), and the script, its client closed by ``with``, prints no warning."""
+    404 and 409 included), and the script, its client closed by ``with``, prints no warning. Its job
+    runs on the sample runtime."""
+    without_upstream_runtime(cluster)
+    cluster.run_kubectl("apply", "--server-side", "-f", str(ROOT / "config" / "samples" / "torch-distributed.yaml"))
     ran = run_script(ERRORS, cluster, tmp_path, "sdk_errors.py")
     print(ran.stdout + ran.stderr)
     assert ran.returncode == 0, ran.stderr
