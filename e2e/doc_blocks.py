@@ -1,9 +1,11 @@
-"""Shell blocks of the docs that tests run as written: found between ``<!-- NAME: ... -->`` and
-``<!-- end of NAME -->`` markers, each a ```` ```sh ```` fence; continuation lines joined, comments dropped.
+"""Blocks of the docs that tests run as written: found between ``<!-- NAME: ... -->`` and
+``<!-- end of NAME -->`` markers, each one fence: ```` ```sh ```` (continuation lines joined, comments
+dropped) or ```` ```python ````.
 
-:func:`commands` reads a block; :func:`run` runs its commands one by one, each through ``bash -c`` with
-one environment (or, where a test must stand in for a command, a Python callable), and returns what
-each printed and its exit status, so a test asserts on both.
+:func:`commands` reads a shell block; :func:`run` runs its commands one by one, each through ``bash -c``
+with one environment (or, where a test must stand in for a command, a Python callable), and returns
+what each printed and its exit status, so a test asserts on both. :func:`python` reads a Python block
+as it is written, for a test to run as a script.
 """
 
 from __future__ import annotations
@@ -18,17 +20,32 @@ Step = str | Callable[[], str]
 """A command as run: a shell line, or a callable standing in for one (returns what it printed)."""
 
 
-def commands(text: str, name: str) -> list[str]:
-    """The commands of block ``name`` in ``text`` (Markdown), continuation lines joined, comment lines
-    and trailing ``# ...`` comments dropped. Raises ``AssertionError`` when the block is missing or is
-    not one ```` ```sh ```` fence."""
+def fenced(text: str, name: str, language: str) -> list[str]:
+    """The lines inside block ``name`` of ``text`` (Markdown), the fence's own lines left out. Raises
+    ``AssertionError`` when the block is missing or is not one ```` ```<language> ```` fence."""
     start = re.search(rf"^<!-- {re.escape(name)}\b.*-->$", text, re.M)
     assert start, f"no <!-- {name}: ... --> block"
     end = text.index(f"<!-- end of {name} -->", start.end())
     block = text[start.end() : end].strip()
-    assert block.startswith("```sh\n") and block.endswith("\n```"), f"the {name} block is not a ```sh fence"
+    fence = f"```{language}\n"
+    assert block.startswith(fence) and block.endswith("\n```") and block.count("```") == 2, (
+        f"the {name} block is not one ```{language} fence"
+    )
+    return block.splitlines()[1:-1]
+
+
+def python(text: str, name: str) -> str:
+    """The code of Python block ``name`` in ``text`` (Markdown), as written. Raises ``AssertionError``
+    when the block is missing or is not one ```` ```python ```` fence."""
+    return "\n".join(fenced(text, name, "python")) + "\n"
+
+
+def commands(text: str, name: str) -> list[str]:
+    """The commands of block ``name`` in ``text`` (Markdown), continuation lines joined, comment lines
+    and trailing ``# ...`` comments dropped. Raises ``AssertionError`` when the block is missing or is
+    not one ```` ```sh ```` fence."""
     out, pending = [], ""
-    for line in block.splitlines()[1:-1]:
+    for line in fenced(text, name, "sh"):
         if line.lstrip().startswith("#") and not pending:
             continue
         pending += line

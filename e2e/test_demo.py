@@ -1,7 +1,9 @@
 """The README's first screen, run as written: ``make demo`` trains the digits sample through the
 Helm-installed operator on a local cluster with two real nodes and prints its progress and held-out
 accuracy; ``python -m localcluster.demo --down`` then stops what it left running. ``make test``, the
-block's other line, is what runs this test.
+block's other line, is what runs this test. The demo first says what it does to the host, each with
+its undo (:mod:`localcluster.host_changes`), times the job from its creation and ends with a table of
+each step's time.
 
 Needs real nodes (:func:`localcluster.realnode.node.unavailable`); skipped where they cannot run or with
 ``TRAINER_E2E_REAL=0``. The demo runs on its own cluster (its default directory), not the session's.
@@ -45,4 +47,8 @@ def test_make_demo_trains_as_the_readme_says() -> None:
         print(down.stdout + down.stderr)
     assert ran.rc == 0, ran.output
     assert "state Complete" in ran.output and "held-out accuracy" in ran.output, ran.output
+    said = ran.output.index("what this does to the host")
+    assert said < ran.output.index("cluster up"), ran.output
+    assert "undo: python -m localcluster.demo --down" in ran.output and "containerd.service" in ran.output
+    assert "(from its creation)" in ran.output and "time per step" in ran.output, ran.output
     assert down.returncode == 0

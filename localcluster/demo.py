@@ -14,6 +14,12 @@ convolutional network on scikit-learn's bundled digits. It prints:
   (``status.trainerStatus``: percent, ETA, loss, accuracy), as ``kubectl get trainjobs`` shows them;
 - the final metrics, the last lines of rank 0's log, and the commands to look further.
 
+Before anything else it prints what it does to the host outside the project's directories (Debian
+packages, ``containerd.service``, the bridge, route, iptables chains and sysctls of the real nodes, the
+caches) and how to undo each (:mod:`localcluster.host_changes`). Each step's line gives its own time
+(the job's ``Complete after`` counts from the TrainJob's creation), and a table of every step's time
+ends the run (:class:`Timings`).
+
 Where real nodes cannot run, one line says why and the same sample runs on KWOK nodes with the operator
 as a host process (pods that run nothing: the job completes, nothing trains). ``TRAINER_DEMO_KWOK=1``
 chooses KWOK.
@@ -30,6 +36,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -39,10 +46,11 @@ from typing import Any
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.table import Table
 
 from api.kinds import TRAINJOBS
 from api.trainer_v1alpha1 import TrainJob
-from localcluster import ROOT, LocalCluster
+from localcluster import ROOT, LocalCluster, host_changes
 from localcluster.binaries import ensure, ensure_binaries
 from localcluster.client import Client, condition
 from localcluster.cluster import free_ports
@@ -71,6 +79,34 @@ def say(message: str) -> None:
     console.print(f"[dim]\\[demo {time.strftime('%H:%M:%S')}][/dim] {message}")
 
 
+class Timings:
+    """Each step's own time in seconds, in the order the steps end (the build's two lanes run at once, so
+    their steps overlap); thread-safe. :meth:`table` is the run's last word."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+
+    def add(self, what: str, seconds: float) -> float:
+        """Record step ``what`` took ``seconds``; returns ``seconds``."""
+        with self._lock:
+            self.steps.append((what, seconds))
+        return seconds
+
+    def table(self, total: float) -> Table:
+        """The steps and their seconds, then ``total`` (the run's wall time)."""
+        table = Table(title="time per step (the build's two lanes run at once)", title_justify="left")
+        table.add_column("step")
+        table.add_column("seconds", justify="right")
+        for what, seconds in self.steps:
+            table.add_row(what, f"{seconds:.1f}")
+        table.add_row("[bold]make demo, wall time[/bold]", f"[bold]{total:.1f}[/bold]")
+        return table
+
+
+TIMINGS = Timings()
+
+
 def holding(tj: JSON) -> Holding:
     """The condition that holds the job, as ``trainer get`` shows it in STATE."""
     return holding_condition(TrainJob.model_validate(tj))
@@ -82,8 +118,8 @@ def metrics_of(tj: JSON) -> dict[str, str]:
 
 
 async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple[str, bool, dict[str, str]]:
-    """Install the digits runtime, create one TrainJob of it and follow it; (its name, Complete, its last
-    reported metrics)."""
+    """Install the digits runtime, create one TrainJob of it and follow it, printing how long it took from
+    its creation to its end (:data:`TIMINGS`); (its name, Complete, its last reported metrics)."""
     client = await Client.connect(cluster)
     try:
         cluster.run_kubectl("apply", "-n", NAMESPACE, "-k", str(SAMPLE))
@@ -96,9 +132,16 @@ async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple
         job = yaml.safe_load((SAMPLE / "trainjob.yaml").read_text())
         job["metadata"].setdefault("labels", {})[DEMO_LABEL] = "true"
         created = await client.kube.create(TRAINJOBS, NAMESPACE, job)
+        began = time.monotonic()
         name = created["metadata"]["name"]
         say(f"created TrainJob [bold]{NAMESPACE}/{name}[/bold] from {(SAMPLE / 'trainjob.yaml').relative_to(ROOT)}")
         ok, metrics = await follow(client, name, real, timeout)
+        seconds = TIMINGS.add(
+            f"TrainJob {name}, created to {'Complete' if ok else 'not Complete'}", time.monotonic() - began
+        )
+        say(
+            f"{'[green]Complete[/green]' if ok else '[red]NOT complete[/red]'} after {seconds:.1f}s (from its creation)"
+        )
         return name, ok, metrics
     finally:
         await client.close()
@@ -178,7 +221,8 @@ def report(cluster: LocalCluster, name: str, real: bool, metrics: dict[str, str]
         console.print(f"[dim]rank 0, last lines:[/dim]\n{tail}")
     kubectl = f"{cluster.kubectl} --kubeconfig {cluster.kubeconfig}"
     console.print(
-        f"\n  {kubectl} get trainjobs,jobs,pods -o wide\n"
+        f"\n  export KUBECONFIG={cluster.kubeconfig}   # for kubectl, trainer and the SDK (the README's)\n"
+        f"  {kubectl} get trainjobs,jobs,pods -o wide\n"
         f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} describe {name}\n"
         f"  {sys.executable} -m trainer.cli --kubeconfig {cluster.kubeconfig} logs {name} --all-pods --prefix\n"
         f"  stop it all: {sys.executable} -m localcluster.demo --down"
@@ -198,12 +242,12 @@ def down(state_dirs: list[Path]) -> int:
 
 
 def step(what: str, build: Callable[[], object]) -> float:
-    """Run one build step and print a line with its time; the seconds it took."""
+    """Run one build step, print a line with its time and record it in :data:`TIMINGS`; the seconds it took."""
     t = time.monotonic()
     build()
     seconds = time.monotonic() - t
     say(f"{what}: {'built' if seconds > 5 else 'ready'} in {seconds:.1f}s")
-    return seconds
+    return TIMINGS.add(what, seconds)
 
 
 def build(real: bool) -> None:
@@ -247,8 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     real = why_not is None
     if not real:
         say(f"[yellow]KWOK nodes only[/yellow] ({why_not}): the pods run nothing, so nothing trains")
+    say("what this does to the host, and how to undo each (docs/development.md, 'What the demo changes on the host'):")
+    for line in host_changes.lines(real):
+        console.print(f"  - {line}", markup=False)
+    t = time.monotonic()
     build(real)
-    say(f"everything built in {time.monotonic() - started:.1f}s")
+    say(f"everything built in {TIMINGS.add('everything built (both lanes)', time.monotonic() - t):.1f}s")
     # Real mode: no KWOK nodes, so every pod lands on a real node; the operator's pods need their tokens.
     t = time.monotonic()
     cluster = LocalCluster(
@@ -258,32 +306,35 @@ def main(argv: list[str] | None = None) -> int:
         extra_crds=[ROOT / "config" / "crd" / "bases"],
     )
     cluster.start()
-    say(f"cluster up, CRDs Established, in {time.monotonic() - t:.1f}s")
+    say(f"cluster up, CRDs Established, in {TIMINGS.add('cluster up', time.monotonic() - t):.1f}s")
     if real:
         t = time.monotonic()
         nodes = realnode.RealNodes(cluster, 2, NODES_DIR, ("training",))
         nodes.start()
-        say(f"real nodes realnode-0, realnode-1 Ready in {time.monotonic() - t:.1f}s")
+        say(f"real nodes realnode-0, realnode-1 Ready in {TIMINGS.add('real nodes Ready', time.monotonic() - t):.1f}s")
         t = time.monotonic()
         release = Release(cluster, nodes)
         release.install()
+        installed = TIMINGS.add("operator installed by helm", time.monotonic() - t)
         say(
-            f"operator installed by helm in {time.monotonic() - t:.1f}s: release {release.release} in "
+            f"operator installed by helm in {installed:.1f}s: release {release.release} in "
             f"{release.namespace}, 2 replicas, leader {release.leader()}; status server behind its Service"
         )
         name, ok, metrics = asyncio.run(run_sample(cluster, real, args.timeout))
     else:
+        t = time.monotonic()
         (port,) = free_ports(1)
         status = ["--status-server-port", str(port), "--status-server-host", "127.0.0.1"]
         operator = Operator(cluster.kubeconfig, cluster.state_dir / "logs" / "operator.log", status)
         operator.start()
+        TIMINGS.add("operator started", time.monotonic() - t)
         say(f"operator running (log {operator.log_path}), status server on 127.0.0.1:{port}")
         try:
             name, ok, metrics = asyncio.run(run_sample(cluster, real, args.timeout))
         finally:
             operator.stop()
-    say(f"{'[green]Complete[/green]' if ok else '[red]NOT complete[/red]'} after {time.monotonic() - started:.1f}s")
     report(cluster, name, real, metrics)
+    console.print(TIMINGS.table(time.monotonic() - started))
     return 0 if ok else 1
 
 
