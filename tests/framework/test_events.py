@@ -12,7 +12,7 @@ from tests.kube_double import RecordingKube
 from trainer.framework.controller import Context, Controller, Reconcile
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key
-from trainer.framework.kube.events import SERIES_FINISH, EventRecorder
+from trainer.framework.kube.events import QUEUE_SIZE, SERIES_FINISH, EventRecorder
 from trainer.wiring import Settings, new_manager
 
 
@@ -217,3 +217,11 @@ async def test_the_managers_graceful_stop_writes_the_events_its_last_reconcile_q
     finally:
         run.cancel()
     assert len(stored_events(kube)) == 8, "every Event queued before the stop is written"
+
+
+async def test_the_managers_recorder_counts_drops_in_its_metric() -> None:
+    manager = new_manager(RecordingKube(), Settings())
+    for i in range(QUEUE_SIZE + 2):
+        manager.events.emit(pod(f"u{i}"), "Normal", "Suspended", "suspended")
+    dropped = manager.metrics.registry.get_sample_value("kubeflow_trainer_events_dropped_total")
+    assert dropped == 2 and manager.events.queued == QUEUE_SIZE
