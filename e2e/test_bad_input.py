@@ -158,7 +158,10 @@ async def test_pods_a_quota_refuses_are_said_on_the_trainjob_until_the_quota_is_
     assert cond is not None and cond["reason"] == "FailedCreate", cond
     assert cond["message"].startswith("Job podquota-node-0: Error creating: pods "), cond["message"]
     assert "exceeded quota: pods" in cond["message"], cond["message"]
-    told = [e for e in await client.events(ns, "podquota") if e.get("reason") == "FailedCreate"]
+    events = await client.wait_events(
+        ns, "podquota", lambda es: any(e.get("reason") == "FailedCreate" for e in es), "the FailedCreate event"
+    )
+    told = [e for e in events if e.get("reason") == "FailedCreate"]
     assert [(e["type"], e["involvedObject"]["kind"]) for e in told] == [("Warning", "TrainJob")], told
 
     raised = {"spec": {"hard": {"count/pods": "10"}}}

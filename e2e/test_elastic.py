@@ -54,7 +54,8 @@ async def test_an_elastic_trainjob_scales_with_kubectl_within_its_bounds(cluster
     assert {env(p["spec"]["containers"][0])["PET_NNODES"] for p in pods} == {"1:2"}
     (job,) = await client.jobs(ns, "el")
     assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (2, 2)
-    events = [e for e in await client.events(ns, "el") if e["reason"] == "Scaled"]
+    scaled = await client.wait_events(ns, "el", lambda es: any(e["reason"] == "Scaled" for e in es), "Scaled")
+    events = [e for e in scaled if e["reason"] == "Scaled"]
     assert events and events[0]["message"] == "Scaled in place: Job el-node-0 from 1 to 2 pods"
     assert not {e["reason"] for e in await client.events(ns, "el")} & {"Resized", "RecreatingJob"}
 

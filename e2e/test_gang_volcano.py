@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -154,8 +155,7 @@ async def test_missing_closed_and_parent_queues_hold_the_job_with_a_named_condit
         cond = condition(tj, "Misconfigured")
         assert cond is not None and cond["reason"] == reason, cond
         assert repr(queue) in cond["message"] and "scheduling.volcano.sh/queue-name" in cond["message"]
-        events = await client.events(ns, name)
-        assert any(e["type"] == "Warning" and e["reason"] == reason for e in events)
+        await client.wait_events(ns, name, warned(reason), f"a Warning event {reason}")
     await asyncio.sleep(3)
     for name in cases:
         assert await pods(client, ns, name) == []
@@ -355,3 +355,8 @@ async def _none_left(client: Client, ns: str, name: str) -> bool:
 
 async def _count(client: Client, ns: str, name: str, n: int) -> bool:
     return len(await pods(client, ns, name)) == n
+
+
+def warned(reason: str) -> Callable[[list[JSON]], bool]:
+    """Whether events hold a Warning with ``reason``."""
+    return lambda events: any(e["type"] == "Warning" and e["reason"] == reason for e in events)

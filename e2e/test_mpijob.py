@@ -65,8 +65,8 @@ async def test_sample_mpijob_runs_to_succeeded_with_hostfile_and_ssh(client: Cli
     assert launcher["spec"]["hostname"] == "pi-launcher"
     mounts = {m["name"]: m["mountPath"] for m in launcher["spec"]["containers"][0]["volumeMounts"]}
     assert mounts["ssh-auth"] == "/home/mpiuser/.ssh" and mounts["mpi-job-config"] == "/etc/mpi"
-    reasons = {e["reason"] for e in await client.events(ns, "pi")}
-    assert {"SuccessfulCreate", "MPIJobCreated", "MPIJobSucceeded"} <= reasons
+    told = {"SuccessfulCreate", "MPIJobCreated", "MPIJobSucceeded"}
+    await client.wait_events(ns, "pi", lambda es: told <= {e["reason"] for e in es}, ", ".join(sorted(told)))
 
 
 @pytest.mark.parametrize("policy", ["All", "Running", "None"])
@@ -116,8 +116,9 @@ async def test_active_deadline_fails_the_job_with_deadline_exceeded(client: Clie
     obj = await wait_cond(client, ns, "late", "Failed", timeout=60)
     failed = condition(obj, "Failed")
     assert failed is not None and failed["reason"] == "DeadlineExceeded", failed
-    events = await client.events(ns, "late")
-    assert any(e["type"] == "Warning" and e["reason"] == "DeadlineExceeded" for e in events)
+    await client.wait_events(
+        ns, "late", lambda es: any(e["type"] == "Warning" and e["reason"] == "DeadlineExceeded" for e in es), "Warning"
+    )
 
 
 async def test_suspend_holds_every_pod_until_resumed(client: Client, ns: str) -> None:

@@ -108,6 +108,19 @@ class Client:
         items, _ = await self.kube.list(EVENTS, ns)
         return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
 
+    async def wait_events(
+        self, ns: str, name: str, accept: Callable[[list[JSON]], bool], what: str, timeout: float = 15
+    ) -> list[JSON]:
+        """The events of ``name`` (:meth:`events`) once ``accept`` holds for them: the operator writes
+        an Event in the background, a moment after the status that records it. Raises
+        ``AssertionError`` naming ``what`` after ``timeout`` seconds."""
+
+        async def probe() -> list[JSON] | None:
+            events = await self.events(ns, name)
+            return events if accept(events) else None
+
+        return await wait_for(probe, what, timeout)
+
     async def wait_condition(self, ns: str, name: str, type_: str, status: str = "True", timeout: float = 60) -> JSON:
         """Wait until the TrainJob has condition ``type_`` with ``status``; returns the TrainJob."""
 

@@ -114,33 +114,45 @@ class World:
         return reconciler
 
     async def reconcile(self) -> int:
-        """One reconcile of the sample; returns how many writes it made."""
+        """One reconcile of the sample, and the Events it queued written; returns how many writes it
+        made (Events included)."""
         before = len(self.kube.writes)
-        await self.manager.reconcilers[self.controller](self.key)
+        try:
+            await self.manager.reconcilers[self.controller](self.key)
+        finally:  # a reconcile that raised may have queued Events too
+            await self.manager.events.flush()
         return len(self.kube.writes) - before
 
     async def settle(self) -> float | None:
-        """Reconcile until a reconcile writes nothing (at most 8 rounds); returns its requeue."""
+        """Reconcile until a reconcile writes nothing (at most 8 rounds; each one's Events written);
+        returns its requeue."""
         for _ in range(8):
             before = len(self.kube.writes)
-            requeue = await self.manager.reconcilers[self.controller](self.key)
+            try:
+                requeue = await self.manager.reconcilers[self.controller](self.key)
+            finally:
+                await self.manager.events.flush()
             if len(self.kube.writes) == before:
                 return requeue
         raise AssertionError(f"never settled; last writes: {self.kube.writes[-5:]}")
 
     async def run_worker(self, until: Any) -> None:
-        """Run one worker of the controller until ``until()`` holds and its queue is idle (at most 10 s)."""
-        queue = self.manager.queues[self.controller]
+        """Run one worker of the controller, and the Events' senders, until ``until()`` holds, its queue
+        is idle and no Event waits (at most 10 s)."""
+        queue, events = self.manager.queues[self.controller], self.manager.events
         worker = asyncio.create_task(self.manager._worker(self.controller))
+        senders = asyncio.create_task(events.run())
         queue.add(self.key)
         try:
             for _ in range(1000):
-                if until() and len(queue) == 0 and not self.manager._busy:
+                if until() and len(queue) == 0 and not self.manager._busy and not events.queued:
+                    await events.flush()
                     return
                 await asyncio.sleep(0.01)
             raise AssertionError("the worker never got there")
         finally:
             worker.cancel()
+            senders.cancel()
 
     @property
     def obj(self) -> JSON:

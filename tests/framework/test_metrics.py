@@ -34,6 +34,7 @@ GENERIC = {
     "workqueue_retries": "counter",
     "rest_client_requests": "counter",
     "trainer_apiserver_requests": "counter",
+    "kubeflow_trainer_events_dropped": "counter",
     "leader_election_master_status": "gauge",
     "controller_runtime_webhook_requests": "counter",
     "controller_runtime_webhook_latency_seconds": "histogram",

@@ -231,32 +231,66 @@ async def test_a_repeated_event_becomes_a_series_written_twice_then_per_refresh(
     kube, clock = RecordingKube(), Clock()
     recorder = EventRecorder(kube, "replica-a", clock=clock)
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ns", "name": "p", "uid": "u1"}}
+
+    async def emit(message: str = "no") -> None:
+        recorder.emit(obj, "Warning", "Refused", message)
+        await recorder.flush()  # each occurrence's writes done before the next occurs
+
+    async def refresh() -> None:
+        recorder.refresh()
+        await recorder.flush()
+
     for _ in range(5):
-        await recorder.emit(obj, "Warning", "Refused", "no")
+        await emit()
     assert [w.verb for w in kube.writes] == ["create", "merge_patch"], "created, then made a series once"
     (event,) = [o for (res, _), o in kube.objects.items() if res == EVENTS]
     assert event["series"]["count"] == 2 and event["reportingInstance"] == "replica-a"
-    await recorder.emit(obj, "Warning", "Refused", "another message")
+    await emit("another message")
     assert kube.writes[-1].verb == "create", "a different note is another event"
 
     clock.now += 60
-    await recorder.refresh()
+    await refresh()
     assert len(kube.writes) == 3, "a series is not rewritten before its refresh"
     clock.now += SERIES_FINISH
-    await recorder.refresh()
+    await refresh()
     assert kube.writes[-1].verb == "merge_patch" and event_count(kube) == 5, "the ended series, written once"
     writes = len(kube.writes)
-    await recorder.emit(obj, "Warning", "Refused", "no")
+    await emit()
     assert len(kube.writes) == writes + 1 and kube.writes[-1].verb == "create", "after it ended: a new event"
 
     start, writes = clock.now, len(kube.writes)
     while clock.now - start < SERIES_REFRESH + 120:  # repeats every minute for 32 minutes
         clock.now += 60
-        await recorder.emit(obj, "Warning", "Refused", "no")
-        await recorder.refresh()
+        await emit()
+        await refresh()
     verbs = [w.verb for w in kube.writes[writes:]]
     assert verbs == ["merge_patch", "merge_patch"], "made a series, then written once per refresh"
     assert event_count(kube) >= 32
+
+
+async def test_a_transition_is_told_once_its_status_is_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer.framework.kube.client import ApiError
+
+    w = World("torch", "none")
+    await w.settle()
+    w.complete_jobs()
+    refused = 0
+    patch_status = w.kube.patch_status
+
+    async def refuse_once(*args: Any, **kwargs: Any) -> JSON:
+        nonlocal refused
+        if not refused:
+            refused += 1
+            raise ApiError(500, {"reason": "InternalError", "message": "etcdserver: request timed out"})
+        return await patch_status(*args, **kwargs)
+
+    monkeypatch.setattr(w.kube, "patch_status", refuse_once)
+    with pytest.raises(ApiError):
+        await w.reconcile()
+    assert events(w) == [], "the status was not stored: nothing told"
+    await w.settle()
+    assert [e["reason"] for e in events(w)] == ["AllJobsCompleted"]
+    assert events(w)[0]["count"] == 1, "told once, by the write that stored it"
 
 
 def event_count(kube: RecordingKube) -> int:

@@ -18,7 +18,10 @@ then write through :attr:`Manager.writer`, fenced by the elector's renew deadlin
 (:class:`~trainer.framework.kube.leader.FencedWrite`) is never sent and ends :meth:`Manager.run` the same way.
 Readiness (:meth:`Manager.not_ready`, ``/readyz``) needs every cache listed and watched now. :meth:`Manager.stop`
 is the graceful end (SIGTERM): idle workers stop, in-flight reconciles get ``shutdown_timeout``
-seconds to finish, then the Lease is released so a standby takes over at once. Every reconcile is
+seconds to finish, the Events they queued are written (:meth:`~trainer.framework.kube.events.EventRecorder.flush`,
+in what is left of that time, at least :data:`EVENTS_FLUSH_AT_LEAST` seconds), then the Lease is
+released so a standby takes over at once. The recorder's senders run from the start, as the caches do
+(:meth:`~trainer.framework.kube.events.EventRecorder.run`). Every reconcile is
 counted in :class:`~trainer.framework.metrics.Metrics` and logs with its object key bound
 (``trainjob=ns/name`` or ``mpijob=ns/name``, and ``controller``).
 """
@@ -57,6 +60,8 @@ from trainer.framework.kube.queue import WorkQueue
 from trainer.framework.metrics import RESULT_ERROR, RESULT_REQUEUE_AFTER, RESULT_SUCCESS, Metrics
 
 log = structlog.get_logger("trainer.framework.manager")
+EVENTS_FLUSH_AT_LEAST = 1.0
+"""Seconds the Events queued by the last reconciles get at least at a graceful stop."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +96,7 @@ class Manager:
         self.controllers = controllers
         self.writer = kube.fenced(elector.check_write) if elector is not None else kube
         """What the controllers and their Events write through: ``kube``, fenced by the elector if any."""
-        events = self.events = EventRecorder(self.writer)
+        events = self.events = EventRecorder(self.writer, dropped=self.metrics.events_dropped.inc)
         self._informers: dict[Source, Informer] = {}
         self.readers: dict[str, Reader] = {}
         self.queues: dict[str, WorkQueue[Key]] = {}
@@ -245,7 +250,7 @@ class Manager:
         tasks: list[asyncio.Task[Any]] = [
             asyncio.create_task(i.run(), name=f"informer-{i.res.plural}") for i in self.informers
         ]
-        tasks.append(asyncio.create_task(self.events.run(), name="event-series"))
+        tasks.append(asyncio.create_task(self.events.run(), name="events"))
         workers: list[asyncio.Task[None]] = []
         lease: asyncio.Task[None] | None = None
         try:
@@ -269,7 +274,10 @@ class Manager:
             tasks.append(stop)
             done, _ = await asyncio.wait([*tasks, *workers], return_when=asyncio.FIRST_COMPLETED)
             if stop in done:
+                stopping = time.monotonic()
                 await self._drain(workers, lease)
+                left = self.settings.shutdown_timeout - (time.monotonic() - stopping)
+                await self.events.flush(max(left, EVENTS_FLUSH_AT_LEAST))
                 return
             for t in done:
                 t.result()  # the Lease was lost (LeadershipLost), or a bug ended a task

@@ -23,7 +23,10 @@ Followed upstream (names, labels, buckets, and when each is updated):
 
 Besides: ``trainer_apiserver_requests_total{verb,resource,code}``, the same requests by the labels the
 apiserver's ``apiserver_request_total`` uses (``APPLY``, ``POST``, ``PATCH`` ... and ``jobs``,
-``trainjobs/status``, ``events`` ...), so writes per object kind are read from the operator itself.
+``trainjobs/status``, ``events`` ...), so writes per object kind are read from the operator itself;
+and ``kubeflow_trainer_events_dropped_total``, the Events never written because the recorder's queue was
+full or the shutdown's flush ran out of time (:mod:`trainer.framework.kube.events`; client-go drops them
+the same way and counts nothing).
 
 The process's own (``process_resident_memory_bytes``, ``process_cpu_seconds_total``, open file
 descriptors), as controller-runtime exports them. Everything lives in the :class:`Metrics` object's
@@ -174,6 +177,11 @@ class Metrics:
             "trainer_apiserver_requests_total",
             "Requests this operator sent to the apiserver, by verb and resource (as apiserver_request_total)",
             ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.events_dropped = Counter(
+            "kubeflow_trainer_events_dropped_total",
+            "Events never written: the recorder's queue was full, or its flush at shutdown ran out of time",
             registry=r,
         )
 

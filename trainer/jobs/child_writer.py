@@ -199,7 +199,7 @@ class ChildWriter:
         for res, ns, name in desired.delete_foreground:
             await self.delete(owner, res, ns, name, propagation="Foreground")
         for type_, reason, message in desired.told:
-            await self.recorder.emit(owner, type_, reason, message)
+            self.recorder.emit(owner, type_, reason, message)
         for res, ns, name, patch in desired.patch:
             if self._controls(owner, res, ns, name):
                 await self.kube.merge_patch(res, ns, name, patch)
@@ -234,7 +234,7 @@ class ChildWriter:
             log.info("applied", created=created or None, updated=updated or None)
         if created and self.announce:
             # One event per batch of creations, as a person reads it (not one per object).
-            await self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
+            self.recorder.emit(owner, "Normal", "SuccessfulCreate", "Created " + ", ".join(created), "Create")
         waits = [r.retry_at - self.clock() for r in refusals]
         return Written(refusals, max(min(waits), 0.0) if waits else None)
 
@@ -363,7 +363,7 @@ class ChildWriter:
             if reason == REASON_PREVIOUS:
                 log.info("waiting for a child of an earlier job to be deleted", child=message)
             else:
-                await self.recorder.emit(owner, "Warning", reason, _event_message(message, reason, owner, ident))
+                self.recorder.emit(owner, "Warning", reason, _event_message(message, reason, owner, ident))
         return refusal
 
     async def _mend_suspended_job(self, owner: JSON, desired: JSON, existing: JSON | None) -> bool:
@@ -393,7 +393,7 @@ class ChildWriter:
             return False
         log.info("recreating suspended job", name=desired["metadata"]["name"])
         await self.kube.delete(JOBS, *key_of(desired), uid=meta(existing).uid)
-        await self.recorder.emit(
+        self.recorder.emit(
             owner,
             "Normal",
             "RecreatingJob",

@@ -5,8 +5,11 @@ coalesced.
 (:func:`~trainer.jobs.conditions.merge_conditions`: transition times kept unless a status changes),
 renders the kind's whole status, and merge-patches it once, only when it changed. Each condition
 transition becomes an event (Warning for the kind's warning conditions turning True), and so does a
-new message of a condition the kind retells (``ReplicaFailure``), recorded before the status so
-whoever sees the condition finds its event. Then, written or not, it tells the kind's
+new message of a condition the kind retells (``ReplicaFailure``), queued once the status that
+records it is stored (a refused status write tells nothing; its retry tells it once). The recorder
+writes events in the background (:mod:`trainer.framework.kube.events`, as client-go's recorders do),
+so a reconcile waits for its status write only; whoever sees a new condition finds its event a moment
+later, unless the recorder dropped it (its queue full). Then, written or not, it tells the kind's
 :class:`~trainer.jobs.features.lifecycle.LifecycleObserver` the status as stored before and as written
 (if it was), which alone decides what the job metrics count (each transition once).
 
@@ -179,23 +182,22 @@ class StatusWriter:
         """Told of every write (the module docstring); None: nothing is counted."""
 
     async def write(self, obj: JSON, info: Any, desired: list[Condition], fields: JSON | None = None) -> float | None:
-        """Merge ``desired`` into ``obj``'s conditions, record the kind's events for ``info`` (a restart)
-        and an event per transition, then
-        patch the status once, only if it changed (``info`` None: the job could not be expanded; the
-        kind's status then holds its conditions only, and ``fields``, status fields of the caller's, when
-        given); tell the lifecycle observer, written or not. Returns the seconds to look again after when a
-        progress-only change was deferred, else None. Raises :class:`~trainer.framework.kube.client.ApiError`."""
+        """Merge ``desired`` into ``obj``'s conditions, patch the status once, only if it changed
+        (``info`` None: the job could not be expanded; the kind's status then holds its conditions only,
+        and ``fields``, status fields of the caller's, when given), then queue the kind's events for
+        ``info`` (a restart) and an event per transition; tell the lifecycle observer, written or not.
+        Returns the seconds to look again after when a progress-only change was deferred, else None.
+        Raises :class:`~trainer.framework.kube.client.ApiError` (nothing is told then)."""
         old: JSON = obj.get("status") or {}
         written: JSON | None = None
         try:
             due = self._due(obj, old, info, desired, fields)
             if not isinstance(due, _Due):
                 return due
-            # Events first: whoever sees the new condition finds its event too.
-            await self._tell(obj, info, due.current, due.merged)
             res = self.kind.facts.resource
             stored = await self.kube.patch_status(res, meta(obj).namespace, obj["metadata"]["name"], due.new)
             log.debug("status written", changed=sorted(due.changed), status=due.new)
+            self._tell(obj, info, due.current, due.merged)  # queued: the recorder writes them
             # Progress counts only: nothing reads them back, so a reconcile of this very version writes nothing.
             self.own_writes.remember(res, strip_managed_fields(stored), settled=due.progress)
             written = due.new
@@ -232,17 +234,16 @@ class StatusWriter:
         self.clock.stop(key)
         return _Due(current, merged, new, changed, progress)
 
-    async def _tell(self, obj: JSON, info: Any, current: list[Condition], merged: list[Condition]) -> None:
-        """Record the kind's events for ``info`` and one per condition transition (or retold message) from
-        ``current`` to ``merged``, but the quiet ones. Raises what
-        :meth:`~trainer.framework.kube.events.EventRecorder.emit` raises."""
+    def _tell(self, obj: JSON, info: Any, current: list[Condition], merged: list[Condition]) -> None:
+        """Queue the kind's events for ``info`` and one per condition transition (or retold message) from
+        ``current`` to ``merged``, but the quiet ones (:meth:`~trainer.framework.kube.events.EventRecorder.emit`)."""
         for type_, reason, message in self.kind.events(info):
-            await self.recorder.emit(obj, type_, reason, message)
+            self.recorder.emit(obj, type_, reason, message)
         for cond in [*transitions(current, merged), *retold(current, merged, self.telling.retold)]:
             if (cond.type, cond.status) in self.telling.quiet:
                 continue
             warning = is_true([cond], *self.telling.warnings)
-            await self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
+            self.recorder.emit(obj, "Warning" if warning else "Normal", cond.reason, cond.message)
 
     def forget(self, key: Key) -> None:
         """The job ``key`` is gone: stop its clocks."""
