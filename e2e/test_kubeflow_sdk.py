@@ -144,11 +144,15 @@ async def test_train_wait_logs_events_list_delete(
     assert logs == logs_nodes.lines
     assert await asyncio.to_thread(lambda: list(kf.get_job_logs(name, step="node-1"))) == logs_nodes.lines
 
-    events = await asyncio.to_thread(kf.get_job_events, name)
-    # The SDK keeps events of the TrainJob and its pods (not of the Jobs: it matches step names).
-    assert {("TrainJob", "AllJobsCompleted"), ("Pod", "Created")} <= {
-        (e.involved_object_kind, e.reason) for e in events
-    }
+    # The SDK keeps events of the TrainJob and its pods (not of the Jobs: it matches step names). An
+    # event follows the status that tells the same by a moment (written in the background, as client-go's).
+    wanted = {("TrainJob", "AllJobsCompleted"), ("Pod", "Created")}
+
+    async def told() -> bool:
+        events = await asyncio.to_thread(kf.get_job_events, name)
+        return wanted <= {(e.involved_object_kind, e.reason) for e in events}
+
+    await wait_for(told, f"the SDK's events of {name}: {wanted}", timeout=30)
     assert [j.name for j in await asyncio.to_thread(kf.list_jobs)] == [name]
 
     await asyncio.to_thread(kf.delete_job, name)
