@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import copy
 import os
 import re
@@ -273,7 +274,13 @@ def ssl_context(endpoint: Endpoint) -> ssl.SSLContext:
     and key, no verification when ``insecure-skip-tls-verify``. Inline data is written to a private
     temporary directory for loading (as kubernetes_asyncio does), removed once loaded. Raises
     ``ssl.SSLError`` or ``OSError`` for certificates that cannot be loaded."""
-    with tempfile.TemporaryDirectory(prefix="trainer-kube-") as directory:
+    sources = (endpoint.ca, endpoint.client_certificate, endpoint.client_key)
+    with contextlib.ExitStack() as stack:
+        directory = (
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="trainer-kube-"))
+            if any(s.data for s in sources)
+            else ""
+        )
 
         def path(source: Source, name: str) -> str | None:
             if source.data:
@@ -332,7 +339,11 @@ class PlainApi:
             read_bufsize=_READ_BUFSIZE,
             request_class=_GuardedRequest,
         )
-        proxy = endpoint.proxy or await asyncio.to_thread(_environment_proxy, endpoint.host)
+        try:
+            proxy = endpoint.proxy or await asyncio.to_thread(_environment_proxy, endpoint.host)
+        except BaseException:
+            await session.close()
+            raise
         return cls(endpoint, session, proxy)
 
     async def update_params_for_auth(
