@@ -2,29 +2,32 @@
 
 Each command runs ``--repeat`` times as its own process (``python -m trainer.cli``) against the
 cluster of ``$KUBECONFIG`` (or ``--kubeconfig``); the user plus system CPU time of each run is read
-from ``os.wait4`` and the median, minimum and maximum printed. With ``--baseline DIR`` (another
-checkout of this repository, e.g. a ``git worktree`` of an older commit) the same commands of that
-checkout run alternately with this one's, so both see the same machine load; the load average is
-printed before and after, since a busy machine inflates every figure. The ``trainer`` and ``api``
+from ``os.wait4`` and the median, minimum and maximum printed. With ``--compare REF`` (a git ref) the
+same commands of REF's code, from a temporary ``git worktree add --detach``, run alternately with this
+checkout's, so both see the same machine load, and the ratio of the medians is printed; the load
+average is printed before and after, since a busy machine inflates every figure. The ``trainer`` and ``api``
 packages of each checkout are byte-compiled first (``compileall``), as an installed package is: with
 ``PYTHONDONTWRITEBYTECODE`` set, every run would compile them again and measure that too::
 
     python -m bench.cli_startup --repeat 9
-    python -m bench.cli_startup --repeat 9 --baseline ../trainer-main
+    python -m bench.cli_startup --repeat 9 --compare HEAD~3
 
 A cluster to run against: ``eval "$(python -m localcluster up)"`` and a few TrainJobs
 (``kubectl apply -f config/samples/``). The figures are not asserted anywhere: a test checks instead
-that ``get`` does not import what makes it slow (``tests/cli/test_cli_imports.py``).
+that ``get`` does not import what makes it slow (``tests/entry/test_cli_imports.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from localcluster import ROOT
@@ -61,31 +64,47 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+@contextlib.contextmanager
+def checkouts(compare: str | None) -> Iterator[dict[str, Path]]:
+    """The checkouts measured, by label: this one, and REF's code from a temporary worktree (removed
+    on exit) when ``compare`` names a ref. Raises ``CalledProcessError`` for a ref git cannot check out."""
+    if compare is None:
+        yield {"this": ROOT}
+        return
+    with tempfile.TemporaryDirectory(prefix="cli-startup-") as tmp:
+        ref = Path(tmp) / "ref"
+        subprocess.run(["git", "worktree", "add", "--detach", str(ref), compare], cwd=ROOT, check=True)
+        try:
+            yield {compare: ref, "this": ROOT}
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(ref)], cwd=ROOT, check=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.cli_startup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="runs of each command (default 7)")
     parser.add_argument("--kubeconfig", help="the cluster's kubeconfig (default: $KUBECONFIG)")
-    parser.add_argument("--baseline", type=Path, help="another checkout whose CLI runs alternately")
+    parser.add_argument("--compare", metavar="REF", help="a git ref to measure too, alternating with this checkout")
     args = parser.parse_args(argv)
-    checkouts = {"this": ROOT}
-    if args.baseline is not None:
-        checkouts["baseline"] = args.baseline.resolve()
     env = dict(os.environ)
     if args.kubeconfig:
         env["KUBECONFIG"] = os.path.abspath(args.kubeconfig)
-    for path in checkouts.values():
-        for package in ("trainer", "api"):
-            compileall.compile_dir(path / package, quiet=1)
-    print(f"cores {os.cpu_count()}, load average {load()} (before)")
-    for name, command in COMMANDS.items():
-        seconds: dict[str, list[float]] = {checkout: [] for checkout in checkouts}
-        for _ in range(max(1, args.repeat)):
-            for checkout, path in checkouts.items():
-                seconds[checkout].append(cpu_seconds([sys.executable, "-m", "trainer.cli", *command], path, env))
-        for checkout, values in seconds.items():
-            label = f"{name} [{checkout}]" if args.baseline is not None else name
-            print(f"{label:40} {summary(values)} CPU")
-    print(f"load average {load()} (after)")
+    with checkouts(args.compare) as trees:
+        for path in trees.values():
+            for package in ("trainer", "api"):
+                compileall.compile_dir(path / package, quiet=1)
+        print(f"cores {os.cpu_count()}, load average {load()} (before)")
+        for name, command in COMMANDS.items():
+            seconds: dict[str, list[float]] = {label: [] for label in trees}
+            for _ in range(max(1, args.repeat)):
+                for label, path in trees.items():
+                    seconds[label].append(cpu_seconds([sys.executable, "-m", "trainer.cli", *command], path, env))
+            for label, values in seconds.items():
+                print(f"{name + ' [' + label + ']':40} {summary(values)} CPU")
+            if args.compare is not None:
+                ratio = statistics.median(seconds["this"]) / statistics.median(seconds[args.compare])
+                print(f"{name}: this/{args.compare} {ratio:.2f}")
+        print(f"load average {load()} (after)")
 
 
 if __name__ == "__main__":
