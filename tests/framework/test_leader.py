@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -290,24 +291,28 @@ async def test_a_standby_never_writes(kube: Kube, apiserver: HttpDouble[object],
 
 
 async def test_a_write_that_waited_across_a_pause_inside_the_client_is_not_sent(
-    kube: Kube, apiserver: HttpDouble[object]
+    kube: Kube, apiserver: HttpDouble[object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The guard is asked again right before the first byte goes out: here the token refresh hook (an
-    await inside the client, after the first check) is where the process 'pauses' past its deadline."""
+    """The guard is asked again right before the first byte goes out: here setting the credentials (an
+    await inside the client, after the first check, where an exec plugin's token is refreshed) is where
+    the process 'pauses' past its deadline."""
     clock = Clock()
     elector = elector_on(kube, clock)
     writer = kube.fenced(elector.check_write)
     await elector.acquire()
     pauses = 0
 
-    async def pause_during_the_send(_config: object) -> None:
+    set_credentials = kube.api.update_params_for_auth
+
+    async def pause_during_the_send(headers: dict[str, str], query: list[tuple[str, Any]], auth: list[str]) -> None:
         nonlocal pauses
         pauses += 1
         clock.now += RENEW_DEADLINE + 5
+        await set_credentials(headers, query, auth)
 
     observed: list[tuple[str, str]] = []
     writer.observe = lambda method, code, *_: observed.append((method, code))
-    kube.api.configuration.refresh_api_key_hook = pause_during_the_send
+    monkeypatch.setattr(kube.api, "update_params_for_auth", pause_during_the_send)
     with pytest.raises(FencedWrite):
         await writer.merge_patch(CONFIGMAPS, "n", "x", {"data": {"k": "v"}})
     assert pauses == 1, "the first check passed; the pause came after it"

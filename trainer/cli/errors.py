@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -13,7 +14,6 @@ from typing import NoReturn, TypeVar
 import aiohttp
 import typer
 import yaml
-from kubernetes_asyncio.config import ConfigException
 
 from api.kinds import Resource
 from trainer.cli.root import Settings
@@ -64,7 +64,7 @@ def error_message(error: BaseException) -> str:
     """The one-line message of an error the CLI reports."""
     if isinstance(error, ApiError) and not isinstance(error, TrainerClientError):  # the SDK's say it already
         return f"the apiserver refused: {error}"
-    if isinstance(error, ConfigException):
+    if is_config_error(error):
         return f"cannot load a kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) or in-cluster config: {error}"
     if isinstance(error, aiohttp.ClientError):
         return f"cannot reach the apiserver: {error}"
@@ -73,10 +73,17 @@ def error_message(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
+def is_config_error(error: BaseException) -> bool:
+    """Whether ``error`` is kubernetes_asyncio's ``ConfigException`` (no configuration could be loaded).
+    Only a connection that kubernetes_asyncio configured raises it, and only after importing it: a
+    command that never needed it does not import it to ask."""
+    module = sys.modules.get("kubernetes_asyncio.config.config_exception")
+    return module is not None and isinstance(error, module.ConfigException)
+
+
 HANDLED: tuple[type[BaseException], ...] = (
     TrainerClientError,
     ApiError,
-    ConfigException,
     aiohttp.ClientError,
     OSError,
     ValueError,
@@ -159,5 +166,7 @@ def run(s: Settings, body: Callable[[AsyncTrainerClient], Awaitable[T]], crd: Re
         return asyncio.run(go())
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    except HANDLED as e:
+    except Exception as e:
+        if not (isinstance(e, HANDLED) or is_config_error(e)):
+            raise
         fail(error_message(e), exit_code(e))

@@ -21,8 +21,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
 
-from kubernetes_asyncio import config
-
 from api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, PODS, TRAINING_RUNTIMES, Resource
 from api.labels import KUEUE_QUEUE_LABEL
 from api.optimizationjob import OptimizationJob
@@ -85,6 +83,7 @@ from trainer.client.types import COMPLETE, TRAINJOB, Event, pod_selector, runtim
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.framework.meta import meta
+from trainer.framework.kube.kubeconfig import LeftToLibrary, context_namespace
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"
@@ -98,13 +97,10 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     """The namespace of the kubeconfig's ``context`` (default: the current one), else the in-cluster
     service account's, else ``default`` (as the kubeflow SDK's ``get_default_target_namespace``)."""
     try:
-        contexts, current = config.list_kube_config_contexts(kubeconfig)
-        if context:
-            current = next((c for c in contexts or [] if c.get("name") == context), None)
-        namespace = ((current or {}).get("context") or {}).get("namespace")
+        namespace = context_namespace(kubeconfig, context)
         if namespace:
-            return str(namespace)
-    except (config.ConfigException, OSError, KeyError, TypeError, ValueError):
+            return namespace
+    except LeftToLibrary:  # no kubeconfig, or one that cannot be read
         pass
     try:
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"

@@ -2,8 +2,8 @@
 :class:`AsyncJobClient`, and what it stands on: watching and deleting objects, finding a step's pods
 and their containers, the arguments kept from this client's order before the kubeflow SDK's.
 
-All HTTP goes through :class:`trainer.framework.kube.client.Kube`; the two streams it has no verb for (a watch
-with a field selector, and pod logs) use its ``api.call_api`` the way :meth:`Kube.watch` does.
+All HTTP goes through :class:`trainer.framework.kube.client.Kube`; answers that are not JSON (pod logs,
+streamed; a plain-text 404) are read from its :meth:`~trainer.framework.kube.client.Kube.open`.
 """
 
 from __future__ import annotations
@@ -516,14 +516,12 @@ class AsyncJobClient(Generic[J]):
             query.append(("sinceSeconds", str(since_seconds)))
         if previous:
             query.append(("previous", "true"))
-        resp = await self.kube.api.call_api(
-            PODS.path(namespace, name, "log"),
+        resp = await self.kube.open(
             "GET",
-            query_params=query,
-            header_params={"Accept": "*/*"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(sock_connect=30) if follow else aiohttp.ClientTimeout(total=300),
+            PODS.path(namespace, name, "log"),
+            query,
+            accept="*/*",
+            timeout=aiohttp.ClientTimeout(sock_connect=30) if follow else aiohttp.ClientTimeout(total=300),
         )
         try:
             if resp.status >= 300:
@@ -603,15 +601,7 @@ class AsyncJobClient(Generic[J]):
         """``GET path``: the object, or None on 404 (also when the kind's CRD is not installed: the
         apiserver then answers with a plain-text body, which :meth:`Kube.request` cannot decode,
         hence the raw request). Raises :class:`ApiServerError` on other failures."""
-        resp = await self.kube.api.call_api(
-            path,
-            "GET",
-            query_params=list((query or {}).items()),
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=60,
-        )
+        resp = await self.kube.open("GET", path, list((query or {}).items()))
         try:
             text = await resp.text()
         finally:

@@ -1,6 +1,8 @@
-"""The one place that talks HTTP to the apiserver: typed-less JSON over kubernetes-asyncio's transport.
+"""The one place that talks HTTP to the apiserver: typed-less JSON over aiohttp.
 
-kubernetes-asyncio supplies configuration (kubeconfig or in-cluster), TLS and authentication; this
+kubernetes-asyncio supplies configuration (kubeconfig or in-cluster), TLS and authentication, except
+for a kubeconfig that runs no plugin, which :mod:`trainer.framework.kube.kubeconfig` reads the same way
+without importing kubernetes-asyncio (whose import costs more CPU than a short CLI command's work); this
 module adds the few verbs a controller needs for any resource, as plain JSON: list, watch, get,
 server-side apply, status merge-patch, create, update (PUT, for optimistic concurrency) and delete.
 Every request is reported to an optional observer (the ``rest_client_requests_total`` metric). A view
@@ -11,25 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import copy
 import os
 import re
+import ssl
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlencode, urlparse
 
 import aiohttp
 from aiohttp.client_reqrep import ClientRequest, ClientResponse
 from aiohttp.connector import Connection
 from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes_asyncio import client, config
 from yarl import URL
 
 from api.kinds import Resource, resource_of
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
+from trainer.framework.kube.kubeconfig import Endpoint, LeftToLibrary, Source, read_endpoint
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 RequestObserver = Callable[[str, str, str, str, str], None]
 """Told of every request once it is answered: ``(method, code, host, verb, resource)``, with ``code`` the
@@ -231,6 +239,125 @@ async def _settle_environment(api: client.ApiClient) -> None:
             rest.proxy = proxy
 
 
+async def _library_api(
+    kubeconfig: str | None, context: str | None, *, in_pod_without_kubeconfig: bool
+) -> client.ApiClient:
+    """kubernetes_asyncio's client of ``kubeconfig`` and ``context`` (see :meth:`Kube.connect`), else of
+    the in-cluster config, with the session of :func:`_settle_environment`."""
+    from kubernetes_asyncio import client, config  # imported only for the configurations it alone reads
+
+    cfg = client.Configuration()
+    try:
+        if in_pod_without_kubeconfig:
+            raise config.ConfigException("in a pod with no kubeconfig")  # not looked for: nothing to say
+        await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    except (config.ConfigException, FileNotFoundError, TypeError):
+        if kubeconfig or context:
+            raise
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    api = client.ApiClient(configuration=cfg)
+    try:
+        await _settle_environment(api)
+    except BaseException:
+        await api.close()
+        raise
+    return api
+
+
+CONNECTIONS = 100
+"""Simultaneous connections to the apiserver at most (kubernetes_asyncio's ``connection_pool_maxsize``)."""
+
+
+def ssl_context(endpoint: Endpoint) -> ssl.SSLContext:
+    """The TLS context of an https ``endpoint``, as kubernetes_asyncio's ``RESTClientObject`` builds it
+    (``kubernetes_asyncio/client/rest.py``): its CA bundle (else the system's), its client certificate
+    and key, no verification when ``insecure-skip-tls-verify``. Inline data is written to a private
+    temporary directory for loading (as kubernetes_asyncio does), removed once loaded. Raises
+    ``ssl.SSLError`` or ``OSError`` for certificates that cannot be loaded."""
+    sources = (endpoint.ca, endpoint.client_certificate, endpoint.client_key)
+    with contextlib.ExitStack() as stack:
+        directory = (
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="trainer-kube-"))
+            if any(s.data for s in sources)
+            else ""
+        )
+
+        def path(source: Source, name: str) -> str | None:
+            if source.data:
+                written = os.path.join(directory, name)
+                with open(os.open(written, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+                    f.write(source.data)
+                return written
+            return source.path
+
+        context = ssl.create_default_context(cafile=path(endpoint.ca, "ca.crt"))
+        certificate = path(endpoint.client_certificate, "client.crt")
+        if certificate:
+            context.load_cert_chain(certificate, keyfile=path(endpoint.client_key, "client.key"))
+    if not endpoint.verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class PlainApi:
+    """What :class:`Kube` uses of kubernetes_asyncio's ``ApiClient`` (its ``configuration.host``,
+    ``default_headers``, ``rest_client`` session, proxy and TLS server name, ``update_params_for_auth``
+    and ``close``), for a kubeconfig :func:`~trainer.framework.kube.kubeconfig.read_endpoint` read."""
+
+    class Configuration:
+        """The apiserver's URL, as ``Configuration.host``."""
+
+        def __init__(self, host: str) -> None:
+            self.host = host
+
+    class Rest:
+        """The HTTP session and where it goes through, as ``RESTClientObject``'s."""
+
+        def __init__(self, session: aiohttp.ClientSession, proxy: str | None, server_hostname: str | None) -> None:
+            self.pool_manager = session
+            self.proxy = proxy
+            self.proxy_headers: dict[str, str] | None = None
+            self.server_hostname = server_hostname
+
+    def __init__(self, endpoint: Endpoint, session: aiohttp.ClientSession, proxy: str | None) -> None:
+        self.configuration = PlainApi.Configuration(endpoint.host)
+        self.default_headers: dict[str, str] = {}
+        self.rest_client = PlainApi.Rest(session, proxy, endpoint.tls_server_name)
+        self.authorization = endpoint.authorization
+        """The ``Authorization`` header of every request (a static token or basic auth), None for none."""
+
+    @classmethod
+    async def open(cls, endpoint: Endpoint) -> PlainApi:
+        """A session to ``endpoint``: TLS as :func:`ssl_context` builds it, no environment consulted per
+        request (as :func:`_settle_environment` makes kubernetes_asyncio's), the cluster's proxy else
+        the environment's, read once. Raises what :func:`ssl_context` raises."""
+        tls = ssl_context(endpoint) if endpoint.host.startswith("https") else True
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=tls),
+            trust_env=False,
+            read_bufsize=_READ_BUFSIZE,
+            request_class=_GuardedRequest,
+        )
+        try:
+            proxy = endpoint.proxy or await asyncio.to_thread(_environment_proxy, endpoint.host)
+        except BaseException:
+            await session.close()
+            raise
+        return cls(endpoint, session, proxy)
+
+    async def update_params_for_auth(
+        self, headers: dict[str, str], queries: builtins.list[tuple[str, Any]], auth_settings: builtins.list[str]
+    ) -> None:
+        """Set the ``Authorization`` header, as ``ApiClient`` does for its ``BearerToken`` setting."""
+        if self.authorization and "BearerToken" in auth_settings:
+            headers["authorization"] = self.authorization
+
+    async def close(self) -> None:
+        """Close the session."""
+        await self.rest_client.pool_manager.close()
+
+
 class Lister(Protocol):
     """What a cache needs of a connection: list, then watch from the list's resourceVersion
     (:class:`Kube`'s :meth:`~Kube.list` and :meth:`~Kube.watch`)."""
@@ -301,7 +428,7 @@ class Kube:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: client.ApiClient | PlainApi,
         observe: RequestObserver | None = None,
         *,
         max_attempts: int = 5,
@@ -348,28 +475,27 @@ class Kube:
         """Load ``kubeconfig`` (or ``$KUBECONFIG``/``~/.kube/config``) with its ``context`` (default:
         the current one), else the in-cluster config.
 
-        TLS and authentication are kubernetes_asyncio's; the proxy (the kubeconfig's ``proxy-url``, else
-        ``HTTPS_PROXY``, or ``HTTP_PROXY`` for an http server, unless ``NO_PROXY`` covers the apiserver
-        host) is read here once, so requests make no thread-pool call. Raises ``config.ConfigException``
-        or ``FileNotFoundError`` when an explicit ``kubeconfig`` cannot be loaded, and
-        ``config.ConfigException`` when neither config exists.
+        A kubeconfig whose user runs no plugin is read by :func:`~trainer.framework.kube.kubeconfig.read_endpoint`
+        and its TLS session built here, as kubernetes_asyncio would (without importing it); any other
+        configuration (an ``exec`` or ``auth-provider`` user, in-cluster, a kubeconfig that cannot be
+        read) is kubernetes_asyncio's, TLS and authentication included. The proxy (the kubeconfig's
+        ``proxy-url``, else ``HTTPS_PROXY``, or ``HTTP_PROXY`` for an http server, unless ``NO_PROXY``
+        covers the apiserver host) is read here once, so requests make no thread-pool call. Raises
+        ``kubernetes_asyncio.config.ConfigException`` or ``FileNotFoundError`` when an explicit
+        ``kubeconfig`` cannot be loaded, ``ConfigException`` when neither config exists, and
+        ``ssl.SSLError`` or ``OSError`` for certificates that cannot be loaded.
         """
-        cfg = client.Configuration()
-        try:
-            if not (kubeconfig or context or _kubeconfig_present()) and os.environ.get(IN_CLUSTER_HOST):
-                raise config.ConfigException("in a pod with no kubeconfig")  # not looked for: nothing to say
-            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-        except (config.ConfigException, FileNotFoundError, TypeError):
-            if kubeconfig or context:
-                raise
-            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        api = client.ApiClient(configuration=cfg)
-        try:
-            await _settle_environment(api)
-        except BaseException:
-            await api.close()
-            raise
-        return cls(api)
+        in_pod_without_kubeconfig = not (kubeconfig or context or _kubeconfig_present()) and os.environ.get(
+            IN_CLUSTER_HOST
+        )
+        if not in_pod_without_kubeconfig:
+            try:
+                endpoint = read_endpoint(kubeconfig, context)
+            except LeftToLibrary:
+                pass
+            else:
+                return cls(await PlainApi.open(endpoint))
+        return cls(await _library_api(kubeconfig, context, in_pod_without_kubeconfig=bool(in_pod_without_kubeconfig)))
 
     async def close(self) -> None:
         """Close the HTTP session."""
@@ -382,7 +508,7 @@ class Kube:
         query: list[tuple[str, Any]],
         headers: dict[str, str],
         body: Any,
-        timeout: float | None,
+        timeout: float | aiohttp.ClientTimeout | None,
     ) -> aiohttp.ClientResponse:
         """Send until the answer is final (see :func:`retry_after`); returns it unread, to be released.
         A write of a fenced view asks its guard first (see :meth:`fenced`) and raises what it raises."""
@@ -421,7 +547,7 @@ class Kube:
         query: list[tuple[str, Any]],
         headers: dict[str, str],
         data: bytes | None,
-        timeout: float | None,
+        timeout: float | aiohttp.ClientTimeout | None,
     ) -> aiohttp.ClientResponse:
         """One send on kubernetes_asyncio's session, with its authentication (the bearer token, refreshed
         by its hook) and its proxy and TLS server name, but without its generic layer: ``ApiClient.call_api``
@@ -447,10 +573,28 @@ class Kube:
             url,
             data=data,
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout) if timeout else aiohttp.ClientTimeout(),
+            timeout=timeout
+            if isinstance(timeout, aiohttp.ClientTimeout)
+            else aiohttp.ClientTimeout(total=timeout)
+            if timeout
+            else aiohttp.ClientTimeout(),
             **extra,
         )
         return response
+
+    async def open(
+        self,
+        method: str,
+        path: str,
+        query: builtins.list[tuple[str, Any]] | None = None,
+        accept: str = "application/json",
+        timeout: float | aiohttp.ClientTimeout | None = 60,
+    ) -> aiohttp.ClientResponse:
+        """One request without a body whose answer comes back unread, whatever its status: for answers
+        that are not JSON (a container's log, streamed; a plain-text 404). The caller reads and
+        releases it. ``timeout``: seconds bounding each send, or aiohttp's ``ClientTimeout``. Retried
+        and reported as :meth:`request`'s; raises aiohttp's or asyncio's errors when no answer came."""
+        return await self._send(method, path, list(query or []), {"Accept": accept}, None, timeout)
 
     async def request(
         self,
