@@ -82,8 +82,8 @@ from trainer.client.trainers import (
 from trainer.client.types import COMPLETE, TRAINJOB, Event, pod_selector, runtime_framework
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
-from trainer.framework.meta import meta
 from trainer.framework.kube.kubeconfig import LeftToLibrary, context_namespace
+from trainer.framework.meta import meta
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "trainer-client"
