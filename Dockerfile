@@ -14,7 +14,6 @@ COPY requirements.lock ./
 RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
-COPY api ./api
 COPY trainer ./trainer
 RUN /opt/venv/bin/pip install --no-deps --no-build-isolation . \
     && /opt/venv/bin/pip uninstall --yes setuptools \

@@ -20,7 +20,7 @@ binaries:
 	bash localcluster/build.sh
 
 crds: venv
-	$(PY) -m api.crd
+	$(PY) -m trainer.api.crd
 	$(MAKE) --no-print-directory chart
 
 # The ClusterRole, the two Roles and the overlays' RBAC patches, from the permissions the modules declare
@@ -59,7 +59,7 @@ demo: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy api trainer tests e2e bench localcluster conftest.py
+	$(VENV)/bin/mypy trainer tests e2e bench localcluster conftest.py
 	$(PY) -m trainer.rbac --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
@@ -92,7 +92,7 @@ VERSION ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 DIST ?= dist
 RELEASE_TREE ?= build/release
 TAG ?= 1
-RELEASE_FILES := pyproject.toml README.md LICENSE Dockerfile .dockerignore requirements.lock api trainer localcluster
+RELEASE_FILES := pyproject.toml README.md LICENSE Dockerfile .dockerignore requirements.lock trainer localcluster
 
 release-version:
 	@echo '$(VERSION)' | grep -Eqx '[0-9]+\.[0-9]+\.[0-9]+' || { echo "VERSION must be X.Y.Z, not '$(VERSION)'" >&2; exit 1; }

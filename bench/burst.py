@@ -66,7 +66,6 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import JOBS, JOBSETS, NAMESPACES, SERVICES, TRAINJOBS, Resource
 from bench.cluster import (
     HelpFormatter,
     Operator,
@@ -89,6 +88,7 @@ from bench.upstream import (
 from localcluster import ROOT, LocalCluster
 from localcluster.client import condition
 from localcluster.pki import Pki
+from trainer.api.kinds import JOBS, JOBSETS, NAMESPACES, SERVICES, TRAINJOBS, Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS

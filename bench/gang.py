@@ -34,7 +34,6 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import JOBS, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS
 from bench.burst import (
     BENCH_NS,
     RAW_NS,
@@ -51,6 +50,7 @@ from bench.raw_client import raw_copy, trainjob_owner
 from localcluster import LocalCluster
 from localcluster.api import ApiClient
 from localcluster.cluster import free_ports
+from trainer.api.kinds import JOBS, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 from trainer.webhook import server as webhook_server

@@ -21,10 +21,10 @@ import time
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import MPIJOBS, TRAINJOBS
 from bench.cluster import Operator, local_cluster, machine
 from localcluster import ROOT, LocalCluster
 from localcluster.client import Client
+from trainer.api.kinds import MPIJOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 SAMPLES = ROOT / "config" / "samples"

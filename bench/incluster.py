@@ -57,7 +57,6 @@ from pathlib import Path
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import NAMESPACES, PODS
 from bench.burst import (
     BENCH_NS,
     QUEUE_METRIC,
@@ -80,6 +79,7 @@ from bench.burst import (
 from bench.cluster import CRDS, HelpFormatter, PhaseTimeout, Usage, machine, read_usage
 from localcluster import LocalCluster
 from localcluster.incluster import DEPLOYMENT, NAMESPACE, Release, installed
+from trainer.api.kinds import NAMESPACES, PODS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 from trainer.framework.resources import parse_quantity

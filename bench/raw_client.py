@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINJOBS, Resource, resource_of
+from trainer.api.kinds import CONFIGMAPS, JOBS, SECRETS, SERVICES, TRAINJOBS, Resource, resource_of
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 

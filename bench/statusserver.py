@@ -53,12 +53,12 @@ from pathlib import Path
 
 import aiohttp
 
-from api.kinds import CONFIGMAPS, NAMESPACES, PODS, SERVICE_ACCOUNTS, TRAINING_RUNTIMES, TRAINJOBS
-from api.labels import JOBSET_NAME
 from bench.burst import Counts, create_all, parse_requests, tail
 from bench.cluster import HelpFormatter, Operator, PhaseTimeout, local_cluster, machine, pods_per_node
 from localcluster.client import Client
 from localcluster.cluster import free_ports
+from trainer.api.kinds import CONFIGMAPS, NAMESPACES, PODS, SERVICE_ACCOUNTS, TRAINING_RUNTIMES, TRAINJOBS
+from trainer.api.labels import JOBSET_NAME
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.spec.injection import ca_config_map_name, status_path, token_audience
 

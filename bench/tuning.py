@@ -18,7 +18,7 @@ import random
 import statistics
 from typing import Any
 
-from api.optimizationjob import TRIAL_SUCCEEDED, OptimizationJobSpec
+from trainer.api.optimizationjob import TRIAL_SUCCEEDED, OptimizationJobSpec
 from trainer.optimizationjob.search import Observed, next_assignments
 
 

@@ -43,12 +43,12 @@ from typing import Any
 import aiohttp
 import yaml
 
-from api.kinds import JOBSETS, TRAINJOBS
 from bench.cluster import Usage, read_usage, wait_readyz
 from localcluster.api import ApiClient
 from localcluster.binaries import BUILD_SCRIPT, cache_dir, versions
 from localcluster.cluster import free_ports
 from localcluster.pki import Pki, write_serving_cert
+from trainer.api.kinds import JOBSETS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 VERSION_VARIABLE = "UPSTREAM_TRAINER_VERSION"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import aiohttp
 
-from api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from localcluster import LocalCluster
 from localcluster.binaries import ensure
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 from trainer.webhook.server import CONFIG_NAME

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import MPIJOBS, OPTIMIZATION_JOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from e2e.helpers import ROOT, deep_json, nested, webhook_ca_patched
 from e2e.test_gang_volcano import make_queue
 from e2e.test_mpijob import mpijob
@@ -21,6 +20,7 @@ from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import MPIJOBS, OPTIMIZATION_JOBS, PODS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -19,13 +19,13 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import JOBS
 from e2e.helpers import deep_json, nested
 from e2e.test_mpijob import mpijob, wait_cond
 from e2e.test_trainjob import rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import JOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -17,13 +17,13 @@ from functools import partial
 
 import pytest
 
-from api.kinds import JOBS, KUEUE_CLUSTER_QUEUES, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS, Resource
 from e2e.test_trainjob import trainjob
 from localcluster import ExternalCluster, LocalCluster, chaos
 from localcluster.chaos import TORCH_RUNTIME, retrying, runtimes, workload
 from localcluster.client import Client, condition
 from localcluster.kueue import cluster_queue, local_queue, resource_flavor
 from localcluster.operator_process import Operator
+from trainer.api.kinds import JOBS, KUEUE_CLUSTER_QUEUES, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS, Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 

@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.kinds import KUEUE_CLUSTER_QUEUES, TRAINJOBS
 from e2e.helpers import ROOT, kueue_sees_runtime
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.kueue import KUEUE_API_VERSION, QUEUE_LABEL, cluster_queue, local_queue, resource_flavor
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
+from trainer.api.kinds import KUEUE_CLUSTER_QUEUES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import PODS
 from e2e.test_cli import Trainer
 from e2e.test_gang_volcano import sized, with_queue
 from e2e.test_mpijob import mpijob
 from e2e.test_trainjob import rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
+from trainer.api.kinds import PODS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

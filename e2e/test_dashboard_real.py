@@ -19,7 +19,6 @@ import yaml
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from api.kinds import TRAINJOBS
 from e2e import browser
 from e2e.helpers import trainer_dashboard
 from e2e.test_real_workload import DIGITS
@@ -27,6 +26,7 @@ from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable() or browser.unavailable()

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from api.kinds import TRAINJOBS, Resource
-from api.trainer_v1alpha1 import CLAIMS_IN_RESOURCES_MESSAGE
 from e2e.helpers import webhook_ca_patched
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
 from localcluster.cluster import NODE_PREFIX, LocalCluster, reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import TRAINJOBS, Resource
+from trainer.api.trainer_v1alpha1 import CLAIMS_IN_RESOURCES_MESSAGE
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from api.kinds import TRAINING_RUNTIMES, TRAINJOBS
 from e2e.test_admission import OPERATOR_ARGS, webhook_installed
 from e2e.test_resize import n_pods
 from e2e.test_trainjob import RUN_FOR, env, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
+from trainer.api.kinds import TRAINING_RUNTIMES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

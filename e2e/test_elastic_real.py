@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from api.kinds import TRAINING_RUNTIMES, TRAINJOBS
 from e2e.test_checkpoints_real import SAMPLE, checkpointed, digits_job, ended, kubectl_apply, logs, volume
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.realnode.node import RealNodes, status_server_args, unavailable
+from trainer.api.kinds import TRAINING_RUNTIMES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from api.kinds import TRAINJOBS, Resource
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import NODE_PREFIX
+from trainer.api.kinds import TRAINJOBS, Resource
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from api.kinds import KUEUE_CLUSTER_QUEUES, KUEUE_WORKLOADS
 from e2e.helpers import kueue_sees_runtime, log_events, size
 from e2e.test_trainjob import rjob, runtime, trainjob
 from localcluster import ExternalCluster, LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.kueue import cluster_queue, local_queue, resource_flavor
 from localcluster.operator_process import Operator
+from trainer.api.kinds import KUEUE_CLUSTER_QUEUES, KUEUE_WORKLOADS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

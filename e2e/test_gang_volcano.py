@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import (
+from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import (
     CRDS,
     NODES,
     TRAINJOBS,
@@ -18,8 +20,6 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     VOLCANO_QUEUES,
 )
-from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from localcluster.client import Client, condition, wait_for
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from api.kinds import NODES, POD_GROUPS, PODS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS, Resource
 from e2e.helpers import kueue_sees_runtime, webhook_ca_patched
 from e2e.test_gang_kueue import kueue_queues
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import NODES, POD_GROUPS, PODS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS, Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -51,7 +51,6 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from e2e.helpers import ROOT, log_events, size, webhook_ca_patched
 from e2e.test_trainjob import trainjob
 from localcluster.binaries import ensure
@@ -59,6 +58,7 @@ from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
 from localcluster.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from trainer.api.kinds import MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.webhook.server import CONFIG_NAME

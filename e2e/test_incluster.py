@@ -36,7 +36,6 @@ import aiohttp
 import pytest
 import yaml
 
-from api.kinds import JOBS, TRAINJOBS
 from e2e import doc_blocks
 from e2e.helpers import ROOT, connected, own_cluster, shell_env
 from e2e.test_trainjob import trainjob
@@ -46,6 +45,7 @@ from localcluster.incluster import NAMESPACE, Release, installed
 from localcluster.operator_image import REPOSITORY, chart_version
 from localcluster.realnode.images import image_config
 from localcluster.realnode.node import NODE_SELECTOR, unavailable
+from trainer.api.kinds import JOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.leader import LEASE_DURATION

@@ -54,10 +54,10 @@ from kubeflow.trainer.options import (
 )
 
 import trainer.client
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, TRAINJOBS
 from e2e.helpers import ROOT
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

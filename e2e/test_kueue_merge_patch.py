@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from api.kinds import PODS
 from e2e.helpers import webhook_ca_patched
 from e2e.test_trainjob import RUN_FOR, gated, rjob, runtime, trainjob
 from localcluster import ExternalCluster, LocalCluster
@@ -37,6 +36,7 @@ from localcluster.kueue import (
     suspend_patch,
 )
 from localcluster.operator_process import Operator
+from trainer.api.kinds import PODS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import JOBS, PODS, SERVICES, TRAINING_RUNTIMES, TRAINJOBS
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import JOBS, PODS, SERVICES, TRAINING_RUNTIMES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -13,10 +13,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import SECRETS
 from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import SECRETS
 from trainer.framework.probes import METRICS_SECRET
 
 pytestmark = pytest.mark.e2e

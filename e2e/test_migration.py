@@ -32,7 +32,6 @@ from typing import Any
 
 import pytest
 
-from api.kinds import JOBS, JOBSETS, PODS, TRAINJOBS
 from bench.upstream import Upstream, ensure_upstream
 from e2e import doc_blocks
 from e2e.helpers import ROOT, connected, own_cluster, shell_env
@@ -42,6 +41,7 @@ from localcluster.client import Client, condition, wait_for
 from localcluster.kueue import cluster_queue, local_queue, resource_flavor
 from localcluster.operator_process import running_operator
 from localcluster.pki import Pki
+from trainer.api.kinds import JOBS, JOBSETS, PODS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

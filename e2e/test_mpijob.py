@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from e2e.helpers import ROOT
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -34,7 +34,6 @@ import aiohttp
 import pytest
 import yaml
 
-from api.kinds import JOBS, MPIJOBS, PODS
 from e2e import doc_blocks
 from e2e.helpers import ROOT, connected, log_events, own_cluster, shell_env
 from localcluster import LocalCluster
@@ -43,6 +42,7 @@ from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import free_ports
 from localcluster.mpi_operator import CRD, MpiOperator, ensure_mpi_operator
 from localcluster.operator_process import Operator
+from trainer.api.kinds import JOBS, MPIJOBS, PODS
 from trainer.framework.json_codec import JSON
 from trainer.jobs.child_writer import HASH_ANNOTATION
 

@@ -27,15 +27,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.kinds import CONFIGMAPS, JOBS, KUEUE_WORKLOADS, MPIJOBS, NAMESPACES, PODS, SECRETS, TRAINJOBS, Resource
-from api.labels import KUEUE_QUEUE_LABEL
-from api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from e2e.helpers import ROOT, kueue_sees_runtime
 from e2e.test_trainjob import rjob, runtime, trainjob
 from localcluster import LocalCluster
 from localcluster.client import condition, wait_for
 from localcluster.multicluster import MANAGER, QUEUE, MultiCluster
 from localcluster.operator_sa import operator_kubeconfig
+from trainer.api.kinds import CONFIGMAPS, JOBS, KUEUE_WORKLOADS, MPIJOBS, NAMESPACES, PODS, SECRETS, TRAINJOBS, Resource
+from trainer.api.labels import KUEUE_QUEUE_LABEL
+from trainer.api.trainer_v1alpha1 import MANAGED_BY_TRAINER
 from trainer.client import AsyncTrainerClient, for_multicluster
 from trainer.client.jobs import observe
 from trainer.framework.json_codec import JSON

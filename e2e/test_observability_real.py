@@ -35,7 +35,6 @@ import aiohttp
 import pytest
 import yaml
 
-from api.kinds import TRAINJOBS
 from e2e.helpers import ROOT, trainer_dashboard, trainjob_ended
 from localcluster import ExternalCluster, LocalCluster
 from localcluster.binaries import ensure
@@ -44,6 +43,7 @@ from localcluster.cluster import reserved_ports
 from localcluster.operator_sa import NAMESPACE
 from localcluster.process import Component
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()

@@ -28,7 +28,6 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVICES, TRAINJOBS
 from e2e.helpers import ROOT, log_events, size
 from e2e.test_mpijob import mpijob
 from localcluster import ExternalCluster
@@ -36,6 +35,7 @@ from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
 from localcluster.operator_sa import NAMESPACE, install_identity, render, token_kubeconfig
+from trainer.api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVICES, TRAINJOBS
 from trainer.framework.clock import format_micro_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
 from e2e.test_trainjob import rjob, runtime
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
 from trainer.client import AsyncTrainerClient, Objective, RandomSearch, Search, TrainJobTemplate, Trial, TrialConfig
 from trainer.client.trainers import CustomTrainer
 from trainer.framework.json_codec import JSON

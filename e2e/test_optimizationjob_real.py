@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from api.kinds import OPTIMIZATION_JOBS, PODS, TRAINJOBS
-from api.labels import JOBSET_NAME, OPTIMIZATION_JOB_NAME, TRIAL_INDEX
-from api.optimizationjob import OptimizationJobSpec
 from e2e.helpers import ROOT
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
+from trainer.api.kinds import OPTIMIZATION_JOBS, PODS, TRAINJOBS
+from trainer.api.labels import JOBSET_NAME, OPTIMIZATION_JOB_NAME, TRIAL_INDEX
+from trainer.api.optimizationjob import OptimizationJobSpec
 from trainer.framework.json_codec import JSON
 from trainer.optimizationjob.search import next_assignments
 from trainer.optimizationjob.trials import parameters_of

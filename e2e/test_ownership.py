@@ -15,7 +15,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from api.kinds import (
+from e2e.helpers import ROOT
+from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
+from localcluster.client import Client, condition, wait_for
+from localcluster.cluster import reserved_ports
+from trainer.api.kinds import (
     CONFIGMAPS,
     JOBS,
     PERSISTENT_VOLUME_CLAIMS,
@@ -25,10 +29,6 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     Resource,
 )
-from e2e.helpers import ROOT
-from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
-from localcluster.client import Client, condition, wait_for
-from localcluster.cluster import reserved_ports
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

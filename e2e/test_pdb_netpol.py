@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from api.kinds import NETWORK_POLICIES, POD_DISRUPTION_BUDGETS, TRAINJOBS, Resource
-from api.labels import JOBSET_NAME, TRAINJOB_NAME
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import NETWORK_POLICIES, POD_DISRUPTION_BUDGETS, TRAINJOBS, Resource
+from trainer.api.labels import JOBSET_NAME, TRAINJOB_NAME
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

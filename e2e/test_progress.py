@@ -23,12 +23,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import CONFIGMAPS, PODS, SERVICE_ACCOUNTS, TRAINJOBS
 from e2e.helpers import ROOT
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import CONFIGMAPS, PODS, SERVICE_ACCOUNTS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.spec.injection import token_audience
 

@@ -47,7 +47,6 @@ import yaml
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
 
-from api.kinds import MPIJOBS, TRAINJOBS
 from e2e.helpers import ROOT
 from e2e.test_trainjob import trainjob
 from localcluster import LocalCluster
@@ -55,6 +54,7 @@ from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.realnode import images
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, status_server_args, unavailable
+from trainer.api.kinds import MPIJOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()

@@ -13,11 +13,11 @@ import os
 import pytest
 import yaml
 
-from api.kinds import POD_GROUPS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS
 from e2e.helpers import ROOT, trainjob_ended
 from localcluster import LocalCluster
 from localcluster.client import Client, condition
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, unavailable
+from trainer.api.kinds import POD_GROUPS, TRAINING_RUNTIMES, TRAINJOBS, WORKLOADS
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]

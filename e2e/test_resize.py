@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from api.kinds import TRAINJOBS
 from e2e.test_admission import OPERATOR_ARGS, webhook_installed
 from e2e.test_trainjob import RUN_FOR, env, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from api.kinds import TRAINJOBS
 from e2e.helpers import kueue_sees_runtime
 from e2e.test_gang_kueue import kueue_queues, kueue_runtime, pending_for_quota, queued, workload_of
 from e2e.test_resize import n_pods
 from e2e.test_trainjob import env
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

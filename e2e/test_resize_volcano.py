@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from api.kinds import TRAINJOBS, VOLCANO_PODGROUPS
 from e2e.test_gang_volcano import sized
 from e2e.test_resize import n_pods
 from e2e.test_trainjob import RUN_FOR, env, rjob, runtime
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import TRAINJOBS, VOLCANO_PODGROUPS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

@@ -38,14 +38,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from api.base import ObjectMeta
-from api.kinds import JOBS
-from api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
 from e2e.helpers import ROOT
 from localcluster import LocalCluster
 from localcluster.binaries import binary_paths
 from localcluster.client import Client, wait_for
 from localcluster.cluster import STAGES_FILE
+from trainer.api.base import ObjectMeta
+from trainer.api.kinds import JOBS
+from trainer.api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
 from trainer.client import (
     AlreadyExistsError,
     AsyncTrainerClient,

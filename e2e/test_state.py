@@ -18,12 +18,12 @@ import pytest
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.trainer import TrainerClient
 
-from api.kinds import TRAINJOBS
 from e2e.helpers import ROOT, kueue_sees_runtime
 from e2e.test_gang_kueue import kueue_queues
 from e2e.test_sdk import RUN_FOR, sample
 from localcluster.client import Client, wait_for
 from localcluster.kueue import local_queue, resource_flavor
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

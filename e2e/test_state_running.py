@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from api.kinds import TRAINJOBS
 from e2e.helpers import kueue_sees_runtime
 from e2e.test_gang_kueue import kueue_queues
 from e2e.test_state import columns, long_running, shows
 from localcluster.client import Client, condition, wait_for
 from localcluster.kueue import local_queue, resource_flavor
+from trainer.api.kinds import TRAINJOBS
 
 pytestmark = pytest.mark.e2e
 GANG_SCHEDULER = "kueue"

@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import pytest
 
-from api.kinds import TRAINJOBS
 from e2e.test_operate import scrape, wait_ready
 from e2e.test_trainjob import trainjob
 from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

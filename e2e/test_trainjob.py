@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
 from e2e.helpers import ROOT, log_events, size
 from localcluster.client import Client, condition, wait_for
 from localcluster.operator_process import Operator
+from trainer.api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, SERVICES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

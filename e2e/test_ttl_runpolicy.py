@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from api.kinds import CONFIGMAPS, JOBS, SERVICES, TRAINJOBS
 from e2e.test_trainjob import RUN_FOR, rjob, runtime, trainjob
 from localcluster.client import Client, condition, wait_for
+from trainer.api.kinds import CONFIGMAPS, JOBS, SERVICES, TRAINJOBS
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
 

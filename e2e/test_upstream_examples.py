@@ -24,15 +24,6 @@ from typing import Any
 
 import pytest
 
-from api.kinds import (
-    CLUSTER_TRAINING_RUNTIMES,
-    KUEUE_CLUSTER_QUEUES,
-    KUEUE_WORKLOADS,
-    NODES,
-    SERVICE_ACCOUNTS,
-    TRAINJOBS,
-    VOLCANO_PODGROUPS,
-)
 from e2e.helpers import kueue_sees_runtime, webhook_ca_patched
 from e2e.test_trainjob import env
 from e2e.upstream import default_runtimes, documents, examples_dir
@@ -41,6 +32,15 @@ from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.kueue import cluster_queue, local_queue, resource_flavor
 from localcluster.operator_process import Operator, running_operator
+from trainer.api.kinds import (
+    CLUSTER_TRAINING_RUNTIMES,
+    KUEUE_CLUSTER_QUEUES,
+    KUEUE_WORKLOADS,
+    NODES,
+    SERVICE_ACCOUNTS,
+    TRAINJOBS,
+    VOLCANO_PODGROUPS,
+)
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

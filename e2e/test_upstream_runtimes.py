@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import CONFIGMAPS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, TRAINING_RUNTIMES
 from e2e.helpers import ROOT
 from e2e.test_admission import refused
 from e2e.test_trainjob import env, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
+from trainer.api.kinds import CONFIGMAPS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, TRAINING_RUNTIMES
 from trainer.framework.json_codec import JSON
 
 pytestmark = pytest.mark.e2e

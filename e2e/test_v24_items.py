@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
 from e2e.test_admission import OPERATOR_ARGS, webhook_installed
 from e2e.test_trainjob import env, rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
+from trainer.api.kinds import CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

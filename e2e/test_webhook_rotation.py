@@ -22,13 +22,13 @@ from typing import Any
 
 import pytest
 
-from api.kinds import SECRETS, VALIDATING_WEBHOOKS
 from e2e.helpers import log_events, webhook_ca_patched
 from e2e.test_trainjob import rjob, runtime, trainjob
 from localcluster.client import Client, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.operator_process import Operator
 from localcluster.operator_sa import NAMESPACE as OPERATOR_NAMESPACE
+from trainer.api.kinds import SECRETS, VALIDATING_WEBHOOKS
 from trainer.framework.certs import fingerprint
 from trainer.framework.tls import SECRET_NAME
 from trainer.webhook.server import CONFIG_NAME

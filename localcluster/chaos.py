@@ -38,9 +38,9 @@ from typing import TypeVar
 import aiohttp
 import yaml
 
-from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES, TRAINJOBS, Resource
 from localcluster import ROOT
 from localcluster.operator_process import Operator
+from trainer.api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES, TRAINJOBS, Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
 

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICE_ACCOUNTS, SERVICES, TRAINJOBS, resource_of
-from api.trainer_v1alpha1 import TrainJob
 from localcluster.cluster import LocalCluster
+from trainer.api.kinds import EVENTS, JOBS, NAMESPACES, PODS, SERVICE_ACCOUNTS, SERVICES, TRAINJOBS, resource_of
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client.types import trainjob_status
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube

@@ -48,8 +48,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from api.kinds import TRAINJOBS
-from api.trainer_v1alpha1 import TrainJob
 from localcluster import ROOT, LocalCluster, host_changes
 from localcluster.binaries import ensure, ensure_binaries
 from localcluster.client import Client, condition
@@ -59,6 +57,8 @@ from localcluster.operator_image import operator_image
 from localcluster.operator_process import Operator
 from localcluster.realnode import images as realimages
 from localcluster.realnode import node as realnode
+from trainer.api.kinds import TRAINJOBS
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client.types import Holding, holding_condition
 from trainer.framework.json_codec import JSON
 

@@ -52,11 +52,11 @@ from typing import Any
 import yaml
 from cryptography import x509
 
-from api.kinds import KUEUE_CLUSTER_QUEUES
 from localcluster.pki import Pki, write_serving_cert
+from trainer.api.kinds import KUEUE_CLUSTER_QUEUES
 
 KUEUE_API_VERSION = KUEUE_CLUSTER_QUEUES.api_version
-"""The version of the Kueue objects written here (``kueue.x-k8s.io/v1beta2``, see api/kinds.py)."""
+"""The version of the Kueue objects written here (``kueue.x-k8s.io/v1beta2``, see trainer/api/kinds.py)."""
 FRAMEWORKS = ("batch/job", "kubeflow.org/mpijob", "trainer.kubeflow.org/trainjob")
 NAMESPACE = "kueue-system"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -40,7 +40,6 @@ from typing import Any
 
 import yaml
 
-from api.kinds import KUEUE_ADMISSION_CHECKS, KUEUE_CLUSTER_QUEUES, KUEUE_MULTIKUEUE_CLUSTERS, VALIDATING_WEBHOOKS
 from localcluster import ROOT, kueue
 from localcluster.api import ApiClient
 from localcluster.binaries import ensure_binaries
@@ -48,6 +47,12 @@ from localcluster.cluster import LocalCluster, _port_is_free, free_ports
 from localcluster.operator_sa import NAMESPACE as SA_NAMESPACE
 from localcluster.pki import Pki, ensure_client_cert, ensure_pki
 from localcluster.process import Component
+from trainer.api.kinds import (
+    KUEUE_ADMISSION_CHECKS,
+    KUEUE_CLUSTER_QUEUES,
+    KUEUE_MULTIKUEUE_CLUSTERS,
+    VALIDATING_WEBHOOKS,
+)
 from trainer.webhook.server import CONFIG_NAME
 from trainer.webhook.server import configurations as webhook_configurations
 

@@ -60,11 +60,11 @@ def reference(tag: str | None = None) -> str:
 
 
 def context_files() -> list[Path]:
-    """The files the build context sends (``.dockerignore``: the lock, the metadata, ``api/``, ``trainer/``)
+    """The files the build context sends (``.dockerignore``: the lock, the metadata, ``trainer/api/``, ``trainer/``)
     plus the Dockerfile and ``.dockerignore`` themselves, sorted."""
     files = [ROOT / "Dockerfile", ROOT / ".dockerignore", ROOT / "requirements.lock", ROOT / "pyproject.toml"]
     files.append(ROOT / "README.md")
-    for package in ("api", "trainer"):
+    for package in ("trainer",):
         files += [p for p in (ROOT / package).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     return sorted(files)
 

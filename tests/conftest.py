@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.trainjob.runtime.expand import expand
 from trainer.trainjob.runtime.view import TrainJobView
 from trainer.trainjob.spec.injection import Injection

@@ -10,9 +10,9 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from api.kinds import JOBS, MPIJOBS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import JOBS, MPIJOBS, TRAINJOBS, VOLCANO_QUEUES, Resource
 from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of

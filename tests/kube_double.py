@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.kinds import Resource, resource_of
+from trainer.api.kinds import Resource, resource_of
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Index, Informer, Key, controller_uid, key_of

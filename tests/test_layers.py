@@ -1,4 +1,4 @@
-"""The layers import downward only: every import of every module under ``api/`` and ``trainer/`` (module
+"""The layers import downward only: every import of every module under ``trainer/api/`` and ``trainer/`` (module
 level, inside functions and under ``TYPE_CHECKING`` alike) names a module of its own package or of a lower
 layer, and the graph of modules has no cycle at any depth (packages, sub-packages, modules).
 
@@ -32,7 +32,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS: list[tuple[str, ...]] = [
-    ("api",),
+    ("trainer.api",),
     ("trainer.framework",),
     ("trainer.jobs",),
     ("trainer.trainjob", "trainer.mpijob", "trainer.optimizationjob"),
@@ -71,7 +71,7 @@ def imports(path: Path, text: str | None = None) -> Iterator[str]:
             names = [f"{base}.{a.name}" if is_module(f"{base}.{a.name}") else base for a in node.names]
         else:
             continue
-        yield from (n for n in names if n.split(".")[0] in ("api", "trainer"))
+        yield from (n for n in names if n.split(".")[0] == "trainer")
 
 
 def package_of(module: str) -> str:
@@ -90,7 +90,7 @@ def layer_of(package: str) -> int:
 
 
 def sources() -> list[Path]:
-    return sorted(p for d in ("api", "trainer") for p in (ROOT / d).rglob("*.py"))
+    return sorted(p for d in ("trainer",) for p in (ROOT / d).rglob("*.py"))
 
 
 def graph() -> dict[str, set[str]]:
@@ -151,7 +151,7 @@ IMPORT_EACH = """
 import importlib, sys
 failed = []
 for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m.split(".")[0] in ("api", "trainer")]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] == "trainer"]:
         del sys.modules[loaded]
     try:
         importlib.import_module(name)
@@ -241,7 +241,7 @@ def order_offences(path: Path, text: str | None = None) -> list[str]:
             if plugin is not None and plugin not in interface and here != package and part_of(here, package) is None:
                 out.append(f"{here} -> {target}: a plugin is reached through its registry, {package}")
         user = next((u for u in USER_SIDE if here == u or here.startswith(u + ".")), None)
-        if user is not None and not target.startswith(("api", "trainer.framework", *USER_SIDE)):
+        if user is not None and not target.startswith(("trainer.api", "trainer.framework", *USER_SIDE)):
             out.append(f"{here} -> {target}: the SDK, CLI and dashboard import only api and trainer.framework")
     return out
 

@@ -4,7 +4,7 @@
   pins (and Python from ``pyproject.toml`` and the ``Dockerfile``);
 * every operator flag, from :mod:`trainer.settings` (flag, environment variable, default, help);
 * every Helm value, from ``charts/trainer/values.yaml`` (its default and the comment above it);
-* a line per module of ``api/`` and ``trainer/`` (``docs/internals.md``), from the first sentence of its
+* a line per module of ``trainer/api/`` and ``trainer/`` (``docs/internals.md``), from the first sentence of its
   docstring.
 
 ``python -m trainer.docs_tables`` rewrites each between its markers (``--check``: exit 1 when one is stale,
@@ -197,10 +197,10 @@ def first_sentence(docstring: str) -> str:
 
 
 def modules_table() -> str:
-    """``| module | what it is |``: every module of ``api/`` and ``trainer/`` with a body, in path order.
+    """``| module | what it is |``: every module of ``trainer/api/`` and ``trainer/`` with a body, in path order.
     Raises ``ValueError`` naming a module without a docstring."""
     rows = ["| Module | What it is |", "|---|---|"]
-    for path in sorted([*(ROOT / "api").rglob("*.py"), *(ROOT / "trainer").rglob("*.py")]):
+    for path in sorted((ROOT / "trainer").rglob("*.py")):
         text = path.read_text()
         if not text.strip():
             continue  # an empty package marker

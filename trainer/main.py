@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from api.kinds import SECRETS
+from trainer.api.kinds import SECRETS
 from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.kube.cache import wait_synced
 from trainer.framework.kube.client import Kube

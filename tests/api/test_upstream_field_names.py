@@ -17,9 +17,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from api import crd
-from api import jobset_v1alpha2 as js
-from api import trainer_v1alpha1 as tv1
+from trainer.api import crd
+from trainer.api import jobset_v1alpha2 as js
+from trainer.api import trainer_v1alpha1 as tv1
 
 UPSTREAM = json.loads((Path(__file__).resolve().parent.parent / "data" / "upstream_fields.json").read_text())
 

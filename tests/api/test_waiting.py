@@ -1,4 +1,4 @@
-"""The one rule of why a job waits (:func:`api.waiting.why_waiting`): each cause, and which wins."""
+"""The one rule of why a job waits (:func:`trainer.api.waiting.why_waiting`): each cause, and which wins."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from api.base import Condition
-from api.waiting import CANNOT_START, DOCS, NEXT_STEPS, why_waiting
+from trainer.api.base import Condition
+from trainer.api.waiting import CANNOT_START, DOCS, NEXT_STEPS, why_waiting
 from trainer.framework.json_codec import JSON
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from api.base import Condition, ObjectMeta
-from api.trainer_v1alpha1 import (
+from tests.conftest import SAMPLES, load_sample
+from trainer.api.base import Condition, ObjectMeta
+from trainer.api.trainer_v1alpha1 import (
     ClusterTrainingRuntime,
     JobStatus,
     RuntimeRef,
@@ -19,7 +20,6 @@ from api.trainer_v1alpha1 import (
     TrainJobSpec,
     TrainJobStatus,
 )
-from tests.conftest import SAMPLES, load_sample
 from trainer.client import (
     STATUSES,
     LogsUnavailableError,

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 import trainer.client as sdk
-from api.kinds import PODS, TRAINJOBS
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob, runtime_from_dict
 from tests.conftest import SAMPLES
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import PODS, TRAINJOBS
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob, runtime_from_dict
 from trainer.client import AsyncTrainerClient, NotFoundError, TrainerClient, jobs, trainjob_status
 from trainer.client import TrainJob as JobShape
 from trainer.client.errors import LogsUnavailableError

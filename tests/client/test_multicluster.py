@@ -12,10 +12,10 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from api.base import ObjectMeta
-from api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
 from tests.conftest import SAMPLES, load_sample
 from trainer import cli
+from trainer.api.base import ObjectMeta
+from trainer.api.trainer_v1alpha1 import RuntimeRef, TrainJob, TrainJobSpec
 from trainer.cli import describe, errors
 from trainer.client import ManifestError, WorkloadInfo, for_multicluster
 from trainer.client.multicluster import owned_workload

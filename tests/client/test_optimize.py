@@ -14,9 +14,9 @@ from kubeflow.optimizer import RandomSearch as SdkRandom
 from kubeflow.optimizer import Search as SdkSearch
 from kubeflow.optimizer import TrialConfig as SdkTrialConfig
 
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import TrainJob
 from tests.kube_double import RecordingKube
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client import (
     AsyncTrainerClient,
     GridSearch,

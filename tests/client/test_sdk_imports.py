@@ -1,4 +1,4 @@
-"""The SDK, the CLI and the dashboard stand on :mod:`api` and ``trainer.framework`` only: importing them
+"""The SDK, the CLI and the dashboard stand on :mod:`trainer.api` and ``trainer.framework`` only: importing them
 loads no module of the operator's job layers, kinds, admission or status server (so the SDK installs
 and imports without them)."""
 

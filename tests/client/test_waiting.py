@@ -1,5 +1,5 @@
 """The SDK says why a job waits: a wait that runs out raises :class:`JobWaitingError` (a
-:class:`WaitTimeoutError`) carrying :func:`api.waiting.why_waiting`'s answer, a wait for a pod stops
+:class:`WaitTimeoutError`) carrying :func:`trainer.api.waiting.why_waiting`'s answer, a wait for a pod stops
 early on one that cannot start (:class:`PodCannotStartError`), and ``why_waiting`` asks directly. Over
 the in-memory Kube double, whose job never changes (one list, then no watch event)."""
 
@@ -11,9 +11,9 @@ from typing import Any, cast
 
 import pytest
 
-from api.kinds import TRAINJOBS
-from api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import TRAINJOBS
+from trainer.api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
 from trainer.client import (
     TRAINJOB,
     AsyncJobClient,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.dashboard.gather import CURVE_POINTS, curve_range, kind_of, metric_query, promql_string
 
 NOW = datetime(2026, 1, 1, 1, 0, 0, tzinfo=UTC)

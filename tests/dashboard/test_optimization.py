@@ -11,9 +11,9 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import TrainJob
 from tests.kube_double import RecordingKube
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client import AsyncTrainerClient
 from trainer.client.optimize import trials_of
 from trainer.dashboard import render

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client import Event
 from trainer.dashboard import render
 from trainer.dashboard.gather import JobDetail, PodLog

@@ -20,8 +20,11 @@ from aiohttp import web
 from rich.console import Console
 from typer.testing import CliRunner
 
-from api.base import Condition, ObjectMeta
-from api.trainer_v1alpha1 import (
+from tests.conftest import SAMPLES
+from tests.http_double import HttpDouble, without_proxies, write_kubeconfig
+from trainer import cli
+from trainer.api.base import Condition, ObjectMeta
+from trainer.api.trainer_v1alpha1 import (
     JobStatus,
     RuntimeRef,
     Trainer,
@@ -30,9 +33,6 @@ from api.trainer_v1alpha1 import (
     TrainJobStatus,
     runtime_from_dict,
 )
-from tests.conftest import SAMPLES
-from tests.http_double import HttpDouble, without_proxies, write_kubeconfig
-from trainer import cli
 from trainer.cli import describe, errors, root, submit, tables, targets, wait
 from trainer.cli.logs import parse_duration
 from trainer.client import STATUSES, TRAINJOB, Event, JobFailedError, ManifestError, WaitTimeoutError, shapes

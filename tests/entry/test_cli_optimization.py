@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import typer
 
-from api.kinds import OPTIMIZATION_JOBS
 from tests.entry import test_cli
 from tests.entry.test_cli import CLUSTER_RUNTIMES_PATH, Apiserver, one_error_line, runtime
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import OPTIMIZATION_JOBS
 from trainer.cli import errors, targets
 from trainer.cli.get import watch_optimization_jobs
 from trainer.cli.root import Output

@@ -1,5 +1,5 @@
 """``trainer why``, ``get -o wide`` and ``describe`` say why a job waits by the one rule
-(:func:`api.waiting.why_waiting`), over an apiserver double: the pods' causes where no condition holds
+(:func:`trainer.api.waiting.why_waiting`), over an apiserver double: the pods' causes where no condition holds
 the job, the condition's where one does, nothing for a finished job."""
 
 from __future__ import annotations

@@ -17,9 +17,9 @@ import structlog
 import structlog.testing
 from aiohttp import web
 
-from api.kinds import CONFIGMAPS, TRAINJOBS
 from tests.http_double import HttpDouble, free_port, status_response, without_proxies, write_kubeconfig
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import CONFIGMAPS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import NOT_FOUND_GRACE, TRANSIENT_WAIT, Backoff, Informer
 from trainer.framework.kube.client import ApiError, Kube

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.kinds import TRAINJOBS
 from e2e.helpers import nested
 from tests.conftest import load_sample
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON, deepest
 from trainer.framework.kube.cache import Informer
 from trainer.framework.kube.projection import interned, projection

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api.kinds import EVENTS, TRAINJOBS
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import EVENTS, TRAINJOBS
 from trainer.framework.controller import Context, Controller, Reconcile
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key

@@ -15,8 +15,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client, config
 
-from api.kinds import CONFIGMAPS
 from tests.http_double import TOKEN, HttpDouble, status_response, without_proxies, write_kubeconfig
+from trainer.api.kinds import CONFIGMAPS
 from trainer.framework.kube.client import ApiError, Kube, retry_after
 
 PATH = CONFIGMAPS.path("n", "x")

@@ -21,8 +21,8 @@ import yaml
 from aiohttp import web
 from kubernetes_asyncio import client, config
 
-from api.kinds import CONFIGMAPS
 from tests.http_double import without_proxies
+from trainer.api.kinds import CONFIGMAPS
 from trainer.framework.certs import generate
 from trainer.framework.kube.client import Kube, PlainApi, ssl_context
 from trainer.framework.kube.kubeconfig import Endpoint, LeftToLibrary, Source, context_namespace, read_endpoint

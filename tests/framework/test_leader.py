@@ -14,8 +14,8 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
 from tests.http_double import HttpDouble, status_response, without_proxies, write_kubeconfig
+from trainer.api.kinds import CONFIGMAPS, LEASES, TRAINJOBS
 from trainer.framework.clock import format_micro_time
 from trainer.framework.controller import Context, Controller, Reconcile
 from trainer.framework.json_codec import JSON

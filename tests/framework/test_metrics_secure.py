@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
 from tests.kube_double import RecordingKube
 from trainer import rbac
+from trainer.api.kinds import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
 from trainer.framework.certs import generate
 from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.json_codec import JSON

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, TRAINJOBS, WORKLOADS
+from trainer.api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, TRAINJOBS, WORKLOADS
 from trainer.framework.controller import Context, Controller, Owns, Reconcile, Watches, every_primary
 from trainer.framework.permissions import OWNED, WATCH, Permission, grants, policy_rules
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import CONFIGMAPS, JOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube import projection as projection_module
 from trainer.framework.kube.cache import Informer

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from api.kinds import SECRETS, Resource
+from trainer.api.kinds import SECRETS, Resource
 from trainer.framework.certs import Bundle, fingerprint, generate, issue
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError

@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.kinds import JOBS, SERVICES, TRAINJOBS
 from tests.harness import World
+from trainer.api.kinds import JOBS, SERVICES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.projection import UPDATE_MARK, owned_by_update, projection
 from trainer.jobs.child_writer import taken_over, union

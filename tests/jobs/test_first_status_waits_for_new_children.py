@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from api.kinds import TRAINJOBS
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World
+from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
 from trainer.framework.kube.queue import IDLE_QUIET, WorkQueue

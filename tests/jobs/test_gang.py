@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
-from api.queues import resolve_queue
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info, multi_step_runtime
 from tests.kube_double import reader
+from trainer.api.kinds import COSCHEDULING_PODGROUPS, VOLCANO_PODGROUPS, VOLCANO_QUEUES
+from trainer.api.queues import resolve_queue
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.resources import parse_quantity, pod_requests

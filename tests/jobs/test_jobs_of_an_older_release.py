@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from api.kinds import JOBS, TRAINJOBS
 from tests.harness import World, env_of, job
+from trainer.api.kinds import JOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 

@@ -7,7 +7,6 @@ a stop suspends them, and the restored entry takes the assignment out of their t
 
 from __future__ import annotations
 
-from api.kinds import JOBS, TRAINJOBS
 from localcluster.kueue import (
     QUEUE_LABEL,
     PodSetInfo,
@@ -17,6 +16,7 @@ from localcluster.kueue import (
     suspend_patch,
 )
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World
+from trainer.api.kinds import JOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 GATE = "kueue.x-k8s.io/topology"

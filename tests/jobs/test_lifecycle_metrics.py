@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.jobkinds import MPIJOB, TRAINJOB
-from api.kinds import JOBS, TRAINJOBS
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
+from trainer.api.jobkinds import MPIJOB, TRAINJOB
+from trainer.api.kinds import JOBS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics
 from trainer.jobs.facts import pods_wanted
@@ -196,7 +196,7 @@ def test_reasons_are_bounded_and_a_refusal_is_new_only_when_its_condition_turns(
 
 
 async def test_a_stale_cache_writing_a_finish_twice_counts_it_once() -> None:
-    from api.base import Condition
+    from trainer.api.base import Condition
 
     w = World("torch", "none")
     stale = copy.deepcopy(w.kube.objects[(TRAINJOBS, w.key)])

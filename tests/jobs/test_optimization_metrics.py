@@ -5,10 +5,10 @@ with the job."""
 
 from __future__ import annotations
 
-from api.kinds import OPTIMIZATION_JOBS
-from api.optimizationjob import best_objective
 from tests.jobs.test_lifecycle_metrics import states, value
 from tests.optimizationjob.test_controller import Cluster, optimization_job
+from trainer.api.kinds import OPTIMIZATION_JOBS
+from trainer.api.optimizationjob import best_objective
 from trainer.framework.metrics import Metrics
 
 BEST = "kubeflow_trainer_optimizationjob_best_objective"

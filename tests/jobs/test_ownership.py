@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from api.conditions import REASON_PREVIOUS, REASON_RESOURCE_EXISTS
-from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, VOLCANO_PODGROUPS, Resource
-from api.labels import JOBSET_NAME
 from tests.harness import World
+from trainer.api.conditions import REASON_PREVIOUS, REASON_RESOURCE_EXISTS
+from trainer.api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, VOLCANO_PODGROUPS, Resource
+from trainer.api.labels import JOBSET_NAME
 from trainer.framework.json_codec import JSON
 from trainer.jobs.child_writer import RETRY_FIRST
 

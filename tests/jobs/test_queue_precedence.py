@@ -9,7 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.kinds import (
+from tests.conftest import load_sample
+from tests.kube_double import RecordingKube, reader
+from trainer.api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
     JOBS,
@@ -21,12 +23,10 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     VOLCANO_QUEUES,
 )
-from api.kubeflow_v2beta1 import MPIJob
-from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
-from api.queues import resolve_queue
-from api.trainer_v1alpha1 import TrainJob
-from tests.conftest import load_sample
-from tests.kube_double import RecordingKube, reader
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from trainer.api.queues import resolve_queue
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client.types import queue_of
 from trainer.framework.controller import Context
 from trainer.framework.json_codec import JSON

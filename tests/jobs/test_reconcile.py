@@ -16,7 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import (
+from tests.conftest import load_sample
+from tests.harness import SAMPLES, World, complete_condition
+from tests.kube_double import RecordingKube
+from trainer.api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     JOBS,
     MPIJOBS,
@@ -24,9 +27,6 @@ from api.kinds import (
     TRAINJOBS,
     VOLCANO_PODGROUPS,
 )
-from tests.conftest import load_sample
-from tests.harness import SAMPLES, World, complete_condition
-from tests.kube_double import RecordingKube
 from trainer.framework.controller import Context, Controller, Owns, Reconcile, UndeclaredRead
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
@@ -327,7 +327,7 @@ async def test_a_job_another_controller_manages_is_not_written_even_when_unparsa
 
 
 async def test_outcomes_are_counted_once_even_when_a_stale_cache_writes_twice() -> None:
-    from api.base import Condition
+    from trainer.api.base import Condition
     from trainer.jobs.features.lifecycle import JobMetrics
 
     w = World("torch", "none")

@@ -8,10 +8,10 @@ import itertools
 
 import pytest
 
-from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE
-from api.kinds import EVENTS, JOBS, MPIJOBS, TRAINJOBS
 from tests.harness import World, ago
 from tests.kube_double import TableStore
+from trainer.api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE
+from trainer.api.kinds import EVENTS, JOBS, MPIJOBS, TRAINJOBS
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.jobs.features.replica_failure import FIELD_SELECTOR, jobs_owner, kept_event, replica_failure, same_cause

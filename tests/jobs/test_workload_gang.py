@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, POD_GROUPS, TRAINJOBS, WORKLOADS
 from tests.conftest import load_sample
 from tests.harness import World, complete_condition
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, POD_GROUPS, TRAINJOBS, WORKLOADS
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.base import PodSet
 from trainer.jobs.gang.workload import groups, pod_group_name, scheduling_errors, workload_name

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
 from tests.harness import World, complete_condition
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, TRAINJOBS
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.events import SERIES_FINISH, SERIES_REFRESH, EventRecorder

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.mpijob import crd

@@ -8,10 +8,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.kinds import EVENTS, JOBS, MPIJOBS
-from api.labels import REPLICA_INDEX_LABEL
 from tests.harness import World, ago
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import EVENTS, JOBS, MPIJOBS
+from trainer.api.labels import REPLICA_INDEX_LABEL
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.mpijob.children import worker_replica_index

@@ -9,10 +9,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from pydantic import ValidationError
 
-from api.base import Condition
-from api.kubeflow_v2beta1 import MPIJob
-from api.queues import resolve_queue
 from tests.conftest import info, load_sample
+from trainer.api.base import Condition
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.queues import resolve_queue
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.base import GangInput, min_member
 from trainer.jobs.mpi import Host, generate_ssh_keypair, hostfile, ssh_secret
@@ -203,7 +203,7 @@ def test_suspended_status_and_invalid_spec() -> None:
 
 
 def test_trainjob_with_an_mpi_runtime_shares_the_hostfile_and_ssh_machinery() -> None:
-    from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+    from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
     from trainer.trainjob.children import build_children
 
     runtime = ClusterTrainingRuntime.model_validate(load_sample("deepspeed-distributed.yaml"))
@@ -254,7 +254,7 @@ def test_the_node_job_of_an_mpi_runtime_is_sized_as_upstreams_mpi_plugin_sizes_i
 ) -> None:
     """kubeflow/trainer ``plugins/mpi`` ``EnforceMLPolicy``: ``max(numNodes - 1, 1)`` with
     runLauncherAsNode, and without ``trainer.numNodes`` the PodSet count of the runtime."""
-    from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+    from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
     from trainer.trainjob.children import build_children
 
     raw = load_sample("upstream/deepspeed-distributed.yaml")

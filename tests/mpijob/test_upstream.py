@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import CONFIGMAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, Resource
-from api.labels import JOB_NAME_LABEL
 from tests.harness import World, ago
+from trainer.api.kinds import CONFIGMAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, Resource
+from trainer.api.labels import JOB_NAME_LABEL
 from trainer.framework.json_codec import JSON
 from trainer.jobs.child_writer import HASH_ANNOTATION
 from trainer.jobs.mpi import mount_ssh

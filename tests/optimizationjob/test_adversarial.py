@@ -9,10 +9,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import TrainJob
 from tests.optimizationjob.test_controller import Cluster, optimization_job
+from trainer.api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client.optimize import trials_of
 from trainer.framework.json_codec import JSON
 from trainer.optimizationjob.trials import build_trial

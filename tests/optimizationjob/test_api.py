@@ -1,4 +1,4 @@
-"""The OptimizationJob API (:mod:`api.optimizationjob`): its CRD field for field with kubeflow/trainer
+"""The OptimizationJob API (:mod:`trainer.api.optimizationjob`): its CRD field for field with kubeflow/trainer
 ``pkg/apis/trainer/v1alpha1/optimizationjob_types.go`` (master, KEP-3562) with upstream's CEL rules and
 messages, and the model's validators, which repeat those rules for objects read without an apiserver."""
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api import optimizationjob as opt
-from api.kinds import OPTIMIZATION_JOBS
 from tests.tooling.test_crd import schema_of, walk
+from trainer.api import optimizationjob as opt
+from trainer.api.kinds import OPTIMIZATION_JOBS
 
 # Upstream's JSON names per type (optimizationjob_types.go on kubeflow/trainer master 8c0f5059b).
 UPSTREAM = {

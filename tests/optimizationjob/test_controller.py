@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
-from api.optimizationjob import OptimizationJob
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
+from trainer.api.optimizationjob import OptimizationJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.optimizationjob.search import Observed
@@ -74,7 +74,10 @@ class Cluster:
         before = len(self.kube.writes)
         for _ in range(8):
             mark = len(self.kube.writes)
-            await self.manager.reconcilers[CONTROLLER](self.key)
+            try:
+                await self.manager.reconcilers[CONTROLLER](self.key)
+            finally:
+                await self.manager.events.flush()  # the events it told, written as the recorder's senders would
             if len(self.kube.writes) == mark:
                 return mark - before
         raise AssertionError(f"never settled: {self.kube.writes[-5:]}")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from api.optimizationjob import OptimizationJobSpec
 from bench.tuning import compare
 from tests.conftest import load_sample
+from trainer.api.optimizationjob import OptimizationJobSpec
 from trainer.optimizationjob.search import Observed, grid_size, next_assignments, seed_of, trial_seed
 
 

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from api.kinds import TRAINJOBS
-from api.series import MAX_METRICS_PER_JOB, metric_label, series_of
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import TRAINJOBS
+from trainer.api.series import MAX_METRICS_PER_JOB, metric_label, series_of
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics
 from trainer.settings import parse_args

@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, TOKEN_REVIEWS, TRAINJOBS, Resource
-from api.trainer_v1alpha1 import TrainerStatus, TrainJob
 from tests.conftest import info, load_sample
 from tests.harness import World
 from tests.kube_double import RecordingKube, reader
+from trainer.api.kinds import CONFIGMAPS, JOBS, PODS, SECRETS, TOKEN_REVIEWS, TRAINJOBS, Resource
+from trainer.api.trainer_v1alpha1 import TrainerStatus, TrainJob
 from trainer.cli import describe, tables
 from trainer.client.types import checkpoint_text, duration_text, eta_text, metrics_text, progress_text
 from trainer.framework.certs import generate

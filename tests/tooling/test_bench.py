@@ -15,7 +15,6 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from api.kinds import CONFIGMAPS, JOBS, SERVICES, TRAINJOBS
 from bench.burst import (
     ANY_RESOURCE,
     COMPARED,
@@ -46,6 +45,7 @@ from bench.cluster import NODES, Operator, cpu_seconds, pods_per_node, status_mi
 from bench.raw_client import RawController, raw_copy, trainjob_owner
 from localcluster import ROOT
 from tests.kube_double import RecordingKube
+from trainer.api.kinds import CONFIGMAPS, JOBS, SERVICES, TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.metrics import Metrics

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from api import crd
-from api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 from localcluster.kueue import kueue_sees_runtime_patches
+from trainer.api import crd
+from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("spec", crd.CRDS, ids=lambda s: s.resource.plural)
 def test_checked_in_crd_is_current(spec: crd.CRDSpec) -> None:
     path = crd.path_of(spec)
-    assert path.exists(), f"{path} missing: run `python -m api.crd`"
-    assert path.read_text() == crd.render(spec), f"{path} is stale: run `python -m api.crd`"
+    assert path.exists(), f"{path} missing: run `python -m trainer.api.crd`"
+    assert path.read_text() == crd.render(spec), f"{path} is stale: run `python -m trainer.api.crd`"
 
 
 def schema_of(plural: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ def test_the_module_map_has_a_line_per_module_and_refuses_one_without_a_docstrin
     table = docs_tables.modules_table()
     kind = "| `trainer/trainjob/kind.py` | The TrainJob kind, as plain functions one per step of the shared reconcile"
     assert kind in table
-    assert "`trainer/trainjob/features/ttl.py`" in table and "`api/kinds.py`" in table
+    assert "`trainer/trainjob/features/ttl.py`" in table and "`trainer/api/kinds.py`" in table
     assert docs_tables.first_sentence("One thing: and more.\n\nNext.") == "One thing"
     assert docs_tables.first_sentence("A ``b`` (c; :mod:`~d.e`). More.") == "A `b` (c; `d.e`)"
 

@@ -29,7 +29,9 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from api.kinds import (
+from tests.kube_double import reader
+from trainer import rbac
+from trainer.api.kinds import (
     COSCHEDULING_PODGROUPS,
     JOBS,
     JOBSETS,
@@ -41,8 +43,6 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     Resource,
 )
-from tests.kube_double import reader
-from trainer import rbac
 from trainer.framework.kube.client import Kube
 from trainer.framework.owner import owner_reference
 from trainer.framework.permissions import APPLY, Grant, Permission, grants

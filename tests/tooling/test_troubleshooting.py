@@ -1,5 +1,5 @@
 """Every condition type and reason docs/troubleshooting.md names (a backticked ``CamelCase`` word) is one
-the code sets: the value of a ``REASON_*`` or ``COND_*`` constant of ``api/`` or ``trainer/``, or a string
+the code sets: the value of a ``REASON_*`` or ``COND_*`` constant of ``trainer/api/`` or ``trainer/``, or a string
 given as a condition's ``reason=``, an ``invalid_reason=`` or the reason of ``problem(...)``. The words
 that are not the operator's reasons (kinds, a failure policy action, Kubernetes' own pod and Job reasons
 the page quotes) are listed with why."""
@@ -42,7 +42,7 @@ def named_in_the_page() -> set[str]:
 
 def set_by_the_code() -> set[str]:
     out: set[str] = set()
-    for path in sorted([*(ROOT / "api").rglob("*.py"), *(ROOT / "trainer").rglob("*.py")]):
+    for path in sorted((ROOT / "trainer").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
                 names = [t.id for t in node.targets if isinstance(t, ast.Name)]

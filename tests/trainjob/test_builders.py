@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info, multi_step_runtime
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from trainer.framework.merge import find_named
 from trainer.trainjob.children import build_children
 

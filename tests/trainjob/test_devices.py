@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api import crd
-from api.kinds import (
+from tests.conftest import load_sample, runtime_patch
+from tests.kube_double import TableStore
+from trainer.api import crd
+from trainer.api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
     JOBS,
@@ -19,14 +21,12 @@ from api.kinds import (
     TRAINJOBS,
     Resource,
 )
-from api.trainer_v1alpha1 import (
+from trainer.api.trainer_v1alpha1 import (
     CLAIMS_IN_RESOURCES_MESSAGE,
     CLAIMS_IN_RESOURCES_RULE,
     ClusterTrainingRuntime,
     TrainJob,
 )
-from tests.conftest import load_sample, runtime_patch
-from tests.kube_double import TableStore
 from trainer.framework.controller import Reader, Store
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named

@@ -9,10 +9,10 @@ import copy
 
 import pytest
 
-from api.conditions import REASON_RESOURCE_EXISTS
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, NETWORK_POLICIES, POD_DISRUPTION_BUDGETS, Resource
-from api.labels import JOBSET_NAME, TRAINJOB_NAME
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World
+from trainer.api.conditions import REASON_RESOURCE_EXISTS
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, NETWORK_POLICIES, POD_DISRUPTION_BUDGETS, Resource
+from trainer.api.labels import JOBSET_NAME, TRAINJOB_NAME
 from trainer.framework.json_codec import JSON
 from trainer.wiring import Settings, new_manager
 

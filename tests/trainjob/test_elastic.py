@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from api.kinds import JOBS, TRAINJOBS
-from api.trainer_v1alpha1 import (
+from tests.conftest import info, load_sample
+from tests.harness import World, job
+from trainer.api.kinds import JOBS, TRAINJOBS
+from trainer.api.trainer_v1alpha1 import (
     ELASTIC_BOUNDS_MESSAGE,
     ELASTIC_BOUNDS_RULE,
     ELASTIC_MAX_MESSAGE,
@@ -21,8 +23,6 @@ from api.trainer_v1alpha1 import (
     TorchMLPolicySource,
     TrainJob,
 )
-from tests.conftest import info, load_sample
-from tests.harness import World, job
 from trainer.framework.json_codec import JSON
 from trainer.jobs.conditions import job_failed
 from trainer.trainjob.children import build_children

@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from trainer.trainjob.children import build_children
 
 EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"

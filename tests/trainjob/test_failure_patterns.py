@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
-from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from tests.conftest import load_sample
+from trainer.api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer.trainjob.spec.failure_policy import MAX_MESSAGE, decide, matches, pattern_error
 from trainer.trainjob.validation import runtime_errors
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, FluxMLPolicySource, TrainJob
 from tests.conftest import SAMPLES, info, runtime_patch
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, FluxMLPolicySource, TrainJob
 from trainer.framework.curve import curve_keypair, z85encode
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named

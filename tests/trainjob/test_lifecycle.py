@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 
-from api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, SERVICES
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
+from trainer.api.jobset_v1alpha2 import FailurePolicy, FailurePolicyRule
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, EVENTS, SERVICES
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.spec.failure_policy import decide
 

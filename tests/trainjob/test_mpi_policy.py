@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from api.kinds import TRAINJOBS
 from tests.harness import World, env_of, job
+from trainer.api.kinds import TRAINJOBS
 from trainer.trainjob.policies.mpi import MPI
 
 PRTE = {

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info, load_sample, runtime_patch
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named
 from trainer.trainjob.children import build_children

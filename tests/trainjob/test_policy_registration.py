@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.kinds import CONFIGMAPS
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntimeSpec, TrainJob
 from tests.conftest import info, load_sample
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.kinds import CONFIGMAPS
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named
 from trainer.trainjob import policies as registry

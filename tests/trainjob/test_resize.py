@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.kinds import COSCHEDULING_PODGROUPS, JOBS, TRAINJOBS, VOLCANO_PODGROUPS
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from tests.conftest import info
 from tests.harness import World, env_of, job
+from trainer.api.kinds import COSCHEDULING_PODGROUPS, JOBS, TRAINJOBS, VOLCANO_PODGROUPS
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.children import build_children
 from trainer.trainjob.features.resize import REASON_RESIZED, resize

@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 import json
 
-from api import crd
-from api.jobset_v1alpha2 import IN_PLACE_RESTART_MESSAGE, FailurePolicy, FailurePolicyRule
-from api.kinds import EVENTS, JOBS
-from api.trainer_v1alpha1 import ClusterTrainingRuntime
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
+from trainer.api import crd
+from trainer.api.jobset_v1alpha2 import IN_PLACE_RESTART_MESSAGE, FailurePolicy, FailurePolicyRule
+from trainer.api.kinds import EVENTS, JOBS
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.spec.failure_policy import decide
 from trainer.webhook import rules as admission

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from api import crd
-from api.kinds import TRAINJOBS
-from api.trainer_v1alpha1 import REASON_RUNTIME_NOT_SUPPORTED
 from tests.conftest import load_sample
 from tests.harness import World
 from tests.webhook.test_admission import facts, tj
+from trainer.api import crd
+from trainer.api.kinds import TRAINJOBS
+from trainer.api.trainer_v1alpha1 import REASON_RUNTIME_NOT_SUPPORTED
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.features.snapshot import unsupported_runtime
 from trainer.webhook import rules

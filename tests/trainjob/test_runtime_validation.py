@@ -12,10 +12,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.crd import CRDS, crd
-from api.kubeflow_v2beta1 import MPIJob
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from tests.conftest import SAMPLES, info, load_sample
+from trainer.api.crd import CRDS, crd
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.mpijob.validation import mpijob_errors
 from trainer.trainjob.children import build_children
@@ -289,8 +289,8 @@ def test_resources_per_node_quantities_are_checked() -> None:
 
 
 def test_the_crd_schema_refuses_what_the_apiserver_cannot_read() -> None:
-    from api.base import QUANTITY_PATTERN
-    from api.crd import CRDS, crd
+    from trainer.api.base import QUANTITY_PATTERN
+    from trainer.api.crd import CRDS, crd
 
     (spec,) = [c for c in CRDS if c.resource.kind == "TrainJob"]
     schema = crd(spec)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -308,7 +308,7 @@ def test_the_crd_schema_refuses_what_the_apiserver_cannot_read() -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet="0123456789.+-eEkKMGTPinum ", max_size=8))
 def test_the_schema_pattern_accepts_every_quantity_the_apiserver_reads(text: str) -> None:
-    from api.base import QUANTITY_PATTERN
+    from trainer.api.base import QUANTITY_PATTERN
     from trainer.framework.resources import parse_quantity
 
     try:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import crd
-from api.base import Condition
-from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob, SuccessPolicy
-from api.trainer_v1alpha1 import (
+from tests.conftest import info
+from trainer.api import crd
+from trainer.api.base import Condition
+from trainer.api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob, SuccessPolicy
+from trainer.api.trainer_v1alpha1 import (
     ClusterTrainingRuntime,
     JobSetTemplateSpec,
     TrainingRuntimeSpec,
     TrainJob,
 )
-from tests.conftest import info
 from trainer.jobs.conditions import merge_conditions, transitions
 from trainer.trainjob.runtime.attempt import jobs_status
 from trainer.trainjob.runtime.view import TrainJobView

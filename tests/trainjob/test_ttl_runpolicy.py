@@ -10,10 +10,10 @@ import copy
 import pytest
 from pydantic import ValidationError
 
-from api.kinds import JOBS, TRAINJOBS
-from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from tests.client.test_client_shapes import client
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
+from trainer.api.kinds import JOBS, TRAINJOBS
+from trainer.api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.webhook.rules import validate_runtime
 

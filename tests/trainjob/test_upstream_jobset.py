@@ -12,9 +12,9 @@ import copy
 import pytest
 import yaml
 
-from api.kinds import CONFIGMAPS, JOBSETS, TRAINJOBS
-from api.snapshot import runtime_of_snapshot
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
+from trainer.api.kinds import CONFIGMAPS, JOBSETS, TRAINJOBS
+from trainer.api.snapshot import runtime_of_snapshot
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.features.upstream_jobset import jobset_status, kept_jobset, trainjob_of_jobset
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINJOBS
 from tests.harness import World, complete_condition, env_of, job
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINJOBS
 
 
 def _sized(job_obj: dict[str, object]) -> tuple[object, object]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from tests.framework.test_webhook_tls import FakeKube
+from trainer.api.kinds import MUTATING_WEBHOOKS, SECRETS, VALIDATING_WEBHOOKS, Resource
 from trainer.framework import tls
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.kinds import RESOURCE_CLAIM_TEMPLATES
 from tests.conftest import load_sample, runtime_patch
 from tests.kube_double import TableStore
+from trainer.api.kinds import RESOURCE_CLAIM_TEMPLATES
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.spec.devices import Devices

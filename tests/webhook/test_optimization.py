@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from api.optimizationjob import MAX_GRID_POINTS, OptimizationJob
 from tests.webhook.test_admission import facts
+from trainer.api.optimizationjob import MAX_GRID_POINTS, OptimizationJob
 from trainer.framework.json_codec import JSON
 from trainer.webhook.optimization import max_name_length, validate_optimizationjob
 from trainer.webhook.rules import Verdict

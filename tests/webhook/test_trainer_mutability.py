@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from api.trainer_v1alpha1 import ELASTIC_STATUS, RESIZE_FIELDS, Trainer, changed_only_while_suspended
 from tests.conftest import load_sample
+from trainer.api.trainer_v1alpha1 import ELASTIC_STATUS, RESIZE_FIELDS, Trainer, changed_only_while_suspended
 from trainer.framework.json_codec import JSON
 from trainer.webhook import rules
 

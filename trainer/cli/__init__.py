@@ -1,7 +1,7 @@
 """The ``trainer`` command line (typer + rich): submit, inspect, follow and delete TrainJobs, and run
 the operator.
 
-Every command is a thin layer over :class:`trainer.client.AsyncTrainerClient` and, for the :mod:`api`
+Every command is a thin layer over :class:`trainer.client.AsyncTrainerClient` and, for the :mod:`trainer.api`
 objects it prints, :class:`trainer.client.AsyncJobClient`; what is pure here
 (output formatting, exit codes) is tested without a cluster in ``tests/entry/test_cli.py``.
 

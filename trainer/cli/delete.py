@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.cli.dryrun import DryRun, DryRunOpt, done
 from trainer.cli.errors import CRDNotInstalledError, crd_installed, fail, run
 from trainer.cli.root import FILENAME_HELP, KubeconfigOpt, NamespaceOpt, RecursiveOpt, SelectorOpt, app, settings

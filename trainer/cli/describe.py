@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import typer
 from rich.table import Table
 
-from api.kinds import PODS
-from api.kubeflow_v2beta1 import MANAGED_BY_MPI_OPERATOR as MANAGED_BY_MPI
-from api.kubeflow_v2beta1 import MPIJob
-from api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
-from api.waiting import Waiting
+from trainer.api.kinds import PODS
+from trainer.api.kubeflow_v2beta1 import MANAGED_BY_MPI_OPERATOR as MANAGED_BY_MPI
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.trainer_v1alpha1 import MANAGED_BY_TRAINER as TRAINJOB_CONTROLLER
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainJob
+from trainer.api.waiting import Waiting
 from trainer.cli.describe_runtime import describe_runtimes
 from trainer.cli.errors import run
 from trainer.cli.optimization import describe_optimization_job
@@ -125,7 +125,7 @@ def head_rows(
     job: Job, now: datetime | None = None, workload: WorkloadInfo | None = None, why: Waiting | None = None
 ) -> list[tuple[str, str]]:
     """The ``key: value`` lines of the first section of ``describe``: name, namespace, kind, state,
-    ``Why:`` and ``Next:`` when something holds the job (``why``: :func:`api.waiting.why_waiting`),
+    ``Why:`` and ``Next:`` when something holds the job (``why``: :func:`trainer.api.waiting.why_waiting`),
     runtime (workers of an MPIJob), queue, suspend, ``managedBy`` when another controller's, the
     MultiKueue cluster, creation, progress when reported, and ``Warning:`` when :func:`unattended`."""
     meta = job.metadata

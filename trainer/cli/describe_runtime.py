@@ -9,8 +9,8 @@ from datetime import datetime
 
 from rich.table import Table
 
-from api.kinds import EVENTS
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
+from trainer.api.kinds import EVENTS
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime
 from trainer.cli.errors import run
 from trainer.cli.get import named_runtimes
 from trainer.cli.root import Settings

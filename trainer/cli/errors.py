@@ -15,7 +15,7 @@ import aiohttp
 import typer
 import yaml
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.cli.root import Settings
 from trainer.client import AsyncTrainerClient, NotFoundError, TrainerClientError, WaitTimeoutError
 from trainer.client.manifest import yaml_error_text

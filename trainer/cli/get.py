@@ -11,9 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from api.kinds import OPTIMIZATION_JOBS, Resource
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
+from trainer.api.kinds import OPTIMIZATION_JOBS, Resource
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob, runtime_from_dict
 from trainer.cli.errors import CRDNotInstalledError, crd_installed, run
 from trainer.cli.optimization import get_optimization_job, list_optimization_jobs, optimization_rows
 from trainer.cli.root import (

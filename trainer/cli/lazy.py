@@ -3,7 +3,7 @@ module of every command and the line ``trainer --help`` lists it with, and :clas
 root group) imports a command's module when the command is invoked (or its ``--help`` asked for).
 
 So ``trainer --help`` loads typer and nothing of the client, and ``trainer get`` loads what ``get``
-needs (the apiserver client, the :mod:`api` models) but not, say, the dashboard's web server: the
+needs (the apiserver client, the :mod:`trainer.api` models) but not, say, the dashboard's web server: the
 pattern of click's "Lazily Loading Subcommands" (click docs, ``docs/complex.rst``).
 """
 

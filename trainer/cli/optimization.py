@@ -11,8 +11,8 @@ from datetime import datetime
 import typer
 from rich.table import Table
 
-from api.kinds import OPTIMIZATION_JOBS
-from api.optimizationjob import OptimizationJob
+from trainer.api.kinds import OPTIMIZATION_JOBS
+from trainer.api.optimizationjob import OptimizationJob
 from trainer.cli.errors import run
 from trainer.cli.root import TABLES, Settings
 from trainer.cli.tables import age, as_list, console, show, table

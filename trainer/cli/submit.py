@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.cli.dryrun import DryRun, DryRunOpt, done
 from trainer.cli.errors import fail, run
 from trainer.cli.root import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from api.kinds import OPTIMIZATION_JOBS
+from trainer.api.kinds import OPTIMIZATION_JOBS
 from trainer.cli.errors import run
 from trainer.cli.root import JobArgs, KubeconfigOpt, NamespaceOpt, app, settings
 from trainer.cli.tables import resource_name

@@ -15,12 +15,12 @@ from rich.console import Console, RenderableType
 from rich.segment import Segment, Segments
 from rich.table import Table
 
-from api.base import Model
-from api.kinds import Resource
-from api.kubeflow_v2beta1 import MPIJob
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
-from api.waiting import Waiting
+from trainer.api.base import Model
+from trainer.api.kinds import Resource
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.api.waiting import Waiting
 from trainer.cli.root import TABLES, Output
 from trainer.client import Event, Manifest, queue_of, runtime_framework
 from trainer.client.types import eta_text, holding_condition, progress_text, trainer_status_of, trainjob_num_nodes
@@ -177,7 +177,7 @@ MPIJOB_COLUMNS = ("NAME", "STATE", "WORKERS", "REPLICAS", "QUEUE", "AGE")
 
 
 WIDE_COLUMNS = ("REASON", "MESSAGE")
-"""Added after AGE by ``-o wide``: why the job waits (:func:`api.waiting.why_waiting`: a condition that
+"""Added after AGE by ``-o wide``: why the job waits (:func:`trainer.api.waiting.why_waiting`: a condition that
 holds it, an image pull, the scheduler's message...), else the reason and message of the condition
 STATE names."""
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import typer
 
-from api.crd import CRDS
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
-from api.labels import OPTIMIZATION_JOB_NAME
+from trainer.api.crd import CRDS
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, TRAINING_RUNTIMES, TRAINJOBS, Resource
+from trainer.api.labels import OPTIMIZATION_JOB_NAME
 from trainer.client import TRAINJOB, AsyncJobClient, AsyncTrainerClient, JobKind
 from trainer.client.types import MPIJOB
 
@@ -41,7 +41,7 @@ RUNTIMES = ObjectType("runtimes", (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
 
 def object_types() -> dict[str, ObjectType]:
     """Every name of every type, as kubectl takes them: the plural, the singular, the short names
-    of the CRD (:data:`api.crd.CRDS`: ``tj``, ``tr``, ``ctr``, ``mpij``, ``optj``), and the first two
+    of the CRD (:data:`trainer.api.crd.CRDS`: ``tj``, ``tr``, ``ctr``, ``mpij``, ``optj``), and the first two
     with the group (``trainjobs.trainer.kubeflow.org``); then ``runtimes`` and ``runtime``
     (:data:`RUNTIMES`)."""
     jobs = {kind.resource: kind for kind in (TRAINJOB, MPIJOB)}
@@ -113,7 +113,7 @@ def target(args: Sequence[str]) -> tuple[JobKind[Any], str]:
 
 
 def job_client(c: AsyncTrainerClient, kind: JobKind[Any]) -> AsyncJobClient[Any]:
-    """The client of the :mod:`api` objects of ``kind`` (what the CLI prints) on ``c``'s connection
+    """The client of the :mod:`trainer.api` objects of ``kind`` (what the CLI prints) on ``c``'s connection
     and namespace."""
     return AsyncJobClient(c.kube, c.namespace, kind)
 

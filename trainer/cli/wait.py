@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.cli.errors import run
 from trainer.cli.optimization import wait_optimization_job
 from trainer.cli.root import TABLES, JobArgs, KubeconfigOpt, NamespaceOpt, OutputOpt, Status, app, settings

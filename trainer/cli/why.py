@@ -1,6 +1,6 @@
 """``why``: why a job waits (the reason, its message, the next step and the docs entry), and the
 pods of listed jobs that ``get -o wide`` reads for its REASON and MESSAGE; the rule itself is
-:func:`api.waiting.why_waiting`."""
+:func:`trainer.api.waiting.why_waiting`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import typer
 
-from api.kinds import PODS
-from api.waiting import Waiting, why_waiting
+from trainer.api.kinds import PODS
+from trainer.api.waiting import Waiting, why_waiting
 from trainer.cli.errors import run
 from trainer.cli.root import TABLES, JobArgs, KubeconfigOpt, NamespaceOpt, Output, OutputOpt, app, settings
 from trainer.cli.tables import Job, dump, object_name
@@ -26,7 +26,7 @@ JobKey = tuple[str, str]
 
 
 def waiting_by_job(jobs: Iterable[Job], pods: Iterable[JSON], job_label: str) -> dict[JobKey, Waiting]:
-    """Why each of ``jobs`` waits (:func:`api.waiting.why_waiting` over its conditions and the pods of
+    """Why each of ``jobs`` waits (:func:`trainer.api.waiting.why_waiting` over its conditions and the pods of
     ``pods`` whose ``job_label`` names it); jobs that wait for nothing are left out."""
     mine: dict[JobKey, list[JSON]] = {}
     for pod in pods:

@@ -4,9 +4,9 @@
 (``kubeflow/trainer/api/trainer_client.py``, kubeflow 0.5.0): the same methods, positional
 arguments and return shapes (:mod:`trainer.client.shapes`), the same ``CustomTrainer``,
 ``CustomTrainerContainer`` and ``Initializer`` (:mod:`trainer.client.trainers`), plus manifests
-(dicts, YAML paths or strings, :mod:`api` objects), Kueue and Volcano queues and MultiKueue.
+(dicts, YAML paths or strings, :mod:`trainer.api` objects), Kueue and Volcano queues and MultiKueue.
 :class:`AsyncTrainerClient` is the asyncio client underneath, with the same methods, arguments and
-shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`api` objects of any job kind
+shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`trainer.api` objects of any job kind
 (TrainJob, MPIJob)::
 
     from trainer.client import CustomTrainer, TrainerClient
@@ -22,7 +22,7 @@ shapes as coroutines; :class:`AsyncJobClient` returns the :mod:`api` objects of 
     client.delete_job(name)
 """
 
-from api.waiting import Waiting
+from trainer.api.waiting import Waiting
 from trainer.client.aio import AsyncTrainerClient, default_namespace
 from trainer.client.errors import (
     AlreadyExistsError,

@@ -1,5 +1,5 @@
 """The asyncio client: :class:`AsyncTrainerClient` for TrainJobs and their runtimes, in the kubeflow
-SDK's shapes (over :class:`trainer.client.jobs.AsyncJobClient`, which gives the :mod:`api` objects of
+SDK's shapes (over :class:`trainer.client.jobs.AsyncJobClient`, which gives the :mod:`trainer.api` objects of
 any training-job kind: TrainJob, MPIJob).
 
 Method names, positional arguments and semantics follow the kubeflow SDK's ``TrainerClient``
@@ -21,17 +21,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar, cast
 
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, PODS, TRAINING_RUNTIMES, Resource
-from api.labels import KUEUE_QUEUE_LABEL
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import (
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, OPTIMIZATION_JOBS, PODS, TRAINING_RUNTIMES, Resource
+from trainer.api.labels import KUEUE_QUEUE_LABEL
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import (
     FRAMEWORK_LABEL,
     ClusterTrainingRuntime,
     TrainingRuntime,
     TrainJob,
     runtime_from_dict,
 )
-from api.waiting import Waiting
+from trainer.api.waiting import Waiting
 from trainer.client.errors import AlreadyExistsError, NotFoundError, translates_api_errors
 from trainer.client.jobs import (
     DEFAULT_POD_TIMEOUT,
@@ -151,7 +151,7 @@ class AsyncTrainerClient:
     coroutines, with its method names, positional arguments and return shapes
     (:mod:`trainer.client.shapes`: ``TrainJob``, ``Runtime``; :class:`Event`), plus manifests
     (:meth:`create_job`, :meth:`apply`), queues, :meth:`get_workload` and :meth:`get_podgroup`.
-    The :mod:`api` objects a shape was read from are its ``trainjob``/``object`` attribute;
+    The :mod:`trainer.api` objects a shape was read from are its ``trainjob``/``object`` attribute;
     :class:`AsyncJobClient` gives them directly, for any job kind.
 
     The apiserver's refusals are raised as :class:`ApiServerError` (by
@@ -311,7 +311,7 @@ class AsyncTrainerClient:
         *,
         ttl_seconds_after_finished: int | None = None,
     ) -> str:
-        """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`api` runtime; default
+        """Create a TrainJob from a runtime (a name, :class:`Runtime` or :mod:`trainer.api` runtime; default
         ``$DEFAULT_TRAINING_RUNTIME``, else ``torch-distributed``), an optional :class:`Initializer`
         and trainer, in the client's namespace; returns its name (``options`` may set it, else a
         letter and 11 hex digits), as the kubeflow SDK's ``train``
@@ -379,7 +379,7 @@ class AsyncTrainerClient:
     async def create_job(
         self, manifest: Source, namespace: str | None = None, *, queue: str | None = None, multicluster: bool = False
     ) -> Shape:
-        """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or an :mod:`api`
+        """Create the TrainJob ``manifest`` holds (a dict, a YAML path or string, or an :mod:`trainer.api`
         TrainJob), in ``namespace`` if given, else in the client's when that was given
         (``connect(namespace=...)``), else in its own, else in the client's. Returns it as
         :meth:`get_job` does (``.trainjob`` is the stored object).
@@ -411,7 +411,7 @@ class AsyncTrainerClient:
         ClusterTrainingRuntimes), in order, like ``kubectl create``: an object may have
         ``metadata.generateName`` instead of a name, which the apiserver completes. Namespaced
         objects go where :meth:`create_job` puts a TrainJob; ``queue`` and ``multicluster`` apply to
-        the TrainJobs as there. Returns the stored :mod:`api` objects (with their names). All are
+        the TrainJobs as there. Returns the stored :mod:`trainer.api` objects (with their names). All are
         validated (and marked) before the first is sent. With ``dry_run`` the apiserver checks each
         (``dryRun=All``: admission included) and stores none; what it would store is returned.
 
@@ -437,7 +437,7 @@ class AsyncTrainerClient:
         ClusterTrainingRuntimes) as field manager ``trainer-client``, like ``kubectl apply
         --server-side``; namespaced objects go where :meth:`create_job` puts a TrainJob. ``queue``
         and ``multicluster`` apply to the TrainJobs as in :meth:`create_job`.
-        Returns the stored :mod:`api` objects. All are validated (and marked) before the first is sent.
+        Returns the stored :mod:`trainer.api` objects. All are validated (and marked) before the first is sent.
         With ``dry_run`` (``dryRun=All``) nothing is stored; what would be is returned.
 
         Raises :class:`ManifestError` for invalid input, an object without ``metadata.name`` (a
@@ -463,7 +463,7 @@ class AsyncTrainerClient:
         all_namespaces: bool = False,
     ) -> list[Shape]:
         """TrainJobs, oldest first, as :meth:`get_job` returns them; ``runtime`` keeps those whose
-        ``spec.runtimeRef`` names it (a name or a :class:`Runtime`, as the SDK; an :mod:`api`
+        ``spec.runtimeRef`` names it (a name or a :class:`Runtime`, as the SDK; an :mod:`trainer.api`
         runtime must match by kind too); ``label_selector``, ``queue`` and ``all_namespaces`` as
         :meth:`AsyncJobClient.list_jobs`. Raises :class:`ApiServerError`."""
         jobs = await self._jobs.list_jobs(label_selector=label_selector, queue=queue, all_namespaces=all_namespaces)
@@ -656,7 +656,7 @@ class AsyncTrainerClient:
         return job.metadata.name or ""
 
     async def get_optimization_job(self, name: str) -> OptimizationJob:
-        """The OptimizationJob ``name`` (:class:`api.optimizationjob.OptimizationJob`). Raises
+        """The OptimizationJob ``name`` (:class:`trainer.api.optimizationjob.OptimizationJob`). Raises
         :class:`NotFoundError`, :class:`ApiError`."""
         obj = await self.kube.get_or_none(OPTIMIZATION_JOBS, self.namespace, name)
         if obj is None:

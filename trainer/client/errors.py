@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from api.waiting import Waiting
+from trainer.api.waiting import Waiting
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 
@@ -153,16 +153,16 @@ class WaitTimeoutError(TrainerClientError, TimeoutError):
 
 
 def why_text(why: Waiting) -> str:
-    """``<reason>: <message> (<source>); next: <step>; see <doc>``: a :class:`~api.waiting.Waiting` on one
+    """``<reason>: <message> (<source>); next: <step>; see <doc>``: a :class:`~trainer.api.waiting.Waiting` on one
     line, as the errors that carry one end their message."""
     said = f"{why.reason}: {why.message}" if why.message else why.reason
     return f"{said}; next: {why.next_step}; see {why.doc}"
 
 
 class JobWaitingError(WaitTimeoutError):
-    """A wait ran out of time while something holds the job: ``why`` (:class:`api.waiting.Waiting`:
+    """A wait ran out of time while something holds the job: ``why`` (:class:`trainer.api.waiting.Waiting`:
     ``reason``, ``message``, ``next_step``, ``doc``) says what, by the rule of
-    :func:`api.waiting.why_waiting`. A :class:`WaitTimeoutError` (and ``TimeoutError``) as before."""
+    :func:`trainer.api.waiting.why_waiting`. A :class:`WaitTimeoutError` (and ``TimeoutError``) as before."""
 
     def __init__(self, what: str, timeout: float, last: str | None, why: Waiting) -> None:
         super().__init__(what, timeout, last)
@@ -172,8 +172,8 @@ class JobWaitingError(WaitTimeoutError):
 
 class PodCannotStartError(TrainerClientError, RuntimeError):
     """A wait for a pod to start stopped early: a container of it cannot start without a change
-    (:data:`api.waiting.CANNOT_START`: ``ImagePullBackOff``, ``InvalidImageName``,
-    ``CreateContainerConfigError``...). ``why`` (:class:`api.waiting.Waiting`) says which and what to do."""
+    (:data:`trainer.api.waiting.CANNOT_START`: ``ImagePullBackOff``, ``InvalidImageName``,
+    ``CreateContainerConfigError``...). ``why`` (:class:`trainer.api.waiting.Waiting`) says which and what to do."""
 
     def __init__(self, what: str, why: Waiting) -> None:
         self.what, self.why = what, why

@@ -1,4 +1,4 @@
-"""The asyncio client of the :mod:`api` objects of any training-job kind (TrainJob, MPIJob):
+"""The asyncio client of the :mod:`trainer.api` objects of any training-job kind (TrainJob, MPIJob):
 :class:`AsyncJobClient`, and what it stands on: watching and deleting objects, finding a step's pods
 and their containers, the arguments kept from this client's order before the kubeflow SDK's.
 
@@ -18,8 +18,8 @@ from typing import Any, Generic, Self, TypeVar
 
 import aiohttp
 
-from api.conditions import is_true
-from api.kinds import (
+from trainer.api.conditions import is_true
+from trainer.api.kinds import (
     CONFIGMAPS,
     EVENTS,
     JOBS,
@@ -29,8 +29,8 @@ from api.kinds import (
     VOLCANO_PODGROUPS,
     Resource,
 )
-from api.snapshot import runtime_of_snapshot, snapshot_name
-from api.waiting import SUSPENDED, Waiting, why_waiting
+from trainer.api.snapshot import runtime_of_snapshot, snapshot_name
+from trainer.api.waiting import SUSPENDED, Waiting, why_waiting
 from trainer.client.errors import (
     JobFailedError,
     JobFinishedError,
@@ -245,7 +245,7 @@ def job_waiting(
     job: Any, pods: Iterable[JSON], podgroup: JSON | None = None, workload: WorkloadInfo | None = None
 ) -> Waiting | None:
     """Why ``job`` (a TrainJob or an MPIJob) waits, from what was read of it: its pods, PodGroup and
-    Kueue Workload (:func:`api.waiting.why_waiting`, the one rule); None when nothing holds it."""
+    Kueue Workload (:func:`trainer.api.waiting.why_waiting`, the one rule); None when nothing holds it."""
     quota = (workload.name, list(workload.conditions)) if workload is not None else None
     return why_waiting(conditions_of_job(job), pods, podgroup=podgroup, workload=quota)
 
@@ -392,7 +392,7 @@ class AsyncJobClient(Generic[J]):
             raise WaitTimeoutError(what, timeout, last[0] if last else None) from None
 
     async def why_waiting(self, name: str, job: J | None = None) -> Waiting | None:
-        """Why job ``name`` waits (:func:`api.waiting.why_waiting`: a condition that holds it, an
+        """Why job ``name`` waits (:func:`trainer.api.waiting.why_waiting`: a condition that holds it, an
         image that cannot be pulled, a pod the scheduler cannot place, a container that cannot
         start, its PodGroup, its Kueue Workload); None when nothing holds it or it finished.
         ``job``: the job when already read. Reads the job's pods, PodGroup and (when it is

@@ -1,5 +1,5 @@
-"""Reading manifests: a dict, a YAML/JSON file, a YAML string or typed :mod:`api` objects, into
-validated :mod:`api` models.
+"""Reading manifests: a dict, a YAML/JSON file, a YAML string or typed :mod:`trainer.api` objects, into
+validated :mod:`trainer.api` models.
 
 Validation is the API's own pydantic models, plus one check the models leave to the CRD schema:
 fields the API does not know (a typo, or an upstream field this operator does not implement, such
@@ -17,10 +17,10 @@ from typing import Any, TypeAlias
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from api.base import Model, ObjectMeta
-from api.kinds import Resource, resource_of
-from api.kubeflow_v2beta1 import MPIJob
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.api.base import Model, ObjectMeta
+from trainer.api.kinds import Resource, resource_of
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -28,7 +28,7 @@ from trainer.framework.meta import meta
 Manifest: TypeAlias = TrainJob | TrainingRuntime | ClusterTrainingRuntime | MPIJob
 """An object the client can create or apply."""
 Source: TypeAlias = Mapping[str, Any] | str | os.PathLike[str] | Model | Sequence[Mapping[str, Any] | Model]
-"""What :func:`load_manifests` reads: one object (a mapping or an :mod:`api` model), several in a
+"""What :func:`load_manifests` reads: one object (a mapping or an :mod:`trainer.api` model), several in a
 list, a path to a YAML/JSON file (``-`` is not special here), or YAML text."""
 
 KINDS: dict[str, type[Manifest]] = {
@@ -135,7 +135,7 @@ def unknown_fields(model: BaseModel, path: str = "") -> list[str]:
 
 
 def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
-    """Validate one document as the :mod:`api` model its ``kind`` names.
+    """Validate one document as the :mod:`trainer.api` model its ``kind`` names.
 
     An object may have ``metadata.generateName`` instead of ``metadata.name`` (only create
     accepts it: :func:`require_names`).
@@ -171,7 +171,7 @@ def parse_manifest(doc: Any, where: str = "<object>") -> Manifest:
 
 
 def manifest_resource(obj: Manifest) -> Resource:
-    """Where the object's kind lives (:func:`api.kinds.resource_of`): group, version, plural, scope."""
+    """Where the object's kind lives (:func:`trainer.api.kinds.resource_of`): group, version, plural, scope."""
     return resource_of({"apiVersion": obj.api_version, "kind": obj.kind})
 
 

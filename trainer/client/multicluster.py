@@ -21,11 +21,11 @@ from collections.abc import Iterable
 
 from pydantic import Field
 
-from api.base import Model
-from api.conditions import is_true
-from api.kinds import MPIJOBS, TRAINJOBS
-from api.labels import KUEUE_QUEUE_LABEL
-from api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
+from trainer.api.base import Model
+from trainer.api.conditions import is_true
+from trainer.api.kinds import MPIJOBS, TRAINJOBS
+from trainer.api.labels import KUEUE_QUEUE_LABEL
+from trainer.api.trainer_v1alpha1 import MANAGED_BY_MULTIKUEUE
 from trainer.client.errors import ManifestError
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from api.conditions import is_true
-from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
-from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX, TRIAL_PARAMETERS
-from api.optimizationjob import (
+from trainer.api.conditions import is_true
+from trainer.api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
+from trainer.api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX, TRIAL_PARAMETERS
+from trainer.api.optimizationjob import (
     COND_COMPLETE,
     COND_FAILED,
     COND_SUSPENDED,
@@ -41,7 +41,7 @@ from api.optimizationjob import (
     UniformSpace,
     env_name,
 )
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client.errors import JobFailedError, JobFinishedError, NotFoundError, WaitTimeoutError
 from trainer.client.jobs import observe
 from trainer.client.types import COMPLETE, CREATED, FAILED, RUNNING, SUSPENDED, trainjob_status
@@ -55,7 +55,7 @@ OPTIMIZATION_STATUSES: tuple[str, ...] = (CREATED, SUSPENDED, RUNNING, COMPLETE,
 
 class Search:
     """Search spaces, as the kubeflow SDK's ``kubeflow.optimizer.Search`` names them; each returns the
-    :class:`api.optimizationjob.SearchSpace` of one parameter. Raises ``ValueError`` for bounds that are
+    :class:`trainer.api.optimizationjob.SearchSpace` of one parameter. Raises ``ValueError`` for bounds that are
     not finite numbers or, through the model, ``min >= max`` and a log-uniform ``min <= 0``."""
 
     @staticmethod

@@ -2,7 +2,7 @@
 (``kubeflow/trainer/types/types.py``, kubeflow 0.5.0): :class:`Runtime` with its
 :class:`RuntimeTrainer`, :class:`TrainJob` with its :class:`Step` list. Field names, order and
 defaults are upstream's; what this client knows beyond them is in extra attributes after those
-(``namespace``, ``trainjob``/``object``: the :mod:`api` model the shape was read from).
+(``namespace``, ``trainjob``/``object``: the :mod:`trainer.api` model the shape was read from).
 
 The readers are pure: :func:`runtime_of` reads a runtime object, :func:`steps_of` a TrainJob's pods,
 :func:`trainjob_of` puts them together the way upstream's ``backends/kubernetes/backend.py`` and
@@ -18,9 +18,9 @@ from datetime import datetime
 from enum import Enum, StrEnum
 from typing import Any
 
-from api.base import ObjectMeta
-from api.labels import REPLICATED_JOB_NAME
-from api.trainer_v1alpha1 import (
+from trainer.api.base import ObjectMeta
+from trainer.api.labels import REPLICATED_JOB_NAME
+from trainer.api.trainer_v1alpha1 import (
     ANCESTOR_LABEL,
     FRAMEWORK_LABEL,
     NODE_CONTAINER,
@@ -28,7 +28,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntime,
     TrainJobSpec,
 )
-from api.trainer_v1alpha1 import TrainJob as TrainJobObject
+from trainer.api.trainer_v1alpha1 import TrainJob as TrainJobObject
 from trainer.client.types import COMPLETION_INDEX_LABEL, trainjob_num_nodes, trainjob_status
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
@@ -47,7 +47,7 @@ STEP_NAMES = (DATASET_INITIALIZER, MODEL_INITIALIZER, LAUNCHER, NODE_CONTAINER)
 
 class RuntimeKind(StrEnum):
     """The kind of a runtime. A ``str`` too, so ``kind == "ClusterTrainingRuntime"`` holds as it did
-    when runtimes were returned as :mod:`api` objects."""
+    when runtimes were returned as :mod:`trainer.api` objects."""
 
     CLUSTER_TRAINING_RUNTIME = "ClusterTrainingRuntime"
     TRAINING_RUNTIME = "TrainingRuntime"
@@ -88,7 +88,7 @@ class RuntimeTrainer:
 @dataclass
 class Runtime:
     """A TrainingRuntime or ClusterTrainingRuntime: upstream's ``Runtime`` fields, then ``object``,
-    the :mod:`api` runtime it was read from (None when built by hand)."""
+    the :mod:`trainer.api` runtime it was read from (None when built by hand)."""
 
     name: str
     trainer: RuntimeTrainer
@@ -98,7 +98,7 @@ class Runtime:
 
     @property
     def metadata(self) -> ObjectMeta:
-        """The runtime's metadata (as on the :mod:`api` object; only ``name`` when built by hand)."""
+        """The runtime's metadata (as on the :mod:`trainer.api` object; only ``name`` when built by hand)."""
         return self.object.metadata if self.object is not None else ObjectMeta(name=self.name)
 
 
@@ -122,7 +122,7 @@ class TrainJob:
     ``status`` is one of ``Created``, ``Suspended``, ``Running``, ``Complete``, ``Failed``
     (:func:`trainer.client.trainjob_status`; upstream has no ``Suspended``). ``runtime`` is None when
     the job's runtime does not exist (upstream's ``get_job`` raises then). ``namespace`` is the job's
-    namespace and ``trainjob`` the :mod:`api` object it was read from; ``metadata`` and ``spec``
+    namespace and ``trainjob`` the :mod:`trainer.api` object it was read from; ``metadata`` and ``spec``
     are that object's.
     """
 
@@ -179,7 +179,7 @@ def devices(resources: Mapping[str, Any] | None) -> tuple[str, str] | None:
 
 
 def runtime_of(runtime: TrainingRuntime | ClusterTrainingRuntime) -> Runtime:
-    """The :class:`Runtime` an :mod:`api` runtime is. Its framework is the label
+    """The :class:`Runtime` an :mod:`trainer.api` runtime is. Its framework is the label
     ``trainer.kubeflow.org/framework`` (``Unknown`` without it); image, devices from the ``node``
     container of the replicated job labelled ``trainer.kubeflow.org/trainjob-ancestor-step``
     (``Unknown`` without one); devices times ``mlPolicy.numNodes`` (an MPI runtime counts
@@ -260,7 +260,7 @@ def _step_order(step: Step) -> tuple[int, int, str]:
 
 
 def trainjob_of(job: TrainJobObject, runtime: Runtime | None, pods: Iterable[JSON]) -> TrainJob:
-    """The :class:`TrainJob` of an :mod:`api` TrainJob, its runtime (None: not found) and its pods.
+    """The :class:`TrainJob` of an :mod:`trainer.api` TrainJob, its runtime (None: not found) and its pods.
     ``num_nodes`` is ``spec.trainer.numNodes``, else the runtime's, else 1."""
     num_nodes = trainjob_num_nodes(job, runtime.trainer.num_nodes if runtime else None)
     mpi = runtime is not None and runtime.trainer.command[:1] == ("mpirun",)

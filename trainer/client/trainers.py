@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 from urllib.parse import urlparse
 
-from api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from trainer.api.trainer_v1alpha1 import ClusterTrainingRuntime, TrainingRuntime, TrainJob
 from trainer.client.shapes import Runtime, TrainerType
 from trainer.framework.json_codec import JSON
 
@@ -41,7 +41,7 @@ DEFAULT_IGNORE_PATTERNS: list[str] = ["*.msgpack", "*.h5", "*.bin", "*.pt", "*.p
 Option: TypeAlias = Callable[[JSON, Any, Any], None]
 """A ``train`` option, called as the kubeflow SDK calls its options: ``option(job_spec, trainer, client)``."""
 RuntimeChoice: TypeAlias = str | Runtime | TrainingRuntime | ClusterTrainingRuntime | None
-"""The runtime ``train`` is given: a name, a :class:`Runtime`, an :mod:`api` runtime, or None (the default)."""
+"""The runtime ``train`` is given: a name, a :class:`Runtime`, an :mod:`trainer.api` runtime, or None (the default)."""
 MPI_HOME = os.getenv("DEFAULT_MPI_USER_HOME", "/home/mpiuser")
 """Where an MPI runtime's function file is written (the MPI user's home, as upstream)."""
 DATASET_PATH = "/workspace/dataset"

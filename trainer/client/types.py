@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from api import jobkinds
-from api.base import Condition, Model
-from api.conditions import is_true, true_condition
-from api.jobkinds import KindFacts
-from api.kinds import Resource
-from api.kubeflow_v2beta1 import MPIJob
-from api.labels import JOB_INDEX, KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
-from api.queues import resolve_queue
-from api.trainer_v1alpha1 import (
+from trainer.api import jobkinds
+from trainer.api.base import Condition, Model
+from trainer.api.conditions import is_true, true_condition
+from trainer.api.jobkinds import KindFacts
+from trainer.api.kinds import Resource
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.labels import JOB_INDEX, KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from trainer.api.queues import resolve_queue
+from trainer.api.trainer_v1alpha1 import (
     COND_FAILED,
     COND_RUNNING,
     FRAMEWORK_LABEL,
@@ -29,7 +29,7 @@ from api.trainer_v1alpha1 import (
     TrainingRuntime,
     TrainJob,
 )
-from api.waiting import FINISHED, HOLDING
+from trainer.api.waiting import FINISHED, HOLDING
 from trainer.framework.clock import EARLIEST, parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
@@ -63,7 +63,7 @@ class TrainJobShape(Protocol):
 
 
 def trainjob_status(job: TrainJob | TrainJobShape) -> str:
-    """One of :data:`STATUSES`, from the TrainJob's conditions (of an :mod:`api` TrainJob, or of the
+    """One of :data:`STATUSES`, from the TrainJob's conditions (of an :mod:`trainer.api` TrainJob, or of the
     one a :class:`trainer.client.shapes.TrainJob` was read from).
 
     ``Failed`` or ``Complete`` when that condition is True (as the SDK); else ``Suspended`` when
@@ -98,7 +98,7 @@ def trainjob_num_nodes(job: TrainJob, runtime_num_nodes: int | None) -> int:
 HOLDING_CONDITIONS: tuple[str, ...] = (*FINISHED, *HOLDING, "RestartingJobSet", "Restarting", RUNNING)
 """Condition types that say why a job is where it is, the first True one winning: finished, held
 (suspended, no runtime, misconfigured, waiting for its gang, its pods refused: the holding conditions
-of :data:`api.waiting.HOLDING`, in its order), restarting, running."""
+of :data:`trainer.api.waiting.HOLDING`, in its order), restarting, running."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def metrics_text(job: TrainJob) -> str:
 @dataclass(frozen=True)
 class JobKind(Generic[J]):
     """What the client needs to know about one kind of training job: its facts as the operator declares
-    them (:class:`api.jobkinds.KindFacts`: where it lives, its model, how its pods are labelled) and how
+    them (:class:`trainer.api.jobkinds.KindFacts`: where it lives, its model, how its pods are labelled) and how
     the client shows it: :data:`TRAINJOB` and :data:`MPIJOB`."""
 
     facts: KindFacts
@@ -301,7 +301,7 @@ def pod_selector(kind: JobKind[Any], name: str, step: str | None = None, node: i
 
 
 def queue_of(obj: Model, gang: str = "") -> str | None:
-    """The queue a job asks for, by the operator's one rule (:func:`api.queues.resolve_queue`);
+    """The queue a job asks for, by the operator's one rule (:func:`trainer.api.queues.resolve_queue`);
     ``gang`` is the operator's ``--gang-scheduler-name`` when known (it decides between a Kueue
     label and a Volcano annotation set together). None when the job names none; a default queue
     its runtime's template may carry is not looked up here."""

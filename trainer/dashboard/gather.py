@@ -18,10 +18,10 @@ from typing import Any
 
 import aiohttp
 
-from api.kinds import OPTIMIZATION_JOBS, PODS
-from api.kubeflow_v2beta1 import MPIJob
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.kinds import OPTIMIZATION_JOBS, PODS
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client import AsyncJobClient, AsyncTrainerClient, Event, JobKind, LogsUnavailableError, NotFoundError
 from trainer.client.jobs import pick_container
 from trainer.client.optimize import Trial, list_trials

@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 import jinja2
 
-from api.optimizationjob import OptimizationJob
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.optimizationjob import OptimizationJob
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.client import Event, queue_of
 from trainer.client.jobs import job_waiting
 from trainer.client.optimize import algorithm_text, best_trial, early_stopping_text, optimization_status

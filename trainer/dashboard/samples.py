@@ -2,7 +2,7 @@
 recently, for their curves when no Prometheus is given: bounded in memory.
 
 A sample is the job's reported metrics at one moment, read as the operator exports them
-(:func:`api.series.series_of`: values that read as finite numbers, names made label
+(:func:`trainer.api.series.series_of`: values that read as finite numbers, names made label
 values, the first 32; none once the job finished). Bounds: :data:`DEFAULT_POINTS` samples per job (the
 oldest go first), :data:`DEFAULT_JOBS` jobs (the least recently viewed go first, with their samples),
 :data:`MAX_METRICS` metrics per job; so at most ``jobs x metrics x points`` numbers.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from api.series import METRIC, series_of
+from trainer.api.series import METRIC, series_of
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON
 

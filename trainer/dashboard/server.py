@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import aiohttp
 from aiohttp import web
 
-from api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
+from trainer.api.kinds import OPTIMIZATION_JOBS, TRAINJOBS
 from trainer.client import AsyncTrainerClient, NotFoundError
 from trainer.dashboard import gather, render
 from trainer.dashboard.samples import Samples

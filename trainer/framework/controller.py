@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Index, Key, controller_uid, key_of
 from trainer.framework.kube.projection import Projection, strip_managed_fields

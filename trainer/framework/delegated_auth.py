@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from api.kinds import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
+from trainer.api.kinds import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.kube.client import KubeClient
 from trainer.framework.permissions import Permission

@@ -37,7 +37,7 @@ from typing import Any
 
 import structlog
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.controller import (
     Context,
     Controller,

@@ -1,13 +1,13 @@
 """The owner reference of a child, and a ConfigMap owned by its job.
 
-The label and annotation keys the children carry are in :mod:`api.labels`.
+The label and annotation keys the children carry are in :mod:`trainer.api.labels`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.meta import meta
 from trainer.framework.permissions import Permission
 

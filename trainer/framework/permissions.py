@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 
 __all__ = ["APPLY", "OWNED", "VERBS", "WATCH", "Grant", "Permission", "grants", "policy_rules"]
 

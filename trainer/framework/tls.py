@@ -36,7 +36,7 @@ import structlog
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from api.kinds import SECRETS
+from trainer.api.kinds import SECRETS
 from trainer.framework.certs import (
     CA_VALIDITY,
     MAX_BACKDATE,

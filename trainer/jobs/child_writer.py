@@ -58,8 +58,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from api.conditions import REASON_CREATION_FAILED, REASON_PREVIOUS, REASON_RESOURCE_EXISTS
-from api.kinds import JOBS, Resource, resource_of
+from trainer.api.conditions import REASON_CREATION_FAILED, REASON_PREVIOUS, REASON_RESOURCE_EXISTS
+from trainer.api.kinds import JOBS, Resource, resource_of
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON, dumps_sorted
 from trainer.framework.kube.cache import controller_of, key_of

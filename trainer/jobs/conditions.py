@@ -2,23 +2,23 @@
 when), whether a batch/v1 Job failed, how a job's problems fold into its one ``Misconfigured``
 condition, and how desired conditions merge into the stored ones.
 
-Conditions come in two shapes: the API models (:class:`api.base.Condition`, what the kinds' status
+Conditions come in two shapes: the API models (:class:`trainer.api.base.Condition`, what the kinds' status
 logic works on) and JSON as the caches keep an object (``{"type", "status", "reason", "message",
 "lastTransitionTime"}``); every reader here takes either, or a whole object (JSON with
-``status.conditions``). The condition types and reasons themselves are in :mod:`api` (upstream's
-beside their kinds, the operator's own in :mod:`api.conditions`).
+``status.conditions``). The condition types and reasons themselves are in :mod:`trainer.api` (upstream's
+beside their kinds, the operator's own in :mod:`trainer.api.conditions`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from api.base import Condition
-from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED, Conditions, true_condition
-from api.conditions import condition_true as _true
-from api.conditions import first_true as _first_true
-from api.conditions import listed_conditions as _listed
-from api.jobkinds import MPIJOB, TRAINJOB
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, JOB_FAILED, Conditions, true_condition
+from trainer.api.conditions import condition_true as _true
+from trainer.api.conditions import first_true as _first_true
+from trainer.api.conditions import listed_conditions as _listed
+from trainer.api.jobkinds import MPIJOB, TRAINJOB
 from trainer.framework.json_codec import JSON
 
 TRAINJOB_TERMINAL = TRAINJOB.terminal

@@ -11,7 +11,7 @@ so the reconcile the children batch brings later finds a progress-only change's 
 
 from __future__ import annotations
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import owner_keys
 from trainer.jobs.features.own_writes import OwnWrites

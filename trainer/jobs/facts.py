@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from api.jobkinds import RunPolicyAt
-from api.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
+from trainer.api.jobkinds import RunPolicyAt
+from trainer.api.labels import JOB_RESTART_ATTEMPT, RESTART_ATTEMPT
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

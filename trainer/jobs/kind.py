@@ -12,9 +12,9 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from api.base import Condition
-from api.jobkinds import KindFacts
-from api.kinds import Resource
+from trainer.api.base import Condition
+from trainer.api.jobkinds import KindFacts
+from trainer.api.kinds import Resource
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.jobs.child_writer import Desired

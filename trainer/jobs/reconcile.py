@@ -1,7 +1,7 @@
 """The reconcile every kind shares, in one function that reads top to bottom:
 read -> managedBy -> validate -> expand -> gang plan -> desired -> write children -> write status.
 
-A kind (TrainJob, MPIJob) is a :class:`~trainer.jobs.kind.Kind`: its facts (:class:`api.jobkinds.KindFacts`:
+A kind (TrainJob, MPIJob) is a :class:`~trainer.jobs.kind.Kind`: its facts (:class:`trainer.api.jobkinds.KindFacts`:
 resource, model, labels, terminal conditions) and a plain function per step of the reconcile. What it derives
 once per reconcile (its info) says its gang and when to look again (:class:`~trainer.jobs.kind.Expanded`).
 How its changes are told (warnings, quiet transitions, progress fields) is the status writer's
@@ -35,17 +35,17 @@ import aiohttp
 import structlog
 from pydantic import ValidationError
 
-from api.base import Condition
-from api.conditions import (
+from trainer.api.base import Condition
+from trainer.api.conditions import (
     COND_MISCONFIGURED,
     COND_REPLICA_FAILURE,
     REASON_CREATION_FAILED,
     REASON_RECONCILE_ERROR,
     REASON_RESOURCE_EXISTS,
 )
-from api.jobkinds import KindFacts
-from api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
-from api.trainer_v1alpha1 import COND_FAILED
+from trainer.api.jobkinds import KindFacts
+from trainer.api.kinds import CONFIGMAPS, EVENTS, JOBS, SECRETS, SERVICES, Resource
+from trainer.api.trainer_v1alpha1 import COND_FAILED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import (
     Context,

@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from api.base import Condition
-from api.conditions import COND_REPLICA_FAILURE, is_true
-from api.kinds import Resource
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_REPLICA_FAILURE, is_true
+from trainer.api.kinds import Resource
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
-from api.labels import (
+from trainer.api.kubeflow_v2beta1 import MPIJob, ReplicaSpec
+from trainer.api.labels import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     OPERATOR_NAME,

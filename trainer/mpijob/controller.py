@@ -17,18 +17,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
-from api.base import Condition
-from api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, REASON_NODE_LIMIT
-from api.jobkinds import MPIJOB
-from api.kinds import JOBS, MPIJOBS, SECRETS
-from api.kubeflow_v2beta1 import (
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, REASON_NODE_LIMIT
+from trainer.api.jobkinds import MPIJOB
+from trainer.api.kinds import JOBS, MPIJOBS, SECRETS
+from trainer.api.kubeflow_v2beta1 import (
     COND_FAILED,
     COND_RUNNING,
     JobCondition,
     MPIJob,
 )
-from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL, KUEUE_QUEUE_LABEL
-from api.queues import QueueChoice, resolve_queue
+from trainer.api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL, KUEUE_QUEUE_LABEL
+from trainer.api.queues import QueueChoice, resolve_queue
 from trainer.framework.clock import now_rfc3339
 from trainer.framework.controller import Controller, Reader
 from trainer.framework.json_codec import JSON

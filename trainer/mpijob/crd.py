@@ -16,7 +16,7 @@ from __future__ import annotations
 import aiohttp
 import structlog
 
-from api.kinds import CRDS, KUBEFLOW_VERSION, MPIJOBS
+from trainer.api.kinds import CRDS, KUBEFLOW_VERSION, MPIJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, KubeClient
 from trainer.framework.permissions import Permission

@@ -15,9 +15,9 @@ whoever computes a duration from the conditions still finds one.
 
 from __future__ import annotations
 
-from api.base import Condition
-from api.conditions import JOB_COMPLETE, JOB_FAILED
-from api.kubeflow_v2beta1 import (
+from trainer.api.base import Condition
+from trainer.api.conditions import JOB_COMPLETE, JOB_FAILED
+from trainer.api.kubeflow_v2beta1 import (
     COND_CREATED,
     COND_FAILED,
     COND_RESTARTING,
@@ -29,7 +29,7 @@ from api.kubeflow_v2beta1 import (
     MPIJob,
     ReplicaStatus,
 )
-from api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL
+from trainer.api.labels import JOB_NAME_LABEL, JOB_ROLE_LABEL
 from trainer.framework.json_codec import JSON
 from trainer.jobs.conditions import JOB_TERMINAL, MPIJOB_TERMINAL, finished, job_failed
 from trainer.mpijob.children import worker_replicas

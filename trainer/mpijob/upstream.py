@@ -57,11 +57,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from api.base import Condition
-from api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, is_true
-from api.kinds import JOBS, MPIJOBS, PODS
-from api.kubeflow_v2beta1 import COND_FAILED, COND_RUNNING, MPIJob
-from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_MISCONFIGURED, JOB_COMPLETE, is_true
+from trainer.api.kinds import JOBS, MPIJOBS, PODS
+from trainer.api.kubeflow_v2beta1 import COND_FAILED, COND_RUNNING, MPIJob
+from trainer.api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import controller_of, controller_uid, key_of

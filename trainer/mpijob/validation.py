@@ -4,7 +4,7 @@ admission and by the MPIJob reconciler.
 
 from __future__ import annotations
 
-from api.kubeflow_v2beta1 import MPIJob
+from trainer.api.kubeflow_v2beta1 import MPIJob
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB, MAX_NODES_FLAG, container_quantities
 
 

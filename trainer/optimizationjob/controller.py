@@ -20,12 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from api.base import Condition
-from api.conditions import true_condition
-from api.jobkinds import OPTIMIZATIONJOB
-from api.kinds import TRAINJOBS
-from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX
-from api.optimizationjob import COND_FAILED, COND_SUSPENDED, TRIAL_EARLY_STOPPED, TRIAL_RUNNING, OptimizationJob
+from trainer.api.base import Condition
+from trainer.api.conditions import true_condition
+from trainer.api.jobkinds import OPTIMIZATIONJOB
+from trainer.api.kinds import TRAINJOBS
+from trainer.api.labels import OPTIMIZATION_JOB_NAME, TRIAL_INDEX
+from trainer.api.optimizationjob import COND_FAILED, COND_SUSPENDED, TRIAL_EARLY_STOPPED, TRIAL_RUNNING, OptimizationJob
 from trainer.framework.controller import Controller, Owns, Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

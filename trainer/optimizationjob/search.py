@@ -34,7 +34,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.study import StudyDirection
 from optuna.trial import TrialState, create_trial
 
-from api.optimizationjob import (
+from trainer.api.optimizationjob import (
     TRIAL_EARLY_STOPPED,
     TRIAL_RUNNING,
     TRIAL_SUCCEEDED,

@@ -20,8 +20,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from api.base import Condition
-from api.optimizationjob import (
+from trainer.api.base import Condition
+from trainer.api.optimizationjob import (
     COND_COMPLETE,
     COND_CREATED,
     COND_FAILED,

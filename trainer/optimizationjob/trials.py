@@ -20,12 +20,12 @@ import json
 import math
 import re
 
-from api.conditions import true_condition
-from api.kinds import TRAINJOBS
-from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_EARLY_STOPPED, TRIAL_INDEX, TRIAL_PARAMETERS
-from api.optimizationjob import TRIAL_EARLY_STOPPED as EARLY_STOPPED
-from api.optimizationjob import TRIAL_FAILED, TRIAL_RUNNING, TRIAL_SUCCEEDED, env_name
-from api.trainer_v1alpha1 import API_VERSION, COND_COMPLETE, COND_FAILED
+from trainer.api.conditions import true_condition
+from trainer.api.kinds import TRAINJOBS
+from trainer.api.labels import OPTIMIZATION_JOB_NAME, TRIAL_EARLY_STOPPED, TRIAL_INDEX, TRIAL_PARAMETERS
+from trainer.api.optimizationjob import TRIAL_EARLY_STOPPED as EARLY_STOPPED
+from trainer.api.optimizationjob import TRIAL_FAILED, TRIAL_RUNNING, TRIAL_SUCCEEDED, env_name
+from trainer.api.trainer_v1alpha1 import API_VERSION, COND_COMPLETE, COND_FAILED
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference

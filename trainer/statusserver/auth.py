@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from api.kinds import JOBS, PODS, TOKEN_REVIEWS, TRAINJOBS, Resource
+from trainer.api.kinds import JOBS, PODS, TOKEN_REVIEWS, TRAINJOBS, Resource
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.controller import Reader
 from trainer.framework.delegated_auth import bearer_token

@@ -13,9 +13,9 @@ import asyncio
 
 import structlog
 
-from api.jobkinds import TRAINJOB
-from api.kinds import CONFIGMAPS, TRAINJOBS
-from api.labels import JOBSET_NAME
+from trainer.api.jobkinds import TRAINJOB
+from trainer.api.kinds import CONFIGMAPS, TRAINJOBS
+from trainer.api.labels import JOBSET_NAME
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of

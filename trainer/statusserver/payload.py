@@ -5,7 +5,7 @@ The JSON body (upstream ``UpdateTrainJobStatusRequest``, KEP-2779) is ``{"traine
 most 256, strings of 1 to 64 characters), "lastUpdatedTime": RFC 3339, "lastCheckpoint": {"epoch",
 "step", "path", "savedTime"}}}`` (every field optional; ``lastUpdatedTime`` and a checkpoint's
 ``savedTime`` default to the time the server received the post). ``lastCheckpoint`` is this operator's
-extension (:class:`api.trainer_v1alpha1.Checkpoint`): a post without one keeps the stored one. A body
+extension (:class:`trainer.api.trainer_v1alpha1.Checkpoint`): a post without one keeps the stored one. A body
 that is not such JSON raises :class:`PayloadError` (answered 422).
 """
 
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from api.trainer_v1alpha1 import TrainerStatus
+from trainer.api.trainer_v1alpha1 import TrainerStatus
 from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 

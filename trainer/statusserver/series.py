@@ -4,12 +4,13 @@
 
 Fed by the TrainJob cache (:meth:`TrainingSeries.on_trainjob`, an informer handler), not by the posts:
 what is exported is what is stored, whichever replica's status server wrote it, and a restarted
-operator exports again from its first list. Series, from :func:`api.series.series_of`:
+operator exports again from its first list. Series, from :func:`trainer.api.series.series_of`:
 
 * ``kubeflow_trainer_trainjob_progress_ratio``: ``progressPercentage`` / 100;
 * ``kubeflow_trainer_trainjob_remaining_seconds``: ``estimatedRemainingSeconds``;
 * ``kubeflow_trainer_trainjob_metric{metric}``: each metric whose value reads as a finite number, its
-  name sanitised (:func:`api.series.metric_label`), the first :data:`api.series.MAX_METRICS_PER_JOB` of them.
+  name sanitised (:func:`trainer.api.series.metric_label`), the first
+  :data:`trainer.api.series.MAX_METRICS_PER_JOB` of them.
 
 Bounds: at most ``max_series`` series at once (``--training-metrics-max-series``); a job whose series
 would pass the cap is not exported and ``kubeflow_trainer_training_series_dropped_total`` grows by its
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from api.series import METRIC, PROGRESS, REMAINING, Series, series_of
+from trainer.api.series import METRIC, PROGRESS, REMAINING, Series, series_of
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of

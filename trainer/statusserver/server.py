@@ -35,7 +35,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from api.kinds import SECRETS, TRAINJOBS
+from trainer.api.kinds import SECRETS, TRAINJOBS
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.certs import VALIDITY
 from trainer.framework.clock import parse_time

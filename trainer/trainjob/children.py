@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from api import labels as L
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.trainer_v1alpha1 import JobStatus, TrainJob
+from trainer.api import labels as L
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.trainer_v1alpha1 import JobStatus, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference

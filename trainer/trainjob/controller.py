@@ -13,8 +13,8 @@ objects it reads (Volcano Queues), mapped to every TrainJob. The reconcile is
 
 from __future__ import annotations
 
-from api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, COND_RESTARTING, COND_RUNTIME_NOT_FOUND
-from api.trainer_v1alpha1 import COND_FAILED
+from trainer.api.conditions import COND_MISCONFIGURED, COND_REPLICA_FAILURE, COND_RESTARTING, COND_RUNTIME_NOT_FOUND
+from trainer.api.trainer_v1alpha1 import COND_FAILED
 from trainer.framework.controller import Controller
 from trainer.jobs.gang.base import GangScheduler
 from trainer.jobs.reconcile import declare

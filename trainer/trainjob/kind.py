@@ -19,11 +19,11 @@ from functools import partial
 
 from pydantic import ValidationError
 
-from api.base import Condition
-from api.conditions import REASON_NODE_LIMIT
-from api.jobkinds import TRAINJOB
-from api.kinds import JOBS
-from api.trainer_v1alpha1 import COND_SUSPENDED, REASON_RESUMED, TrainJob, runtime_from_dict
+from trainer.api.base import Condition
+from trainer.api.conditions import REASON_NODE_LIMIT
+from trainer.api.jobkinds import TRAINJOB
+from trainer.api.kinds import JOBS
+from trainer.api.trainer_v1alpha1 import COND_SUSPENDED, REASON_RESUMED, TrainJob, runtime_from_dict
 from trainer.framework.controller import Reader
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of

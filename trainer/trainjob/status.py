@@ -8,9 +8,9 @@ JobSet's ``RestartingJobSet`` while the whole group restarts (see :func:`restart
 
 from __future__ import annotations
 
-from api.base import Condition
-from api.conditions import COND_RESTARTING, COND_RUNTIME_NOT_FOUND, is_true
-from api.trainer_v1alpha1 import (
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_RESTARTING, COND_RUNTIME_NOT_FOUND, is_true
+from trainer.api.trainer_v1alpha1 import (
     COND_COMPLETE,
     COND_FAILED,
     COND_RUNNING,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-from api import labels as L
-from api.jobset_v1alpha2 import (
+from trainer.api import labels as L
+from trainer.api.jobset_v1alpha2 import (
     IN_PLACE_RESTART,
     IN_PLACE_RESTART_MESSAGE,
     RESTART_JOB,
@@ -29,7 +29,7 @@ from api.jobset_v1alpha2 import (
     JobSetSpec,
     ReplicatedJob,
 )
-from api.trainer_v1alpha1 import (
+from trainer.api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     STEP_DATASET_INITIALIZER,
     STEP_MODEL_INITIALIZER,

@@ -22,8 +22,8 @@ but ``suspend``, which needs no check).
   ``status.trainerStatus.metrics``: a warning (:func:`objective_warnings`).
 
 The bounds (``numTrials`` and ``parallelTrials`` at most 100, at most 100 parameters of at most 100
-choices, a grid of at most :data:`api.optimizationjob.MAX_GRID_POINTS` points) are the model's and the
-CRD's (:func:`api.optimizationjob.rule_errors`), refused here too for objects this webhook sees first.
+choices, a grid of at most :data:`trainer.api.optimizationjob.MAX_GRID_POINTS` points) are the model's and the
+CRD's (:func:`trainer.api.optimizationjob.rule_errors`), refused here too for objects this webhook sees first.
 Ours: upstream (kubeflow/trainer ``pkg/apis/trainer/v1alpha1/optimizationjob_types.go``, KEP-3562) ships
 the CRD's CEL rules and no webhook.
 """
@@ -34,8 +34,8 @@ import re
 
 from pydantic import ValidationError
 
-from api.labels import OPTIMIZATION_JOB_NAME, TRIAL_EARLY_STOPPED, TRIAL_INDEX, TRIAL_PARAMETERS
-from api.optimizationjob import ENV_PREFIX, OptimizationJob, env_name, int_bounds
+from trainer.api.labels import OPTIMIZATION_JOB_NAME, TRIAL_EARLY_STOPPED, TRIAL_INDEX, TRIAL_PARAMETERS
+from trainer.api.optimizationjob import ENV_PREFIX, OptimizationJob, env_name, int_bounds
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.jobs.child_writer import HASH_ANNOTATION

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from api.jobkinds import MPIJOB, TRAINJOB, facts_of
-from api.kubeflow_v2beta1 import MPIJob
-from api.labels import (
+from trainer.api.jobkinds import MPIJOB, TRAINJOB, facts_of
+from trainer.api.kubeflow_v2beta1 import MPIJob
+from trainer.api.labels import (
     COMPLETION_INDEX_ANNOTATION,
     JOB_NAME_LABEL,
     KUEUE_QUEUE_LABEL,
@@ -27,9 +27,9 @@ from api.labels import (
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
 )
-from api.queues import QueueChoice, resolve_queue
-from api.snapshot import runtime_of_snapshot
-from api.trainer_v1alpha1 import (
+from trainer.api.queues import QueueChoice, resolve_queue
+from trainer.api.snapshot import runtime_of_snapshot
+from trainer.api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     RUNTIME_DEPRECATION_POLICY_URL,
     STEP_DATASET_INITIALIZER,
@@ -418,7 +418,7 @@ def _check_override_change(obj: JSON, old: JSON, facts: AdmissionFacts, kind: st
 
 
 def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
-    """The queue admission checks: :func:`api.queues.resolve_queue`, the reconcilers' rule, with
+    """The queue admission checks: :func:`trainer.api.queues.resolve_queue`, the reconcilers' rule, with
     the TrainJob's runtime from the caches."""
     runtime = None
     if obj.get("kind") != MPIJOB.resource.kind:

@@ -36,8 +36,8 @@ import structlog
 import yaml
 from aiohttp import web
 
-from api.jobkinds import MPIJOB, TRAINJOB
-from api.kinds import (
+from trainer.api.jobkinds import MPIJOB, TRAINJOB
+from trainer.api.kinds import (
     CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
     JOBS,
@@ -54,8 +54,8 @@ from api.kinds import (
     WORKLOADS,
     Resource,
 )
-from api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
-from api.snapshot import snapshot_name
+from trainer.api.labels import OPERATOR_NAME, OPERATOR_NAME_LABEL, REPLICA_TYPE_LABEL
+from trainer.api.snapshot import snapshot_name
 from trainer.framework import json_codec
 from trainer.framework.certs import VALIDITY
 from trainer.framework.clock import now_rfc3339

@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Discovery, Kube, Lister
 from trainer.framework.meta import meta

@@ -31,7 +31,7 @@ from aiohttp.connector import Connection
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
-from api.kinds import Resource, resource_of
+from trainer.api.kinds import Resource, resource_of
 from trainer.framework import json_codec
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.kubeconfig import Endpoint, LeftToLibrary, Source, read_endpoint

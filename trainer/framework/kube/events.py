@@ -50,7 +50,7 @@ from typing import Any
 
 import structlog
 
-from api.kinds import EVENTS
+from trainer.api.kinds import EVENTS
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import now_micro, now_rfc3339
 from trainer.framework.json_codec import JSON

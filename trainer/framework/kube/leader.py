@@ -54,7 +54,7 @@ from pathlib import Path
 import aiohttp
 import structlog
 
-from api.kinds import LEASES
+from trainer.api.kinds import LEASES
 from trainer.framework.clock import format_micro_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube

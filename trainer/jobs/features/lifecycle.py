@@ -54,7 +54,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from api.conditions import (
+from trainer.api.conditions import (
     COND_MISCONFIGURED,
     COND_REPLICA_FAILURE,
     COND_RESTARTING,
@@ -64,9 +64,9 @@ from api.conditions import (
     REASON_RESOURCE_EXISTS,
     true_condition,
 )
-from api.jobkinds import KindFacts
-from api.kubeflow_v2beta1 import COND_RESTARTING as COND_MPI_RESTARTING
-from api.trainer_v1alpha1 import COND_FAILED, COND_RUNNING, COND_SUSPENDED
+from trainer.api.jobkinds import KindFacts
+from trainer.api.kubeflow_v2beta1 import COND_RESTARTING as COND_MPI_RESTARTING
+from trainer.api.trainer_v1alpha1 import COND_FAILED, COND_RUNNING, COND_SUSPENDED
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON

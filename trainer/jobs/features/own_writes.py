@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

@@ -32,9 +32,9 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from api.base import Condition
-from api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE, true_condition
-from api.kinds import EVENTS, JOBS, Resource
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_REPLICA_FAILURE, REASON_FAILED_CREATE, true_condition
+from trainer.api.kinds import EVENTS, JOBS, Resource
 from trainer.framework.clock import parse_time
 from trainer.framework.controller import Key, MapFn, Reader, Watches
 from trainer.framework.json_codec import JSON

@@ -8,7 +8,7 @@ module too, so no other module imports a scheduler's.
 
 from __future__ import annotations
 
-from api.base import Condition
+from trainer.api.base import Condition
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang import volcano, workload
 from trainer.jobs.gang.base import GangScheduler

@@ -17,12 +17,12 @@ from decimal import Decimal
 from functools import cached_property
 from typing import ClassVar, Protocol
 
-from api.base import Condition
-from api.conditions import COND_MISCONFIGURED
-from api.kinds import Resource
-from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
-from api.queues import NO_QUEUE, QueueChoice
-from api.trainer_v1alpha1 import PodGroupPolicy
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_MISCONFIGURED
+from trainer.api.kinds import Resource
+from trainer.api.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from trainer.api.queues import NO_QUEUE, QueueChoice
+from trainer.api.trainer_v1alpha1 import PodGroupPolicy
 from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from api.kinds import COSCHEDULING_PODGROUPS, Resource
+from trainer.api.kinds import COSCHEDULING_PODGROUPS, Resource
 from trainer.framework.controller import Owns
 from trainer.jobs.gang.base import (
     Facts,

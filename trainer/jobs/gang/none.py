@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from api.kinds import Resource
+from trainer.api.kinds import Resource
 from trainer.framework.controller import Owns
 from trainer.jobs.gang.base import Facts, GangInput, GangPlan, reports_only
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from api.base import Condition
-from api.conditions import COND_WAITING_FOR_GANG, true_condition
-from api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
-from api.labels import VOLCANO_QUEUE_ANNOTATION
-from api.trainer_v1alpha1 import NetworkTopologySpec
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_WAITING_FOR_GANG, true_condition
+from trainer.api.kinds import VOLCANO_PODGROUPS, VOLCANO_QUEUES, Resource
+from trainer.api.labels import VOLCANO_QUEUE_ANNOTATION
+from trainer.api.trainer_v1alpha1 import NetworkTopologySpec
 from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
 
-from api.base import Condition
-from api.conditions import COND_WAITING_FOR_GANG
-from api.kinds import POD_GROUPS, WORKLOADS, Resource
-from api.scheduling_v1beta1 import MAX_POD_GROUP_TEMPLATES
+from trainer.api.base import Condition
+from trainer.api.conditions import COND_WAITING_FOR_GANG
+from trainer.api.kinds import POD_GROUPS, WORKLOADS, Resource
+from trainer.api.scheduling_v1beta1 import MAX_POD_GROUP_TEMPLATES
 from trainer.framework.controller import Owns
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

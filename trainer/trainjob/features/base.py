@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from api.kinds import Resource
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.kinds import Resource
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.framework.controller import Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of

@@ -14,8 +14,8 @@ and a budget nobody can meet only confuses ``kubectl get pdb``.
 
 from __future__ import annotations
 
-from api.kinds import POD_DISRUPTION_BUDGETS
-from api.labels import JOBSET_NAME
+from trainer.api.kinds import POD_DISRUPTION_BUDGETS
+from trainer.api.labels import JOBSET_NAME
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.jobs.child_writer import Desired

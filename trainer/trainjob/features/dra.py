@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from api.kinds import RESOURCE_CLAIM_TEMPLATES, TRAINJOBS
+from trainer.api.kinds import RESOURCE_CLAIM_TEMPLATES, TRAINJOBS
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of

@@ -12,9 +12,9 @@ node, which the common plugins allow. Enforced only by a network plugin that imp
 
 from __future__ import annotations
 
-from api.kinds import NETWORK_POLICIES
-from api.labels import JOBSET_NAME, TRAINJOB_NAME
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.kinds import NETWORK_POLICIES
+from trainer.api.labels import JOBSET_NAME, TRAINJOB_NAME
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.owner import owner_reference
 from trainer.jobs.child_writer import Desired

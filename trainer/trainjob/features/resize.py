@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from api.kinds import JOBS
+from trainer.api.kinds import JOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import key_of
 from trainer.framework.meta import meta

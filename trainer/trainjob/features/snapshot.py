@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from api import labels as L
-from api.base import Condition
-from api.conditions import REASON_RESOURCE_EXISTS
-from api.jobkinds import TRAINJOB
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
-from api.snapshot import SNAPSHOT_KEY, runtime_of_snapshot, snapshot_name
-from api.trainer_v1alpha1 import (
+from trainer.api import labels as L
+from trainer.api.base import Condition
+from trainer.api.conditions import REASON_RESOURCE_EXISTS
+from trainer.api.jobkinds import TRAINJOB
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, CONFIGMAPS, TRAINING_RUNTIMES, TRAINJOBS
+from trainer.api.snapshot import SNAPSHOT_KEY, runtime_of_snapshot, snapshot_name
+from trainer.api.trainer_v1alpha1 import (
     COND_FAILED,
     GROUP,
     REASON_RUNTIME_NOT_SUPPORTED,

@@ -10,8 +10,8 @@ its outcome.
 
 from __future__ import annotations
 
-from api.kinds import CONFIGMAPS, JOBS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, TRAINJOBS
-from api.snapshot import SNAPSHOT_SUFFIX
+from trainer.api.kinds import CONFIGMAPS, JOBS, PERSISTENT_VOLUME_CLAIMS, SECRETS, SERVICES, TRAINJOBS
+from trainer.api.snapshot import SNAPSHOT_SUFFIX
 from trainer.framework.kube.cache import key_of
 from trainer.framework.permissions import Permission
 from trainer.jobs.child_writer import Desired

@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from api.base import Condition
-from api.kinds import JOBSETS, TRAINJOBS
-from api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, TrainJob
+from trainer.api.base import Condition
+from trainer.api.kinds import JOBSETS, TRAINJOBS
+from trainer.api.trainer_v1alpha1 import COND_COMPLETE, COND_FAILED, TrainJob
 from trainer.framework.controller import Key, Reader, Watches
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.projection import strip_managed_fields

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from api.kinds import PERSISTENT_VOLUME_CLAIMS
+from trainer.api.kinds import PERSISTENT_VOLUME_CLAIMS
 from trainer.jobs.child_writer import Desired, Once
 from trainer.trainjob.features.base import Feature, Step
 from trainer.trainjob.spec.volume_claims import claims

@@ -7,7 +7,7 @@ with a :class:`~trainer.trainjob.policies.base.Policy` and list it in ``POLICIES
 
 from __future__ import annotations
 
-from api.trainer_v1alpha1 import TrainingRuntimeSpec
+from trainer.api.trainer_v1alpha1 import TrainingRuntimeSpec
 from trainer.trainjob.policies.base import Created, Expansion, Policy
 from trainer.trainjob.policies.flux import FLUX
 from trainer.trainjob.policies.jax import JAX

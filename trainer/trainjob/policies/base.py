@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.kinds import Resource
-from api.labels import COMPLETION_INDEX_ANNOTATION
-from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.kinds import Resource
+from trainer.api.labels import COMPLETION_INDEX_ANNOTATION
+from trainer.api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.resources import gpus_per_node

@@ -42,9 +42,9 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.labels import JOBSET_NAME
-from api.trainer_v1alpha1 import NODE_CONTAINER, FluxMLPolicySource, TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.labels import JOBSET_NAME
+from trainer.api.trainer_v1alpha1 import NODE_CONTAINER, FluxMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.curve import curve_keypair, z85encode
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.merge import find_named, replace_named

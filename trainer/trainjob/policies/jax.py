@@ -7,7 +7,7 @@ number of nodes), JAX_PROCESS_ID (the pod's Job completion index) and JAX_COORDI
 
 from __future__ import annotations
 
-from api.trainer_v1alpha1 import JAXMLPolicySource, TrainingRuntimeSpec
+from trainer.api.trainer_v1alpha1 import JAXMLPolicySource, TrainingRuntimeSpec
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 

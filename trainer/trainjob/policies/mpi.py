@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.kinds import SECRETS
-from api.labels import JOBSET_NAME
-from api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.kinds import SECRETS
+from trainer.api.labels import JOBSET_NAME
+from trainer.api.trainer_v1alpha1 import NODE_CONTAINER, STEP_TRAINER, MPIMLPolicySource, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.jobs.mpi import Host, config_map, mount_config, mount_ssh, new_ssh_secret

@@ -39,9 +39,15 @@ KEP-2903 proposes no ``/scale``): :meth:`Torch.scale_status`.
 
 from __future__ import annotations
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
-from api.trainer_v1alpha1 import NODE_CONTAINER, TorchElasticPolicy, TorchMLPolicySource, TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.labels import JOBSET_NAME, REPLICATED_JOB_NAME
+from trainer.api.trainer_v1alpha1 import (
+    NODE_CONTAINER,
+    TorchElasticPolicy,
+    TorchMLPolicySource,
+    TrainingRuntimeSpec,
+    TrainJob,
+)
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import find_named, upsert_env
 from trainer.framework.meta import meta

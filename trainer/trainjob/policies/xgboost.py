@@ -8,7 +8,7 @@ are reserved.
 
 from __future__ import annotations
 
-from api.trainer_v1alpha1 import TrainingRuntimeSpec, XGBoostMLPolicySource
+from trainer.api.trainer_v1alpha1 import TrainingRuntimeSpec, XGBoostMLPolicySource
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.policies.base import MASTER_PORT, RANK_FROM_INDEX, Expansion, Policy
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from api.conditions import JOB_COMPLETE, JOB_FAILED
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
-from api.trainer_v1alpha1 import JobStatus
+from trainer.api.conditions import JOB_COMPLETE, JOB_FAILED
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from trainer.api.trainer_v1alpha1 import JobStatus
 from trainer.framework.clock import format_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta

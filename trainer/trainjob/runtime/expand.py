@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.queues import resolve_queue
-from api.trainer_v1alpha1 import NODE_CONTAINER, TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.queues import resolve_queue
+from trainer.api.trainer_v1alpha1 import NODE_CONTAINER, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.resources import gpus_per_node
 from trainer.jobs.gang.base import PodSet

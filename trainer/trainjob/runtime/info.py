@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, JobSetSpec, ReplicatedJob
-from api.queues import QueueChoice
-from api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import RESTART_JOB, RESTART_JOB_IGNORE_MAX, JobSetSpec, ReplicatedJob
+from trainer.api.queues import QueueChoice
+from trainer.api.trainer_v1alpha1 import TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.jobs.gang.base import GangInput, PodSet
 from trainer.trainjob.policies.base import Policy

@@ -15,8 +15,8 @@ kubeflow/trainer ``pkg/runtime/framework/plugins/jobset`` (v2.0) sets them.
 
 from __future__ import annotations
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.trainer_v1alpha1 import (
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.trainer_v1alpha1 import (
     NODE_CONTAINER,
     STEP_DATASET_INITIALIZER,
     STEP_MODEL_INITIALIZER,

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 
-from api.jobset_v1alpha2 import ReplicatedJob
-from api.kinds import RESOURCE_CLAIM_TEMPLATES
-from api.trainer_v1alpha1 import NODE_CONTAINER, TrainerResourceClaim, TrainJob
+from trainer.api.jobset_v1alpha2 import ReplicatedJob
+from trainer.api.kinds import RESOURCE_CLAIM_TEMPLATES
+from trainer.api.trainer_v1alpha1 import NODE_CONTAINER, TrainerResourceClaim, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.merge import find_named, replace_named
 from trainer.framework.resources import gpus_requested

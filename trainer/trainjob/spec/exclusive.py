@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api import labels as L
+from trainer.api import labels as L
 from trainer.framework.json_codec import JSON
 
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 
 import re2
 
-from api.jobset_v1alpha2 import (
+from trainer.api.jobset_v1alpha2 import (
     FAIL_JOBSET,
     RESTART_JOB,
     RESTART_JOB_IGNORE_MAX,
@@ -35,8 +35,8 @@ from api.jobset_v1alpha2 import (
     FailurePolicy,
     FailurePolicyRule,
 )
-from api.labels import JOB_INDEX, REPLICATED_JOB_NAME
-from api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
+from trainer.api.labels import JOB_INDEX, REPLICATED_JOB_NAME
+from trainer.api.trainer_v1alpha1 import REASON_DEADLINE_EXCEEDED
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 from trainer.jobs.conditions import job_failed

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.kinds import TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS
-from api.trainer_v1alpha1 import TrainJob
+from trainer.api.kinds import TRAINER_GROUP, TRAINER_VERSION, TRAINJOBS
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.merge import merge_named_replace, upsert_env
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
+from trainer.api.trainer_v1alpha1 import PodTemplateSpecOverride, TrainJob
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.merge import (
     deep_merge,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from api.trainer_v1alpha1 import COND_SUSPENDED, TrainingRuntimeSpec, TrainJob
+from trainer.api.trainer_v1alpha1 import COND_SUSPENDED, TrainingRuntimeSpec, TrainJob
 from trainer.framework.clock import format_time
 from trainer.jobs.conditions import TRAINJOB_TERMINAL, finished_at
 from trainer.jobs.facts import seconds_left

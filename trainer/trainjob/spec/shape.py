@@ -7,8 +7,8 @@ Pure.
 
 from __future__ import annotations
 
-from api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
-from api.trainer_v1alpha1 import ANCESTOR_LABEL, NODE_CONTAINER, STEP_TRAINER, TrainingRuntimeSpec, TrainJob
+from trainer.api.jobset_v1alpha2 import JobSetSpec, ReplicatedJob
+from trainer.api.trainer_v1alpha1 import ANCESTOR_LABEL, NODE_CONTAINER, STEP_TRAINER, TrainingRuntimeSpec, TrainJob
 from trainer.framework.json_codec import JSON
 from trainer.framework.meta import meta
 

@@ -9,8 +9,8 @@ that claim only when one of its containers or init containers mounts a volume of
 
 from __future__ import annotations
 
-from api import labels as L
-from api.jobset_v1alpha2 import VolumeClaimPolicy
+from trainer.api import labels as L
+from trainer.api.jobset_v1alpha2 import VolumeClaimPolicy
 from trainer.framework.json_codec import JSON, copy_json
 from trainer.framework.meta import meta
 from trainer.framework.owner import owner_reference

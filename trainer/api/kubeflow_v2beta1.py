@@ -13,8 +13,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from api.base import KubeObject, Model, ObjectMeta, Quantity, cel
-from api.kinds import KUBEFLOW_GROUP, KUBEFLOW_VERSION, MPIJOBS
+from trainer.api.base import KubeObject, Model, ObjectMeta, Quantity, cel
+from trainer.api.kinds import KUBEFLOW_GROUP, KUBEFLOW_VERSION, MPIJOBS
 
 GROUP, VERSION = KUBEFLOW_GROUP, KUBEFLOW_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -1,7 +1,7 @@
 """Every kind the project reads or writes, declared once: group, version, kind, plural and scope.
 
 The pure core (builders, gang modules, admission rules), the HTTP shell (:mod:`trainer.framework.kube.client`,
-the informers), CRD generation (:mod:`api.crd`) and the webhook routes all take a kind's coordinates
+the informers), CRD generation (:mod:`trainer.api.crd`) and the webhook routes all take a kind's coordinates
 from here, so a group, version or plural is spelled in one place only. Upstream sources of the
 third-party kinds: volcano-sh/apis ``pkg/apis/scheduling/v1beta1`` (PodGroup, Queue),
 kubernetes-sigs/scheduler-plugins ``apis/scheduling/v1alpha1`` (PodGroup), kubernetes-sigs/kueue
@@ -54,14 +54,15 @@ TRAINER_GROUP, TRAINER_VERSION = "trainer.kubeflow.org", "v1alpha1"
 KUBEFLOW_GROUP, KUBEFLOW_VERSION = "kubeflow.org", "v2beta1"
 KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 
-# Ours (CRDs generated from api/).
+# Ours (CRDs generated from trainer/api/).
 TRAINJOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainJob", "trainjobs")
 TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainingRuntime", "trainingruntimes")
 CLUSTER_TRAINING_RUNTIMES = Resource(
     TRAINER_GROUP, TRAINER_VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes", namespaced=False
 )
 OPTIMIZATION_JOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "OptimizationJob", "optimizationjobs")
-"""A hyperparameter search whose trials are TrainJobs (kubeflow/trainer KEP-3562, :mod:`api.optimizationjob`)."""
+"""A hyperparameter search whose trials are TrainJobs (kubeflow/trainer KEP-3562,
+:mod:`trainer.api.optimizationjob`)."""
 MPIJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "MPIJob", "mpijobs")
 
 # Kubernetes.
@@ -134,5 +135,5 @@ def resource_of(obj: dict[str, Any]) -> Resource:
         return _BY_TYPE[(obj["apiVersion"], obj["kind"])]
     except KeyError:
         raise KeyError(
-            f"kind {obj.get('kind')!r} of {obj.get('apiVersion')!r} is not declared in api/kinds.py"
+            f"kind {obj.get('kind')!r} of {obj.get('apiVersion')!r} is not declared in trainer/api/kinds.py"
         ) from None

@@ -14,8 +14,8 @@ import math
 import re
 from typing import Any
 
-from api.conditions import is_true
-from api.jobkinds import TRAINJOB
+from trainer.api.conditions import is_true
+from trainer.api.jobkinds import TRAINJOB
 
 MAX_METRICS_PER_JOB = 32
 """Metrics of one job exported at most (a job may report 256): the first ones, in its order."""

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from api import kubeflow_v2beta1 as mpi
-from api import labels
-from api import optimizationjob as opt
-from api import trainer_v1alpha1 as trainer
-from api.base import Model
-from api.kinds import MPIJOBS, OPTIMIZATION_JOBS, TRAINJOBS, Resource
+from trainer.api import kubeflow_v2beta1 as mpi
+from trainer.api import labels
+from trainer.api import optimizationjob as opt
+from trainer.api import trainer_v1alpha1 as trainer
+from trainer.api.base import Model
+from trainer.api.kinds import MPIJOBS, OPTIMIZATION_JOBS, TRAINJOBS, Resource
 
 
 class RunPolicyAt(NamedTuple):
@@ -70,7 +70,7 @@ class KindFacts:
     """The reason of the ``Failed`` condition of a job whose spec cannot be read."""
     objective: Callable[[dict[str, Any]], tuple[str, float] | None] | None = None
     """A search's best objective so far, ``(metric, value)`` read from a stored object (an OptimizationJob's:
-    :func:`api.optimizationjob.best_objective`); None for a kind that optimizes nothing."""
+    :func:`trainer.api.optimizationjob.best_objective`); None for a kind that optimizes nothing."""
 
 
 TRAINJOB = KindFacts(

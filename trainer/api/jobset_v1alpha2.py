@@ -3,7 +3,7 @@
 Every field of ``JobSetSpec`` is here, spelled as JobSet spells it (``enableDNSHostnames``, not the
 camel case a generator would derive), so that a runtime copied from upstream loses nothing to
 pruning. Each field is either implemented with JobSet's semantics or refused by the CRD with a
-message naming it (:func:`api.base.refused`): ``suspend: true`` and ``managedBy`` belong to the
+message naming it (:func:`trainer.api.base.refused`): ``suspend: true`` and ``managedBy`` belong to the
 TrainJob, not to its runtime.
 """
 
@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from api.base import KubeObject, Model, atomic_list, cel, list_map, refused
+from trainer.api.base import KubeObject, Model, atomic_list, cel, list_map, refused
 
 FAIL_JOBSET = "FailJobSet"
 RESTART_JOBSET = "RestartJobSet"

@@ -57,6 +57,6 @@ TRIAL_PARAMETERS = "trainer.kubeflow.org/trial-parameters"
 TRIAL_EARLY_STOPPED = "trainer.kubeflow.org/trial-early-stopped"
 """On a trial its job's ``pruneAlgorithm`` stopped (with ``spec.suspend: true``): why, as a sentence."""
 
-# The queue a job asks for (see api.queues).
+# The queue a job asks for (see trainer.api.queues).
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

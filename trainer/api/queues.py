@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.jobkinds import MPIJOB
-from api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
+from trainer.api.jobkinds import MPIJOB
+from trainer.api.labels import KUEUE_QUEUE_LABEL, VOLCANO_QUEUE_ANNOTATION
 
 
 def _metadata(obj: dict[str, Any], key: str) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Condition types and reasons this operator sets on its jobs beyond upstream's, as kubeflow/trainer
 ``pkg/constants/constants.go`` holds its own; and the batch/v1 Job condition types it reads.
 
-Upstream's own are beside their kinds: a TrainJob's in :mod:`api.trainer_v1alpha1` (kubeflow/trainer
-``trainjob_types.go``), an MPIJob's in :mod:`api.kubeflow_v2beta1` (kubeflow/mpi-operator
+Upstream's own are beside their kinds: a TrainJob's in :mod:`trainer.api.trainer_v1alpha1` (kubeflow/trainer
+``trainjob_types.go``), an MPIJob's in :mod:`trainer.api.kubeflow_v2beta1` (kubeflow/mpi-operator
 ``mpi_job_controller.go``). Which condition is True is read here once (:func:`true_condition`,
 :func:`is_true`), for the operator and the SDK alike; the operator's other rules over conditions (when a
 job has finished, how a problem folds into ``Misconfigured``) are in the operator's conditions module.
@@ -52,7 +52,7 @@ reason too."""
 
 
 class ConditionLike(Protocol):
-    """A condition as a model: :class:`api.base.Condition`, or another API's with a type and a status
+    """A condition as a model: :class:`trainer.api.base.Condition`, or another API's with a type and a status
     (a Kueue Workload's)."""
 
     @property
@@ -98,7 +98,7 @@ def true_condition(conditions: dict[str, Any] | Iterable[dict[str, Any]], *types
 
 def true_condition(conditions: Conditions, *types: str) -> ConditionLike | dict[str, Any] | None:
     """The first condition of one of ``types`` whose status is ``"True"``, or None. ``conditions``: a list
-    of :class:`~api.base.Condition` (or other :class:`ConditionLike` models), a list of conditions as
+    of :class:`~trainer.api.base.Condition` (or other :class:`ConditionLike` models), a list of conditions as
     JSON, or an object (JSON) whose ``status.conditions`` are read; the condition comes back in the
     shape it was found in."""
     return first_true(conditions, types)

@@ -21,9 +21,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
-from api.base import Condition, Model, ObjectMeta, cel
-from api.kinds import OPTIMIZATION_JOBS, TRAINER_GROUP, TRAINER_VERSION
-from api.trainer_v1alpha1 import TrainJobSpec
+from trainer.api.base import Condition, Model, ObjectMeta, cel
+from trainer.api.kinds import OPTIMIZATION_JOBS, TRAINER_GROUP, TRAINER_VERSION
+from trainer.api.trainer_v1alpha1 import TrainJobSpec
 
 API_VERSION = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
 

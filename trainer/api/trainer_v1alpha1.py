@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
-from api.base import (
+from trainer.api.base import (
     Condition,
     EnvVar,
     IntOrStr,
@@ -29,12 +29,12 @@ from api.base import (
     refused,
     resource_requirements,
 )
-from api.jobset_v1alpha2 import (
+from trainer.api.jobset_v1alpha2 import (
     JOBSET_SPEC_RULES,
     JobSetSpec,
 )
-from api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINER_GROUP, TRAINER_VERSION, TRAINING_RUNTIMES, TRAINJOBS
-from api.scheduling_v1beta1 import (
+from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, TRAINER_GROUP, TRAINER_VERSION, TRAINING_RUNTIMES, TRAINJOBS
+from trainer.api.scheduling_v1beta1 import (
     MAX_POD_GROUP_RESOURCE_CLAIMS,
     MAX_POD_GROUP_TEMPLATES,
     ONE_CLAIM_SOURCE,

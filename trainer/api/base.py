@@ -1,7 +1,7 @@
 """Building blocks shared by every API module: the model base class and Kubernetes core types.
 
 Field descriptions come from attribute docstrings, so the same text serves Python users and
-``kubectl explain`` (the CRD generator in :mod:`api.crd` copies them into the schemas).
+``kubectl explain`` (the CRD generator in :mod:`trainer.api.crd` copies them into the schemas).
 
 Core Kubernetes types that the operator only passes through (a Pod template, an affinity, a
 volume) are kept as plain JSON objects (:data:`KubeObject`): the apiserver already validates them

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from api.base import Model, atomic_list
+from trainer.api.base import Model, atomic_list
 
 ONE_SCHEDULING_POLICY = ("!(has(self.basic) && has(self.gang))", "set only one of basic and gang")
 ONE_MODE = ("!(has(self.single) && has(self.all))", "set only one of single and all")

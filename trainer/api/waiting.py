@@ -21,7 +21,7 @@ A finished job (``Complete``, ``Failed``, ``Succeeded``) waits for nothing: None
 None. The reasons are Kubernetes' own (kubelet ``pkg/kubelet/images/types.go``,
 ``pkg/kubelet/kuberuntime/kuberuntime_container.go``; scheduler ``PodReasonUnschedulable``,
 ``PodReasonSchedulingGated`` in k8s.io/api ``core/v1/types.go``) and this operator's conditions
-(:mod:`api.conditions`); nothing here writes a condition (docs/troubleshooting.md says why).
+(:mod:`trainer.api.conditions`); nothing here writes a condition (docs/troubleshooting.md says why).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api.conditions import (
+from trainer.api.conditions import (
     COND_MISCONFIGURED,
     COND_REPLICA_FAILURE,
     COND_RUNTIME_NOT_FOUND,
@@ -257,7 +257,7 @@ def why_waiting(
     """Why the job waits, by the precedence of this module's docstring; None when it waits for
     nothing (finished, or nothing holds it).
 
-    ``conditions``: the job's (models or JSON, or the job as JSON: :data:`api.conditions.Conditions`);
+    ``conditions``: the job's (models or JSON, or the job as JSON: :data:`trainer.api.conditions.Conditions`);
     ``pods``: its pods as JSON (any order; finished and deleted ones are skipped); ``podgroup``: its
     Volcano PodGroup as JSON; ``workload``: its Kueue Workload's name and conditions (models with
     ``type``, ``status``, ``reason``, ``message``, or JSON). Raises nothing.
