@@ -22,6 +22,10 @@ while the operator was down is posted again) and succeeded; the operators' log h
 table of trials (``-s`` shows it) gives each trial's uid, parameters, last reported accuracy and
 progress, its TrainJob's end and its state in the search.
 
+``trainer dashboard`` samples the namespace every second meanwhile; once the search ended, its
+OptimizationJob page (headless Chromium, :mod:`e2e.browser`, when one can run here) lists the 6 trials,
+marks the best, and draws every trial's accuracy over time; its screenshot goes to the test's directory.
+
 Runs where real nodes can (:func:`localcluster.realnode.node.unavailable`, ``make test`` included), else
 is skipped with its reason; ``TRAINER_E2E_REAL=0`` skips it.
 """
@@ -33,11 +37,14 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import yaml
+from selenium.webdriver.common.by import By
 
-from e2e.helpers import ROOT
+from e2e import browser
+from e2e.helpers import ROOT, trainer_dashboard
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
@@ -52,7 +59,7 @@ from trainer.optimizationjob.trials import parameters_of
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
-(STATUS_PORT,) = reserved_ports(1)
+STATUS_PORT, DASHBOARD_PORT = reserved_ports(2)
 OPERATOR_ARGS = status_server_args(STATUS_PORT)
 QUIET_LOG = True
 """Both operator processes, the killed one and the one after it, log nothing at error and only JSON."""
@@ -215,8 +222,31 @@ def logs(cluster: LocalCluster, ns: str, trial: str) -> str:
     return cluster.run_kubectl("logs", "-n", ns, "-l", f"{JOBSET_NAME}={trial}", "--tail", "-1", check=False).stdout
 
 
+def page_shows_the_search(url: str, best: str, path: Path) -> None:
+    """The OptimizationJob page at ``url``: 6 trial rows, ``best`` marked, a curve per trial sampled while it
+    trained (at least 2); its screenshot at ``path``."""
+    with browser.chromium() as driver:
+        driver.set_window_size(1280, 1500)
+        driver.get(url)
+        rows = driver.find_elements(By.CSS_SELECTOR, "tr.trial")
+        assert len(rows) == TRIALS, driver.page_source
+        marked = [r.get_dom_attribute("data-name") for r in driver.find_elements(By.CSS_SELECTOR, "tr.trial.best")]
+        assert marked == [best], (marked, best)
+        curves = driver.find_elements(By.CSS_SELECTOR, "svg.curve polyline")
+        assert len(curves) >= 2, driver.page_source
+        driver.save_screenshot(str(path))
+
+
 async def test_a_search_on_real_nodes_survives_an_operator_kill_without_repeating_or_exceeding_its_trials(
-    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, operator: Operator
+    client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, operator: Operator, tmp_path: Path
+) -> None:
+    flags = ("--sample-interval", "1", "--refresh", "2")
+    async with trainer_dashboard(cluster, ns, DASHBOARD_PORT, tmp_path / "dashboard.log", *flags) as dashboard:
+        await search_survives_a_kill(client, ns, cluster, operator, dashboard, tmp_path)
+
+
+async def search_survives_a_kill(
+    client: Client, ns: str, cluster: LocalCluster, operator: Operator, dashboard: str, tmp_path: Path
 ) -> None:
     began = time.monotonic()
     cluster.run_kubectl("apply", "-n", ns, "-k", str(DIGITS))
@@ -305,3 +335,8 @@ async def test_a_search_on_real_nodes_survives_an_operator_kill_without_repeatin
     assert status["trialsSucceeded"] == len(accuracy), status
     # Every trial has its objective: a last report refused while the operator was down is posted again.
     assert sorted(accuracy) == sorted(names), (accuracy, status["trialResults"])
+    # The dashboard's page of the search: every trial, the best marked, the curves it sampled meanwhile.
+    if browser.unavailable() is None:
+        shot = tmp_path / "dashboard-optimizationjob.png"
+        await asyncio.to_thread(page_shows_the_search, f"{dashboard}/jobs/{ns}/optimizationjobs/{NAME}", best, shot)
+        print(f"dashboard screenshot: {shot}")

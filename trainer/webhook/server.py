@@ -84,6 +84,10 @@ PERMISSIONS = (
         for r in (VALIDATING_WEBHOOKS, MUTATING_WEBHOOKS)
     ),
     Permission(KUEUE_LOCAL_QUEUES, ("get",), "admission warns when a Kueue LocalQueue is missing"),
+    *(
+        Permission(r, ("get",), "admission reads a runtime its cache has not seen yet (created a moment before)")
+        for r in (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
+    ),
 )
 
 VALIDATED = (TRAINJOBS, TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES, MPIJOBS, OPTIMIZATION_JOBS)
@@ -374,11 +378,13 @@ class WebhookServer:
         return review_response(uid, verdict)
 
     async def _facts_for(self, obj: JSON, path: str) -> rules.AdmissionFacts:
-        """The cache facts, plus a LocalQueue look-up when Kueue is the gang scheduler (a TrainJob's or an
-        MPIJob's)."""
-        if self.facts.gang != "kueue" or path == "/validate-optimizationjob":
-            return self.facts
-        queue = rules.admission_queue(obj, self.facts).name
+        """The cache facts, with the runtime a TrainJob (or an OptimizationJob's template) names read from
+        the apiserver when the cache has not seen it yet, plus a LocalQueue look-up when Kueue is the gang
+        scheduler (a TrainJob's or an MPIJob's)."""
+        facts = await self._with_runtime(obj, path)
+        if facts.gang != "kueue" or path == "/validate-optimizationjob":
+            return facts
+        queue = rules.admission_queue(obj, facts).name
         ns = str(meta(obj).namespace)
         exists: bool | None = None
         if queue:
@@ -386,7 +392,46 @@ class WebhookServer:
                 exists = await self.kube.get_or_none(KUEUE_LOCAL_QUEUES, ns, queue) is not None
             except ApiError:
                 exists = None
-        return dataclasses.replace(self.facts, local_queue_exists=lambda _ns, _name: exists)
+        return dataclasses.replace(facts, local_queue_exists=lambda _ns, _name: exists)
+
+    async def _with_runtime(self, obj: JSON, path: str) -> rules.AdmissionFacts:
+        """:attr:`facts`, or, when the runtime ``obj`` names (``spec.runtimeRef`` of a TrainJob,
+        ``spec.trainJobTemplate.spec.runtimeRef`` of an OptimizationJob) is not in the cache, the same
+        facts with that runtime as a GET finds it: a runtime created just before the job (an install
+        script, upstream's e2e setup) may not have reached the cache's watch yet. A failed GET leaves the
+        cache's answer."""
+        spec = obj.get("spec")
+        if path == "/validate-optimizationjob" and isinstance(spec, dict):
+            template = spec.get("trainJobTemplate")
+            spec = template.get("spec") if isinstance(template, dict) else None
+        elif path != "/validate-trainjob":
+            return self.facts
+        ref = spec.get("runtimeRef") if isinstance(spec, dict) else None
+        if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not ref["name"]:
+            return self.facts
+        kind, name = ref.get("kind") or CLUSTER_TRAINING_RUNTIMES.kind, ref["name"]
+        namespaced = kind == TRAINING_RUNTIMES.kind
+        ns = meta(obj).namespace if namespaced else None
+        if kind not in (TRAINING_RUNTIMES.kind, CLUSTER_TRAINING_RUNTIMES.kind) or (namespaced and not ns):
+            return self.facts
+        if self.facts.runtime(kind, name, ns) is not None:
+            return self.facts
+        try:
+            if namespaced:
+                found = await self.kube.get_or_none(TRAINING_RUNTIMES, ns, name)
+            else:
+                found = await self.kube.get_or_none(CLUSTER_TRAINING_RUNTIMES, None, name)
+        except ApiError as e:
+            log.info("runtime not read", kind=kind, name=name, error=str(e))
+            return self.facts
+        if found is None:
+            return self.facts
+        cached = self.facts.runtime
+
+        def runtime(k: str, n: str, namespace: str | None) -> JSON | None:
+            return found if (k, n, namespace) == (kind, name, ns) else cached(k, n, namespace)
+
+        return dataclasses.replace(self.facts, runtime=runtime)
 
     # ---------------------------------------------------------------- configurations
 
