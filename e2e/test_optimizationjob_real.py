@@ -22,9 +22,11 @@ while the operator was down is posted again) and succeeded; the operators' log h
 table of trials (``-s`` shows it) gives each trial's uid, parameters, last reported accuracy and
 progress, its TrainJob's end and its state in the search.
 
-``trainer dashboard`` samples the namespace every second meanwhile; once the search ended, its
-OptimizationJob page (headless Chromium, :mod:`e2e.browser`, when one can run here) lists the 6 trials,
-marks the best, and draws every trial's accuracy over time; its screenshot goes to the test's directory.
+``trainer dashboard`` runs meanwhile with the OptimizationJob's page open in headless Chromium
+(:mod:`e2e.browser`, when one can run here; the page refreshes itself, so the dashboard samples the
+trials every second); once the search ended, the page lists the 6 trials, marks the best and draws the
+accuracy of the trials over time (a line for each of at least 4 trials) and per trial index; its
+screenshot goes to the test's directory.
 
 Runs where real nodes can (:func:`localcluster.realnode.node.unavailable`, ``make test`` included), else
 is skipped with its reason; ``TRAINER_E2E_REAL=0`` skips it.
@@ -42,6 +44,7 @@ from pathlib import Path
 import pytest
 import yaml
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from e2e import browser
 from e2e.helpers import ROOT, trainer_dashboard
@@ -222,19 +225,20 @@ def logs(cluster: LocalCluster, ns: str, trial: str) -> str:
     return cluster.run_kubectl("logs", "-n", ns, "-l", f"{JOBSET_NAME}={trial}", "--tail", "-1", check=False).stdout
 
 
-def page_shows_the_search(url: str, best: str, path: Path) -> None:
-    """The OptimizationJob page at ``url``: 6 trial rows, ``best`` marked, a curve per trial sampled while it
-    trained (at least 2); its screenshot at ``path``."""
-    with browser.chromium() as driver:
-        driver.set_window_size(1280, 1500)
-        driver.get(url)
-        rows = driver.find_elements(By.CSS_SELECTOR, "tr.trial")
-        assert len(rows) == TRIALS, driver.page_source
-        marked = [r.get_dom_attribute("data-name") for r in driver.find_elements(By.CSS_SELECTOR, "tr.trial.best")]
-        assert marked == [best], (marked, best)
-        curves = driver.find_elements(By.CSS_SELECTOR, "svg.curve polyline")
-        assert len(curves) >= 2, driver.page_source
-        driver.save_screenshot(str(path))
+def page_shows_the_search(driver: WebDriver, best: str, path: Path) -> None:
+    """The OptimizationJob page ``driver`` has kept open (it refreshes itself, so the dashboard sampled the
+    trials meanwhile): 6 trial rows, ``best`` marked, the trials' accuracy over time (a line for each of
+    at least 4) and per trial index drawn; its screenshot at ``path``."""
+    driver.refresh()
+    rows = driver.find_elements(By.CSS_SELECTOR, "tr.trial")
+    assert len(rows) == TRIALS, driver.page_source
+    marked = [r.get_dom_attribute("data-name") for r in driver.find_elements(By.CSS_SELECTOR, "tr.trial.best")]
+    assert marked == [best], (marked, best)
+    over_time = driver.find_elements(By.CSS_SELECTOR, 'svg[data-plot="accuracy over time"] polyline')
+    assert len(over_time) >= 4, driver.page_source
+    (by_index,) = driver.find_elements(By.CSS_SELECTOR, 'svg[data-plot="accuracy by trial"] polyline')
+    assert len((by_index.get_dom_attribute("points") or "").split()) == TRIALS, driver.page_source
+    driver.save_screenshot(str(path))
 
 
 async def test_a_search_on_real_nodes_survives_an_operator_kill_without_repeating_or_exceeding_its_trials(
@@ -242,15 +246,27 @@ async def test_a_search_on_real_nodes_survives_an_operator_kill_without_repeatin
 ) -> None:
     flags = ("--sample-interval", "1", "--refresh", "2")
     async with trainer_dashboard(cluster, ns, DASHBOARD_PORT, tmp_path / "dashboard.log", *flags) as dashboard:
-        await search_survives_a_kill(client, ns, cluster, operator, dashboard, tmp_path)
+        with contextlib.ExitStack() as stack:
+            driver = stack.enter_context(browser.chromium()) if browser.unavailable() is None else None
+            page = f"{dashboard}/jobs/{ns}/optimizationjobs/{NAME}"
+            await search_survives_a_kill(client, ns, cluster, operator, (driver, page), tmp_path)
 
 
 async def search_survives_a_kill(
-    client: Client, ns: str, cluster: LocalCluster, operator: Operator, dashboard: str, tmp_path: Path
+    client: Client,
+    ns: str,
+    cluster: LocalCluster,
+    operator: Operator,
+    viewer: tuple[WebDriver | None, str],
+    tmp_path: Path,
 ) -> None:
     began = time.monotonic()
     cluster.run_kubectl("apply", "-n", ns, "-k", str(DIGITS))
     await client.kube.create(OPTIMIZATION_JOBS, ns, search())
+    driver, page = viewer
+    if driver is not None:  # viewed while it runs: the dashboard samples what its pages show
+        driver.set_window_size(1280, 1500)
+        driver.get(page)
     sampler = Sampler(client, ns)
     sampling = asyncio.create_task(sampler.run())
     try:
@@ -336,7 +352,7 @@ async def search_survives_a_kill(
     # Every trial has its objective: a last report refused while the operator was down is posted again.
     assert sorted(accuracy) == sorted(names), (accuracy, status["trialResults"])
     # The dashboard's page of the search: every trial, the best marked, the curves it sampled meanwhile.
-    if browser.unavailable() is None:
+    if driver is not None:
         shot = tmp_path / "dashboard-optimizationjob.png"
-        await asyncio.to_thread(page_shows_the_search, f"{dashboard}/jobs/{ns}/optimizationjobs/{NAME}", best, shot)
+        page_shows_the_search(driver, best, shot)
         print(f"dashboard screenshot: {shot}")
