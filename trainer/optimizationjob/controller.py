@@ -119,7 +119,7 @@ def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobIn
     suspended: dict[str, bool] = {}
     kept = recalled_reports(job) if job.spec.prune_algorithm is not None else {}
     for tj in reader.owned(TRAINJOBS, uid):
-        label = ((tj.get("metadata") or {}).get("labels") or {}).get(TRIAL_INDEX, "")
+        label = meta(tj).labels.get(TRIAL_INDEX, "")
         tname = str(meta(tj).name)
         index = index_of_name(name, tname)
         if index is None or label != str(index):
@@ -184,7 +184,7 @@ def trial_patches(obj: JSON, job: OptimizationJob, trials: list[Trial], suspende
 
 def _stop_reason(patch: JSON | None) -> str | None:
     """Why ``patch`` stops a trial early, None when it does not."""
-    annotations = ((patch or {}).get("metadata") or {}).get("annotations") or {}
+    annotations = meta(patch or {}).annotations
     return next(iter(annotations.values()), None)
 
 

@@ -75,7 +75,7 @@ def build_trial(owner: JSON, index: int, parameters: dict[str, str]) -> JSON:
 
 def parameters_of(trial: JSON) -> dict[str, str]:
     """The parameters a trial carries in its annotation (name -> value); {} when it has none readable."""
-    text = ((trial.get("metadata") or {}).get("annotations") or {}).get(TRIAL_PARAMETERS)
+    text = meta(trial).annotations.get(TRIAL_PARAMETERS)
     try:
         items = json.loads(text) if isinstance(text, str) else []
     except ValueError:
@@ -115,7 +115,7 @@ def report(trial: JSON, metric: str) -> tuple[int, float] | None:
 
 def early_stopped(trial: JSON) -> str | None:
     """Why the trial was stopped early (its annotation), None when it was not."""
-    why = ((trial.get("metadata") or {}).get("annotations") or {}).get(TRIAL_EARLY_STOPPED)
+    why = meta(trial).annotations.get(TRIAL_EARLY_STOPPED)
     return str(why) if why is not None else None
 
 

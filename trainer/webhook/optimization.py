@@ -133,7 +133,7 @@ def template_meta_errors(obj: JSON) -> list[str]:
     annotation of its own (:data:`RESERVED_LABELS`, :data:`RESERVED_ANNOTATIONS`), or a field other than
     :data:`TEMPLATE_META_FIELDS` (``ownerReferences``: a trial's controller is its OptimizationJob). The
     controller's own win on a trial in any case (:func:`trainer.optimizationjob.trials.build_trial`)."""
-    tmeta = ((obj.get("spec") or {}).get("trainJobTemplate") or {}).get("metadata") or {}
+    tmeta = meta((obj.get("spec") or {}).get("trainJobTemplate") or {}).data
     out = []
     for key in tmeta:
         if key not in (*TEMPLATE_META_FIELDS, "name", "namespace"):
