@@ -22,7 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from e2e.test_checkpoints_real import SAMPLE, checkpointed, digits_job, ended, kubectl_apply, logs, volume
+from e2e.test_checkpoints_real import (
+    SAMPLE,
+    checkpointed,
+    digits_job,
+    ended,
+    kubectl_apply,
+    logs,
+    volume,
+    what_happened,
+)
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
@@ -59,6 +68,15 @@ async def lose_the_second_member(
     return storage, {e["name"]: e.get("value") for e in second["spec"]["containers"][0]["env"]}
 
 
+async def until_ended(client: Client, ns: str, cluster: LocalCluster, name: str) -> JSON:
+    """TrainJob ``name`` once Complete or Failed; after 500 s an ``AssertionError`` that tells what its
+    Jobs, pods and containers did."""
+    try:
+        return await wait_for(lambda: ended(client, ns, name), f"TrainJob {name} to end", timeout=500, interval=0.5)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}\n{what_happened(cluster, ns, name)}") from None
+
+
 async def test_an_elastic_job_whose_member_goes_keeps_training_to_complete(
     client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
 ) -> None:
@@ -66,7 +84,7 @@ async def test_an_elastic_job_whose_member_goes_keeps_training_to_complete(
     assert env["PET_NNODES"] == "1:2" and env["PET_RDZV_BACKEND"] == "c10d", env
     lost_at = int(((await client.trainjob(ns, "el")) or {})["status"]["trainerStatus"]["lastCheckpoint"]["epoch"])
 
-    tj = await wait_for(lambda: ended(client, ns, "el"), "the elastic job to end", timeout=500, interval=0.5)
+    tj = await until_ended(client, ns, cluster, "el")
     pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=el")
     text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in pods)
     assert condition(tj, "Failed") is None, (tj["status"], text)
@@ -95,7 +113,7 @@ async def test_a_static_job_whose_member_goes_starts_its_group_over(
     storage, env = await lose_the_second_member(client, ns, cluster, tmp_path, "st", None)
     assert env["PET_NNODES"] == "2" and "PET_RDZV_BACKEND" not in env, env
 
-    tj = await wait_for(lambda: ended(client, ns, "st"), "the static job to end", timeout=500, interval=0.5)
+    tj = await until_ended(client, ns, cluster, "st")
     pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=st")
     (host,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "0"]
     text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in pods)

@@ -16,7 +16,10 @@ first epoch is the checkpoint's epoch + 1, at any number of nodes (rank 0 loads 
 takes rank 0's weights and optimizer state).
 
 Environment: ``EPOCHS`` (default 20), ``BATCH`` (default 32 per process), ``LR`` (default 0.05),
-``MOMENTUM`` (SGD's, default 0.9), ``CHECKPOINT_DIR`` (default: none, no checkpoints). As a trial of an
+``MOMENTUM`` (SGD's, default 0.9), ``CHECKPOINT_DIR`` (default: none, no checkpoints),
+``COLLECTIVE_TIMEOUT`` (seconds, default 120: a collective whose peer went without closing its
+connections fails after that long, so torchrun restarts the group instead of waiting gloo's default
+30 minutes). As a trial of an
 OptimizationJob (``optimizationjob.yaml`` beside this file) it takes the learning rate and momentum the
 search chose, ``KUBEFLOW_TRAINER_OPT_LR`` and ``KUBEFLOW_TRAINER_OPT_MOMENTUM``, over ``LR`` and
 ``MOMENTUM``, and its accuracy is the search's objective.
@@ -33,6 +36,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -161,7 +165,7 @@ def resume(checkpoints: Checkpoints, model: nn.Module, optimizer: torch.optim.SG
 
 def main() -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", timeout=timedelta(seconds=float(os.environ.get("COLLECTIVE_TIMEOUT", "120"))))
     rank, world = dist.get_rank(), dist.get_world_size()
     node = os.environ.get("GROUP_RANK", "?")
     # One write per line: the node's processes share one stdout.
