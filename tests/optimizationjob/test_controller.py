@@ -5,8 +5,10 @@ names the best; the search is rebuilt from the trials read back, so a restart re
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -460,3 +462,35 @@ def test_median_stopping_follows_the_direction_and_needs_min_trials() -> None:
     assert sorted(to_stop(job, [*done, low, high])) == ["o-trial-2"]  # below the median 0.7 when maximizing
     assert to_stop(job, [done[0], low, high]) == {}  # one succeeded trial, minTrials 2
     assert to_stop(OptimizationJob.model_validate(optimization_job()), [*done, low]) == {}  # no pruneAlgorithm
+
+
+async def test_the_search_runs_off_the_event_loop_so_one_job_never_holds_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Optuna's sampler (seconds of CPU for a large TPE search) runs in a worker thread: the event loop,
+    which every other job's reconcile shares, keeps running while a job's search does."""
+    from trainer.optimizationjob import search
+
+    real = search.next_assignments
+    seen: list[tuple[bool, int]] = []
+
+    def recording(*args: Any) -> dict[int, dict[str, str]]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            ticks += 1
+
+        loop_thread = threading.main_thread() is threading.current_thread()
+        # Work scheduled on the loop runs while this search is still going only if the loop is free.
+        future = asyncio.run_coroutine_threadsafe(tick(), loop)
+        future.result(timeout=5)
+        seen.append((loop_thread, ticks))
+        return real(*args)
+
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(search, "next_assignments", recording)
+    c = Cluster(optimization_job())
+    await c.settle()
+    assert len(c.trials()) == 2
+    assert seen and all(not on_loop and ticks == 1 for on_loop, ticks in seen), seen

@@ -79,6 +79,10 @@ class Kind(Generic[J, I]):
     expand: Callable[[Reader, JSON, J], I | Blocked]
     """Everything derived from the job (the object as stored, parsed as ``J``) and what it depends on,
     once per reconcile; :class:`Blocked` when it cannot be expanded now."""
+    offloaded: Callable[[I], I] | None = None
+    """The rest of the expansion when it is pure but slow (an OptimizationJob's sampler): run in a worker
+    thread on what ``expand`` returned, so that one tenant's job never holds the event loop every other
+    job's reconcile shares; None: ``expand`` does it all."""
     desired: Callable[[Reader, I, GangPlan], Desired]
     """The writes the job needs now."""
     conditions: Callable[[I, GangPlan], list[Condition] | None]

@@ -28,6 +28,7 @@ the error counters stop growing. Mirrors the flow of kubeflow/trainer
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from typing import Any, Generic
 
@@ -163,6 +164,8 @@ class Reconciler(Generic[J, I]):
             try:
                 # Info: everything derived from the job and what it depends on, once.
                 info = kind.expand(reader, obj, job)
+                if not isinstance(info, Blocked) and kind.offloaded is not None:
+                    info = await asyncio.to_thread(kind.offloaded, info)
                 if not isinstance(info, Blocked):
                     # Gang plan, then the desired children.
                     plan = self.gang.plan(info.gang, reader)

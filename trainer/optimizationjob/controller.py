@@ -73,6 +73,8 @@ class OptimizationJobInfo:
     """The parameters of each trial the cluster has, by trial name."""
     limit: int
     """How many trials the search runs: ``numTrials``, or a grid's size when smaller."""
+    wanted: list[int] = field(default_factory=list)
+    """The indices of the trials to create now, which the search gives parameters (:func:`searched`)."""
     new: dict[int, dict[str, str]] = field(default_factory=dict)
     """The trials to create now: index -> parameters."""
     patches: dict[str, JSON] = field(default_factory=dict)
@@ -110,8 +112,8 @@ def seed(obj: JSON, job: OptimizationJob) -> int:
 def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobInfo:
     """The trials the job has (its TrainJobs read back, and those its status recalls) and, unless it has
     finished, the next ones: the lowest indices it has no trial of (one whose create was refused, or whose
-    name someone else's TrainJob holds, is tried again), as many as ``parallelTrials`` leaves room for,
-    with the parameters the search gives them."""
+    name someone else's TrainJob holds, is tried again), as many as ``parallelTrials`` leaves room for;
+    :func:`searched` gives them their parameters."""
     name, uid = str(meta(obj).name), str(meta(obj).uid or "")
     metric = job.spec.objectives[0].metric
     trials: list[Trial] = []
@@ -154,8 +156,17 @@ def expand(reader: Reader, obj: JSON, job: OptimizationJob) -> OptimizationJobIn
     if room <= 0:
         return info
     wanted = [i for i in range(limit) if i not in known][:room]
-    new = search.next_assignments(job.spec, seed(obj, job), [t.observed for t in trials], wanted)
-    return OptimizationJobInfo(obj, job, trials, parameters, limit, new, patches)
+    return OptimizationJobInfo(obj, job, trials, parameters, limit, wanted, patches=patches)
+
+
+def searched(info: OptimizationJobInfo) -> OptimizationJobInfo:
+    """``info`` with the parameters the search gives the trials it wants (:func:`search.next_assignments`:
+    Optuna's sampler, up to seconds of CPU for a large TPE search, hence run off the event loop)."""
+    if not info.wanted:
+        return info
+    observed = [t.observed for t in info.trials]
+    new = search.next_assignments(info.job.spec, seed(info.obj, info.job), observed, info.wanted)
+    return replace(info, new=new)
 
 
 def trial_patches(obj: JSON, job: OptimizationJob, trials: list[Trial], suspended: dict[str, bool]) -> dict[str, JSON]:
@@ -223,6 +234,7 @@ def kind() -> Kind[OptimizationJob, OptimizationJobInfo]:
     return Kind(
         facts=OPTIMIZATIONJOB,
         expand=expand,
+        offloaded=searched,
         desired=lambda _reader, info, _plan: desired(info),
         conditions=job_conditions,
         status=status,
