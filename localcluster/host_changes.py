@@ -21,8 +21,6 @@ only the cache and the cluster's processes (all on loopback ports) are the demo'
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,7 +28,7 @@ from localcluster import operator_image
 from localcluster.binaries import cache_dir
 from localcluster.cluster import SERVICE_CIDR
 from localcluster.realnode import host
-from localcluster.realnode.node import BRIDGE, GATEWAY, OWNER, PACKAGES, POD_CIDR
+from localcluster.realnode.node import BRIDGE, GATEWAY, OWNER, PACKAGES, POD_CIDR, installed
 
 DOWN = "python -m localcluster.demo --down"
 """The command that stops what the demo left running and puts back what its nodes changed."""
@@ -48,13 +46,6 @@ def packages() -> tuple[str, ...]:
     """Every Debian package the demo installs when missing, in the order it installs them (the real
     nodes', then buildah)."""
     return (*PACKAGES, *operator_image.PACKAGES)
-
-
-def installed(package: str) -> bool:
-    """Whether Debian package ``package`` is installed (``dpkg -s`` exits 0); False without dpkg."""
-    if not shutil.which("dpkg"):
-        return False
-    return subprocess.run(["dpkg", "-s", package], capture_output=True).returncode == 0
 
 
 def changes(real: bool, is_installed: Callable[[str], bool] = installed) -> list[Change]:

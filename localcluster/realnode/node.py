@@ -98,9 +98,22 @@ def unavailable() -> str | None:
     return None
 
 
+def installed(package: str, admindir: Path | None = None) -> bool:
+    """Whether Debian package ``package`` is installed: dpkg's status for it is ``ii`` (a package
+    removed but not purged keeps its configuration files and a status, ``rc``, which ``dpkg -s``
+    reports with exit code 0 although its programs are gone). ``admindir``: dpkg's database, when not
+    the system's. False without dpkg."""
+    if not shutil.which("dpkg-query"):
+        return False
+    where = [f"--admindir={admindir}"] if admindir is not None else []
+    query = ["dpkg-query", *where, "--show", "--showformat=${db:Status-Abbrev}", package]
+    status = subprocess.run(query, capture_output=True, text=True)
+    return status.returncode == 0 and status.stdout.startswith("ii")
+
+
 def ensure_packages() -> None:
-    """Install the Debian packages real nodes need, when one is missing."""
-    missing = [p for p in PACKAGES if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    """Install the Debian packages real nodes need, when one is missing (:func:`installed`)."""
+    missing = [p for p in PACKAGES if not installed(p)]
     if missing:
         _log(f"apt-get install {' '.join(missing)}")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}

@@ -4,14 +4,16 @@ an undo for each, and docs/development.md lists the same; its step times each co
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from localcluster import demo, host_changes, operator_image
 from localcluster.cluster import SERVICE_CIDR
 from localcluster.realnode import host
-from localcluster.realnode.node import BRIDGE, PACKAGES
+from localcluster.realnode.node import BRIDGE, PACKAGES, installed
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "### What the demo changes on the host\n"
@@ -84,3 +86,20 @@ def test_the_step_table_lists_each_step_with_its_own_time() -> None:
     assert any("cluster up" in r and "3.2" in r for r in rows), out.getvalue()
     assert any("created to Complete" in r and "21.0" in r for r in rows)
     assert any("wall time" in r and "70.0" in r for r in rows)
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="no dpkg")
+def test_a_package_removed_but_not_purged_is_not_installed(tmp_path: Path) -> None:
+    """``apt-get remove containerd`` leaves its configuration and dpkg status ``rc`` (``dpkg -s`` exits 0):
+    the demo must install it again, not start nodes without containerd."""
+    stanza = "Package: {}\nStatus: {}\nPriority: optional\nSection: admin\nArchitecture: amd64\nVersion: 1.0\n"
+    (tmp_path / "status").write_text(
+        "\n".join(
+            [stanza.format("containerd", "deinstall ok config-files"), stanza.format("runc", "install ok installed")]
+        )
+    )
+    (tmp_path / "info").mkdir()
+    (tmp_path / "updates").mkdir()
+    assert installed("runc", tmp_path)
+    assert not installed("containerd", tmp_path)
+    assert not installed("no-such-package", tmp_path)
