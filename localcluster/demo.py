@@ -117,12 +117,32 @@ def metrics_of(tj: JSON) -> dict[str, str]:
     return {m["name"]: m["value"] for m in ts.get("metrics") or []}
 
 
+async def apply_sample(cluster: LocalCluster, patience: float = 60) -> None:
+    """``kubectl apply -k`` of the sample. An admission webhook the apiserver cannot call yet (the chart was
+    just installed: the Service's rules may be on their way) is tried again each second for up to
+    ``patience`` seconds, its error said once; any other error, or one that lasts, ends the demo with
+    kubectl's own words."""
+    deadline = time.monotonic() + patience
+    said = False
+    while True:
+        done = cluster.run_kubectl("apply", "-n", NAMESPACE, "-k", str(SAMPLE), check=False)
+        if done.returncode == 0:
+            return
+        error = done.stderr.strip()
+        if "failed calling webhook" not in error or time.monotonic() > deadline:
+            raise SystemExit(f"kubectl apply -n {NAMESPACE} -k {SAMPLE.relative_to(ROOT)} failed: {error}")
+        if not said:
+            say(f"admission is not reachable yet; trying again for up to {patience:.0f} s: {error}")
+            said = True
+        await asyncio.sleep(1)
+
+
 async def run_sample(cluster: LocalCluster, real: bool, timeout: float) -> tuple[str, bool, dict[str, str]]:
     """Install the digits runtime, create one TrainJob of it and follow it, printing how long it took from
     its creation to its end (:data:`TIMINGS`); (its name, Complete, its last reported metrics)."""
     client = await Client.connect(cluster)
     try:
-        cluster.run_kubectl("apply", "-n", NAMESPACE, "-k", str(SAMPLE))
+        await apply_sample(cluster)
         items, _ = await client.kube.list(TRAINJOBS, NAMESPACE, f"{DEMO_LABEL}=true")
         previous = [str(tj["metadata"]["name"]) for tj in items]
         for old in previous:  # children go by garbage collection, in the background
