@@ -39,6 +39,8 @@ RELEASE = "trainer"
 NAMESPACE = "trainer-system"
 DEPLOYMENT = "trainer-operator"
 LEASE = "trainer-operator"
+DRY_RUN_CREATE = ("create", "--dry-run=server", "-o", "name", "-f", "-")
+"""The probe of :meth:`Release.wait_admission`: a create the webhooks answer, written nowhere."""
 """The chart's Lease (``--leader-election-id`` default) in the release namespace."""
 
 
@@ -108,7 +110,37 @@ class Release:
         args.append("--wait")
         self.helm(*args, f"--timeout={timeout}", *self._set(tag))
         self.timings["helm upgrade --install"] = round(time.monotonic() - t, 1)
+        t = time.monotonic()
+        self.wait_admission()
+        self.timings["admission reachable"] = round(time.monotonic() - t, 1)
         _log(f"installed {self.release} in {self.namespace}; timings {self.timings}")
+
+    def wait_admission(self, timeout: float = 60) -> None:
+        """Until the apiserver reaches the chart's webhooks through their Service: a server-side dry run
+        of a TrainJob is answered (admitted or refused) rather than failing with "failed calling webhook".
+        ``helm --wait`` waits for ready pods only; a new Service's rules (kube-proxy) can come a moment
+        later. Raises ``TimeoutError`` with the last error after ``timeout`` seconds."""
+        probe = json.dumps(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "admission-probe", "namespace": "default"},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}},
+            }
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            done = subprocess.run(
+                [str(self.cluster.kubectl), f"--kubeconfig={self.cluster.kubeconfig}", *DRY_RUN_CREATE],
+                input=probe,
+                capture_output=True,
+                text=True,
+            )
+            if "failed calling webhook" not in done.stderr:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"admission not reachable after {timeout:.0f}s: {done.stderr.strip()}")
+            time.sleep(0.5)
 
     def uninstall(self) -> None:
         """``helm uninstall --wait``."""
