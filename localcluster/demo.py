@@ -52,7 +52,7 @@ from localcluster import ROOT, LocalCluster, host_changes
 from localcluster.binaries import ensure, ensure_binaries
 from localcluster.client import Client, condition
 from localcluster.cluster import free_ports
-from localcluster.incluster import Release
+from localcluster.incluster import WEBHOOK_UNREACHABLE, Release
 from localcluster.operator_image import operator_image
 from localcluster.operator_process import Operator
 from localcluster.realnode import images as realimages
@@ -129,7 +129,7 @@ async def apply_sample(cluster: LocalCluster, patience: float = 60) -> None:
         if done.returncode == 0:
             return
         error = done.stderr.strip()
-        if "failed calling webhook" not in error or time.monotonic() > deadline:
+        if WEBHOOK_UNREACHABLE not in error or time.monotonic() > deadline:
             raise SystemExit(f"kubectl apply -n {NAMESPACE} -k {SAMPLE.relative_to(ROOT)} failed: {error}")
         if not said:
             say(f"admission is not reachable yet; trying again for up to {patience:.0f} s: {error}")

@@ -39,9 +39,9 @@ RELEASE = "trainer"
 NAMESPACE = "trainer-system"
 DEPLOYMENT = "trainer-operator"
 LEASE = "trainer-operator"
-DRY_RUN_CREATE = ("create", "--dry-run=server", "-o", "name", "-f", "-")
-"""The probe of :meth:`Release.wait_admission`: a create the webhooks answer, written nowhere."""
 """The chart's Lease (``--leader-election-id`` default) in the release namespace."""
+WEBHOOK_UNREACHABLE = "failed calling webhook"
+"""What the apiserver says when it cannot call an admission webhook (its Service not reachable yet)."""
 
 
 def _log(message: str) -> None:
@@ -130,13 +130,10 @@ class Release:
         )
         deadline = time.monotonic() + timeout
         while True:
-            done = subprocess.run(
-                [str(self.cluster.kubectl), f"--kubeconfig={self.cluster.kubeconfig}", *DRY_RUN_CREATE],
-                input=probe,
-                capture_output=True,
-                text=True,
-            )
-            if "failed calling webhook" not in done.stderr:
+            kubectl = [str(self.cluster.kubectl), f"--kubeconfig={self.cluster.kubeconfig}"]
+            create = ["create", "--dry-run=server", "-o", "name", "-f", "-"]  # answered, written nowhere
+            done = subprocess.run([*kubectl, *create], input=probe, capture_output=True, text=True)
+            if WEBHOOK_UNREACHABLE not in done.stderr:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"admission not reachable after {timeout:.0f}s: {done.stderr.strip()}")

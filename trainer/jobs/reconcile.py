@@ -164,9 +164,9 @@ class Reconciler(Generic[J, I]):
             try:
                 # Info: everything derived from the job and what it depends on, once.
                 info = kind.expand(reader, obj, job)
-                if not isinstance(info, Blocked) and kind.offloaded is not None:
-                    info = await asyncio.to_thread(kind.offloaded, info)
                 if not isinstance(info, Blocked):
+                    if kind.offloaded is not None:  # pure but slow: off the event loop
+                        info = await asyncio.to_thread(kind.offloaded, info)
                     # Gang plan, then the desired children.
                     plan = self.gang.plan(info.gang, reader)
                     desired = kind.desired(reader, info, plan)
