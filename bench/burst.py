@@ -1181,7 +1181,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile",
         type=Path,
         metavar="PATH",
-        help="run this checkout's operator under cProfile and write its statistics to PATH (read with pstats)",
+        help="run this checkout's operator under cProfile, timed by its CPU time, and write its statistics to PATH"
+        " (read with pstats)",
     )
     args = p.parse_args(argv)
     if args.keep and args.restart:

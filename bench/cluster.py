@@ -161,12 +161,12 @@ class Operator:
         profile: Path | None = None,
     ) -> None:
         """Describe the process; nothing runs before :meth:`start`. With ``profile``, the operator runs
-        under :mod:`cProfile`, which writes its statistics to that file when the process exits (after
-        :meth:`stop`; read them with :mod:`pstats`)."""
+        under :mod:`cProfile` timed by its CPU time (:mod:`bench.cpu_profile`), which writes its statistics
+        to that file when the process exits (after :meth:`stop`; read them with :mod:`pstats`)."""
         self.metrics_port, self.health_port = free_ports(2)
         self.root = root
         watched = [] if namespace is None else ["--namespace", namespace]
-        profiled = [] if profile is None else ["-m", "cProfile", "-o", str(profile)]
+        profiled = [] if profile is None else ["-m", "bench.cpu_profile", "-o", str(profile)]
         self.args = [
             sys.executable,
             *profiled,

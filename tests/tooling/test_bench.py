@@ -366,12 +366,12 @@ def test_an_operator_of_every_namespace_with_extra_flags(tmp_path: Path) -> None
     assert op.metrics_port != op.health_port and op.root == ROOT
     with pytest.raises(RuntimeError, match="not started"):
         _ = op.pid
-    assert "cProfile" not in op.args
+    assert "bench.cpu_profile" not in op.args
 
 
 def test_a_profiled_operator_runs_under_cprofile_writing_to_the_path_given(tmp_path: Path) -> None:
     op = Operator(tmp_path / "kubeconfig", "bench", tmp_path / "log", profile=tmp_path / "op.prof")
-    assert op.args[1:7] == ["-m", "cProfile", "-o", str(tmp_path / "op.prof"), "-m", "trainer"]
+    assert op.args[1:7] == ["-m", "bench.cpu_profile", "-o", str(tmp_path / "op.prof"), "-m", "trainer"]
     assert parse_args(["--profile", "p.prof"]).profile == Path("p.prof") and parse_args([]).profile is None
 
 
