@@ -43,6 +43,10 @@ The machine (cores, memory) and N come first; ``--json PATH`` writes every figur
 out (``--timeout``), naming the phase and how many objects it saw, and when this checkout's operator
 wrote more than ``--max-writes W`` times per TrainJob (``FAIL:`` and both figures printed last), so a
 regression of writes fails the run that causes it.
+
+``--profile PATH`` runs this checkout's operator under cProfile timed by its CPU time
+(:mod:`bench.cpu_profile`); ``--tracemalloc PATH`` with tracemalloc on (:mod:`bench.mem_profile`), and
+prints where its memory is once the burst is quiet (with ``--keep``: after the last batch).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ from bench.cluster import (
     pods_per_node,
     read_usage,
 )
+from bench.mem_profile import top
 from bench.raw_client import CHILD_KINDS, RawController, owned_children, trainjob_owner
 from bench.upstream import (
     TORCH_RUNTIME,
@@ -1075,17 +1080,32 @@ async def measure(
             await t.start()
         if run_args.keep:
             await keep_phase(run)
+            await where_memory_is(op, figures)
             return
         if run_args.restart:
             await restart_phase(run)
             return
         result = await operator_phase(run)
+        await where_memory_is(op, figures)
         if baseline:
             await baseline_phase(run, float(result["children_seconds"]))
     finally:
         for t in (*run.children, *(t for t in (run.completed, run.statused) if t is not None)):
             await t.stop()
         await kube.close()
+
+
+async def where_memory_is(op: CountedOperator | CountedUpstream, figures: JSON) -> None:
+    """With ``--tracemalloc``: the operator's memory snapshot written, and its top places printed
+    (:func:`bench.mem_profile.top`) and kept in ``figures`` (``memory_top``)."""
+    if not isinstance(op, CountedOperator) or op.memory is None:
+        return
+    path = await op.memory_snapshot()
+    places = top(path)
+    figures["memory_top"] = [{"place": place, "mib": mib, "objects": count} for place, mib, count in places]
+    print(f"where the operator's memory is (tracemalloc, {path}):")
+    for place, mib, count in places:
+        print(f"  {mib:>8.2f} MiB {count:>9} objects  {place}")
 
 
 # --- the checkouts measured --------------------------------------------------------------------------
@@ -1184,7 +1204,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run this checkout's operator under cProfile, timed by its CPU time, and write its statistics to PATH"
         " (read with pstats)",
     )
+    p.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="PATH",
+        help="run this checkout's operator with tracemalloc on; at the end, write where its memory is to PATH"
+        " and print the top places (not with --profile: each skews the other)",
+    )
     args = p.parse_args(argv)
+    if args.profile and args.tracemalloc:
+        p.error("--profile and --tracemalloc: pick one")
     if args.keep and args.restart:
         p.error("--keep and --restart are two modes: pick one")
     if args.upstream and args.compare:
@@ -1207,7 +1236,8 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
     ) as cluster:
         log = cluster.state_dir / "operator.log"
         profile = args.profile if checkout.root == ROOT else None
-        op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root, profile=profile)
+        memory = args.tracemalloc if checkout.root == ROOT else None
+        op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root, profile=profile, memory=memory)
         return timed(measure(args, cluster, op, figures, baseline), op, figures)
 
 

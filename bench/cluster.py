@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -159,14 +160,22 @@ class Operator:
         root: Path = ROOT,
         args: Sequence[str] = (),
         profile: Path | None = None,
+        memory: Path | None = None,
     ) -> None:
         """Describe the process; nothing runs before :meth:`start`. With ``profile``, the operator runs
         under :mod:`cProfile` timed by its CPU time (:mod:`bench.cpu_profile`), which writes its statistics
-        to that file when the process exits (after :meth:`stop`; read them with :mod:`pstats`)."""
+        to that file when the process exits (after :meth:`stop`; read them with :mod:`pstats`). With
+        ``memory``, it runs with :mod:`tracemalloc` on (:mod:`bench.mem_profile`; not with ``profile``), and
+        :meth:`memory_snapshot` writes where its memory is to that file."""
+        if profile is not None and memory is not None:
+            raise ValueError("profile and memory: one at a time (each slows the other's figures)")
+        self.memory = memory
         self.metrics_port, self.health_port = free_ports(2)
         self.root = root
         watched = [] if namespace is None else ["--namespace", namespace]
         profiled = [] if profile is None else ["-m", "bench.cpu_profile", "-o", str(profile)]
+        if memory is not None:
+            profiled = ["-m", "bench.mem_profile", "-o", str(memory)]
         self.args = [
             sys.executable,
             *profiled,
@@ -217,6 +226,22 @@ class Operator:
     def usage(self) -> Usage:
         """Its CPU and memory now (see :func:`read_usage`)."""
         return read_usage(self.pid)
+
+    async def memory_snapshot(self, timeout: float = 300.0) -> Path:
+        """Ask the process (started with ``memory``) for a snapshot of where its memory is and wait until
+        it is written; returns its path. Raises ``RuntimeError`` without ``memory``, ``TimeoutError``
+        after ``timeout`` seconds."""
+        if self.memory is None:
+            raise RuntimeError("the operator runs without tracemalloc (memory=None)")
+        done = self.memory.with_name(self.memory.name + ".done")
+        done.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while not done.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no memory snapshot in {self.memory} after {timeout} s")
+            await asyncio.sleep(0.5)
+        return self.memory
 
     def kill(self) -> None:
         """SIGKILL, and reap it."""
