@@ -11,7 +11,8 @@ With real nodes (root on Debian, :func:`localcluster.realnode.node.unavailable` 
 - the network: the bridge :data:`~localcluster.realnode.node.BRIDGE` with the pod gateway's address,
   a route of the Service range into it, the pods' network namespaces, iptables chains (kubelet,
   kube-proxy, the CNI portmap plugin) and the sysctls of :data:`localcluster.realnode.host.SYSCTLS`;
-- ``/var/log/containers``, ``/var/log/pods`` and buildah's image store (``/var/lib/containers``).
+- ``/var/log/containers``, ``/var/log/pods`` and buildah's image store (:func:`image_store`: containers
+  storage's ``graphroot``, ``/var/lib/containers/storage`` for root unless configured).
 
 ``python -m localcluster.demo --down`` puts back the network, the sysctls, the chains and the log
 directories (:mod:`localcluster.realnode.host` recorded them before the first node started); packages,
@@ -21,8 +22,11 @@ only the cache and the cluster's processes (all on loopback ports) are the demo'
 
 from __future__ import annotations
 
+import os
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from localcluster import operator_image
 from localcluster.binaries import cache_dir
@@ -30,6 +34,10 @@ from localcluster.cluster import SERVICE_CIDR
 from localcluster.realnode import host
 from localcluster.realnode.node import BRIDGE, GATEWAY, OWNER, PACKAGES, POD_CIDR, installed
 
+STORAGE_CONF = Path("/etc/containers/storage.conf")
+"""containers-storage's configuration for root when ``CONTAINERS_STORAGE_CONF`` names none."""
+GRAPHROOT = "/var/lib/containers/storage"
+"""containers-storage's image store for root when no configuration sets ``graphroot``."""
 DOWN = "python -m localcluster.demo --down"
 """The command that stops what the demo left running and puts back what its nodes changed."""
 
@@ -46,6 +54,18 @@ def packages() -> tuple[str, ...]:
     """Every Debian package the demo installs when missing, in the order it installs them (the real
     nodes', then buildah)."""
     return (*PACKAGES, *operator_image.PACKAGES)
+
+
+def image_store() -> str:
+    """Where buildah keeps images: ``[storage] graphroot`` of the file ``CONTAINERS_STORAGE_CONF`` names,
+    else of :data:`STORAGE_CONF`, else :data:`GRAPHROOT` (containers-storage's own order; an unreadable
+    or malformed file counts as none)."""
+    conf = Path(os.environ.get("CONTAINERS_STORAGE_CONF") or STORAGE_CONF)
+    try:
+        storage = tomllib.loads(conf.read_text()).get("storage") or {}
+    except (OSError, tomllib.TOMLDecodeError):
+        storage = {}
+    return str(storage.get("graphroot") or GRAPHROOT)
 
 
 def changes(real: bool, is_installed: Callable[[str], bool] = installed) -> list[Change]:
@@ -90,7 +110,7 @@ def changes(real: bool, is_installed: Callable[[str], bool] = installed) -> list
                 DOWN,
             ),
             Change(
-                f"buildah's image store (/var/lib/containers): {built}, {operator_image.BASE.name} and their "
+                f"buildah's image store ({image_store()}): {built}, {operator_image.BASE.name} and their "
                 "cached build steps (untagged)",
                 f"buildah rmi {built} {operator_image.BASE.name}",
             ),

@@ -103,3 +103,15 @@ def test_a_package_removed_but_not_purged_is_not_installed(tmp_path: Path) -> No
     assert installed("runc", tmp_path)
     assert not installed("containerd", tmp_path)
     assert not installed("no-such-package", tmp_path)
+
+
+def test_the_image_store_named_is_the_one_buildah_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "storage.conf"
+    conf.write_text('[storage]\ndriver = "overlay"\ngraphroot = "/srv/images"\n')
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
+    assert host_changes.image_store() == "/srv/images"
+    assert any("buildah's image store (/srv/images)" in line for line in host_changes.lines(True, lambda p: True))
+    conf.write_text("[storage]\n")  # no graphroot: containers-storage's default for root
+    assert host_changes.image_store() == host_changes.GRAPHROOT == "/var/lib/containers/storage"
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(tmp_path / "absent.conf"))
+    assert host_changes.image_store() == host_changes.GRAPHROOT
