@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.mem_profile import done_path
 from localcluster import ROOT, LocalCluster
 from localcluster.cluster import free_ports
 
@@ -173,9 +174,13 @@ class Operator:
         self.metrics_port, self.health_port = free_ports(2)
         self.root = root
         watched = [] if namespace is None else ["--namespace", namespace]
-        profiled = [] if profile is None else ["-m", "bench.cpu_profile", "-o", str(profile)]
-        if memory is not None:
-            profiled = ["-m", "bench.mem_profile", "-o", str(memory)]
+        profiled = (
+            ["-m", "bench.cpu_profile", "-o", str(profile)]
+            if profile is not None
+            else ["-m", "bench.mem_profile", "-o", str(memory)]
+            if memory is not None
+            else []
+        )
         self.args = [
             sys.executable,
             *profiled,
@@ -233,7 +238,7 @@ class Operator:
         after ``timeout`` seconds."""
         if self.memory is None:
             raise RuntimeError("the operator runs without tracemalloc (memory=None)")
-        done = self.memory.with_name(self.memory.name + ".done")
+        done = done_path(self.memory)
         done.unlink(missing_ok=True)
         os.kill(self.pid, signal.SIGUSR1)
         deadline = time.monotonic() + timeout

@@ -17,13 +17,18 @@ import time
 USAGE = "python -m bench.cpu_profile -o PATH -m MODULE [ARGS...]"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run ``-o PATH -m MODULE [ARGS...]`` (every argument after ``MODULE`` is its own) profiled; its
-    exit status is kept. A malformed command line exits 2 with the usage."""
+def command_line(argv: list[str] | None, usage: str) -> tuple[str, str, list[str]]:
+    """``(PATH, MODULE, ARGS)`` of ``-o PATH -m MODULE [ARGS...]`` (``sys.argv[1:]`` when ``argv`` is
+    None; every argument after ``MODULE`` is its own). A malformed command line exits 2 with ``usage``."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 4 or argv[0] != "-o" or argv[2] != "-m":
-        sys.exit(f"usage: {USAGE}")
-    out, module, args = argv[1], argv[3], argv[4:]
+        sys.exit(f"usage: {usage}")
+    return argv[1], argv[3], argv[4:]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run ``-o PATH -m MODULE [ARGS...]`` (:func:`command_line`) profiled; its exit status is kept."""
+    out, module, args = command_line(argv, USAGE)
     sys.argv = [module, *args]
     profiler = cProfile.Profile(time.process_time)
     try:

@@ -16,6 +16,8 @@ import tracemalloc
 from pathlib import Path
 from types import FrameType
 
+from bench.cpu_profile import command_line
+
 USAGE = "python -m bench.mem_profile -o PATH -m MODULE [ARGS...]"
 FRAMES = 16
 """Frames kept per allocation: enough to name the caller of a library's allocation."""
@@ -23,9 +25,9 @@ FRAMES = 16
 
 def top(path: Path, limit: int = 15, under: str = "trainer/") -> list[tuple[str, float, int]]:
     """The ``limit`` places under ``under`` (a path fragment) whose allocations hold the most memory in
-        the snapshot at ``path``: ``(file:line, MiB, objects)``, largest first. An allocation is charged to the
-        innermost of its frames under ``under`` (a dict the cache's projection builds is the projection's,
-        not the JSON parser's); one with no such frame to the library its innermost frame is in (``<pydantic>``,
+    the snapshot at ``path``: ``(file:line, MiB, objects)``, largest first. An allocation is charged to the
+    innermost of its frames under ``under`` (a dict the cache's projection builds is the projection's, not
+    the JSON parser's); one with no such frame to the library its innermost frame is in (``<pydantic>``,
     ``<stdlib>``: module code and classes built at import, buffers of the event loop's I/O)."""
     snapshot = tracemalloc.Snapshot.load(str(path))
     places: dict[str, list[int]] = {}
@@ -47,17 +49,20 @@ def _library(filename: str) -> str:
     return "<stdlib>" if "/lib/python3" in filename or filename.startswith("<frozen") else "<other>"
 
 
+def done_path(out: Path) -> Path:
+    """The file written once the snapshot at ``out`` is whole."""
+    return out.with_name(out.name + ".done")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run ``-o PATH -m MODULE [ARGS...]`` (every argument after ``MODULE`` is its own) traced; its exit
-    status is kept. A malformed command line exits 2 with the usage."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 4 or argv[0] != "-o" or argv[2] != "-m":
-        sys.exit(f"usage: {USAGE}")
-    out, module, args = Path(argv[1]), argv[3], argv[4:]
+    """Run ``-o PATH -m MODULE [ARGS...]`` (:func:`bench.cpu_profile.command_line`) traced; its exit
+    status is kept."""
+    path, module, args = command_line(argv, USAGE)
+    out = Path(path)
 
     def dump(_signum: int, _frame: FrameType | None) -> None:
         tracemalloc.take_snapshot().dump(str(out))
-        out.with_name(out.name + ".done").touch()
+        done_path(out).touch()
 
     signal.signal(signal.SIGUSR1, dump)
     tracemalloc.start(FRAMES)
