@@ -92,9 +92,13 @@ async def test_max_restarts_recreates_every_job_then_fails(client: Client, ns: s
     assert "flaky-node-0" in failed["message"] and "DeadlineExceeded" in failed["message"]
     assert tj["status"]["restarts"] == 2 and len(set(uids)) == 3, "every attempt's Job is new"
     assert all(len(s - {""}) <= 1 for s in seen), f"two attempts' pods ran at once: {[s for s in seen if len(s) > 1]}"
-    events = await client.events(ns, "flaky")
-    restarts = [e for e in events if e["reason"] == "RestartJobSetFailurePolicyAction"]
-    assert sum(int(e.get("count") or (e.get("series") or {}).get("count") or 1) for e in restarts) == 2
+
+    def restarts(events: list[JSON]) -> int:
+        told = [e for e in events if e["reason"] == "RestartJobSetFailurePolicyAction"]
+        return sum(int(e.get("count") or (e.get("series") or {}).get("count") or 1) for e in told)
+
+    events = await client.wait_events(ns, "flaky", lambda es: restarts(es) >= 2, "2 RestartJobSetFailurePolicyAction")
+    assert restarts(events) == 2
 
 
 async def test_a_fail_rule_fails_at_once(client: Client, ns: str) -> None:
@@ -184,7 +188,9 @@ async def test_restart_job_recreates_only_the_failed_job_then_the_trainjob_compl
     assert not tj["status"].get("restarts"), "no restart of the whole group"
     final = {j["metadata"]["name"]: j["metadata"]["uid"] for j in await client.jobs(ns, "alone")}
     assert final["alone-node-0"] == before["alone-node-0"]
-    events = await client.events(ns, "alone")
+    events = await client.wait_events(
+        ns, "alone", lambda es: any(e["reason"] == "RestartJobFailurePolicyAction" for e in es), "the restart's event"
+    )
     assert [e["type"] for e in events if e["reason"] == "RestartJobFailurePolicyAction"] == ["Warning"]
 
 

@@ -467,8 +467,9 @@ async def test_failure_policy_restarts_the_group_on_real_pods_and_the_retry_comp
     text = "\n".join(log for _, log in out.values())
     assert "attempt 1 node 0" in text and "attempt 1 node 1" in text, text
     assert_ranks(text, world=2)
-    events = await client.events(ns, name)
-    assert any(e["reason"] == "RestartJobSetFailurePolicyAction" for e in events), events
+    await client.wait_events(
+        ns, name, lambda es: any(e["reason"] == "RestartJobSetFailurePolicyAction" for e in es), "the restart's event"
+    )
 
 
 async def test_the_digits_sample_trains_on_two_real_nodes_and_reports_its_progress(

@@ -52,7 +52,7 @@ async def test_a_suspended_trainjob_resized_runs_at_its_new_size_and_a_running_o
     (job,) = await client.jobs(ns, "rs")
     assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (1, 1)
     assert job["spec"]["suspend"] is False
-    events = await client.events(ns, "rs")
+    events = await client.wait_events(ns, "rs", lambda es: any(e["reason"] == "Resized" for e in es), "Resized")
     resized_events = [e for e in events if e["reason"] == "Resized"]
     assert resized_events and "from 2 to 1 pods" in resized_events[0]["message"], [e["reason"] for e in events]
     assert "RecreatingJob" not in {e["reason"] for e in events}, "resized on purpose, not after a refused update"

@@ -109,8 +109,9 @@ async def test_sample_trainjob_runs_to_complete(client: Client, samples: None, n
         assert pod["status"]["phase"] == "Succeeded"
     svc = await client.service(ns, "pytorch-simple")
     assert svc is not None and svc["spec"]["clusterIP"] == "None"
-    reasons = [e["reason"] for e in await client.events(ns, "pytorch-simple")]
-    assert reasons == ["AllJobsCompleted"], "as JobSet: no event per child created, one at the end"
+    events = await client.wait_events(ns, "pytorch-simple", bool, "the TrainJob's event")
+    # As JobSet: no event per child created, one at the end.
+    assert [e["reason"] for e in events] == ["AllJobsCompleted"]
     assert "SuccessfulCreate" in {e["reason"] for e in await client.events(ns, "pytorch-simple-node-0")}
 
 
@@ -191,7 +192,7 @@ async def test_suspend_holds_pods_overrides_change_while_suspended_and_resume_st
     # Resume: pods are created, carrying the overrides (gated until the gate goes).
     await client.apply(trainjob("sus", "rt", suspend=False, trainer={"numNodes": 2}, podSpecOverrides=[override]), ns)
     await client.wait_gone(ns, "sus", "Suspended")  # resumed: as upstream, but no Suspended=False left over
-    assert any(e["reason"] == "Resumed" for e in await client.events(ns, "sus"))
+    await client.wait_events(ns, "sus", lambda es: any(e["reason"] == "Resumed" for e in es), "Resumed")
     pods = await wait_for(
         lambda: _n_pods(client, ns, "jobset.sigs.k8s.io/jobset-name=sus", 2), "pods created after resume"
     )
@@ -257,8 +258,9 @@ async def test_missing_runtime_gets_a_named_condition_and_recovers_when_it_appea
     assert cond is not None and "TrainingRuntime 'late-rt' not found" in cond["message"]
     assert "spec.runtimeRef" in cond["message"]
     assert tj["status"]["conditions"][-1]["type"] == "RuntimeNotFound"
-    events = await client.events(ns, "orphan")
-    assert any(e["type"] == "Warning" and "late-rt" in e["message"] for e in events)
+    await client.wait_events(
+        ns, "orphan", lambda es: any(e["type"] == "Warning" and "late-rt" in e["message"] for e in es), "the Warning"
+    )
     assert await client.jobs(ns, "orphan") == []
 
     await client.apply(runtime("late-rt", rjob("node", "trainer")), ns)
@@ -308,8 +310,9 @@ async def test_without_a_gang_scheduler_a_volcano_queue_is_reported_not_silently
     assert cond is not None and cond["reason"] == "QueueIgnored"
     assert "'production'" in cond["message"] and "--gang-scheduler-name=volcano" in cond["message"]
     assert "schedulerName 'volcano'" in cond["message"]
-    events = await client.events(ns, "seed")
-    assert any(e["type"] == "Warning" and e["reason"] == "QueueIgnored" for e in events)
+    await client.wait_events(
+        ns, "seed", lambda es: any(e["type"] == "Warning" and e["reason"] == "QueueIgnored" for e in es), "QueueIgnored"
+    )
 
 
 async def test_a_trainjob_on_an_mpi_runtime_keeps_one_ssh_secret_and_one_hostfile(

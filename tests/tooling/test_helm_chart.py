@@ -217,6 +217,8 @@ def test_replicas_image_resources_and_extra_args() -> None:
         "extraArgs={--max-concurrent-reconciles=8}",
     )
     assert one(objects, "Deployment")["spec"]["replicas"] == 0
+    # Available 5 s after ready: the endpoint is routed by then (the preStop sleep's other half).
+    assert one(objects, "Deployment")["spec"]["minReadySeconds"] == 5
     c = container(objects)
     assert (c["image"], c["imagePullPolicy"]) == ("registry.example/trainer:9.9.9", "Always")
     assert c["resources"] == {"requests": {"cpu": 2, "memory": "192Mi"}, "limits": {"cpu": "1", "memory": "2Gi"}}
