@@ -11,7 +11,8 @@ namespace ``bench``, and then runs two phases, in this order:
    until every TrainJob is ``Complete``; the operator's writes per TrainJob by verb and resource (delta
    of its ``trainer_apiserver_requests_total``; every verb but GET, LIST and WATCH is a write); its
    reconciles per TrainJob (delta of ``controller_runtime_reconcile_total{controller="trainjob"}``); its CPU
-   seconds (``/proc/<pid>/stat``) and RSS (``/proc/<pid>/status``: at start, after, peak ``VmHWM``);
+   seconds (``/proc/<pid>/stat``; of them, its garbage collector's: ``trainer_gc_seconds_total``) and RSS
+   (``/proc/<pid>/status``: at start, after, peak ``VmHWM``);
    then its writes per minute over ``--idle-seconds`` once everything settled.
 2. **raw-client baseline**: the same N TrainJobs and, for each, the children the operator made, read
    back and stripped of server-set fields (:mod:`bench.raw_client`), are POSTed in namespace ``raw``
@@ -108,6 +109,8 @@ Counts = dict[tuple[str, str, str], float]
 REQUESTS_METRIC = "trainer_apiserver_requests_total"
 """Requests of the operator by verb and resource (the apiserver's ``apiserver_request_total`` labels)."""
 RECONCILES_METRIC = "controller_runtime_reconcile_total"
+GC_METRIC = "trainer_gc_seconds_total"
+"""The operator's garbage collection seconds by generation (:mod:`trainer.framework.gc_time`)."""
 """Reconciles by ``controller`` and ``result`` (controller-runtime's name)."""
 REST_METRIC = "rest_client_requests_total"
 """Requests by ``method``, ``code`` and ``host`` (client-go's series), which every version of the operator
@@ -408,6 +411,11 @@ class CountedOperator(Operator):
     async def reconciles(self) -> float:
         """Its TrainJob reconciles so far (:func:`parse_reconciles`)."""
         return parse_reconciles(await self.metrics())
+
+    async def gc_seconds(self) -> float:
+        """Seconds its garbage collector took so far, every generation (:data:`GC_METRIC`; 0 for an
+        operator that does not export it)."""
+        return gauge_sum(await self.metrics(), GC_METRIC, "generation")
 
     async def queue(self) -> tuple[float, float]:
         """``(items queued, workers busy)`` of its TrainJob controller (``workqueue_depth``,
@@ -734,6 +742,7 @@ async def operator_phase(run: Run) -> JSON:
     n, args, op = run.args.n, run.args, run.op
     assert run.completed is not None
     before, start, reconciled = await op.scrape(), op.usage(), await op.reconciles()
+    collected = await op.gc_seconds() if isinstance(op, CountedOperator) else 0.0
     api_cpu, at = run.apiserver_cpu(), dict[str, float]()
     t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency, at)
     await run.wait_children(n, t0, f"{run.side.name} phase, children")
@@ -744,6 +753,7 @@ async def operator_phase(run: Run) -> JSON:
     after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
     end = op.usage()
     reconciles = await op.reconciles() - reconciled
+    collected = (await op.gc_seconds() if isinstance(op, CountedOperator) else 0.0) - collected
     children = run.children_seconds(t0)
     statused = run.statused.times if run.statused is not None else []
     status = round(statused[-1] - t0, 2) if len(statused) >= n else None
@@ -769,6 +779,7 @@ async def operator_phase(run: Run) -> JSON:
         "reconciles_per_trainjob": round(reconciles / n, 2),
         "cpu_seconds": round(end.cpu - start.cpu, 2),
         "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / n, 2),
+        "gc_ms_per_trainjob": round(collected * 1000 / n, 2),
         "rss_mib": {"start": round(start.rss, 1), "after": round(end.rss, 1), "peak": round(end.peak, 1)},
     }
     run.figures["operator"] = out
@@ -1015,6 +1026,8 @@ def print_operator(out: JSON, side: str = "ours") -> None:
         f"  CPU: {out['cpu_seconds']:.1f} s over the burst, {out['cpu_ms_per_trainjob']:.1f} ms per TrainJob"
         f" (pid {out.get('pid', '?')})"
     )
+    if out.get("gc_ms_per_trainjob"):
+        print(f"  garbage collection:       {out['gc_ms_per_trainjob']:.2f} ms per TrainJob ({GC_METRIC})")
     r = out["rss_mib"]
     print(f"  RSS: {r['start']:.1f} MiB at start, {r['after']:.1f} MiB after, {r['peak']:.1f} MiB peak (VmHWM)")
     sys.stdout.flush()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import aiohttp
 import pytest
 from prometheus_client import REGISTRY
@@ -21,6 +23,10 @@ GENERIC = {
     "process_cpu_seconds": "counter",
     "process_open_fds": "gauge",
     "process_max_fds": "gauge",
+    "python_gc_objects_collected": "counter",
+    "python_gc_objects_uncollectable": "counter",
+    "python_gc_collections": "counter",
+    "trainer_gc_seconds": "counter",
     "controller_runtime_reconcile": "counter",
     "controller_runtime_reconcile_errors": "counter",
     "controller_runtime_terminal_reconcile_errors": "counter",
@@ -287,3 +293,29 @@ def test_the_process_is_measured_as_controller_runtime_exports_it() -> None:
     rss = [line for line in text.splitlines() if line.startswith("process_resident_memory_bytes ")]
     assert rss and float(rss[0].split()[1]) > 10 * 2**20  # a Python process holds more than 10 MiB
     assert "process_cpu_seconds_total " in text
+
+
+def gc_figures(m: Metrics) -> dict[tuple[str, str], float]:
+    """``(sample name, generation) -> value`` of the garbage collector's families."""
+    return {
+        (s.name, s.labels["generation"]): s.value
+        for f in text_string_to_metric_families(m.exposition().decode())
+        for s in f.samples
+        if s.name.startswith(("trainer_gc_", "python_gc_"))
+    }
+
+
+def test_the_garbage_collector_is_timed_by_generation() -> None:
+    m = Metrics()
+    before = gc_figures(m)
+    assert {g for name, g in before if name == "trainer_gc_seconds_total"} == {"0", "1", "2"}
+    garbage: list[object] = []
+    garbage.append(garbage)  # a cycle only the collector frees
+    del garbage
+    gc.collect()
+    after = gc_figures(m)
+    assert after["python_gc_collections_total", "2"] == before["python_gc_collections_total", "2"] + 1
+    assert after["trainer_gc_seconds_total", "2"] > before["trainer_gc_seconds_total", "2"]
+    assert after["python_gc_objects_collected_total", "2"] >= before["python_gc_objects_collected_total", "2"] + 1
+    assert gc_figures(Metrics())["trainer_gc_seconds_total", "2"] >= after["trainer_gc_seconds_total", "2"]
+    assert sum(type(c).__name__ == "_Timer" for c in gc.callbacks) == 1, "one hook, however many registries"

@@ -5,6 +5,7 @@ operator's children for the raw-client baseline."""
 from __future__ import annotations
 
 import copy
+import gc
 import statistics
 import subprocess
 import time
@@ -18,11 +19,13 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from bench.burst import (
     ANY_RESOURCE,
     COMPARED,
+    GC_METRIC,
     REQUESTS_METRIC,
     REST_METRIC,
     CountedOperator,
     compare,
     complete,
+    gauge_sum,
     jobs_per_trainjob,
     load,
     over_budget,
@@ -552,3 +555,10 @@ async def test_raw_controller_wait_raises_a_refused_post() -> None:
     with pytest.raises(ApiError) as err:
         await controller.wait(1, time.monotonic() + 5)
     assert err.value.status == 422
+
+
+def test_the_garbage_collectors_seconds_are_read_from_the_operators_metric() -> None:
+    m = Metrics()
+    before = gauge_sum(m.exposition().decode(), GC_METRIC, "generation")
+    gc.collect()
+    assert gauge_sum(m.exposition().decode(), GC_METRIC, "generation") > before

@@ -29,7 +29,9 @@ full or the shutdown's flush ran out of time (:mod:`trainer.framework.kube.event
 the same way and counts nothing).
 
 The process's own (``process_resident_memory_bytes``, ``process_cpu_seconds_total``, open file
-descriptors), as controller-runtime exports them. Everything lives in the :class:`Metrics` object's
+descriptors), as controller-runtime exports them; its garbage collector's (``python_gc_collections_total``
+and the rest of ``prometheus_client``'s ``GCCollector``, and ``trainer_gc_seconds_total{generation}``,
+the seconds its collections took: :mod:`trainer.framework.gc_time`). Everything lives in the :class:`Metrics` object's
 own ``CollectorRegistry`` (never the process-wide default one), so two operators in one process, or a
 test, never share counters; the layers above register their own families in it, once each
 (:meth:`Metrics.families`). Counters carry no ``_created`` series (``disable_created_metrics``), as
@@ -46,11 +48,14 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
     generate_latest,
 )
+
+from trainer.framework.gc_time import GCTimeCollector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The ``Content-Type`` of :meth:`Metrics.exposition`: Prometheus text format 0.0.4, which every
@@ -90,6 +95,9 @@ class Metrics:
         # process_resident_memory_bytes, process_cpu_seconds_total, open fds...: what controller-runtime
         # exports too (its process collector), and what sizing the memory limit reads.
         ProcessCollector(registry=self.registry)
+        # python_gc_collections_total and the rest, and the seconds the collections took (gc_time).
+        GCCollector(registry=self.registry)
+        GCTimeCollector(self.registry)
         self._controller_families(self.registry)
         self._workqueue_families(self.registry)
         self._client_families(self.registry)
