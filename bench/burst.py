@@ -737,12 +737,18 @@ class Run:
         return max(t.times[-1] for t in self.children if t.times) - since
 
 
+async def gc_seconds(op: Measured) -> float:
+    """Seconds the operator's garbage collector took so far (:meth:`CountedOperator.gc_seconds`); 0 for
+    upstream's."""
+    return await op.gc_seconds() if isinstance(op, CountedOperator) else 0.0
+
+
 async def operator_phase(run: Run) -> JSON:
     """N TrainJobs created at once in ``bench``; the operator's times, writes, CPU, memory, idle writes."""
     n, args, op = run.args.n, run.args, run.op
     assert run.completed is not None
     before, start, reconciled = await op.scrape(), op.usage(), await op.reconciles()
-    collected = await op.gc_seconds() if isinstance(op, CountedOperator) else 0.0
+    collected = await gc_seconds(op)
     api_cpu, at = run.apiserver_cpu(), dict[str, float]()
     t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency, at)
     await run.wait_children(n, t0, f"{run.side.name} phase, children")
@@ -753,7 +759,7 @@ async def operator_phase(run: Run) -> JSON:
     after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
     end = op.usage()
     reconciles = await op.reconciles() - reconciled
-    collected = (await op.gc_seconds() if isinstance(op, CountedOperator) else 0.0) - collected
+    collected = await gc_seconds(op) - collected
     children = run.children_seconds(t0)
     statused = run.statused.times if run.statused is not None else []
     status = round(statused[-1] - t0, 2) if len(statused) >= n else None
@@ -847,21 +853,24 @@ async def keep_phase(run: Run) -> JSON:
     points: list[JSON] = [{"kept": 0, "rss_mib": round(op.usage().rss, 1)}]
     out: JSON = {"batch": args.batch, "suspend": args.suspend, "curve": points}
     run.figures["keep"] = out
-    print(f"{'kept':>7} {'children s':>10} {'Complete s':>10} {'writes/TJ':>9} {'CPU ms/TJ':>9} {'RSS MiB':>8}")
-    print(f"{0:>7} {'':>10} {'':>10} {'':>9} {'':>9} {points[0]['rss_mib']:>8.1f}", flush=True)
+    print(
+        f"{'kept':>7} {'children s':>10} {'Complete s':>10} {'writes/TJ':>9} {'CPU ms/TJ':>9} {'GC ms/TJ':>8} "
+        f"{'RSS MiB':>8}"
+    )
+    print(f"{0:>7} {'':>10} {'':>10} {'':>9} {'':>9} {'':>8} {points[0]['rss_mib']:>8.1f}", flush=True)
     cpu = writes_all = children_all = 0.0
     complete_all: float | None = None if args.suspend else 0.0
     for first in range(0, args.n, args.batch):
         batch = trainjobs(range(first, min(args.n, first + args.batch)), BENCH_NS, args.suspend)
         kept = first + len(batch)
-        before, start = await op.scrape(), op.usage()
+        before, start, collected = await op.scrape(), op.usage(), await gc_seconds(op)
         t0, _ = await create_all(run.kube, batch, args.concurrency)
         await run.wait_children(kept, t0, f"keep, children of {kept}")
         done = None
         if not args.suspend:
             done = await run.completed.wait(kept, t0 + float(args.timeout), f"keep, Complete of {kept}") - t0
         after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
-        end = op.usage()
+        end, collected = op.usage(), await gc_seconds(op) - collected
         children = run.children_seconds(t0)
         delta = write_delta(before, after)
         writes = sum(delta.values()) / len(batch)
@@ -872,6 +881,7 @@ async def keep_phase(run: Run) -> JSON:
             "writes_per_trainjob": round(writes, 3),
             "writes_per_trainjob_by_kind": {k: round(v, 3) for k, v in per_trainjob(delta, len(batch)).items()},
             "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / len(batch), 2),
+            "gc_ms_per_trainjob": round(collected * 1000 / len(batch), 2),
             "rss_mib": round(end.rss, 1),
         }
         points.append(point)
@@ -891,7 +901,7 @@ async def keep_phase(run: Run) -> JSON:
         shown = "-" if done is None else f"{done:.1f}"
         print(
             f"{kept:>7} {children:>10.1f} {shown:>10} {writes:>9.2f} {point['cpu_ms_per_trainjob']:>9.1f} "
-            f"{end.rss:>8.1f}",
+            f"{point['gc_ms_per_trainjob']:>8.2f} {end.rss:>8.1f}",
             flush=True,
         )
     fitted = [(float(p["kept"]), float(p["rss_mib"])) for p in points[1:]]
