@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,9 @@ class TableStore:
 
     def seen(self, resource_version: int) -> bool:
         return True  # a fixed table is as current as it will ever be
+
+    def add_handler(self, handler: Callable[[JSON | None, JSON | None], None]) -> None:
+        pass  # a fixed table never changes
 
 
 def reader(tables: dict[Resource, list[JSON]] | None = None, name: str = "test") -> Reader:

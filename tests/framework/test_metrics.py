@@ -116,7 +116,7 @@ def test_the_framework_registry_holds_no_job_and_each_layer_registers_its_famili
 
 def test_jobs_by_state_are_counted_at_scrape_time_with_every_state_present() -> None:
     m = Metrics()
-    states = ["Running", "Running", "Suspended"]
+    states = {"Running": 2, "Suspended": 1}
     JobMetrics.of(m).job_states("TrainJob", "volcano", lambda: states)
     s = samples(m)
 
@@ -124,7 +124,7 @@ def test_jobs_by_state_are_counted_at_scrape_time_with_every_state_present() -> 
         return s[("kubeflow_trainer_jobs", (("gang_scheduler", "volcano"), ("kind", "TrainJob"), ("state", state)))]
 
     assert [jobs(st) for st in ("Created", "Suspended", "Running", "Complete", "Failed")] == [0, 1, 2, 0, 0]
-    states.append("Complete")  # read again at the next scrape
+    states["Complete"] = 1  # read again at the next scrape
     s = samples(m)
     assert jobs("Complete") == 1
 

@@ -5,6 +5,7 @@ reconcile, a write from a stale cache or a fresh manager over the same stored ob
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from tests.harness import RuntimeWrapper, TrainJobWrapper, World, ago
@@ -257,7 +258,35 @@ def test_the_observer_alone_decides_and_counts_each_transition_once_in_both_fami
     assert value(m, "kubeflow_trainer_job_run_seconds_count", {**startup, "result": "failed"}) == 0, "never started"
 
 
-def test_job_states_derives_each_state_once_per_version_and_forgets_jobs_gone(monkeypatch: Any) -> None:
+class JobTable:
+    """A cache of jobs that tells its handlers of every change, as an informer does."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], JSON] = {}
+        self.handlers: list[Callable[[JSON | None, JSON | None], None]] = []
+
+    def items(self) -> list[JSON]:
+        return list(self.objects.values())
+
+    def get(self, namespace: str | None, name: str) -> JSON | None:
+        return self.objects.get((namespace or "", name))
+
+    def add_handler(self, handler: Callable[[JSON | None, JSON | None], None]) -> None:
+        self.handlers.append(handler)
+
+    def set(self, obj: JSON) -> None:
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        old, self.objects[key] = self.objects.get(key), obj
+        for h in self.handlers:
+            h(old, obj)
+
+    def remove(self, name: str) -> None:
+        old = self.objects.pop(("n", name))
+        for h in self.handlers:
+            h(old, None)
+
+
+def test_job_states_derives_the_state_of_changed_jobs_only_and_forgets_jobs_gone(monkeypatch: Any) -> None:
     import trainer.jobs.features.lifecycle as lifecycle_module
 
     derived: list[str] = []
@@ -275,13 +304,20 @@ def test_job_states_derives_each_state_once_per_version_and_forgets_jobs_gone(mo
         }
 
     complete = [{"type": "Complete", "status": "True"}]
-    items = [job("a", "1"), job("b", "1"), job("skip", "1")]
-    states = lifecycle_module.JobStates(lambda: items, TRAINJOB, lambda o: o["metadata"]["name"] != "skip")
-    assert sorted(states()) == ["Created", "Created"] and sorted(derived) == ["a", "b"]
-    assert sorted(states()) == ["Created", "Created"] and len(derived) == 2, "no version changed: nothing derived"
-    items[0] = job("a", "2", complete)
-    assert sorted(states()) == ["Complete", "Created"] and derived[2:] == ["a"], "only the new version"
-    del items[1]
-    assert states() == ["Complete"]
-    items.append(job("b", "1"))
-    assert sorted(states()) == ["Complete", "Created"] and derived[3:] == ["b"], "a job gone is forgotten"
+    table = JobTable()
+    for name in ("a", "b", "skip"):
+        table.set(job(name, "1"))
+    states = lifecycle_module.JobStates(table, TRAINJOB, lambda o: o["metadata"]["name"] != "skip")
+    assert states() == {"Created": 2} and sorted(derived) == ["a", "b"], "the first scrape reads every job"
+    assert states() == {"Created": 2} and len(derived) == 2, "nothing changed: nothing derived"
+    table.set(job("a", "2", complete))
+    assert states() == {"Complete": 1, "Created": 1} and derived[2:] == ["a"], "only the job that changed"
+    table.remove("b")
+    assert states() == {"Complete": 1} and derived[3:] == [], "a job gone is forgotten"
+    table.set(job("b", "1"))
+    table.set(job("skip", "2", complete))
+    assert states() == {"Complete": 1, "Created": 1} and derived[3:] == ["b"], "a job not counted stays out"
+    monkeypatch.setattr(lifecycle_module, "MAX_CHANGED", 1)
+    table.set(job("c", "1"))
+    table.set(job("d", "1"))  # past MAX_CHANGED: the changes are let go and the next scrape reads all
+    assert states() == {"Complete": 1, "Created": 3} and sorted(derived[4:]) == ["a", "b", "c", "d"]

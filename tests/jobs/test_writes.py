@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -73,6 +74,9 @@ def test_own_writes_are_read_until_the_cache_has_them() -> None:
 
         def seen(self, resource_version: int) -> bool:
             return self.rv >= resource_version
+
+        def add_handler(self, handler: Callable[[JSON | None, JSON | None], None]) -> None:
+            pass
 
     store = Store()
     reader = Reader("test", {CONFIGMAPS: store})

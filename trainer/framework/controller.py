@@ -65,6 +65,9 @@ class Store(Protocol):
 
     def seen(self, resource_version: int) -> bool: ...
 
+    def add_handler(self, handler: Callable[[JSON | None, JSON | None], None]) -> None:
+        """Call ``handler(old, new)`` on every change of the cache."""
+
 
 class UndeclaredRead(KeyError):
     """A reconciler read a resource its controller did not declare (a wiring bug, never retried)."""
@@ -77,6 +80,10 @@ class Reader:
         self, controller: str, stores: dict[Resource, Store], keeps: dict[Resource, Projection] | None = None
     ) -> None:
         self.controller, self.stores, self.keeps = controller, stores, keeps or {}
+
+    def store(self, res: Resource) -> Store:
+        """The cache of ``res``. Raises :class:`UndeclaredRead` for an undeclared resource."""
+        return self._store(res)
 
     def _store(self, res: Resource) -> Store:
         store = self.stores.get(res)

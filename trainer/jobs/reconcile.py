@@ -347,15 +347,15 @@ def job_children(label: str) -> tuple[Owns, ...]:
 
 
 def job_states(reader: Reader, facts: KindFacts) -> JobStates:
-    """The states (:func:`trainer.jobs.features.lifecycle.state_of`) of the jobs of kind ``facts`` in the
-    cache that this operator manages and that are not being deleted, for ``kubeflow_trainer_jobs`` at
-    scrape time (:class:`~trainer.jobs.features.lifecycle.JobStates`: each job's state derived once per
-    version)."""
+    """How many jobs of kind ``facts`` in the cache that this operator manages and that are not being
+    deleted are in each state (:func:`trainer.jobs.features.lifecycle.state_of`), for
+    ``kubeflow_trainer_jobs`` at scrape time (:class:`~trainer.jobs.features.lifecycle.JobStates`: each
+    job's state derived once per change the cache tells)."""
 
     def counted(obj: JSON) -> bool:
         return not meta(obj).deletion and managed_by_us(obj, facts.run_policy)
 
-    return JobStates(partial(reader.items, facts.resource), facts, counted)
+    return JobStates(reader.store(facts.resource), facts, counted)
 
 
 def best_objectives(reader: Reader, facts: KindFacts) -> list[tuple[str, str, str, float]]:
