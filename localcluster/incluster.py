@@ -101,7 +101,9 @@ class Release:
     def install(self, tag: str | None = None, timeout: str = "300s") -> None:
         """Import the image, then ``helm upgrade --install --create-namespace --wait``: installs, or upgrades
         the installed release (a new ``tag`` rolls the pods; the same image and values leave it as it is);
-        returns once every replica is ready. Raises
+        returns once the rollout is complete (:meth:`wait_ready`: every replica updated and available, no
+        old one left; ``helm --wait`` returns once the new pods are ready, and the Deployment's
+        ``minReadySeconds`` keeps an old pod a few seconds more) and admission answers. Raises
         ``CalledProcessError`` (with helm's output) when it is not within ``timeout``."""
         tag = tag or chart_version()
         self.image = self.import_image(tag)
@@ -109,6 +111,7 @@ class Release:
         args = ["upgrade", "--install", self.release, str(CHART), "-n", self.namespace, "--create-namespace"]
         args.append("--wait")
         self.helm(*args, f"--timeout={timeout}", *self._set(tag))
+        self.wait_ready(timeout)
         self.timings["helm upgrade --install"] = round(time.monotonic() - t, 1)
         t = time.monotonic()
         self.wait_admission()
@@ -144,7 +147,8 @@ class Release:
         self.helm("uninstall", self.release, "-n", self.namespace, "--wait", check=False)
 
     def wait_ready(self, timeout: str = "120s") -> None:
-        """Wait until the Deployment's rollout is complete (every replica ready)."""
+        """Wait until the Deployment's rollout is complete (``kubectl rollout status``: every replica updated
+        and available, no old one left)."""
         self.kubectl("rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}")
 
     def pods(self) -> list[dict[str, Any]]:
