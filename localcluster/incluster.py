@@ -147,9 +147,11 @@ class Release:
         self.helm("uninstall", self.release, "-n", self.namespace, "--wait", check=False)
 
     def wait_ready(self, timeout: str = "120s") -> None:
-        """Wait until the Deployment's rollout is complete (``kubectl rollout status``: every replica updated
-        and available, no old one left)."""
-        self.kubectl("rollout", "status", f"deployment/{DEPLOYMENT}", f"--timeout={timeout}")
+        """Wait until the release's operator Deployment (its name follows ``fullnameOverride``) has completed
+        its rollout (``kubectl rollout status``: every replica updated and available, no old one left)."""
+        selector = f"app.kubernetes.io/instance={self.release},app.kubernetes.io/component=operator"
+        (name,) = self.kubectl("get", "deployment", "-l", selector, "-o", "name").stdout.split()
+        self.kubectl("rollout", "status", name, f"--timeout={timeout}")
 
     def pods(self) -> list[dict[str, Any]]:
         """The operator's pods (the Deployment's) that are not being deleted, as JSON."""
