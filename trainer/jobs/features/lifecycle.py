@@ -70,7 +70,7 @@ from trainer.api.trainer_v1alpha1 import COND_FAILED, COND_RUNNING, COND_SUSPEND
 from trainer.framework.bounded import BoundedDict
 from trainer.framework.clock import parse_time
 from trainer.framework.json_codec import JSON
-from trainer.framework.meta import meta
+from trainer.framework.kube.cache import key_of
 from trainer.framework.metrics import Metrics, bounded
 from trainer.jobs.conditions import finished
 
@@ -178,8 +178,9 @@ class JobStates:
         changed = self._changed
         if changed is None:
             return
-        md = ((new if new is not None else old) or {}).get("metadata") or {}
-        changed.add((md.get("namespace") or "", md.get("name") or ""))
+        obj = new if new is not None else old
+        if obj is not None:
+            changed.add(key_of(obj))
         if len(changed) > MAX_CHANGED:
             self._changed = None
 
@@ -187,9 +188,7 @@ class JobStates:
         if self._changed is None:
             self._states.clear()
             self._counts.clear()
-            keys: Iterable[tuple[str, str]] = [
-                (str(meta(o).namespace or ""), str(meta(o).name or "")) for o in self.cache.items()
-            ]
+            keys: Iterable[tuple[str, str]] = [key_of(o) for o in self.cache.items()]
         else:
             keys = self._changed
         self._changed = set()
