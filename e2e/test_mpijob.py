@@ -15,6 +15,7 @@ from e2e.helpers import ROOT
 from localcluster.client import Client, condition, wait_for
 from trainer.api.kinds import CONFIGMAPS, JOBS, MPIJOBS, SECRETS, SERVICES
 from trainer.framework.json_codec import JSON
+from trainer.mpijob.children import LAUNCHER_MISSING
 
 pytestmark = pytest.mark.e2e
 SAMPLE: JSON = __import__("yaml").safe_load((ROOT / "config" / "samples" / "mpijob.yaml").read_text())
@@ -137,6 +138,19 @@ async def test_suspend_holds_every_pod_until_resumed(client: Client, ns: str) ->
 async def _jobs(client: Client, ns: str, name: str, n: int) -> list[JSON] | None:
     items, _ = await client.kube.list(JOBS, ns, f"training.kubeflow.org/job-name={name}")
     return items if len(items) == n else None
+
+
+async def test_an_mpijob_without_a_launcher_is_admitted_and_fails_naming_it(client: Client, ns: str) -> None:
+    """mpi-operator's API admits it (Kueue's e2e suites create one); nothing is created for it."""
+    job = mpijob("nolauncher")
+    del job["spec"]["mpiReplicaSpecs"]["Launcher"]
+    await client.apply(job, ns)
+    obj = await wait_cond(client, ns, "nolauncher", "Failed")
+    failed = condition(obj, "Failed")
+    assert failed is not None and failed["reason"] == "InvalidSpec"
+    assert LAUNCHER_MISSING in failed["message"]
+    jobs, _ = await client.kube.list(JOBS, ns)
+    assert jobs == []
 
 
 async def test_an_impossible_mpijob_fails_with_the_field_named(client: Client, ns: str) -> None:

@@ -194,7 +194,6 @@ async def test_torchtunes_entrypoint_is_admitted_on_one_node_and_fails_on_two(
             "mlPolicy.torch.elasticPolicy.metrics is not supported",
         ),
         (("spec", "template", "spec", "managedBy"), "example.com/other", "template.spec.managedBy"),
-        (("spec", "template", "spec", "suspend"), True, "template.spec.suspend"),
         (
             ("spec", "template", "spec", "startupPolicy"),
             {"startupPolicyOrder": "InOrder"},
@@ -211,6 +210,16 @@ async def test_fields_not_implemented_are_refused_naming_them(
         target = target.setdefault(key, {})
     target[where[-1]] = value
     assert named in await refused(client, rt, ns)
+
+
+async def test_a_runtime_template_that_suspends_does_not_suspend_its_trainjobs(client: Client, ns: str) -> None:
+    """As upstream's JobSet plugin: the TrainJob's spec.suspend replaces the template's (admitted with a
+    warning, tests/webhook/test_admission.py)."""
+    rt = runtime("rt", rjob("node", "trainer"))
+    rt["spec"]["template"]["spec"]["suspend"] = True
+    await client.apply(rt, ns)
+    await client.apply(trainjob("runs", "rt"), ns)
+    await client.wait_condition(ns, "runs", "Complete", timeout=60)
 
 
 async def test_dns_hostnames_disabled_gives_pods_no_subdomain_and_no_service(client: Client, ns: str) -> None:

@@ -45,6 +45,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     # Kueue's own extended e2e suites (test/e2e/singlecluster/extended, test/e2e/tas/extended), compiled.
     "singlecluster-extended.test": ("KUEUE_VERSION", "kueue_e2e"),
     "tas-extended.test": ("KUEUE_VERSION", "kueue_e2e"),
+    # JobSet's manager at the version Kueue requires, deployed for the suites' feature:trainjob Its.
+    "jobset-manager": ("KUEUE_VERSION", "kueue_e2e"),
     # The chart's alerting rules: promtool checks and unit-tests them, a real Prometheus scrapes the
     # operator and evaluates them (tests/tooling/test_prometheus_rules.py, e2e/test_observability_real.py).
     "prometheus": ("PROMETHEUS_VERSION", "prometheus"),
@@ -56,6 +58,7 @@ COMPONENTS_WITH_CRDS = ("volcano", "kueue")
 COMPONENT_DIRS: dict[str, tuple[str, ...]] = {
     "kueue": ("conversion", "webhooks"),
     "trainer_e2e": ("runtimes", "flux", "crds"),
+    "kueue_e2e": ("jobset-config",),
 }
 
 

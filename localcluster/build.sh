@@ -470,22 +470,35 @@ build_mpi_operator_e2e() {
 # test/e2e/tas/extended of KUEUE_VERSION, ginkgo v2) compiled as test binaries, run as published against
 # this operator's TrainJob and MPIJob (e2e/test_kueue_e2e.py), never edited. Built like trainer_e2e: the
 # read-only module copied to a writable directory, its test-only dependencies resolved from the proxy.
-# The suites read images from the module's hack/testing/*/Dockerfile: the copy stays for them.
+# The suites read images from the module's hack/testing/*/Dockerfile, and the cluster is set up from its
+# kustomizations (test/e2e/config/extended): the copy stays for them. Beside them, what the suites wait
+# for of JobSet at the version Kueue's go.mod requires: its manager (JobSet's main package) and its
+# kustomizations in jobset-config/ (config/default).
 build_kueue_e2e() {
   local ver="$KUEUE_VERSION" out="$cache/bin/kueue_e2e-$KUEUE_VERSION"
-  [ -x "$out/singlecluster-extended.test" ] && [ -x "$out/tas-extended.test" ] && return 0
-  local mod="$cache/src/kueue_e2e-$ver" src suite
+  [ -x "$out/singlecluster-extended.test" ] && [ -x "$out/tas-extended.test" ] && [ -x "$out/jobset-manager" ] && \
+    [ -f "$out/jobset-config/default/kustomization.yaml" ] && return 0
+  local mod="$cache/src/kueue_e2e-$ver" src suite jobset jsrc
   mkdir -p "$out"
   log "kueue e2e $ver: resolving modules"
   src="$(module_dir sigs.k8s.io/kueue "$ver")"
-  rm -rf "$mod"
-  cp -R "$src" "$mod"
-  chmod -R u+w "$mod"
-  for suite in singlecluster tas; do
-    log "kueue e2e $ver: building $suite-extended.test"
-    (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/$suite-extended.test.tmp" "./test/e2e/$suite/extended")
-    mv "$out/$suite-extended.test.tmp" "$out/$suite-extended.test"
-  done
+  if [ ! -x "$out/singlecluster-extended.test" ] || [ ! -x "$out/tas-extended.test" ] || [ ! -d "$mod" ]; then
+    rm -rf "$mod"
+    cp -R "$src" "$mod"
+    chmod -R u+w "$mod"
+    for suite in singlecluster tas; do
+      log "kueue e2e $ver: building $suite-extended.test"
+      (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/$suite-extended.test.tmp" "./test/e2e/$suite/extended")
+      mv "$out/$suite-extended.test.tmp" "$out/$suite-extended.test"
+    done
+  fi
+  jobset="$(required_version "$(go env GOMODCACHE)/cache/download/sigs.k8s.io/kueue/@v/$ver.mod" sigs.k8s.io/jobset)"
+  jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
+  wrapper_build "$cache/src/kueue_e2e_jobset-$jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-manager"
+  rm -rf "$out/jobset-config"
+  cp -R "$jsrc/config" "$out/jobset-config"
+  chmod -R u+w "$out/jobset-config"
+  printf '%s\n' "$jobset" >"$out/JOBSET_VERSION"
 }
 
 components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)

@@ -220,6 +220,18 @@ def pause_image() -> tuple[str, Path]:
     return PAUSE_IMAGE, out
 
 
+def binary_image(name: str, stem: str, binary: Path, path: str = "manager") -> tuple[str, Path]:
+    """The image ``name`` (name, archive) of one static ``binary`` at ``/<path>``, its entrypoint, run as
+    65532:65532 as a distroless static base runs it (the managers of Go projects: Kueue's and JobSet's
+    Dockerfiles copy theirs to ``/manager`` on such a base); built when missing, cached under ``stem``."""
+    out = _cached(stem, {"name": name, "path": path, "binary": _sha256_file(binary)})
+    if not out.exists():
+        config = {"Entrypoint": [f"/{path}"], "User": "65532:65532", "WorkingDir": "/"}
+        _small_image(out, name, build_layer([(str(binary), path)], []), config)
+        drop_unused(stem, out)
+    return name, out
+
+
 def busybox_image() -> tuple[str, Path]:
     """A busybox image (name, archive): Debian's busybox-static, built when missing."""
     busybox = Path("/bin/busybox")

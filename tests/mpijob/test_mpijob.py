@@ -124,12 +124,16 @@ def test_scheduling_policy_queue_comes_first() -> None:
     [
         ({"Launcher": {"replicas": 2}}, "spec.mpiReplicaSpecs.Launcher.replicas must be 1"),
         ({"Worker": {"replicas": 0}}, "spec.mpiReplicaSpecs.Worker.replicas must be at least 1"),
+        ({"Launcher": None}, "spec.mpiReplicaSpecs.Launcher is missing"),
     ],
 )
 def test_validation_names_the_field(change: dict[str, Any], needle: str) -> None:
     obj = load_sample("mpijob.yaml")
     for role, patch in change.items():
-        obj["spec"]["mpiReplicaSpecs"][role].update(patch)
+        if patch is None:
+            del obj["spec"]["mpiReplicaSpecs"][role]
+        else:
+            obj["spec"]["mpiReplicaSpecs"][role].update(patch)
     assert any(needle in m for m in validate(MPIJob.model_validate(obj)))
 
 

@@ -332,9 +332,24 @@ def test_names_follow_the_release() -> None:
     assert binding["subjects"] == [subject]
 
 
+def test_operator_name_names_the_deployment_its_service_account_and_cluster_role_only() -> None:
+    objects = helm_template("operatorName=kubeflow-trainer-controller-manager", release="team-a")
+    named = {(doc["kind"], doc["metadata"]["name"]) for doc in objects}
+    for kind in ("Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+        assert (kind, "kubeflow-trainer-controller-manager") in named, kind
+    assert ("Role", "team-a-trainer-leader-election") in named  # the rest still follows the prefix
+    assert ("Service", "team-a-trainer-webhook-service") in named
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "kubeflow-trainer-controller-manager"
+    for binding in (doc for doc in objects if doc["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        if binding["metadata"]["name"] != "kubeflow-trainer-public":
+            assert binding["subjects"][0]["name"] == "kubeflow-trainer-controller-manager", binding["metadata"]
+
+
 def test_values_outside_the_schema_are_refused() -> None:
     helm = str(tools()["helm"])
-    for bad in ("gangScheduler=yunikorn", "replicas=-1", "webhook.port=0", "logFormat=xml", "unknownValue=1"):
+    bad_values = ("gangScheduler=yunikorn", "replicas=-1", "webhook.port=0", "logFormat=xml", "unknownValue=1")
+    for bad in (*bad_values, "operatorName=Not_A_Name"):
         proc = subprocess.run(
             [helm, "template", "trainer", str(CHART), "--set", bad], capture_output=True, text=True, check=False
         )

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.conftest import load_sample
 from trainer.framework.certs import Bundle, generate
 from trainer.framework.json_codec import JSON
-from trainer.trainjob.validation import RFC1035
+from trainer.trainjob.validation import RFC1035, SUSPEND_WARNING
 from trainer.webhook import rules
 from trainer.webhook.rules import default_patch
 from trainer.webhook.server import review_response
@@ -108,6 +108,18 @@ DEPRECATED = (
     "runtime deprecation policy: https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html"
     "#runtime-deprecation-policy"
 )
+
+
+def test_a_runtime_template_that_suspends_is_admitted_with_a_warning_that_the_trainjob_decides() -> None:
+    """kubeflow/trainer's JobSet plugin replaces the template's suspend with the TrainJob's (Kueue's e2e
+    suites create runtimes whose JobSet template says suspend: true): admitted, and said."""
+    rt = load_sample("torch-distributed.yaml")
+    rt["spec"]["template"]["spec"]["suspend"] = True
+    verdict = rules.validate_runtime(rt)
+    assert verdict.allowed and verdict.warnings == [SUSPEND_WARNING]
+    assert "spec.suspend on the TrainJob" in SUSPEND_WARNING
+    rt["spec"]["template"]["spec"]["suspend"] = False
+    assert rules.validate_runtime(rt).warnings == []
 
 
 def test_a_deprecated_cluster_runtime_is_admitted_with_upstreams_warnings() -> None:
@@ -279,6 +291,21 @@ def test_mpijob_workers_above_the_limit_are_refused() -> None:
     (err,) = rules.validate_mpijob(mpi, None, facts(max_nodes=1)).errors
     assert err.startswith("spec.mpiReplicaSpecs.Worker.replicas: 2 workers is more than this operator's limit of 1")
     assert rules.validate_mpijob(mpi, None, facts(max_nodes=2)).allowed
+
+
+def test_an_mpijob_without_a_launcher_is_admitted_with_a_warning_and_two_launchers_are_refused() -> None:
+    """mpi-operator's API admits an MPIJob without a Launcher (its controller refuses it; Kueue's e2e suites
+    create one): admitted, warned of; the reconcile ends it Failed (InvalidSpec)."""
+    mpi = load_sample("mpijob.yaml")
+    del mpi["spec"]["mpiReplicaSpecs"]["Launcher"]
+    verdict = rules.validate_mpijob(mpi, None, facts())
+    assert verdict.allowed, verdict.errors
+    (warning,) = verdict.warnings
+    assert warning.startswith("spec.mpiReplicaSpecs.Launcher is missing") and "InvalidSpec" in warning
+    two = load_sample("mpijob.yaml")
+    two["spec"]["mpiReplicaSpecs"]["Launcher"]["replicas"] = 2
+    (err,) = rules.validate_mpijob(two, None, facts()).errors
+    assert err.startswith("spec.mpiReplicaSpecs.Launcher.replicas must be 1")
 
 
 def test_overrides_naming_a_missing_replicated_job_are_refused_once_with_the_names_that_exist() -> None:

@@ -195,14 +195,10 @@ class JobSetSpec(Model):
     """How Job failures are handled; unset: the first failed Job fails the TrainJob."""
     startup_policy: StartupPolicy | None = None
     """Order in which the replicated jobs start; default ``AnyOrder``. Exclusive with ``dependsOn``."""
-    suspend: bool | None = cel(
-        (
-            "self == false",
-            "template.spec.suspend: a runtime cannot suspend its TrainJobs; set spec.suspend on the TrainJob",
-        ),
-        default=None,
-    )
-    """Only ``false`` is accepted: suspension is the TrainJob's ``spec.suspend``."""
+    suspend: bool | None = None
+    """Replaced by the TrainJob's ``spec.suspend``, as upstream's JobSet plugin replaces it
+    (kubeflow/trainer ``pkg/runtime/framework/plugins/jobset/jobset.go``: ``Suspend(trainJob.Spec.Suspend)``):
+    a runtime cannot suspend its TrainJobs; ``true`` is admitted with a warning saying so."""
     coordinator: Coordinator | None = None
     """The pod the others coordinate through; named in a label and annotation on every Job and Pod."""
     managed_by: str | None = refused(

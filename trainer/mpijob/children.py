@@ -67,11 +67,23 @@ def names(job: MPIJob) -> dict[str, str]:
     }
 
 
+LAUNCHER_MISSING = (
+    "spec.mpiReplicaSpecs.Launcher is missing: an MPIJob has exactly one launcher; add a Launcher replica spec"
+)
+"""Why an MPIJob without a Launcher cannot run. Admission lets it in with this as a warning, as
+mpi-operator's API admits it (its controller then refuses it: ``pkg/apis/kubeflow/validation``, a
+``ValidationError`` event; Kueue's e2e suites create one); the reconcile ends it ``Failed``
+(``InvalidSpec``) with this message."""
+
+
 def validate(job: MPIJob) -> list[str]:
-    """What makes ``job`` impossible to run, each message naming the field and the fix."""
+    """What makes ``job`` impossible to run, each message naming the field and the fix
+    (:data:`LAUNCHER_MISSING` among them)."""
     out = []
     specs = job.spec.mpi_replica_specs
-    if specs.launcher is None or (specs.launcher.replicas if specs.launcher.replicas is not None else 1) != 1:
+    if specs.launcher is None:
+        out.append(LAUNCHER_MISSING)
+    elif (specs.launcher.replicas if specs.launcher.replicas is not None else 1) != 1:
         out.append("spec.mpiReplicaSpecs.Launcher.replicas must be 1: an MPIJob has exactly one launcher")
     workers = worker_replicas(job)
     if workers < 1:

@@ -298,6 +298,18 @@ def _scheduling(spec: TrainingRuntimeSpec, template: JobSetSpec, rjobs: list[Rep
     return errors
 
 
+SUSPEND_WARNING = (
+    "spec.template.spec.suspend: true does not suspend this runtime's TrainJobs: each TrainJob's spec.suspend "
+    "decides, as in Kubeflow Trainer (its JobSet takes the TrainJob's); set spec.suspend on the TrainJob"
+)
+
+
+def suspend_warnings(spec: TrainingRuntimeSpec) -> list[str]:
+    """:data:`SUSPEND_WARNING` for a runtime whose JobSet template says ``suspend: true``, which the
+    TrainJob's ``spec.suspend`` replaces as upstream's JobSet plugin does; nothing otherwise."""
+    return [SUSPEND_WARNING] if spec.template.spec is not None and spec.template.spec.suspend else []
+
+
 def lifecycle_warnings(spec: TrainingRuntimeSpec) -> list[str]:
     """Admission warnings for a runtime whose templates carry a deadline or a TTL of their own: the
     JobSet template's ``ttlSecondsAfterFinished`` and each replicated Job template's

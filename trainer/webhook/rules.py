@@ -47,8 +47,8 @@ from trainer.framework.meta import meta
 from trainer.jobs.child_writer import OURS, claim
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.jobs.gang import WORKLOAD, WORKLOAD_API_MISSING, queue_problems
+from trainer.mpijob.children import LAUNCHER_MISSING, worker_replica_index
 from trainer.mpijob.children import validate as validate_mpijob_spec
-from trainer.mpijob.children import worker_replica_index
 from trainer.mpijob.validation import mpijob_errors
 from trainer.trainjob.features.snapshot import runtime_ref, unsupported_runtime
 from trainer.trainjob.policies import active, policy_of
@@ -61,7 +61,13 @@ from trainer.trainjob.spec.overrides import (
     override_targets,
 )
 from trainer.trainjob.spec.shape import replicated_jobs, step_of
-from trainer.trainjob.validation import RFC1035, lifecycle_warnings, runtime_errors, trainjob_errors
+from trainer.trainjob.validation import (
+    RFC1035,
+    lifecycle_warnings,
+    runtime_errors,
+    suspend_warnings,
+    trainjob_errors,
+)
 
 OVERRIDE_FIELDS = (POD_SPEC_OVERRIDES, POD_TEMPLATE_OVERRIDES, RUNTIME_PATCHES)
 
@@ -479,7 +485,7 @@ def validate_runtime(obj: JSON, old: JSON | None = None, facts: AdmissionFacts |
     v.errors += runtime_errors(runtime.spec)
     if facts is not None and runtime.spec.scheduling is not None:
         v.errors += scheduling_support_errors(facts)
-    v.warnings += lifecycle_warnings(runtime.spec)
+    v.warnings += lifecycle_warnings(runtime.spec) + suspend_warnings(runtime.spec)
     return v
 
 
@@ -508,7 +514,13 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
     except ValidationError as e:
         v.errors += pydantic_errors(e)
         return v
-    v.errors += validate_mpijob_spec(job)
+    unrunnable = validate_mpijob_spec(job)
+    v.errors += [e for e in unrunnable if e != LAUNCHER_MISSING]
+    v.warnings += [
+        f"{e} (admitted as mpi-operator admits it; it will be Failed, InvalidSpec)"
+        for e in unrunnable
+        if e == LAUNCHER_MISSING
+    ]
     v.errors += mpijob_errors(job, facts.max_nodes_per_job)
     if old is not None:
         v.errors += check_queue_change(obj, old, MPIJOB.resource.kind, facts)

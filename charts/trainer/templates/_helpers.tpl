@@ -13,7 +13,11 @@ chart's name, else "<release>-<chart>". Release "trainer" gives config/'s names.
 {{- end -}}
 
 {{- define "trainer.operatorName" -}}
+{{- if .Values.operatorName -}}
+{{- .Values.operatorName | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
 {{- include "trainer.fullname" . }}-operator
+{{- end -}}
 {{- end -}}
 
 {{- define "trainer.leaderElectionName" -}}
