@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint docs unit e2e venv binaries crds rbac chart lock release release-tree release-version release-check release-tag
+.PHONY: demo test lint docs unit e2e venv binaries prebuild crds rbac chart lock release release-tree release-version release-check release-tag
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ venv: $(VENV)/.installed
 
 binaries:
 	bash localcluster/build.sh
+
+# Everything the suite builds (every localcluster/build.sh component, the real nodes' binaries and images,
+# the operator image), once, in two lanes at once: Go, and the images (localcluster/prebuild.py).
+prebuild: venv
+	$(PY) -m localcluster.prebuild
 
 crds: venv
 	$(PY) -m trainer.api.crd
@@ -78,7 +83,7 @@ e2e-real: venv binaries
 	TRAINER_E2E_REAL=1 $(PY) -m pytest e2e/test_real_pods.py e2e/test_upstream_e2e_real.py -v -s
 
 # The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
-test: venv binaries lint
+test: venv prebuild lint
 	TRAINER_E2E_OPERATOR_SA=1 $(PY) -m pytest tests e2e -v -p no:cacheprovider
 
 # The release, in DIST (default dist/): the wheel and sdist, the chart package and the operator image

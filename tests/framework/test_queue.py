@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from trainer.framework.kube.queue import WorkQueue
 
 
@@ -141,3 +144,47 @@ async def test_an_add_makes_a_pending_batch_moot_but_not_a_requeue() -> None:
     assert await q.get() == "c"
     q.done("c")
     assert await asyncio.wait_for(q.get(), 1) == "c"
+
+
+IDLE_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("urgent"), st.integers(0, 5)),
+        st.tuples(st.just("idle"), st.integers(0, 5), st.floats(0.0, 3.0)),
+        st.tuples(st.just("get")),
+        st.tuples(st.just("tick"), st.floats(0.0, 1.5)),
+        st.tuples(st.just("release")),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=IDLE_OPS)
+async def test_the_idle_lane_releases_exactly_the_keys_past_their_bound_or_not_kept_busy(
+    ops: list[tuple[object, ...]],
+) -> None:
+    """Whatever the order of urgent adds, idle adds, hand-outs and time, a check of the idle lane queues
+    exactly the keys whose bound has passed or for which the queue is not busy (:meth:`WorkQueue.busy`),
+    and keeps the others with their earliest bound."""
+    q: WorkQueue[int] = WorkQueue()
+    now = [100.0]
+    q.clock = lambda: now[0]
+    bounds: dict[int, float] = {}
+    for op in ops:
+        if op[0] == "urgent":
+            q.add(int(str(op[1])), urgent=True)
+        elif op[0] == "idle":
+            key, at_most = int(str(op[1])), float(str(op[2]))
+            bounds[key] = min(bounds.get(key, now[0] + at_most), now[0] + at_most)
+            q.add_when_idle(key, at_most)
+        elif op[0] == "get" and len(q):
+            q.done(await q.get())
+        elif op[0] == "tick":
+            now[0] += float(str(op[1]))
+        elif op[0] == "release":
+            going = {k for k, b in bounds.items() if b <= now[0] or not q.busy(k)}
+            q._release_idle()
+            bounds = {k: b for k, b in bounds.items() if k not in going}
+            assert q.idle_waiting() == len(bounds)
+            assert q._idle == bounds
+    q.shutdown()
