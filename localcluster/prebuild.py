@@ -28,7 +28,7 @@ from functools import partial
 from localcluster.binaries import BUILD_SCRIPT
 from localcluster.operator_image import operator_image
 from localcluster.realnode import images
-from localcluster.realnode.node import unavailable
+from localcluster.realnode.node import ensure_packages, unavailable
 
 COMPONENTS = (
     "etcd",
@@ -72,7 +72,9 @@ def go_lane(timings: dict[str, float], real: bool) -> None:
 
 
 def image_lane(timings: dict[str, float]) -> None:
-    """The images, one after the other."""
+    """The Debian packages real nodes need (busybox-static is the busybox image's), then the images, one
+    after the other."""
+    step("real node packages", ensure_packages, timings)
     for name in IMAGES:
         step(f"{name} image", images.BUILDERS[name], timings)
     step("operator image", operator_image, timings)
