@@ -48,10 +48,10 @@ from typing import Any
 import pytest
 
 from e2e.helpers import ROOT
-from localcluster.binaries import cache_dir, component_dir, ensure, versions
+from localcluster.binaries import component_dir, ensure
 from localcluster.cluster import LocalCluster
 from localcluster.incluster import Release
-from localcluster.peers import JOBSET, KUEUE, deploy, rolled_out
+from localcluster.peers import JOBSET, KUEUE, deploy, kueue_source, rolled_out
 from localcluster.realnode.node import RealNodes, unavailable
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
@@ -67,6 +67,7 @@ INSTANCE_TYPES = ("on-demand", "spot")
 """The ``instance-type`` label of each KWOK node, as on the workers of Kueue's kind cluster."""
 TRAINER = ("kubeflow-system", "kubeflow-trainer-controller-manager")
 MPI = ("mpi-operator", "mpi-operator")
+"""The namespace and name of each of this operator's Deployments the suite waits for."""
 TAS_LABEL = "cloud.provider.com/node-group"
 TAS_NODES = {
     f"kind-worker{i + 1 if i else ''}": {
@@ -77,7 +78,6 @@ TAS_NODES = {
     for i in range(8)
 }
 """The TAS kind cluster's workers, by name, with their labels."""
-"""The namespace and name of each of this operator's Deployments the suite waits for."""
 SUITE_TIMEOUT = 1200.0
 FIGURES: dict[str, object] = {}
 
@@ -123,14 +123,12 @@ def operator() -> Iterator[None]:
 
 
 def chart_values(name: str, **more: str) -> dict[str, str]:
-    key, effect = TAINT
+    """The chart's values for this operator's Deployment ``name`` on the real node, plus ``more``."""
     return {
         "operatorName": name,
         "replicas": "1",
         "gangScheduler": "kueue",
-        "tolerations[0].key": key,
-        "tolerations[0].operator": "Exists",
-        "tolerations[0].effect": effect,
+        **{f"tolerations[0].{k}": v for k, v in TOLERATION.items()},
         **more,
     }
 
@@ -207,9 +205,9 @@ def share_lease(cluster: LocalCluster, work: Path, role: str, namespace: str, se
 
 
 def suite_dir(suite: str) -> Path:
-    """The module copy a suite runs from (its ``hack/testing/*/Dockerfile`` name its images), at the
-    suite's package: where ``go test`` runs it."""
-    return cache_dir() / "src" / f"kueue_e2e-{versions()['KUEUE_VERSION']}" / "test/e2e" / suite / "extended"
+    """Where a suite runs (where ``go test`` runs it): its package in Kueue's module copy, whose
+    ``hack/testing/*/Dockerfile`` name its images."""
+    return kueue_source() / "test/e2e" / suite / "extended"
 
 
 def specs(report: Path) -> list[dict[str, Any]]:
@@ -221,15 +219,17 @@ def specs(report: Path) -> list[dict[str, Any]]:
             if spec.get("LeafNodeType") != "It":
                 continue
             failure = spec.get("Failure") or {}
+            where = failure.get("Location") or {}
             out.append(
                 {
                     "name": " ".join([*(spec.get("ContainerHierarchyTexts") or []), spec.get("LeafNodeText", "")]),
                     "state": spec.get("State"),
                     "seconds": round((spec.get("RunTime") or 0) / 1e9, 1),
-                    "failure": f"{failure.get('Message', '')} at {(failure.get('Location') or {}).get('FileName', '')}"
-                    f":{(failure.get('Location') or {}).get('LineNumber', '')}"
-                    if failure
-                    else "",
+                    "failure": (
+                        f"{failure.get('Message', '')} at {where.get('FileName', '')}:{where.get('LineNumber', '')}"
+                        if failure
+                        else ""
+                    ),
                 }
             )
     return out

@@ -18,10 +18,10 @@ reached, and KWOK nodes run no containers).
 
 from __future__ import annotations
 
-import json
+import copy
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,29 +38,25 @@ def _log(message: str) -> None:
     print(f"[peers] {message}", file=sys.stderr, flush=True)
 
 
+def kueue_source() -> Path:
+    """The writable copy of Kueue's module that ``localcluster/build.sh kueue_e2e`` keeps: its e2e suites run
+    from it and its kustomizations are rendered from it."""
+    return cache_dir() / "src" / f"kueue_e2e-{versions()['KUEUE_VERSION']}"
+
+
 @dataclass(frozen=True)
 class Peer:
-    """A peer project's controller: its kustomization (a function of the build cache), its built manager
-    binary (a key of :func:`localcluster.binaries.ensure`, which also builds it), and its Deployment."""
+    """A peer project's controller: its built manager binary (a key of :func:`localcluster.binaries.ensure`,
+    which also builds it, with the kustomizations beside it), where its kustomization is and what version
+    it is (functions of the build cache), and its Deployment."""
 
     name: str
     binary: str
+    kustomization: Callable[[], Path]
+    version: Callable[[], str]
     namespace: str
     deployment: str
     container: str = "manager"
-
-    def kustomization(self) -> Path:
-        """The directory ``kubectl kustomize`` renders."""
-        ensure(self.binary)
-        if self.name == "kueue":
-            return cache_dir() / "src" / f"kueue_e2e-{versions()['KUEUE_VERSION']}" / "test/e2e/config/extended"
-        return component_dir("kueue_e2e") / "jobset-config" / "default"
-
-    def version(self) -> str:
-        """The version its image is tagged with."""
-        if self.name == "kueue":
-            return versions()["KUEUE_VERSION"]
-        return (component_dir("kueue_e2e") / "JOBSET_VERSION").read_text().strip()
 
     def image(self) -> tuple[str, Path]:
         """The manager image (name, archive), built when missing."""
@@ -68,12 +64,28 @@ class Peer:
         return binary_image(f"localhost/{self.name}/{self.name}:{self.version()}", f"peer-{self.name}", binary)
 
 
-KUEUE = Peer("kueue", "kueue", "kueue-system", "kueue-controller-manager")
-JOBSET = Peer("jobset", "jobset-manager", "jobset-system", "jobset-controller-manager")
+KUEUE = Peer(
+    "kueue",
+    "kueue",
+    lambda: kueue_source() / "test/e2e/config/extended",
+    lambda: versions()["KUEUE_VERSION"],
+    "kueue-system",
+    "kueue-controller-manager",
+)
+JOBSET = Peer(
+    "jobset",
+    "jobset-manager",
+    lambda: component_dir("kueue_e2e") / "jobset-config" / "default",
+    lambda: (component_dir("kueue_e2e") / "JOBSET_VERSION").read_text().strip(),
+    "jobset-system",
+    "jobset-controller-manager",
+)
 
 
 def render(cluster: LocalCluster, peer: Peer) -> list[dict[str, Any]]:
-    """The peer's manifests as its kustomization renders them (``kubectl kustomize``)."""
+    """The peer's manifests as its kustomization renders them (``kubectl kustomize``); builds the peer
+    first when its binary or kustomizations are missing."""
+    ensure(peer.binary)
     out = cluster.run_kubectl("kustomize", str(peer.kustomization())).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
@@ -84,7 +96,7 @@ def placed(
     """``docs`` with the peer's Deployment set to run ``image`` (pull policy ``IfNotPresent``: it is
     imported) on a real node (:data:`NODE_SELECTOR`, ``tolerations``); raises ``ValueError`` when the
     manifests have no such Deployment or container."""
-    out: list[dict[str, Any]] = json.loads(json.dumps(list(docs)))
+    out = copy.deepcopy(list(docs))
     for doc in out:
         meta = doc.get("metadata") or {}
         if doc.get("kind") != "Deployment" or (meta.get("namespace"), meta.get("name")) != (

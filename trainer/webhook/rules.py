@@ -514,13 +514,11 @@ def validate_mpijob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Verdi
     except ValidationError as e:
         v.errors += pydantic_errors(e)
         return v
-    unrunnable = validate_mpijob_spec(job)
-    v.errors += [e for e in unrunnable if e != LAUNCHER_MISSING]
-    v.warnings += [
-        f"{e} (admitted as mpi-operator admits it; it will be Failed, InvalidSpec)"
-        for e in unrunnable
-        if e == LAUNCHER_MISSING
-    ]
+    for problem in validate_mpijob_spec(job):
+        if problem == LAUNCHER_MISSING:  # mpi-operator's API admits it
+            v.warnings.append(f"{problem} (admitted as mpi-operator admits it; it will be Failed, InvalidSpec)")
+        else:
+            v.errors.append(problem)
     v.errors += mpijob_errors(job, facts.max_nodes_per_job)
     if old is not None:
         v.errors += check_queue_change(obj, old, MPIJOB.resource.kind, facts)
