@@ -14,6 +14,7 @@ skipped with its reason; ``TRAINER_E2E_REAL=0`` skips it."""
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -115,6 +116,18 @@ async def ended(client: Client, ns: str, name: str, seen: list[int] | None = Non
     return tj if done and done.get("status") == "True" else None
 
 
+async def settled_checkpoint(client: Client, ns: str, name: str, storage: Path) -> JSON | None:
+    """TrainJob ``name``'s ``lastCheckpoint`` once it names the newest checkpoint file on its volume
+    (``storage``/checkpoints-``name``). The status server answers a post at once and writes the last
+    one of every ``--status-write-interval`` seconds later, so a checkpoint saved as the pods stop is
+    on the TrainJob a few seconds after they are gone."""
+    files = glob.glob(str(storage / f"checkpoints-{name}" / "epoch-*.pt"))
+    newest = max((int(Path(f).name[6:-3]) for f in files), default=None)
+    tj = await client.trainjob(ns, name) or {}
+    saved = ((tj.get("status") or {}).get("trainerStatus") or {}).get("lastCheckpoint") or {}
+    return saved if newest is not None and saved.get("epoch") == newest else None
+
+
 def resumed_from(text: str, checkpoint: JSON, epochs: int) -> list[int]:
     """The epochs a resumed run logged, checked to start at the checkpoint's + 1 (the checkpoint
     ``path`` and ``epoch`` it names) and to end at ``epochs``."""
@@ -172,8 +185,8 @@ async def test_a_preempted_job_saves_a_checkpoint_and_continues_from_it(
     await wait_for(lambda: checkpointed(client, ns, "low", 10), "the low job's epoch 10", timeout=300, interval=0.5)
     await client.kube.create(TRAINJOBS, ns, digits_job("high", high, epochs=4))
     await wait_for(lambda: stopped(client, ns, "low"), "Kueue to preempt the low-priority job", timeout=120)
+    checkpoint = await wait_for(lambda: settled_checkpoint(client, ns, "low", storage), "the last checkpoint's report")
     held = await client.trainjob(ns, "low") or {}
-    checkpoint = held["status"]["trainerStatus"]["lastCheckpoint"]
     assert checkpoint["path"] == f"/checkpoints/epoch-{checkpoint['epoch']}.pt", checkpoint
     assert checkpoint["epoch"] >= 10 and checkpoint["step"] > 0, checkpoint
     assert condition(held, "Failed") is None, held["status"]
@@ -218,8 +231,9 @@ async def test_a_job_suspended_and_resized_continues_from_its_checkpoint_on_fewe
 
     await client.kube.merge_patch(TRAINJOBS, ns, "resized", {"spec": {"suspend": True}})
     await wait_for(lambda: stopped(client, ns, "resized"), "the suspended job's pods to stop", timeout=120)
-    held = await client.trainjob(ns, "resized") or {}
-    checkpoint = held["status"]["trainerStatus"]["lastCheckpoint"]
+    checkpoint = await wait_for(
+        lambda: settled_checkpoint(client, ns, "resized", storage), "the last checkpoint's report"
+    )
     at = checkpoint["epoch"] * 100 // 40
     assert at >= 40, checkpoint
     await client.kube.merge_patch(TRAINJOBS, ns, "resized", {"spec": {"trainer": {"numNodes": 1}}})
