@@ -92,11 +92,15 @@ def digits_job(name: str, priority_class: str | None, epochs: int) -> JSON:
     return job
 
 
+def last_checkpoint(tj: JSON) -> JSON:
+    """TrainJob ``tj``'s ``status.trainerStatus.lastCheckpoint``, {} when it reported none."""
+    return ((tj.get("status") or {}).get("trainerStatus") or {}).get("lastCheckpoint") or {}
+
+
 async def checkpointed(client: Client, ns: str, name: str, at_least: int) -> JSON | None:
     """TrainJob ``name`` once it reported a checkpoint of epoch ``at_least`` or later."""
     tj = await client.trainjob(ns, name) or {}
-    saved = ((tj.get("status") or {}).get("trainerStatus") or {}).get("lastCheckpoint") or {}
-    return tj if saved.get("epoch", 0) >= at_least else None
+    return tj if last_checkpoint(tj).get("epoch", 0) >= at_least else None
 
 
 async def stopped(client: Client, ns: str, name: str) -> bool:
@@ -123,8 +127,7 @@ async def settled_checkpoint(client: Client, ns: str, name: str, storage: Path) 
     on the TrainJob a few seconds after they are gone."""
     files = glob.glob(str(storage / f"checkpoints-{name}" / "epoch-*.pt"))
     newest = max((int(Path(f).name[6:-3]) for f in files), default=None)
-    tj = await client.trainjob(ns, name) or {}
-    saved = ((tj.get("status") or {}).get("trainerStatus") or {}).get("lastCheckpoint") or {}
+    saved = last_checkpoint(await client.trainjob(ns, name) or {})
     return saved if newest is not None and saved.get("epoch") == newest else None
 
 

@@ -38,6 +38,7 @@ from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
 from localcluster.realnode.node import RealNodes, status_server_args, unavailable
 from trainer.api.kinds import TRAINING_RUNTIMES, TRAINJOBS
+from trainer.api.labels import RESTART_ATTEMPT
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
@@ -50,7 +51,6 @@ STARTS_OVER: JSON = {"failurePolicy": {"maxRestarts": 2}, "backoffLimit": 0}
 """The static job's runtime: a failed Job restarts every Job (JobSet's failurePolicy), and a Job fails at
 its first failed pod."""
 INDEX = "batch.kubernetes.io/job-completion-index"
-ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 
 
 async def lose_the_second_member(
@@ -143,7 +143,8 @@ async def test_a_static_job_whose_member_goes_starts_its_group_over(
     text = "\n".join(logs(cluster, ns, p["metadata"]["name"]) for p in pods)
     assert condition(tj, "Complete") and condition(tj, "Failed") is None, (tj["status"], text)
     # Every pod that finished the job is of attempt 1: the whole group started over, from the checkpoint.
-    assert {p["metadata"]["labels"].get(ATTEMPT) for p in pods} == {"1"}, [p["metadata"]["labels"] for p in pods]
+    attempts = {p["metadata"]["labels"].get(RESTART_ATTEMPT) for p in pods}
+    assert attempts == {"1"}, [p["metadata"]["labels"] for p in pods]
     (host,) = [p for p in pods if p["metadata"]["labels"].get(INDEX) == "0"]
     assert "resuming from" in logs(cluster, ns, host["metadata"]["name"]), text
     cluster.run_kubectl("delete", "pv", f"{ns}-checkpoints-st", "--wait=false")
