@@ -85,15 +85,30 @@ def quiet_log_problems(path: Path) -> list[str]:
     return out
 
 
+@pytest.fixture(scope="session")
+def real_node_store() -> Iterator[Path]:
+    """The containerd roots every module's real nodes share (``RealNodes(store=...)``): an image is
+    imported into a node once per session, not once per module."""
+    store = Path(tempfile.mkdtemp(prefix="rnstore-"))  # short: overlay mount options hold these paths
+    try:
+        yield store
+    finally:
+        if not os.environ.get("TRAINER_E2E_KEEP_CLUSTER"):
+            shutil.rmtree(store, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def real_nodes(request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster) -> Iterator[RealNodes]:
+def real_nodes(
+    request: pytest.FixtureRequest, cluster: LocalCluster | ExternalCluster, real_node_store: Path
+) -> Iterator[RealNodes]:
     """Two real nodes (kubelet + containerd) with the module's ``REAL_NODE_IMAGES`` (default: the training
     image), for one module; stopped, and their pods gone, after it. Modules that ask for it skip
     themselves where real nodes cannot run (:func:`localcluster.realnode.node.unavailable`)."""
     if not isinstance(cluster, LocalCluster):
         pytest.skip("real nodes join only the local cluster")
     work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(cluster, 2, work, tuple(getattr(request.module, "REAL_NODE_IMAGES", ("training",))))
+    images = tuple(getattr(request.module, "REAL_NODE_IMAGES", ("training",)))
+    nodes = RealNodes(cluster, 2, work, images, store=real_node_store)
     nodes.start()
     try:
         yield nodes

@@ -134,11 +134,11 @@ def chart_values(name: str, **more: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def deployed(cluster: LocalCluster) -> Iterator[list[Release]]:
+def deployed(cluster: LocalCluster, real_node_store: Path) -> Iterator[list[Release]]:
     """One real node (tainted: :data:`TAINT`) running Kueue, JobSet and the operator twice (see the
     module docstring), and upstream's runtimes; yields the two releases."""
     work = Path(tempfile.mkdtemp(prefix="kueuenodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(cluster, 1, work)
+    nodes = RealNodes(cluster, 1, work, store=real_node_store)
     t = time.monotonic()
     nodes.start()
     FIGURES["real node"] = round(time.monotonic() - t, 1)

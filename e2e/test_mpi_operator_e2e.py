@@ -132,11 +132,11 @@ def operator() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def release(cluster: LocalCluster) -> Iterator[Release]:
+def release(cluster: LocalCluster, real_node_store: Path) -> Iterator[Release]:
     """One real node, tainted (:data:`TAINT`), and the chart installed on it as mpi-operator's Deployment
     (see the module docstring), with the Volcano rules bound to its ServiceAccount."""
     work = Path(tempfile.mkdtemp(prefix="mpinodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(cluster, 1, work)
+    nodes = RealNodes(cluster, 1, work, store=real_node_store)
     t = time.monotonic()
     nodes.start()
     FIGURES["real node"] = round(time.monotonic() - t, 1)

@@ -68,11 +68,11 @@ def torch_runtime_image() -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory, real_node_store: Path) -> Iterator[LocalCluster]:
     """The suite's cluster with no KWOK node and one real node that has the runtime's image."""
     local = upstream_cluster(Path(tmp_path_factory.mktemp("upstream-real")), nodes=0, service_accounts=True)
     work = Path(tempfile.mkdtemp(prefix="realnodes-"))  # short: containerd's socket paths must fit
-    nodes = RealNodes(local, 1, work, ("training",))
+    nodes = RealNodes(local, 1, work, ("training",), store=real_node_store)
     try:
         nodes.start()
         for node in nodes.nodes:

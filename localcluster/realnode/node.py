@@ -1,7 +1,8 @@
 """Real nodes (kubelet + private containerd + runc) and cluster DNS (CoreDNS) for a running LocalCluster.
 
 :class:`RealNodes` starts ``count`` nodes named ``realnode-0``, ``realnode-1``, ... on this machine,
-each with its own containerd (config, root, state and socket in ``<dir>/<name>/containerd``), its
+each with its own containerd (config, root, state and socket in ``<dir>/<name>/containerd``; the root
+in ``<store>/<name>`` when a store is given, to keep the images for the next set), its
 own kubelet (``<dir>/<name>/kubelet``, free loopback ports, its own cgroup root ``/<name>``) and
 its own pod address range, plus one CoreDNS serving ``cluster.local`` from the cluster's API::
 
@@ -168,11 +169,11 @@ def _cni_conflist(index: int, data_dir: Path) -> str:
     return json.dumps(conf, indent=2) + "\n"
 
 
-def _containerd_config(work: Path) -> str:
+def _containerd_config(work: Path, root: Path) -> str:
     default = subprocess.run(["containerd", "config", "default"], capture_output=True, text=True, check=True).stdout
     sock = work / "containerd.sock"
     replacements = [
-        ('root = "/var/lib/containerd"', f'root = "{work / "root"}"'),
+        ('root = "/var/lib/containerd"', f'root = "{root}"'),
         ('state = "/run/containerd"', f'state = "{work / "state"}"'),
         ('address = "/run/containerd/containerd.sock"', f'address = "{sock}"'),
         ('bin_dir = "/opt/cni/bin"', f'bin_dir = "{CNI_BIN}"'),
@@ -254,11 +255,17 @@ def _kubelet_config(work: Path, ca: Path, sock: Path, port: int, healthz: int, c
 
 @dataclass
 class RealNode:
-    """One real node: its name, index (pod range 10.88.<index+1>.x) and directory."""
+    """One real node: its name, index (pod range 10.88.<index+1>.x) and directory; with a ``store``, its
+    containerd root (images, unpacked layers) is ``<store>/<name>`` and outlives the node."""
 
     name: str
     index: int
     dir: Path
+    store: Path | None = None
+
+    @property
+    def containerd_root(self) -> Path:
+        return self.store / self.name if self.store else self.containerd_dir / "root"
 
     @property
     def containerd_dir(self) -> Path:
@@ -290,9 +297,10 @@ class RealNode:
 
     def start_containerd(self) -> None:
         work = self.containerd_dir
-        for sub in ("root", "state", "net.d", "ipam"):
+        for sub in ("state", "net.d", "ipam"):
             (work / sub).mkdir(parents=True, exist_ok=True)
-        (work / "config.toml").write_text(_containerd_config(work))
+        self.containerd_root.mkdir(parents=True, exist_ok=True)
+        (work / "config.toml").write_text(_containerd_config(work, self.containerd_root))
         (work / "net.d" / "10-realnode.conflist").write_text(_cni_conflist(self.index, work / "ipam"))
         if not self.containerd.is_alive():
             self.containerd.start(["--config", str(work / "config.toml")])
@@ -381,9 +389,9 @@ class RealNode:
             for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
                 self.ctr("containers", "rm", container, check=False)
         self.containerd.stop(timeout=10)
-        prefix = str(self.dir.resolve()) + "/"
+        prefixes = tuple(str(d.resolve()) + "/" for d in (self.dir, self.containerd_root))
         mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
-        for mount in sorted((m for m in mounts if m.startswith(prefix)), reverse=True):
+        for mount in sorted((m for m in mounts if m.startswith(prefixes)), reverse=True):
             subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
         for cg in Path("/sys/fs/cgroup").glob(f"*/{self.name}"):
             _remove_cgroup(cg)
@@ -486,13 +494,24 @@ class KubeProxy:
 
 class RealNodes:
     """``count`` real nodes plus CoreDNS and kube-proxy for ``cluster``, kept under ``work``; ``image_names``
-    (keys of :data:`images.BUILDERS`) are built if needed and imported into every node."""
+    (keys of :data:`images.BUILDERS`) are built if needed and imported into every node.
+
+    ``store``: a directory that keeps each node's containerd root (``<store>/realnode-<i>``) after the
+    nodes stop, so that the next set started with the same store finds its images unpacked (importing the
+    training image takes about 40 s per node) instead of importing them again. Every container is removed
+    when a node stops; one set uses a store at a time (:meth:`_claim` holds the machine for one set)."""
 
     def __init__(
-        self, cluster: LocalCluster, count: int, work: Path, image_names: tuple[str, ...] = ("busybox",)
+        self,
+        cluster: LocalCluster,
+        count: int,
+        work: Path,
+        image_names: tuple[str, ...] = ("busybox",),
+        store: Path | None = None,
     ) -> None:
         self.cluster, self.work = cluster, Path(work).resolve()
-        self.nodes = [RealNode(f"realnode-{i}", i, self.work / f"realnode-{i}") for i in range(count)]
+        root = Path(store).resolve() if store else None
+        self.nodes = [RealNode(f"realnode-{i}", i, self.work / f"realnode-{i}", root) for i in range(count)]
         self.dns = CoreDNS(cluster, self.work / "coredns")
         self.proxy = KubeProxy(cluster, self.work / "kube-proxy", self.nodes[0].name if self.nodes else "realnode-0")
         self.image_names = image_names
