@@ -144,6 +144,25 @@ async def webhook_ca_patched(kube: Kube) -> bool:
     return True
 
 
+def host_path_volume(ns: str, claim: str, where: Path) -> JSON:
+    """A hostPath PersistentVolume (``where/claim``) bound in advance to claim ``ns/claim`` (a TrainJob's,
+    from its runtime's ``volumeClaimPolicies``), as an administrator provisions storage: real nodes run
+    on one machine, so one directory is the same volume on all of them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-{claim}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {"namespace": ns, "name": claim},
+            "hostPath": {"path": str(where / claim), "type": "DirectoryOrCreate"},
+        },
+    }
+
+
 async def trainjob_ended(client: Client, ns: str, name: str, timeout: float = 400) -> JSON:
     """TrainJob ``ns/name`` once its ``Complete`` or ``Failed`` condition is True, read every 0.5 s;
     ``AssertionError`` after ``timeout`` seconds."""

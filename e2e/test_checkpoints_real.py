@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.helpers import ROOT, kueue_sees_runtime
+from e2e.helpers import ROOT, host_path_volume, kueue_sees_runtime
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for
 from localcluster.cluster import reserved_ports
@@ -48,23 +48,6 @@ def kubectl_apply(cluster: LocalCluster, objects: list[JSON], tmp: Path) -> None
     path = tmp / "objects.yaml"
     path.write_text(yaml.safe_dump_all(objects))
     cluster.run_kubectl("apply", "-f", str(path))
-
-
-def volume(ns: str, claim: str, where: Path) -> JSON:
-    """A hostPath PersistentVolume bound in advance to claim ``ns/claim`` (the TrainJob's)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{ns}-{claim}"},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "claimRef": {"namespace": ns, "name": claim},
-            "hostPath": {"path": str(where / claim), "type": "DirectoryOrCreate"},
-        },
-    }
 
 
 def priority(name: str, value: int) -> JSON:
@@ -171,7 +154,11 @@ async def test_a_preempted_job_saves_a_checkpoint_and_continues_from_it(
     low, high = f"low-{ns}", f"high-{ns}"
     kubectl_apply(
         cluster,
-        [priority(low, 100), priority(high, 1000), *(volume(ns, f"checkpoints-{j}", storage) for j in ("low", "high"))],
+        [
+            priority(low, 100),
+            priority(high, 1000),
+            *(host_path_volume(ns, f"checkpoints-{j}", storage) for j in ("low", "high")),
+        ],
         tmp_path,
     )
     # One job's quota (2 nodes x 500m): the high-priority job needs the low one's.
@@ -224,7 +211,7 @@ async def test_a_job_suspended_and_resized_continues_from_its_checkpoint_on_fewe
     and resumed, continues from its checkpoint on 1 node; resizing it while it runs is refused."""
     cluster.run_kubectl("apply", "-n", ns, "-k", str(SAMPLE))
     storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
-    kubectl_apply(cluster, [volume(ns, "checkpoints-resized", storage)], tmp_path)
+    kubectl_apply(cluster, [host_path_volume(ns, "checkpoints-resized", storage)], tmp_path)
     await client.kube.create(TRAINJOBS, ns, digits_job("resized", None, epochs=40))
     await wait_for(lambda: checkpointed(client, ns, "resized", 16), "epoch 16 of 40", timeout=300, interval=0.5)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.helpers import host_path_volume
 from e2e.test_checkpoints_real import (
     SAMPLE,
     checkpointed,
@@ -30,7 +31,6 @@ from e2e.test_checkpoints_real import (
     ended,
     kubectl_apply,
     logs,
-    volume,
     what_happened,
 )
 from localcluster import LocalCluster
@@ -77,7 +77,7 @@ async def lose_the_second_member(
         template["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = restarts["backoffLimit"]
         await client.kube.update(TRAINING_RUNTIMES, ns, runtime)
     storage = Path(tempfile.mkdtemp(prefix="checkpoints-"))
-    kubectl_apply(cluster, [volume(ns, f"checkpoints-{name}", storage)], tmp_path)
+    kubectl_apply(cluster, [host_path_volume(ns, f"checkpoints-{name}", storage)], tmp_path)
     await client.kube.create(TRAINJOBS, ns, digits_job(name, None, epochs=EPOCHS))
     await wait_for(lambda: checkpointed(client, ns, name, 4), "the job's epoch 4", timeout=300, interval=0.5)
     pods = await client.pods(ns, f"jobset.sigs.k8s.io/jobset-name={name}")

@@ -47,7 +47,7 @@ COMPONENTS = (
 """Every component of ``localcluster/build.sh``, in the order built (the cluster's first)."""
 NODE_BINARIES = ("kubelet", "kube_proxy", "coredns", "pause")
 """Every component of ``localcluster/realnode/build.sh``."""
-IMAGES = ("training", "ompi5", "busybox")
+IMAGES = ("training", "torchtune", "ompi5", "busybox")
 """The real nodes' images (keys of :data:`localcluster.realnode.images.BUILDERS`), the largest first."""
 
 

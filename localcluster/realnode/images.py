@@ -13,10 +13,14 @@ imported (``ctr -n k8s.io images import``) into each node's containerd:
   Debian ``IMAGE_SUITE`` (bookworm: Open MPI 4, whose launcher is ORTE).
 - :func:`ompi5_image`: the same recipe on Debian ``OMPI5_IMAGE_SUITE`` (trixie: Open MPI 5, whose
   launcher is PRRTE and reads ``PRTE_MCA_*`` variables only).
+- :func:`torchtune_image`: Debian trixie's python3-torch (2.6) and torchtune 0.6.1 with the packages
+  of ``torchtune-wheels.txt``, every one pinned, in a virtual environment at :data:`VENV` that sees
+  Debian's packages (``tune`` on its ``PATH``). The wheels are downloaded by this machine's pip and
+  installed offline in the chroot (:func:`install_wheels`).
 
-Both are :class:`DebianImage` specs built by one function, :func:`debian_image`.
+All three are :class:`DebianImage` specs built by one function, :func:`debian_image`.
 
-    python -m localcluster.realnode.images [pause|busybox|training|ompi5 ...]   # build (or find), print paths
+    python -m localcluster.realnode.images [pause|busybox|training|ompi5|torchtune ...]   # build (or find), print paths
 """
 
 from __future__ import annotations
@@ -43,6 +47,12 @@ PAUSE_IMAGE = "localhost/realnode/pause:1"
 BUSYBOX_IMAGE = "localhost/realnode/busybox:1"
 TRAINING_IMAGE = "localhost/realnode/training:1"
 OMPI5_IMAGE = "localhost/realnode/training-ompi5:1"
+TORCHTUNE_IMAGE = "localhost/realnode/torchtune:1"
+TORCHTUNE_PACKAGES = ("python3", "python3-torch", "python3-venv", "procps", "busybox")
+TORCHTUNE_WHEELS = HERE / "torchtune-wheels.txt"
+VENV = "/opt/venv"
+"""Where an image's pinned Python packages live (first on its ``PATH``)."""
+WHEEL_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 # What the training images hold (Debian package names); part of their cache key.
 TRAINING_PACKAGES = (
     "python3",
@@ -328,12 +338,49 @@ def _patch_torch_std(root: Path) -> None:
 @dataclass(frozen=True)
 class DebianImage:
     """A training image made of a Debian root file system: its reference ``name``, the ``stem`` of its
-    archive in the cache (``<stem>-<key>.tar``), the Debian ``suite`` and the ``packages`` apt installs."""
+    archive in the cache (``<stem>-<key>.tar``), the Debian ``suite``, the ``packages`` apt installs and
+    ``wheels``, a pinned requirements file installed into :data:`VENV` (:func:`install_wheels`)."""
 
     name: str
     stem: str
     suite: str
     packages: tuple[str, ...]
+    wheels: Path | None = None
+
+
+def install_wheels(root: Path, requirements: Path, log: IO[str]) -> None:
+    """Make :data:`VENV` in the chroot ``root`` (``--system-site-packages``: Debian's torch stays the
+    torch) and install ``requirements`` (``name==version`` lines) into it without an index: this machine's
+    pip downloads each wheel for the chroot's CPython (``--no-deps``: the file lists everything), builds a
+    line marked ``# source`` into a wheel, and the chroot's pip installs them offline, resolving as usual,
+    so a missing requirement fails the build. Raises ``subprocess.CalledProcessError``."""
+    version = subprocess.run(
+        ["chroot", str(root), "python3", "-c", "import sys; print('%d%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    binary: list[str] = []
+    source: list[str] = []
+    for line in requirements.read_text().splitlines():
+        requirement, _, comment = line.partition("#")
+        if requirement.strip():
+            (source if comment.strip() == "source" else binary).append(requirement.strip())
+    wheels = root / "tmp" / "wheels"
+    wheels.mkdir(parents=True)
+    pip = [sys.executable, "-m", "pip"]
+    platforms = [arg for p in WHEEL_PLATFORMS for arg in ("--platform", p)]
+    abis = ["--abi", f"cp{version}", "--abi", "abi3", "--abi", "none"]
+    target = ["--python-version", version, "--implementation", "cp", *abis, *platforms]
+    _run([*pip, "download", "-q", "--no-deps", "--only-binary=:all:", *target, "-d", str(wheels), *binary], log)
+    if source:
+        _run([*pip, "wheel", "-q", "--no-deps", "-w", str(wheels), *source], log)
+    shutil.copy(requirements, wheels / "requirements.txt")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "HOME": "/root"}
+    _run(["chroot", str(root), "python3", "-m", "venv", "--system-site-packages", VENV], log, env=env)
+    install = [f"{VENV}/bin/pip", "install", "-q", "--no-index", "--no-cache-dir", "--find-links", "/tmp/wheels"]
+    _run(["chroot", str(root), *install, "-r", "/tmp/wheels/requirements.txt"], log, env=env)
+    shutil.rmtree(wheels)
 
 
 def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path]:
@@ -343,7 +390,10 @@ def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path
     used for a week are removed once the new one is built (:func:`drop_unused`). Raises
     ``subprocess.CalledProcessError`` when debootstrap or apt fails (the build directory and its
     ``build.log`` are kept)."""
-    out = _cached(spec.stem, {"suite": spec.suite, "packages": spec.packages, "recipe": TRAINING_RECIPE})
+    key: dict[str, Any] = {"suite": spec.suite, "packages": spec.packages, "recipe": TRAINING_RECIPE}
+    if spec.wheels:
+        key["wheels"] = spec.wheels.read_text()
+    out = _cached(spec.stem, key)
     if out.exists():
         out.touch()  # in use: see drop_unused
         return spec.name, out
@@ -356,6 +406,8 @@ def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path
     _log(f"building {out.name} ({spec.name}, Debian {spec.suite}) in {work} (log {work / 'build.log'})")
     with (work / "build.log").open("w") as log:
         build_rootfs(root, spec.suite, spec.packages, log)
+        if spec.wheels:
+            install_wheels(root, spec.wheels, log)
         layer = work / "layer.tar"
         # dev/ and proc/ stay empty: the runtime mounts them. Numeric owners, as in any layer.
         _run(
@@ -374,8 +426,9 @@ def debian_image(spec: DebianImage, work: Path | None = None) -> tuple[str, Path
             ],
             log,
         )
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
         config = {
-            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
+            "Env": [f"PATH={VENV}/bin:{path}" if spec.wheels else f"PATH={path}", "LANG=C.UTF-8"],
             "Cmd": ["/bin/bash"],
         }
         write_oci_archive(out, spec.name, layer, config)
@@ -400,7 +453,21 @@ def ompi5_image() -> tuple[str, Path]:
     return debian_image(DebianImage(OMPI5_IMAGE, "ompi5", suite, OMPI5_PACKAGES))
 
 
-BUILDERS = {"pause": pause_image, "busybox": busybox_image, "training": training_image, "ompi5": ompi5_image}
+def torchtune_image() -> tuple[str, Path]:
+    """torchtune's image on Debian ``TORCHTUNE_IMAGE_SUITE`` (trixie: torch 2.6, which torchtune 0.6.1
+    needs) (name, archive). About 1.6 GiB, of which 0.45 GiB the virtual environment."""
+    suite = realnode_versions().get("TORCHTUNE_IMAGE_SUITE", "trixie")
+    spec = DebianImage(TORCHTUNE_IMAGE, "torchtune", suite, TORCHTUNE_PACKAGES, TORCHTUNE_WHEELS)
+    return debian_image(spec)
+
+
+BUILDERS = {
+    "pause": pause_image,
+    "busybox": busybox_image,
+    "training": training_image,
+    "ompi5": ompi5_image,
+    "torchtune": torchtune_image,
+}
 
 
 def main() -> int:
