@@ -144,6 +144,20 @@ async def webhook_ca_patched(kube: Kube) -> bool:
     return True
 
 
+LLAMA3_2_1B_LORA_COMMAND = [
+    "tune",
+    "run",
+    "lora_finetune_single_device",
+    "--config",
+    "llama3_2/1B_lora_single_device",
+    "output_dir=/workspace/output",
+    "tokenizer.path=/workspace/model/original/tokenizer.model",
+    "checkpointer.checkpoint_dir=/workspace/model",
+]
+"""The ``node`` command the operator makes of upstream's torchtune-llama3.2-1b command for LoRA on one
+process (docs/api.md, torchtune BuiltinTrainer)."""
+
+
 def host_path_volume(ns: str, claim: str, where: Path) -> JSON:
     """A hostPath PersistentVolume (``where/claim``) bound in advance to claim ``ns/claim`` (a TrainJob's,
     from its runtime's ``volumeClaimPolicies``), as an administrator provisions storage: real nodes run

@@ -54,7 +54,7 @@ from kubeflow.trainer.options import (
 )
 
 import trainer.client
-from e2e.helpers import ROOT
+from e2e.helpers import LLAMA3_2_1B_LORA_COMMAND, ROOT
 from e2e.test_sdk import RUN_FOR, LogsNodes, logs_nodes_fixture  # noqa: F401 (logs_nodes fixture)
 from localcluster.client import Client, condition, wait_for
 from trainer.api.kinds import CLUSTER_TRAINING_RUNTIMES, JOBS, TRAINJOBS
@@ -321,16 +321,7 @@ async def test_a_builtin_trainer_gets_upstreams_torchtune_recipe_and_command(
     assert stored is not None and stored["spec"]["trainer"]["command"] == ["tune", "run"]
     (job,) = await wait_for(lambda: _jobs_of(client, ns, name), f"the Job of {name}", 30)
     (node,) = job["spec"]["template"]["spec"]["containers"]
-    assert node["command"] == [
-        "tune",
-        "run",
-        "lora_finetune_single_device",
-        "--config",
-        "llama3_2/1B_lora_single_device",
-        "output_dir=/workspace/output",
-        "tokenizer.path=/workspace/model/original/tokenizer.model",
-        "checkpointer.checkpoint_dir=/workspace/model",
-    ]
+    assert node["command"] == LLAMA3_2_1B_LORA_COMMAND
     assert node["args"] == stored["spec"]["trainer"]["args"]
     assert "model.lora_rank=8" in node["args"]
     assert sorted(e["name"] for e in node["env"] if e["name"].startswith("PET_")) == [

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.helpers import ROOT, host_path_volume, trainjob_ended
+from e2e.helpers import LLAMA3_2_1B_LORA_COMMAND, ROOT, host_path_volume, trainjob_ended
 from localcluster import LocalCluster
 from localcluster.client import Client, condition
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, unavailable
@@ -35,17 +35,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"
 REAL_NODE_IMAGES = ("torchtune",)
 SAMPLE = ROOT / "config" / "samples" / "torchtune-tiny"
 STEPS = ("dataset-initializer", "model-initializer", "node")
-COMMAND = [
-    "tune",
-    "run",
-    "lora_finetune_single_device",
-    "--config",
-    "llama3_2/1B_lora_single_device",
-    "output_dir=/workspace/output",
-    "tokenizer.path=/workspace/model/original/tokenizer.model",
-    "checkpointer.checkpoint_dir=/workspace/model",
-]
-"""What the operator makes of upstream's command for one LoRA process (docs/api.md, torchtune)."""
 
 
 def _time(value: str) -> datetime:
@@ -83,7 +72,7 @@ async def test_upstreams_torchtune_runtime_fine_tunes_a_small_llama_with_lora_on
     assert sorted(pods) == sorted(STEPS), sorted(pods)
 
     node = pods["node"]["spec"]["containers"][0]
-    assert node["command"] == COMMAND, node["command"]
+    assert node["command"] == LLAMA3_2_1B_LORA_COMMAND, node["command"]
     assert node["args"] == job["spec"]["trainer"]["args"], node["args"]
     env = {e["name"]: e.get("value") for e in node.get("env", [])}
     assert (env.get("PET_NNODES"), env.get("PET_NPROC_PER_NODE")) == ("1", "1"), env
