@@ -51,6 +51,12 @@ TOOLS: dict[str, tuple[str, str]] = {
     # operator and evaluates them (tests/tooling/test_prometheus_rules.py, e2e/test_observability_real.py).
     "prometheus": ("PROMETHEUS_VERSION", "prometheus"),
     "promtool": ("PROMETHEUS_VERSION", "prometheus"),
+    # Katib, for the kubeflow SDK's OptimizerClient with this operator's TrainJobs as trials (e2e/test_katib.py,
+    # localcluster/katib.py): each binary goes into an image of its own.
+    "katib-controller": ("KATIB_VERSION", "katib"),
+    "katib-db-manager": ("KATIB_VERSION", "katib"),
+    "file-metricscollector": ("KATIB_VERSION", "katib"),
+    "goptuna-suggestion": ("KATIB_VERSION", "katib"),
 }
 # build.sh components that also install CRDs into their crds/ directory.
 COMPONENTS_WITH_CRDS = ("volcano", "kueue")
@@ -59,6 +65,7 @@ COMPONENT_DIRS: dict[str, tuple[str, ...]] = {
     "kueue": ("conversion", "webhooks"),
     "trainer_e2e": ("runtimes", "flux", "crds"),
     "kueue_e2e": ("jobset-config",),
+    "katib": ("manifests",),
 }
 
 

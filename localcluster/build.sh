@@ -13,6 +13,7 @@
 #             mpi_operator_e2e (only when named: mpi-operator's own e2e suite, e2e/test_mpi_operator_e2e.py)
 #             kueue_e2e (only when named: Kueue's own extended e2e suites, e2e/test_kueue_e2e.py)
 #             prometheus (only when named: Prometheus and promtool, for the chart's rules and their tests)
+#             katib (only when named: Katib's controller, DB manager, metrics collector and Goptuna suggestion)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -501,11 +502,54 @@ build_kueue_e2e() {
   printf '%s\n' "$jobset" >"$out/JOBSET_VERSION"
 }
 
+# build_katib: Katib (KATIB_VERSION), as its images hold it: the controller, the DB manager, the file
+# metrics collector (Katib's StdOut and File collectors) and the Goptuna suggestion service, built from
+# one wrapper module that requires only Katib (Katib's own dependency versions); beside them its
+# kustomizations (manifests/v1beta1) in manifests/, for e2e/test_katib.py to install Katib as its
+# `katib-external-db` install does. Katib's Python suggestion services are not Go and are not built.
+build_katib() {
+  local ver="$KATIB_VERSION" out="$cache/bin/katib-$KATIB_VERSION"
+  local cmds=(katib-controller:cmd/katib-controller/v1beta1 katib-db-manager:cmd/db-manager/v1beta1
+    file-metricscollector:cmd/metricscollector/v1beta1/file-metricscollector
+    goptuna-suggestion:cmd/suggestion/goptuna/v1beta1)
+  local cmd missing=()
+  for cmd in "${cmds[@]}"; do [ -x "$out/${cmd%%:*}" ] || missing+=("$cmd"); done
+  [ "${#missing[@]}" -eq 0 ] && [ -f "$out/manifests/installs/katib-external-db/kustomization.yaml" ] && return 0
+  local mod="$cache/src/katib-$ver" src gomod
+  mkdir -p "$mod" "$out"
+  log "katib $ver: resolving modules in $mod"
+  src="$(module_dir github.com/kubeflow/katib "$ver")"
+  gomod="$(go env GOMODCACHE)/cache/download/github.com/kubeflow/katib/@v/$ver.mod"
+  if [ "${#missing[@]}" -gt 0 ]; then
+    {
+      echo "module local/katib-build"
+      echo
+      awk '$1 == "go" {print; exit}' "$gomod"
+      echo
+      echo "require github.com/kubeflow/katib $ver"
+    } >"$mod/go.mod"
+    {
+      printf '//go:build tools\n\npackage tools\n\nimport (\n'
+      for cmd in "${cmds[@]}"; do printf '\t_ "github.com/kubeflow/katib/%s"\n' "${cmd#*:}"; done
+      printf ')\n'
+    } >"$mod/tools.go"
+    (cd "$mod" && go mod tidy)
+    for cmd in "${missing[@]}"; do
+      log "katib $ver: building ${cmd%%:*}"
+      (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out/${cmd%%:*}.tmp" "github.com/kubeflow/katib/${cmd#*:}")
+      mv "$out/${cmd%%:*}.tmp" "$out/${cmd%%:*}"
+    done
+  fi
+  rm -rf "$out/manifests"
+  cp -R "$src/manifests/v1beta1" "$out/manifests"
+  chmod -R u+w "$out/manifests"
+}
+
 components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
   if ! declare -F "build_$component" >/dev/null; then
-    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator mpi_operator_e2e kueue_e2e prometheus"
+    log "unknown component '$component'; known: etcd kwok kubernetes volcano kueue helm trainer_e2e upstream mpi_operator mpi_operator_e2e kueue_e2e prometheus katib"
     exit 2
   fi
 done

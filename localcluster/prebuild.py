@@ -43,6 +43,7 @@ COMPONENTS = (
     "mpi_operator_e2e",
     "kueue_e2e",
     "prometheus",
+    "katib",
 )
 """Every component of ``localcluster/build.sh``, in the order built (the cluster's first)."""
 NODE_BINARIES = ("kubelet", "kube_proxy", "coredns", "pause")

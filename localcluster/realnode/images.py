@@ -230,13 +230,20 @@ def pause_image() -> tuple[str, Path]:
     return PAUSE_IMAGE, out
 
 
-def binary_image(name: str, stem: str, binary: Path, path: str = "manager") -> tuple[str, Path]:
+def binary_image(
+    name: str, stem: str, binary: Path, path: str = "manager", workdir: str = "/", user: str = "65532:65532"
+) -> tuple[str, Path]:
     """The image ``name`` (name, archive) of one static ``binary`` at ``/<path>``, its entrypoint, run as
-    65532:65532 as a distroless static base runs it (the managers of Go projects: Kueue's and JobSet's
-    Dockerfiles copy theirs to ``/manager`` on such a base); built when missing, cached under ``stem``."""
-    out = _cached(stem, {"name": name, "path": path, "binary": _sha256_file(binary)})
+    ``user`` in ``workdir``: by default 65532:65532 in ``/``, as a distroless static base runs it (the managers
+    of Go projects: Kueue's and JobSet's Dockerfiles copy theirs to ``/manager`` on such a base); Katib's
+    Dockerfiles copy theirs into a working directory (``/app``) of an image run as root. Built when
+    missing, cached under ``stem``."""
+    key: dict[str, Any] = {"name": name, "path": path, "binary": _sha256_file(binary)}
+    if (workdir, user) != ("/", "65532:65532"):
+        key |= {"workdir": workdir, "user": user}
+    out = _cached(stem, key)
     if not out.exists():
-        config = {"Entrypoint": [f"/{path}"], "User": "65532:65532", "WorkingDir": "/"}
+        config = {"Entrypoint": [f"/{path}"], "User": user, "WorkingDir": workdir}
         _small_image(out, name, build_layer([(str(binary), path)], []), config)
         drop_unused(stem, out)
     return name, out
