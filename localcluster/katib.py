@@ -93,6 +93,7 @@ class MariaDB:
         if missing:
             _log(f"apt-get install {' '.join(missing)}")
             env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdout=sys.stderr)
             subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env, stdout=sys.stderr)
         data = self.work / "data"
         if not data.exists():
