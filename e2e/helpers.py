@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import aiohttp
+import yaml
 
 from localcluster import LocalCluster
-from localcluster.binaries import ensure
+from localcluster.binaries import component_dir, ensure
 from localcluster.client import Client, condition, wait_for
 from trainer.api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from trainer.framework.json_codec import JSON
@@ -156,6 +157,16 @@ LLAMA3_2_1B_LORA_COMMAND = [
 ]
 """The ``node`` command the operator makes of upstream's torchtune-llama3.2-1b command for LoRA on one
 process (docs/api.md, torchtune BuiltinTrainer)."""
+
+
+def torch_runtime_image() -> str:
+    """The image of the trainer container of upstream's ``torch-distributed`` runtime, as containerd
+    names it (``docker.io/`` added to a Docker Hub name)."""
+    runtime = yaml.safe_load((component_dir("trainer_e2e") / "runtimes" / "torch_distributed.yaml").read_text())
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    image: str = pod["containers"][0]["image"]
+    first = image.split("/", 1)[0]
+    return image if "/" in image and ("." in first or ":" in first) else f"docker.io/{image}"
 
 
 def host_path_volume(ns: str, claim: str, where: Path) -> JSON:

@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubeflow.common.types import KubernetesBackendConfig
 from kubeflow.optimizer import Objective, OptimizerClient, RandomSearch, Search, TrialConfig
 from kubeflow.optimizer.types.optimization_types import Direction
 from kubeflow.trainer import CustomTrainer, TrainJobTemplate
 
-from e2e.helpers import ROOT, own_cluster
+from e2e.helpers import ROOT, own_cluster, torch_runtime_image
 from localcluster import LocalCluster
 from localcluster.katib import INJECTION_LABEL, MariaDB, install
 from localcluster.realnode import images
@@ -72,21 +71,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield local
 
 
-def runtime_image() -> str:
-    """The image of upstream's ``torch-distributed`` runtime, as containerd names it."""
-    runtime = yaml.safe_load(RUNTIME.read_text())
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    image: str = pod["containers"][0]["image"]
-    return image if image.split("/", 1)[0].count(".") else f"docker.io/{image}"
-
-
 @pytest.fixture(scope="module")
 def katib(cluster: LocalCluster, real_nodes: RealNodes) -> Iterator[MariaDB]:
     """Katib installed (:func:`localcluster.katib.install`) with its MariaDB, upstream's ``torch-distributed``
     runtime (its image: the training image under that name) and namespace :data:`NS`, labelled for
     Katib's metrics collector; yields the database."""
     for node in real_nodes.nodes:
-        node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, runtime_image())
+        node.ctr("images", "tag", "--force", images.TRAINING_IMAGE, torch_runtime_image())
     work = Path(tempfile.mkdtemp(prefix="katib-"))
     db = MariaDB(work / "db")
     db.start()

@@ -38,12 +38,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from e2e import doc_blocks
-from e2e.helpers import ROOT, shell_env
+from e2e.helpers import ROOT, shell_env, torch_runtime_image
 from e2e.test_upstream_e2e import SKIPPED, install_runtimes, run_suite, upstream_cluster, webhooks_patched
-from localcluster.binaries import component_dir
 from localcluster.cluster import LocalCluster, reserved_ports
 from localcluster.realnode import images
 from localcluster.realnode.node import RealNodes, status_server_args, unavailable
@@ -55,16 +53,6 @@ WEBHOOK_PORT, STATUS_PORT = reserved_ports(2)
 OPERATOR_ARGS = ["--webhook-port", str(WEBHOOK_PORT), "--webhook-host", "127.0.0.1", *status_server_args(STATUS_PORT)]
 IT = "should inject runtime configuration which allows the runtime status endpoint to be called"
 assert IT in SKIPPED
-
-
-def torch_runtime_image() -> str:
-    """The image of the trainer container of upstream's ``torch-distributed`` runtime, as containerd
-    names it (``docker.io/`` added to a Docker Hub name)."""
-    runtime = yaml.safe_load((component_dir("trainer_e2e") / "runtimes" / "torch_distributed.yaml").read_text())
-    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    image: str = pod["containers"][0]["image"]
-    first = image.split("/", 1)[0]
-    return image if "/" in image and ("." in first or ":" in first) else f"docker.io/{image}"
 
 
 @pytest.fixture(scope="module")
