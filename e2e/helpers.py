@@ -1,6 +1,6 @@
 """Helpers of the end-to-end tests beyond :mod:`localcluster.client`: a module's own cluster and its
 client, Kueue's view of a runtime, the operator's JSON log, deeply nested objects, the webhook
-configurations' caBundle and a TrainJob's end."""
+configurations' caBundle, a TrainJob's end and, for a failure, its story."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import yaml
 from localcluster import LocalCluster
 from localcluster.binaries import component_dir, ensure
 from localcluster.client import Client, condition, wait_for
+from localcluster.realnode.node import RealNodes
 from trainer.api.kinds import MUTATING_WEBHOOKS, TRAINJOBS, VALIDATING_WEBHOOKS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
@@ -186,6 +187,26 @@ def host_path_volume(ns: str, claim: str, where: Path) -> JSON:
             "hostPath": {"path": str(where / claim), "type": "DirectoryOrCreate"},
         },
     }
+
+
+def what_happened(cluster: LocalCluster, ns: str, name: str, nodes: RealNodes | None = None) -> str:
+    """For an assertion's message: TrainJob ``name``'s Jobs and pods (phase, restarts, node), the
+    namespace's events, the last 40 lines of every pod's containers (this run's and the one before) and,
+    given real ``nodes``, their kubelets' and containerds' logs (:meth:`RealNodes.log_tails`)."""
+    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
+    parts = [
+        cluster.run_kubectl("get", "trainjob", name, "-n", ns, "-o", "yaml", check=False).stdout,
+        cluster.run_kubectl("get", "jobs,pods", "-n", ns, "-l", selector, "-o", "wide", check=False).stdout,
+        cluster.run_kubectl("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False).stdout,
+    ]
+    pods = cluster.run_kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "name", check=False).stdout.split()
+    for pod in pods:
+        for which in ("--previous=true", "--previous=false"):
+            logs = cluster.run_kubectl("logs", "-n", ns, pod, which, "--all-containers", "--tail=40", check=False)
+            parts.append(f"--- {pod} {which}\n{logs.stdout}{logs.stderr}")
+    if nodes is not None:
+        parts.append(nodes.log_tails())
+    return "\n".join(parts)
 
 
 async def trainjob_ended(client: Client, ns: str, name: str, timeout: float = 400) -> JSON:

@@ -129,23 +129,6 @@ def logs(cluster: LocalCluster, ns: str, pod: str) -> str:
     return cluster.run_kubectl("logs", "-n", ns, pod, check=False).stdout
 
 
-def what_happened(cluster: LocalCluster, ns: str, name: str) -> str:
-    """For an assertion's message: TrainJob ``name``'s Jobs and pods (phase, restarts, node), the
-    namespace's events, and the last 40 lines of every pod's container, this run's and the one before."""
-    selector = f"jobset.sigs.k8s.io/jobset-name={name}"
-    parts = [
-        cluster.run_kubectl("get", "trainjob", name, "-n", ns, "-o", "yaml", check=False).stdout,
-        cluster.run_kubectl("get", "jobs,pods", "-n", ns, "-l", selector, "-o", "wide", check=False).stdout,
-        cluster.run_kubectl("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False).stdout,
-    ]
-    pods = cluster.run_kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "name", check=False).stdout.split()
-    for pod in pods:
-        for which in ("--previous=true", "--previous=false"):
-            text = cluster.run_kubectl("logs", "-n", ns, pod, which, "--tail=40", check=False).stdout
-            parts.append(f"--- {pod} {which}\n{text}")
-    return "\n".join(parts)
-
-
 async def test_a_preempted_job_saves_a_checkpoint_and_continues_from_it(
     client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
 ) -> None:

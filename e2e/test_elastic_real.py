@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.helpers import host_path_volume
+from e2e.helpers import host_path_volume, what_happened
 from e2e.test_checkpoints_real import (
     SAMPLE,
     checkpointed,
@@ -31,7 +31,6 @@ from e2e.test_checkpoints_real import (
     ended,
     kubectl_apply,
     logs,
-    what_happened,
 )
 from localcluster import LocalCluster
 from localcluster.client import Client, condition, wait_for

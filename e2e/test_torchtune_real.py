@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.helpers import LLAMA3_2_1B_LORA_COMMAND, ROOT, host_path_volume, trainjob_ended
+from e2e.helpers import LLAMA3_2_1B_LORA_COMMAND, ROOT, host_path_volume, trainjob_ended, what_happened
 from localcluster import LocalCluster
 from localcluster.client import Client, condition
 from localcluster.realnode.node import NODE_SELECTOR, RealNodes, unavailable
@@ -46,11 +46,6 @@ def _finished(pod: JSON) -> datetime:
     return _time(state["finishedAt"])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="debt: passed alone 3 times (114 s), but in one full CI run the trainer's pod did not finish within "
-    "300 s after both initializers completed (no output written); cause not found yet",
-)
 async def test_upstreams_torchtune_runtime_fine_tunes_a_small_llama_with_lora_on_a_real_node(
     client: Client, ns: str, cluster: LocalCluster, real_nodes: RealNodes, tmp_path: Path
 ) -> None:
@@ -67,7 +62,11 @@ async def test_upstreams_torchtune_runtime_fine_tunes_a_small_llama_with_lora_on
     ]
     await client.kube.create(TRAINJOBS, ns, job)
 
-    tj = await trainjob_ended(client, ns, "tiny", timeout=300)
+    try:
+        tj = await trainjob_ended(client, ns, "tiny", timeout=300)
+    except AssertionError as timed_out:
+        listing = sorted(str(p.relative_to(storage)) for p in storage.rglob("*"))
+        raise AssertionError(f"{timed_out}\n{what_happened(cluster, ns, 'tiny', real_nodes)}\n{listing}") from None
     pods = {
         p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]: p
         for p in await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=tiny")

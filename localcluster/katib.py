@@ -14,7 +14,13 @@ built ``kubectl kustomize``):
   left out) and, for the algorithms Katib's Goptuna service implements (:data:`ALGORITHMS`), the
   suggestion's. Katib's own config maps ``random`` and ``tpe`` to its hyperopt image, which is Python
   and not built here; the other algorithms and early stopping (Python images too) are left out;
-- Katib's UI is left out.
+- Katib's UI is left out;
+- Katib's own namespace (:data:`NAMESPACE`) is not labelled for the metrics collector
+  (:data:`INJECTION_LABEL`), so trials run in a namespace of their own that is. Upstream's install labels it,
+  and then its pod webhook (``mutator.pod.katib.kubeflow.org``, failure policy Fail) also guards the
+  creation of the controller's and DB manager's own pods, which wait on the controller they would start:
+  upstream's install usually wins that race, and lost it once here (``failed calling webhook
+  "mutator.pod.katib.kubeflow.org": ... connect: connection refused``, neither pod created in 300 s).
 
     db = MariaDB(work / "db")
     db.start()
@@ -162,8 +168,9 @@ def _config(text: str, images: dict[str, str]) -> str:
 
 
 def manifests(cluster: LocalCluster, db: MariaDB, images: dict[str, str]) -> list[dict[str, Any]]:
-    """The ``katib-external-db`` install rendered, its UI left out, its secret pointing at ``db``, its
-    Deployments running ``images`` (binary -> image name) and its ``katib-config`` naming them."""
+    """The ``katib-external-db`` install rendered, its UI left out, its namespace without
+    :data:`INJECTION_LABEL`, its secret pointing at ``db``, its Deployments running ``images``
+    (binary -> image name) and its ``katib-config`` naming them."""
     root = component_dir("katib") / "manifests" / "installs" / "katib-external-db"
     rendered = cluster.run_kubectl("kustomize", str(root)).stdout
     out = []
@@ -185,6 +192,8 @@ def manifests(cluster: LocalCluster, db: MariaDB, images: dict[str, str]) -> lis
             for container in doc["spec"]["template"]["spec"]["containers"]:
                 container["image"] = images[name]
                 container["imagePullPolicy"] = "IfNotPresent"
+        elif kind == "Namespace" and name == NAMESPACE:
+            doc["metadata"].get("labels", {}).pop(INJECTION_LABEL, None)
         elif kind == "ConfigMap" and name == "katib-config":
             doc["data"]["katib-config.yaml"] = _config(doc["data"]["katib-config.yaml"], images)
         out.append(doc)

@@ -586,6 +586,14 @@ class RealNodes:
         with ThreadPoolExecutor(len(self.nodes) or 1) as pool:
             list(pool.map(lambda node: node.import_images(archives), self.nodes))
 
+    def log_tails(self, lines: int = 40) -> str:
+        """For a failure's message: the last ``lines`` lines of every node's kubelet and containerd log."""
+        return "\n".join(
+            f"--- {node.name} {component.name}\n{component.log_tail(lines)}"
+            for node in self.nodes
+            for component in (node.kubelet, node.containerd)
+        )
+
     def stop(self) -> None:
         """Delete the nodes' pods, stop every node and CoreDNS, remove the Node objects and the bridge,
         and put back what the nodes changed on the host (:mod:`localcluster.realnode.host`)."""
