@@ -82,11 +82,12 @@ def operator() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def release(ic_cluster: LocalCluster) -> Iterator[Release]:
-    """Two real nodes with the training image, and the chart installed on them with the built image."""
+def release(ic_cluster: LocalCluster, real_node_store: Path) -> Iterator[Release]:
+    """Two real nodes with the training image (from the session's image store), and the chart installed on
+    them with the built image."""
     work = Path(tempfile.mkdtemp(prefix="icnodes-"))  # short: containerd's socket paths must fit
     try:
-        with installed(ic_cluster, work, ("busybox", "training")) as release:
+        with installed(ic_cluster, work, ("busybox", "training"), real_node_store) as release:
             FIGURES["install"] = dict(release.timings)
             yield release
     finally:

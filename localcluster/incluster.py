@@ -176,12 +176,15 @@ class Release:
 
 
 @contextlib.contextmanager
-def installed(cluster: LocalCluster, work: Path, images: tuple[str, ...] = ("busybox",)) -> Iterator[Release]:
+def installed(
+    cluster: LocalCluster, work: Path, images: tuple[str, ...] = ("busybox",), store: Path | None = None
+) -> Iterator[Release]:
     """Two real nodes for ``cluster`` under ``work`` with ``images`` (keys of
-    :data:`localcluster.realnode.images.BUILDERS`), and the chart installed on them
+    :data:`localcluster.realnode.images.BUILDERS`; their containerd roots in ``store`` when given, as
+    :class:`~localcluster.realnode.node.RealNodes` keeps them), and the chart installed on them
     (:meth:`Release.install`; ``timings["total"]``: its seconds). On the way out the release is uninstalled
     and the nodes stopped, whatever happened."""
-    nodes = RealNodes(cluster, 2, work, images)
+    nodes = RealNodes(cluster, 2, work, images, store=store)
     nodes.start()
     try:
         release = Release(cluster, nodes)
