@@ -14,8 +14,8 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube import projection as projection_module
 from trainer.framework.kube.cache import Informer
 from trainer.framework.kube.projection import LEAF_ITEMS, projection
-from trainer.jobs.child_writer import needs_apply, with_hash
-from trainer.jobs.reconcile import kept_job, kept_secret
+from trainer.jobs.child_writer import HASH_ANNOTATION, needs_apply, with_hash
+from trainer.jobs.reconcile import kept_job, kept_secret, kept_service
 
 MANAGED = [{"manager": "trainer", "operation": "Apply", "fieldsV1": {"f:spec": {"f:template": {}}}}]
 
@@ -102,6 +102,64 @@ def test_a_projected_job_is_not_drift_but_a_changed_desire_is() -> None:
     assert needs_apply(with_hash(changed), cached, projection(kept_job)) is True, "the hash still tells a new Pod spec"
     cached = {**cached, "spec": {**cached["spec"], "parallelism": 1}}  # someone edited the Job
     assert needs_apply(desired, cached, projection(kept_job)) is True, "drift in a kept field is still seen"
+
+
+def test_cached_jobs_and_services_keep_of_their_annotations_the_hash_alone_and_a_changed_one_is_a_new_hash() -> None:
+    job = observed_job()
+    job["metadata"]["annotations"] = {"jobset.sigs.k8s.io/jobset-name": "tj", "a": "b"}
+    desired = with_hash(copy.deepcopy({k: v for k, v in job.items() if k != "status"}))
+    for key in ("uid", "resourceVersion", "managedFields"):
+        del desired["metadata"][key]
+    cached = projection(kept_job)(desired)
+    digest = desired["metadata"]["annotations"][HASH_ANNOTATION]
+    assert cached["metadata"]["annotations"] == {HASH_ANNOTATION: digest}
+    assert needs_apply(desired, cached, projection(kept_job)) is False
+    changed = copy.deepcopy(desired)
+    changed["metadata"]["annotations"]["a"] = "c"
+    assert needs_apply(with_hash(changed), cached, projection(kept_job)) is True, "a new annotation, a new hash"
+    no_hash = {"metadata": {"name": "x", "annotations": {"a": "b"}}}
+    assert projection(kept_job)(no_hash)["metadata"]["annotations"] == {}
+
+
+def observed_service() -> JSON:
+    """A headless child Service as the apiserver returns it (the metadata of :func:`observed_job`'s kind)."""
+    metadata = {**observed_job()["metadata"], "name": "tj", "uid": "s1"}
+    metadata["annotations"] = {HASH_ANNOTATION: "abc", "note": "x"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "clusterIP": "None",
+            "clusterIPs": ["None"],
+            "selector": {"jobset.sigs.k8s.io/jobset-name": "tj"},
+            "ports": [{"port": 29500, "protocol": "TCP", "targetPort": 29500}],
+            "publishNotReadyAddresses": True,
+            "ipFamilies": ["IPv4"],
+        },
+        "status": {"loadBalancer": {}},
+    }
+
+
+def test_a_cached_service_keeps_its_metadata_and_selector_and_a_changed_selector_is_drift() -> None:
+    service = observed_service()
+    cached = projection(kept_service)(service)
+    assert cached["spec"] == {"selector": {"jobset.sigs.k8s.io/jobset-name": "tj"}}
+    assert cached["metadata"]["annotations"] == {HASH_ANNOTATION: "abc"}
+    assert cached["metadata"]["ownerReferences"] == service["metadata"]["ownerReferences"]
+    assert cached["status"] == {"loadBalancer": {}}
+    desired = with_hash({k: copy.deepcopy(v) for k, v in service.items() if k != "status"})
+    for key in ("uid", "managedFields"):
+        del desired["metadata"][key]
+    del desired["spec"]["clusterIPs"], desired["spec"]["ipFamilies"]  # set by the apiserver
+    stored = projection(kept_service)({**desired, "spec": {**desired["spec"], "clusterIPs": ["None"]}})
+    assert needs_apply(desired, stored, projection(kept_service)) is False
+    edited = {**stored, "spec": {"selector": {"app": "other"}}}  # someone re-pointed the Service
+    assert needs_apply(desired, edited, projection(kept_service)) is True
+    ported = copy.deepcopy(desired)
+    ported["spec"]["ports"][0]["port"] = 1234
+    assert needs_apply(with_hash(ported), stored, projection(kept_service)) is True, "a new desired port, a new hash"
+    assert projection(kept_service)({"metadata": {"name": "x"}, "spec": {"type": "ClusterIP"}})["spec"] == {}
 
 
 def test_keys_and_short_values_are_held_once_across_cached_objects() -> None:

@@ -64,7 +64,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.framework.kube.projection import strip_managed_fields
 from trainer.framework.meta import meta
-from trainer.jobs.child_writer import ChildWriter
+from trainer.jobs.child_writer import HASH_ANNOTATION, ChildWriter
 from trainer.jobs.conditions import JOB_TERMINAL, finished, fold_problems, kept_conditions, problem
 from trainer.jobs.event_filter import JobEventFilter
 from trainer.jobs.facts import managed_by_us
@@ -284,10 +284,11 @@ def declare(
     ConfigMaps, Secrets and ``also_owns`` (each carrying ``kind.facts.child_label``; an :class:`Owns` as
     declared) and the gang scheduler's objects; it watches ``watches``, its Jobs' ``FailedCreate`` Events
     (:mod:`trainer.jobs.features.replica_failure`) and the gang scheduler's cluster-wide objects (Volcano
-    Queues, mapped to every job). Its caches keep of a Job no Pod template (:func:`kept_job`) and of a
-    Secret no data (:func:`kept_secret`); a Job that has just finished brings its owner's reconcile at once
-    (:func:`just_finished`). Its RBAC (:meth:`~trainer.framework.controller.Controller.permissions`) is what
-    these imply and the patch of its status (:func:`~trainer.jobs.status_writer.status_permission`).
+    Queues, mapped to every job). Its caches keep of a Job no Pod template (:func:`kept_job`), of a
+    Service its metadata and selector (:func:`kept_service`) and of a Secret no data (:func:`kept_secret`);
+    a Job that has just finished brings its owner's reconcile at once (:func:`just_finished`). Its RBAC
+    (:meth:`~trainer.framework.controller.Controller.permissions`) is what these imply and the patch of its
+    status (:func:`~trainer.jobs.status_writer.status_permission`).
 
     ``telling``: how the status writer tells the kind's changes. The watch echo of a child write a kind's
     ``settle`` read back is dropped by the event filter (:class:`~trainer.jobs.event_filter.JobEventFilter`),
@@ -337,11 +338,11 @@ def declare(
 
 def job_children(label: str) -> tuple[Owns, ...]:
     """What a kind that runs Jobs owns, each carrying ``label``: its Jobs (no Pod template kept, a finished
-    one urgent), Secrets (no data kept), Services and ConfigMaps."""
+    one urgent), Secrets (no data kept), Services (metadata and selector kept) and ConfigMaps."""
     return (
         Owns(JOBS, label, keep=kept_job, urgent=just_finished),
         Owns(SECRETS, label, keep=kept_secret),
-        Owns(SERVICES, label),
+        Owns(SERVICES, label, keep=kept_service),
         Owns(CONFIGMAPS, label),
     )
 
@@ -369,15 +370,44 @@ def best_objectives(reader: Reader, facts: KindFacts) -> list[tuple[str, str, st
     return out
 
 
+def _hash_only(out: JSON) -> JSON:
+    """``out`` with no annotation but the desired hash (:data:`~trainer.jobs.child_writer.HASH_ANNOTATION`),
+    which stands for all the others: the child writer compares a desired object through the same projection,
+    so a changed annotation still shows as a changed hash."""
+    metadata = out.get("metadata")
+    if not isinstance(metadata, dict):
+        return out
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict) or set(annotations) <= {HASH_ANNOTATION}:
+        return out
+    kept = {HASH_ANNOTATION: annotations[HASH_ANNOTATION]} if HASH_ANNOTATION in annotations else {}
+    return {**out, "metadata": {**metadata, "annotations": kept}}
+
+
 def kept_job(obj: JSON) -> JSON:
-    """What a job controller reads of a child Job: no managedFields, no Pod template, no selector. A
-    Job's Pod template is immutable once created (but for a suspended Job's scheduling directives, which
-    the operator itself sets), and what the operator wants of it is in the desired-hash annotation."""
-    out = strip_managed_fields(obj)
+    """What a job controller reads of a child Job: no managedFields, no Pod template, no selector, no
+    annotation but the desired hash (:func:`_hash_only`; JobSet's annotations repeat its labels). A Job's Pod
+    template is immutable once created (but for a suspended Job's scheduling directives, which the operator
+    itself sets), and what the operator wants of it is in the desired-hash annotation."""
+    out = _hash_only(strip_managed_fields(obj))
     spec = out.get("spec")
     if not isinstance(spec, dict) or ("template" not in spec and "selector" not in spec):
         return out
     return {**out, "spec": {k: v for k, v in spec.items() if k not in ("template", "selector")}}
+
+
+def kept_service(obj: JSON) -> JSON:
+    """What a job controller reads of a child Service: its metadata (no managedFields, no annotation but
+    the desired hash) and ``spec.selector``; the rest of its spec (ports, cluster IPs, families) is compared
+    through the hash. A Service changed by hand is put back when its selector changed (as mpi-operator
+    does, ``pkg/controller/mpi_job_controller.go`` getOrCreateService) or when the operator's desired Service
+    changes; JobSet never rewrites the headless Service it created
+    (kubernetes-sigs/jobset ``pkg/controllers/jobset_controller.go`` createHeadlessSvcIfNecessary)."""
+    out = _hash_only(strip_managed_fields(obj))
+    spec = out.get("spec")
+    if not isinstance(spec, dict) or set(spec) <= {"selector"}:
+        return out
+    return {**out, "spec": {"selector": spec["selector"]} if "selector" in spec else {}}
 
 
 def kept_secret(obj: JSON) -> JSON:
