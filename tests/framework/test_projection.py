@@ -196,12 +196,21 @@ def test_equal_leaves_are_held_once_across_cached_objects_and_other_types_are_no
     one, two = (project(json.loads(json.dumps(observed_job()))) for _ in range(2))
     assert one["spec"] is two["spec"], "a Job spec of scalars, equal in both: one dict"
     assert one["metadata"]["ownerReferences"][0] is two["metadata"]["ownerReferences"][0]
-    assert one["metadata"]["ownerReferences"] is not two["metadata"]["ownerReferences"], "not a leaf: its own"
+    assert one["metadata"]["ownerReferences"] is two["metadata"]["ownerReferences"], "a list of leaves: one list"
+    assert one["metadata"] is not two["metadata"], "a dict holding containers is never shared"
     service = {
         "metadata": {"name": "tj", "ownerReferences": copy.deepcopy(observed_job()["metadata"]["ownerReferences"])}
     }
     kept = projection()(service)
-    assert kept["metadata"]["ownerReferences"][0] is one["metadata"]["ownerReferences"][0], "across kinds too"
+    assert kept["metadata"]["ownerReferences"] is one["metadata"]["ownerReferences"], "across kinds too"
+    conditions = [{"type": "Suspended", "status": "True", "reason": "Suspended"}, {"type": "Created", "status": "True"}]
+    first, second = (projection()({"status": {"conditions": copy.deepcopy(conditions)}}) for _ in range(2))
+    assert first["status"]["conditions"] is second["status"]["conditions"] == conditions
+    deeper = [{"a": {"b": 1}}]  # a list of dicts that hold dicts: no leaf, each object its own
+    x, y = (projection()({"spec": {"l": copy.deepcopy(deeper)}}) for _ in range(2))
+    assert x["spec"]["l"] == y["spec"]["l"] == deeper and x["spec"]["l"] is not y["spec"]["l"]
+    mixed = [1, "1", [1], {"1": 1}, None]
+    assert projection()({"spec": {"l": mixed}})["spec"]["l"] == mixed
     ints, bools = (projection()({"metadata": {"name": "x"}, "spec": {"a": v}}) for v in (1, True))
     assert ints["spec"] is not bools["spec"] and ints["spec"]["a"] is not True and bools["spec"]["a"] is True
     floats = projection()({"metadata": {"name": "x"}, "spec": {"a": 1.0}})

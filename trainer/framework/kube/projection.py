@@ -10,10 +10,11 @@ cache never looks like drift.
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
 snapshots recur across cached objects; interned, each is held once (and freed with its last user).
-So are equal leaves, dicts and lists of a few scalars (a Job's spec, a Service's ports, the owner
-reference every child of a job carries, the operator's own ``managedFields`` mark): one container for
-all, the least recently used forgotten past :data:`MAX_LEAVES`. Cached objects are shared this way and
-are never changed in place by their readers (as client-go's informer caches).
+So are equal leaves, dicts and lists of a few scalars and lists of a few such leaves (a Job's spec, a
+Service's ports, the owner references every child of a job carries, conditions, the operator's own
+``managedFields`` mark): one container for all, the least recently used forgotten past
+:data:`MAX_LEAVES`. Cached objects are shared this way and are never changed in place by their readers
+(as client-go's informer caches).
 A new version of a cached object reuses what is equal in the version cached before it (its spec, its
 labels when only the status changed): a watch reports whole objects, mostly unchanged, and an equality
 test runs in C where interning walks every value in Python. Equal means equal as Python compares JSON
@@ -98,30 +99,54 @@ _leaves: dict[tuple[Any, ...], Any] = {}
 """Leaf key (:func:`_shared_leaf`) -> the one interned container cached objects hold for it."""
 
 
-def _shared_leaf(value: dict[str, Any] | list[Any]) -> Any:
-    """The one cached container equal to ``value`` when ``value`` is a leaf (a dict or list of at most
-    :data:`LEAF_ITEMS` strings, numbers, booleans or nulls), else None. Equal leaves recur across cached
-    objects (a Job's spec, a Service's ports, a runtime reference, the owner reference every child of a
-    job carries, a condition written in the same second): each is held once, as strings are by
-    interning. Equal means the same keys in the same order with values of the same JSON type (``1`` and
-    ``true`` are two leaves). Cached objects are read, never changed, so sharing is safe."""
+def _leaf_key(value: dict[str, Any] | list[Any], nested: bool) -> tuple[Any, ...] | None:
+    """What tells ``value`` from other leaves (see :func:`_shared_leaf`): its type, then each key (or index),
+    the type and the value of each scalar item and, with ``nested``, the key of each item that is a leaf of
+    scalars itself; None when ``value`` is no such leaf."""
     key: list[Any] = [type(value)]
     for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-        if type(v) not in _SCALARS:
+        kind = type(v)
+        if kind in _SCALARS:
+            key += (k, kind, v)
+        elif nested and (kind is dict or kind is list) and len(v) <= LEAF_ITEMS and (sub := _leaf_key(v, False)):
+            key += (k, sub)  # a tuple where a scalar has its type: the two never read alike
+        else:
             return None
-        key += (k, type(v), v)
-    ident = tuple(key)
+    return tuple(key)
+
+
+def _shared_leaf(value: dict[str, Any] | list[Any]) -> Any:
+    """The one cached container equal to ``value`` when ``value`` is a leaf, else None. A leaf is a dict or
+    list of at most :data:`LEAF_ITEMS` strings, numbers, booleans or nulls, or a list of at most as many
+    such scalars and leaves (owner references, conditions, ``jobsStatus``). Equal leaves recur across cached
+    objects (a Job's spec, a Service's ports, a runtime reference, the owner references every child of a
+    job carries, conditions written in the same second, the replicated jobs' counts of jobs in the same
+    state): each is held once, as strings are by interning. Equal means the same keys in the same order
+    with values of the same JSON type (``1`` and ``true`` are two leaves). Cached objects are read, never
+    changed, so sharing is safe."""
+    ident = _leaf_key(value, isinstance(value, list))
+    if ident is None:
+        return None
     try:
         shared = _leaves.pop(ident)
     except KeyError:
         if isinstance(value, dict):
             shared = {sys.intern(k): sys.intern(v) if type(v) is str else v for k, v in value.items()}
         else:
-            shared = [sys.intern(v) if type(v) is str else v for v in value]
+            shared = [_shared_item(v) for v in value]
         if len(_leaves) >= MAX_LEAVES:
             del _leaves[next(iter(_leaves))]
     _leaves[ident] = shared  # the most recently used last
     return shared
+
+
+def _shared_item(value: Any) -> Any:
+    """An item of a shared list: an interned string, a kept scalar, or the shared leaf it is."""
+    if type(value) is str:
+        return sys.intern(value)
+    if isinstance(value, (dict, list)):
+        return _shared_leaf(value)
+    return value
 
 
 def _equal(a: Any, b: Any) -> bool:
