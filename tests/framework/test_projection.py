@@ -197,7 +197,7 @@ def test_equal_leaves_are_held_once_across_cached_objects_and_other_types_are_no
     assert one["spec"] is two["spec"], "a Job spec of scalars, equal in both: one dict"
     assert one["metadata"]["ownerReferences"][0] is two["metadata"]["ownerReferences"][0]
     assert one["metadata"]["ownerReferences"] is two["metadata"]["ownerReferences"], "a list of leaves: one list"
-    assert one["metadata"] is not two["metadata"], "a dict holding containers is never shared"
+    assert one["metadata"] is not two["metadata"] and one is not two, "an object and its metadata: never shared"
     service = {
         "metadata": {"name": "tj", "ownerReferences": copy.deepcopy(observed_job()["metadata"]["ownerReferences"])}
     }
@@ -206,9 +206,13 @@ def test_equal_leaves_are_held_once_across_cached_objects_and_other_types_are_no
     conditions = [{"type": "Suspended", "status": "True", "reason": "Suspended"}, {"type": "Created", "status": "True"}]
     first, second = (projection()({"status": {"conditions": copy.deepcopy(conditions)}}) for _ in range(2))
     assert first["status"]["conditions"] is second["status"]["conditions"] == conditions
-    deeper = [{"a": {"b": 1}}]  # a list of dicts that hold dicts: no leaf, each object its own
+    nested = {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 2, "args": ["--lr", "0.1"]}}
+    x, y = (projection()({"spec": copy.deepcopy(nested)}) for _ in range(2))
+    assert x["spec"] is y["spec"] == nested, "a TrainJob's spec, 3 levels: one dict"
+    deeper = [{"a": {"b": [1]}}]  # 4 levels: no leaf, each object its own (its parts 3 deep are leaves)
     x, y = (projection()({"spec": {"l": copy.deepcopy(deeper)}}) for _ in range(2))
     assert x["spec"]["l"] == y["spec"]["l"] == deeper and x["spec"]["l"] is not y["spec"]["l"]
+    assert x["spec"]["l"][0] is y["spec"]["l"][0]
     mixed = [1, "1", [1], {"1": 1}, None]
     assert projection()({"spec": {"l": mixed}})["spec"]["l"] == mixed
     ints, bools = (projection()({"metadata": {"name": "x"}, "spec": {"a": v}}) for v in (1, True))

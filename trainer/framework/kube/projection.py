@@ -10,9 +10,9 @@ cache never looks like drift.
 Then every key and every string value is interned (``sys.intern``): a JSON decoder makes new strings
 for every object it decodes, and the same label keys, label values, owner uids, kinds and runtime
 snapshots recur across cached objects; interned, each is held once (and freed with its last user).
-So are equal leaves, dicts and lists of a few scalars and lists of a few such leaves (a Job's spec, a
-Service's ports, the owner references every child of a job carries, conditions, the operator's own
-``managedFields`` mark): one container for all, the least recently used forgotten past
+So are equal leaves, dicts and lists of a few scalars or such leaves, a few levels deep (a Job's spec
+and status, a Service's ports, a TrainJob's spec, the owner references every child of a job carries,
+conditions, the operator's own ``managedFields`` mark): one container for all, the least recently used forgotten past
 :data:`MAX_LEAVES`. Cached objects are shared this way and are never changed in place by their readers
 (as client-go's informer caches).
 A new version of a cached object reuses what is equal in the version cached before it (its spec, its
@@ -51,15 +51,18 @@ def interned(value: Any, like: Any = None) -> Any:
     booleans and None are kept). Where ``value`` holds what ``like`` (an earlier result of this function)
     holds at the same place, equal, that part of ``like`` is taken as it is. Walks with a stack of its
     own, not recursion: an object nested however deep (a tenant's preserve-unknown-fields) is rebuilt,
-    never a ``RecursionError``."""
+    never a ``RecursionError``. Neither ``value`` nor its ``metadata`` (a name and uid of its own) is
+    looked up among the shared leaves (:func:`_shared_leaf`); what they hold is."""
     stack: list[tuple[Any, Any, Any]] = []
-    root = _rebuilt(value, like, stack)
+    root = _rebuilt(value, like, stack, share=False)
     while stack:
         src, old, dst = stack.pop()
         if isinstance(src, dict):
             was = old if isinstance(old, dict) else None
+            top = src is value
             for k, v in src.items():
-                dst[sys.intern(k)] = _rebuilt(v, was.get(k) if was is not None else None, stack)
+                like_v = was.get(k) if was is not None else None
+                dst[sys.intern(k)] = _rebuilt(v, like_v, stack, share=not (top and k == "metadata"))
         else:
             items = old if isinstance(old, list) and len(old) == len(src) else None
             for i, v in enumerate(src):
@@ -67,16 +70,18 @@ def interned(value: Any, like: Any = None) -> Any:
     return root
 
 
-def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]]) -> Any:
+def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]], share: bool = True) -> Any:
     """``like`` when it equals ``value``; :data:`UPDATE_MARK` itself (one list for every cached object
-    that carries it); an interned string or a kept scalar; else a new, empty container that
-    :func:`interned` fills from ``stack``."""
+    that carries it); with ``share``, the shared leaf equal to ``value`` (:func:`_shared_leaf`); an interned
+    string or a kept scalar; else a new, empty container that :func:`interned` fills from ``stack``."""
     if value is UPDATE_MARK:
         return value
     if like is not None and type(value) is type(like) and _equal(value, like):
         return like
-    if isinstance(value, (dict, list)) and len(value) <= LEAF_ITEMS and (leaf := _shared_leaf(value)) is not None:
-        return leaf
+    if share and isinstance(value, (dict, list)) and len(value) <= LEAF_ITEMS:
+        leaf = _shared_leaf(value)
+        if leaf is not None:
+            return leaf
     if isinstance(value, dict):
         new: dict[str, Any] = {}
         stack.append((value, like, new))
@@ -92,6 +97,8 @@ def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]]) -> Any:
 
 LEAF_ITEMS = 16
 """Entries a dict or list may have to be shared as a leaf (see :func:`_shared_leaf`)."""
+LEAF_DEPTH = 3
+"""Levels of containers a leaf may nest (a dict of lists of dicts of scalars: 3)."""
 MAX_LEAVES = 8192
 """Shared leaves remembered at most (the least recently used go first)."""
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -99,39 +106,42 @@ _leaves: dict[tuple[Any, ...], Any] = {}
 """Leaf key (:func:`_shared_leaf`) -> the one interned container cached objects hold for it."""
 
 
-def _leaf_key(value: dict[str, Any] | list[Any], nested: bool) -> tuple[Any, ...] | None:
-    """What tells ``value`` from other leaves (see :func:`_shared_leaf`): its type, then each key (or index),
-    the type and the value of each scalar item and, with ``nested``, the key of each item that is a leaf of
-    scalars itself; None when ``value`` is no such leaf."""
+def _leaf_key(value: dict[str, Any] | list[Any], depth: int = 0) -> tuple[Any, ...] | None:
+    """What tells ``value`` from other leaves (see :func:`_shared_leaf`): its type, then each key (or index)
+    with the type and the value of a scalar item, or the key of an item that is a leaf itself; None when
+    ``value`` is no leaf at this ``depth`` (0: the outermost)."""
     key: list[Any] = [type(value)]
     for k, v in value.items() if isinstance(value, dict) else enumerate(value):
         kind = type(v)
         if kind in _SCALARS:
             key += (k, kind, v)
-        elif nested and (kind is dict or kind is list) and len(v) <= LEAF_ITEMS and (sub := _leaf_key(v, False)):
-            key += (k, sub)  # a tuple where a scalar has its type: the two never read alike
-        else:
+            continue
+        if depth + 1 >= LEAF_DEPTH or not (kind is dict or kind is list) or len(v) > LEAF_ITEMS:
             return None
+        sub = _leaf_key(v, depth + 1)
+        if sub is None:
+            return None
+        key += (k, sub)  # a tuple where a scalar has its type: the two never read alike
     return tuple(key)
 
 
 def _shared_leaf(value: dict[str, Any] | list[Any]) -> Any:
     """The one cached container equal to ``value`` when ``value`` is a leaf, else None. A leaf is a dict or
-    list of at most :data:`LEAF_ITEMS` strings, numbers, booleans or nulls, or a list of at most as many
-    such scalars and leaves (owner references, conditions, ``jobsStatus``). Equal leaves recur across cached
-    objects (a Job's spec, a Service's ports, a runtime reference, the owner references every child of a
-    job carries, conditions written in the same second, the replicated jobs' counts of jobs in the same
-    state): each is held once, as strings are by interning. Equal means the same keys in the same order
-    with values of the same JSON type (``1`` and ``true`` are two leaves). Cached objects are read, never
-    changed, so sharing is safe."""
-    ident = _leaf_key(value, isinstance(value, list))
+    list of at most :data:`LEAF_ITEMS` items, each a string, number, boolean, null or leaf, nested
+    :data:`LEAF_DEPTH` deep at most. Equal leaves recur across cached objects (a Job's spec, a Service's
+    ports and status, a runtime reference, a TrainJob's spec, the owner references every child of a job
+    carries, conditions written in the same second, a status of replicated jobs in the same state): each is
+    held once, as strings are by interning. Equal means the same keys in the same order with values of the
+    same JSON type (``1`` and ``true`` are two leaves). Cached objects are read, never changed, so sharing
+    is safe."""
+    ident = _leaf_key(value)
     if ident is None:
         return None
     try:
         shared = _leaves.pop(ident)
     except KeyError:
         if isinstance(value, dict):
-            shared = {sys.intern(k): sys.intern(v) if type(v) is str else v for k, v in value.items()}
+            shared = {sys.intern(k): _shared_item(v) for k, v in value.items()}
         else:
             shared = [_shared_item(v) for v in value]
         if len(_leaves) >= MAX_LEAVES:
@@ -141,7 +151,7 @@ def _shared_leaf(value: dict[str, Any] | list[Any]) -> Any:
 
 
 def _shared_item(value: Any) -> Any:
-    """An item of a shared list: an interned string, a kept scalar, or the shared leaf it is."""
+    """An item of a shared leaf: an interned string, a kept scalar, or the shared leaf it is."""
     if type(value) is str:
         return sys.intern(value)
     if isinstance(value, (dict, list)):
