@@ -12,9 +12,9 @@ for every object it decodes, and the same label keys, label values, owner uids, 
 snapshots recur across cached objects; interned, each is held once (and freed with its last user).
 So are equal leaves, dicts and lists of a few scalars or such leaves, a few levels deep (a Job's spec
 and status, a Service's ports, a TrainJob's spec, the owner references every child of a job carries,
-conditions, the operator's own ``managedFields`` mark): one container for all, the least recently used forgotten past
-:data:`MAX_LEAVES`. Cached objects are shared this way and are never changed in place by their readers
-(as client-go's informer caches).
+conditions, the operator's own ``managedFields`` mark): one container for all, the least recently used
+forgotten past :data:`MAX_LEAVES`. Cached objects are shared this way and are never changed in place by
+their readers (as client-go's informer caches).
 A new version of a cached object reuses what is equal in the version cached before it (its spec, its
 labels when only the status changed): a watch reports whole objects, mostly unchanged, and an equality
 test runs in C where interning walks every value in Python. Equal means equal as Python compares JSON
