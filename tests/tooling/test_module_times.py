@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import types
 from pathlib import Path
 
-import pytest
-
-from conftest import REAL_NODES_GROUP, module_lines, pytest_collection_modifyitems
-from localcluster.realnode import node as realnode
+from conftest import module_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,34 +40,3 @@ def test_a_run_prints_the_time_of_its_modules() -> None:
     )
     assert "time per module" in out.stdout
     assert "tests/ (1 module)" in out.stdout and "total (0.0 min, 1 modules)" in out.stdout
-
-
-class _Item:
-    """What the lane hook reads of a collected test: its module, node id and the marks added."""
-
-    def __init__(self, module: object, nodeid: str) -> None:
-        self.module, self.nodeid, self.marks = module, nodeid, list[pytest.Mark]()
-
-    def add_marker(self, mark: pytest.MarkDecorator) -> None:
-        self.marks.append(mark.mark)
-
-
-def test_modules_that_run_real_nodes_share_one_lane_group_and_every_other_module_has_its_own() -> None:
-    real, kwok = types.ModuleType("e2e.test_real"), types.ModuleType("e2e.test_cli")
-    real.WHY_NOT, real.unavailable = None, realnode.unavailable  # type: ignore[attr-defined]
-    items = [
-        _Item(real, "e2e/test_real_pods.py::test_a"),
-        _Item(real, "e2e/test_torchtune_real.py::test_b"),
-        _Item(kwok, "e2e/test_cli.py::test_c"),
-        _Item(kwok, "e2e/test_cli.py::test_d[x::y]"),
-        _Item(sys.modules[__name__], "tests/tooling/test_module_times.py::test_e"),
-    ]
-    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
-    groups = [[(m.name, m.args) for m in item.marks] for item in items]
-    assert groups == [
-        [("xdist_group", (REAL_NODES_GROUP,))],
-        [("xdist_group", (REAL_NODES_GROUP,))],
-        [("xdist_group", ("e2e/test_cli.py",))],
-        [("xdist_group", ("e2e/test_cli.py",))],
-        [("xdist_group", ("tests/tooling/test_module_times.py",))],
-    ]
