@@ -84,7 +84,7 @@ e2e-real: venv binaries
 
 # The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
 test: venv prebuild lint
-	TRAINER_E2E_OPERATOR_SA=1 $(PY) -m pytest tests e2e -v -p no:cacheprovider
+	TRAINER_E2E_OPERATOR_SA=1 $(PY) -m pytest tests e2e -v -p no:cacheprovider -n 2
 
 # The release, in DIST (default dist/): the wheel and sdist, the chart package and the operator image
 # (an OCI archive buildah builds from the Dockerfile), all stamped VERSION: pyproject.toml's, or `make

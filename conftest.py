@@ -1,17 +1,84 @@
-"""The time each test module took, printed at the end of every run (every e2e module, slowest first, the
-others summed per folder, and the total): where the suite's time goes, so the slow modules are the first
-to share clusters or lose duplicate work."""
+"""How a whole test run is laid out and told:
+
+- **Lanes.** ``make test`` runs the suite in two processes (pytest-xdist, ``-n 2``) with the scheduler
+  :class:`ModuleLanes`: the end-to-end modules mostly wait on clusters and pods, so one lane alone keeps the
+  2 cores about half busy. Each module runs whole in one lane (its module-scoped clusters and operator are
+  made once), and every module that runs real nodes runs in one lane, one after the other, first
+  (:data:`REAL_NODES_GROUP`; a machine has one pod network for real nodes). Each lane starts its own
+  session cluster when a module needs it. Without ``-n`` a run is one process, as before.
+- **Time per module**, printed at the end of every run (every e2e module, slowest first, the others summed
+  per folder, the total and the wall clock): where the suite's time goes, so the slow modules are the
+  first to share clusters or lose duplicate work.
+"""
 
 from __future__ import annotations
 
+import ast
+import functools
+import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
+
+ROOT = Path(__file__).resolve().parent
+
+REAL_NODES_GROUP = "real nodes"
+"""The one lane group of every module that runs real nodes."""
+REAL_NODES_MODULE, REAL_NODES_MARK = "localcluster.realnode.node", "unavailable"
+"""A module runs real nodes when it imports this name from this module (every such module asks whether real
+nodes can run here before it starts them)."""
 
 LISTED = "e2e/"
 """Modules under this folder are listed one by one; the others are summed per top-level folder."""
 
 _seconds: defaultdict[str, float] = defaultdict(float)
+_started = time.monotonic()
+
+
+@functools.cache
+def runs_real_nodes(module: str) -> bool:
+    """Whether the test module at ``module`` (a path relative to the repository's root, as a node id
+    starts) imports :data:`REAL_NODES_MARK` from :data:`REAL_NODES_MODULE`. Read from its source (the
+    scheduling process collects no test); False for a path that is not a Python file here."""
+    path = ROOT / module
+    if path.suffix != ".py" or not path.is_file():
+        return False
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == REAL_NODES_MODULE
+        and any(alias.name == REAL_NODES_MARK for alias in node.names)
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+    )
+
+
+def lane_group(nodeid: str) -> str:
+    """The lane group of the test ``nodeid``: :data:`REAL_NODES_GROUP` when its module runs real nodes
+    (:func:`runs_real_nodes`), else its module's path."""
+    module = nodeid.split("::", 1)[0]
+    return REAL_NODES_GROUP if runs_real_nodes(module) else module
+
+
+class ModuleLanes(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
+    """pytest-xdist's scope scheduler with :func:`lane_group` as the scope, the real nodes' group handed
+    out first (it is the longest; the other lane takes every other module meanwhile)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return lane_group(nodeid)
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        if REAL_NODES_GROUP in self.workqueue:
+            self.workqueue.move_to_end(REAL_NODES_GROUP, last=False)
+        super()._assign_work_unit(node)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleLanes:
+    """The scheduler of a run with ``-n`` (:class:`ModuleLanes`)."""
+    return ModuleLanes(config, log)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -39,9 +106,12 @@ def module_lines(seconds: dict[str, float], listed: str = LISTED) -> list[str]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print :func:`module_lines` of this run."""
+    """Print :func:`module_lines` of this run and its wall clock (less than the total when lanes ran side
+    by side)."""
     if not _seconds:
         return
     terminalreporter.section("time per module")
     for line in module_lines(dict(_seconds)):
         terminalreporter.write_line(line)
+    wall = time.monotonic() - _started
+    terminalreporter.write_line(f"{wall:9.1f} s  wall clock ({wall / 60:.1f} min)")

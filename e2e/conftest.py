@@ -30,7 +30,9 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster | ExternalCluster]:
     """The local cluster, or the one ``TRAINER_E2E_KUBECONFIG`` names."""
-    state = Path(os.environ.get("TRAINER_E2E_CLUSTER_DIR") or tmp_path_factory.mktemp("cluster"))
+    chosen = os.environ.get("TRAINER_E2E_CLUSTER_DIR")
+    lane = os.environ.get("PYTEST_XDIST_WORKER")  # one cluster per lane (conftest.py)
+    state = Path(f"{chosen}-{lane}" if chosen and lane else chosen or tmp_path_factory.mktemp("cluster"))
     external = os.environ.get("TRAINER_E2E_KUBECONFIG")
     local: LocalCluster | ExternalCluster
     if external:

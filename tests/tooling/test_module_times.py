@@ -1,4 +1,5 @@
-"""The time-per-module summary printed at the end of a test run (the root ``conftest.py``)."""
+"""How a whole test run is laid out and told (the root ``conftest.py``): the lanes' groups and the
+time-per-module summary."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import module_lines
+from conftest import REAL_NODES_GROUP, lane_group, module_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,3 +41,39 @@ def test_a_run_prints_the_time_of_its_modules() -> None:
     )
     assert "time per module" in out.stdout
     assert "tests/ (1 module)" in out.stdout and "total (0.0 min, 1 modules)" in out.stdout
+
+
+def test_every_module_that_runs_real_nodes_shares_one_lane_group_and_every_other_module_has_its_own() -> None:
+    assert lane_group("e2e/test_real_pods.py::test_a") == REAL_NODES_GROUP
+    assert lane_group("e2e/test_katib.py::test_b[x::y]") == REAL_NODES_GROUP
+    assert lane_group("e2e/test_incluster.py::Test::test_c") == REAL_NODES_GROUP
+    assert lane_group("e2e/test_cli.py::test_d") == "e2e/test_cli.py"  # it names "unavailable" in a string
+    assert lane_group("e2e/test_cli.py::test_d[x::y]") == "e2e/test_cli.py"
+    assert lane_group("tests/tooling/test_module_times.py::test_e") == "tests/tooling/test_module_times.py"
+    assert lane_group("e2e/no_such_module.py::test_f") == "e2e/no_such_module.py"
+
+
+def test_a_run_in_two_lanes_runs_each_module_whole_in_one_lane_and_ends_with_its_wall_clock() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
+            "tests/tooling/test_module_times.py",
+            "-k",
+            "not two_lanes and not a_run_prints",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lanes = {line.split("]", 1)[0] for line in out.stdout.splitlines() if line.startswith("[gw") and "PASSED" in line}
+    assert len(lanes) == 1, out.stdout  # one module: one lane
+    assert "scheduling tests via ModuleLanes" in out.stdout
+    assert "2 passed" in out.stdout and "wall clock" in out.stdout
