@@ -143,7 +143,7 @@ async def runtimes(client: Client, examples: Path) -> AsyncIterator[None]:
     assert named - defined <= defaults.keys(), f"no upstream runtime for {sorted(named - defined - defaults.keys())}"
     before = {name: await client.kube.get_or_none(CLUSTER_TRAINING_RUNTIMES, None, name) for name in named - defined}
     for name in before:
-        await client.apply(defaults[name])
+        await put(client, defaults[name])
     try:
         yield
     finally:
@@ -152,9 +152,25 @@ async def runtimes(client: Client, examples: Path) -> AsyncIterator[None]:
                 await client.kube.delete(CLUSTER_TRAINING_RUNTIMES, None, name)
             else:
                 meta = {k: old["metadata"][k] for k in ("name", "labels", "annotations") if k in old["metadata"]}
-                await client.apply(
-                    {"apiVersion": old["apiVersion"], "kind": old["kind"], "metadata": meta, "spec": old["spec"]}
+                await put(
+                    client,
+                    {"apiVersion": old["apiVersion"], "kind": old["kind"], "metadata": meta, "spec": old["spec"]},
                 )
+
+
+async def put(client: Client, runtime: JSON) -> None:
+    """Make the ClusterTrainingRuntime exactly ``runtime``: created, or its stored object replaced (PUT).
+    Not an apply: the session's runtime of that name was applied by the same field manager, and an apply of
+    upstream's ``torch: {}`` over its ``torch: {numProcPerNode: auto}`` leaves ``torch`` null, which the
+    CRD's schema refuses."""
+    stored = await client.kube.get_or_none(CLUSTER_TRAINING_RUNTIMES, None, runtime["metadata"]["name"])
+    if stored is None:
+        await client.kube.create(CLUSTER_TRAINING_RUNTIMES, None, runtime)
+        return
+    version = {"resourceVersion": stored["metadata"]["resourceVersion"]}
+    await client.kube.update(
+        CLUSTER_TRAINING_RUNTIMES, None, {**runtime, "metadata": {**runtime["metadata"], **version}}
+    )
 
 
 async def complete(client: Client, ns: str, name: str, timeout: float = 90) -> JSON:
