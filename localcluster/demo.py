@@ -65,8 +65,6 @@ from trainer.framework.json_codec import JSON
 CACHE = Path(os.environ.get("TRAINER_CACHE", Path.home() / ".cache" / "trainer"))
 DEFAULT_DIR = CACHE / "clusters" / "demo"
 REAL_DIR = CACHE / "clusters" / "demo-real"  # no KWOK nodes: every pod lands on a real node
-# Short: containerd's shim socket paths (under each node's state directory) must fit 107 bytes.
-NODES_DIR = Path("/tmp/trainer-demo-nodes")
 SAMPLE = ROOT / "config" / "samples" / "digits"
 NAMESPACE = "default"
 DEMO_LABEL = "trainer.kubeflow.org/demo"
@@ -253,8 +251,8 @@ def down(state_dirs: list[Path]) -> int:
     """Stop the real nodes (putting back what they changed on the host) and the clusters."""
     for state_dir in state_dirs:
         cluster = LocalCluster(state_dir, nodes=0)
-        if state_dir == REAL_DIR and NODES_DIR.exists():
-            realnode.RealNodes(cluster, 2, NODES_DIR).stop()
+        if state_dir == REAL_DIR and host_changes.NODES_DIR.exists():
+            realnode.RealNodes(cluster, 2, host_changes.NODES_DIR).stop()
         if cluster.is_running():
             cluster.stop()
             say(f"stopped the cluster in {state_dir}")
@@ -329,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"cluster up, CRDs Established, in {TIMINGS.add('cluster up', time.monotonic() - t):.1f}s")
     if real:
         t = time.monotonic()
-        nodes = realnode.RealNodes(cluster, 2, NODES_DIR, ("training",))
+        nodes = realnode.RealNodes(cluster, 2, host_changes.NODES_DIR, ("training",))
         nodes.start()
         say(f"real nodes realnode-0, realnode-1 Ready in {TIMINGS.add('real nodes Ready', time.monotonic() - t):.1f}s")
         t = time.monotonic()

@@ -12,7 +12,9 @@ With real nodes (root on Debian, :func:`localcluster.realnode.node.unavailable` 
   a route of the Service range into it, the pods' network namespaces, iptables chains (kubelet,
   kube-proxy, the CNI portmap plugin) and the sysctls of :data:`localcluster.realnode.host.SYSCTLS`;
 - ``/var/log/containers``, ``/var/log/pods`` and buildah's image store (:func:`image_store`: containers
-  storage's ``graphroot``, ``/var/lib/containers/storage`` for root unless configured).
+  storage's ``graphroot``, ``/var/lib/containers/storage`` for root unless configured);
+- :data:`NODES_DIR`: the real nodes' own directories (each node's containerd store holds the imported
+  training image: about 9 GiB for the two), kept by ``--down`` so that the next demo needs no import.
 
 ``python -m localcluster.demo --down`` puts back the network, the sysctls, the chains and the log
 directories (:mod:`localcluster.realnode.host` recorded them before the first node started); packages,
@@ -38,6 +40,9 @@ STORAGE_CONF = Path("/etc/containers/storage.conf")
 """containers-storage's configuration for root when ``CONTAINERS_STORAGE_CONF`` names none."""
 GRAPHROOT = "/var/lib/containers/storage"
 """containers-storage's image store for root when no configuration sets ``graphroot``."""
+NODES_DIR = Path("/tmp/trainer-demo-nodes")
+"""The demo's real nodes' directories (:class:`localcluster.realnode.node.RealNodes`); short: containerd's
+shim socket paths (under each node's state directory) must fit 107 bytes."""
 DOWN = "python -m localcluster.demo --down"
 """The command that stops what the demo left running and puts back what its nodes changed."""
 
@@ -113,6 +118,11 @@ def changes(real: bool, is_installed: Callable[[str], bool] = installed) -> list
                 f"buildah's image store ({image_store()}): {built}, {operator_image.BASE.name} and their "
                 "cached build steps (untagged)",
                 f"buildah rmi {built} {operator_image.BASE.name}",
+            ),
+            Change(
+                f"{NODES_DIR}: the real nodes' directories, their containerd stores with the training image "
+                "imported (about 9 GiB), kept for the next demo",
+                f"{DOWN}, then rm -rf {NODES_DIR}",
             ),
         ]
     out.append(

@@ -51,6 +51,7 @@ def test_the_network_sysctls_and_iptables_are_listed_with_down_as_their_undo() -
     for log_dir in host.LOG_DIRS:
         assert str(log_dir) in text
     assert text.count("undo: python -m localcluster.demo --down") >= 4
+    assert f"undo: python -m localcluster.demo --down, then rm -rf {host_changes.NODES_DIR}" in text
 
 
 def test_on_kwok_nodes_only_the_cache_and_processes_are_the_demos() -> None:
@@ -71,6 +72,7 @@ def test_the_docs_list_the_same_changes() -> None:
         *(s.replace("/", ".") for s in host.SYSCTLS),
         *(str(d) for d in host.LOG_DIRS),
         operator_image.BASE.name,
+        str(host_changes.NODES_DIR),
     ):
         assert f"`{name}" in section, name
     assert "counts from its creation" in section
