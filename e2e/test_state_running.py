@@ -31,8 +31,10 @@ async def running_never_suspended(client: Client, cluster: Any, ns: str, name: s
     seen: list[tuple[str, str | None]] = []
 
     async def probe() -> dict[str, str] | None:
-        row = await asyncio.to_thread(columns, cluster, ns, name)
+        # The condition is read before the row: the row is then at least as new as the condition
+        # (read the other way round, a row from before the resume met a condition from after it).
         suspended = condition(await client.trainjob(ns, name), "Suspended")
+        row = await asyncio.to_thread(columns, cluster, ns, name)
         seen.append((row["STATE"], suspended["status"] if suspended else None))
         return row if (row["STATE"], row["SUSPENDED"]) == ("Running", "false") else None
 
