@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint docs unit e2e venv binaries prebuild crds rbac chart lock release release-tree release-version release-check release-tag
+.PHONY: demo test lanes lint docs unit e2e venv binaries prebuild crds rbac chart lock release release-tree release-version release-check release-tag
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,9 +82,15 @@ e2e: venv binaries
 e2e-real: venv binaries
 	TRAINER_E2E_REAL=1 $(PY) -m pytest e2e/test_real_pods.py e2e/test_upstream_e2e_real.py -v -s
 
-# The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
-test: venv prebuild lint
+# The suite in two lanes (pytest-xdist, ModuleLanes of the root conftest.py), building on first use what
+# is missing. The e2e operators run as their own ServiceAccount with the RBAC of config/ (proving it sufficient).
+lanes: venv
 	TRAINER_E2E_OPERATOR_SA=1 $(PY) -m pytest tests e2e -v -p no:cacheprovider -n 2
+
+# What every cluster and the real nodes need first, then the lint and the lanes while the other
+# components build beside them at the lowest CPU priority (localcluster/prebuild.py --meanwhile).
+test: venv
+	$(PY) -m localcluster.prebuild --meanwhile $(MAKE) --no-print-directory lint lanes
 
 # The release, in DIST (default dist/): the wheel and sdist, the chart package and the operator image
 # (an OCI archive buildah builds from the Dockerfile), all stamped VERSION: pyproject.toml's, or `make

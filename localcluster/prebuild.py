@@ -1,27 +1,39 @@
-"""Everything the test suite builds, built once before it runs, in two lanes at once (as ``make demo``
+"""Everything the test suite builds, built before it needs it, in two lanes at once (as ``make demo``
 builds its part): on a machine with empty caches the suite's modules would otherwise each build what they
 need when they first need it, one at a time, between their tests.
 
 - **Go**: every ``localcluster/build.sh`` component (:data:`COMPONENTS`: the cluster, Volcano, Kueue, helm,
-  the peers' e2e suites and controllers, Prometheus), then the real nodes' binaries
+  the peers' e2e suites and controllers, Prometheus, Katib), then the real nodes' binaries
   (``localcluster/realnode/build.sh``: kubelet, kube-proxy, CoreDNS, pause). The Go compiler keeps both
   cores busy on its own.
 - **Images** (where real nodes can run: :func:`localcluster.realnode.node.unavailable`): the Debian images
   of the real nodes (:data:`localcluster.realnode.images.BUILDERS`), whose ``debootstrap`` and ``dpkg``
   mostly wait on one core and the disk, then the operator image (``buildah build`` of the Dockerfile).
 
+With ``--meanwhile COMMAND...`` (``make test``: the lint and the suite) only what every cluster and the
+real nodes need is built first (:data:`CLUSTER`, the node binaries and every image); COMMAND then starts
+while the Go lane goes on with the rest (:data:`BESIDE`) at the lowest CPU priority (``nice -n 19``), so
+the suite's modules, which keep the cores about two thirds busy, have them when they want them and the
+builds take the rest. A module that needs a component not built yet waits for the build under way
+(``localcluster/build.sh`` builds one component at a time per cache) and then builds it itself or finds
+it built. When COMMAND ends, what is still
+building beside it is stopped; the exit status is COMMAND's, or 1 when it passed and a build beside it
+failed.
+
 What is built already is found and skipped (each builder's own cache check), so on a warm machine this
 takes seconds. Prints each step's seconds and the total; exits non-zero when a step fails.
 
-    python -m localcluster.prebuild      # make prebuild; make test runs it first
+    python -m localcluster.prebuild                       # make prebuild: everything, then exit
+    python -m localcluster.prebuild --meanwhile make lint  # the cluster's part, then both at once
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -30,21 +42,25 @@ from localcluster.operator_image import operator_image
 from localcluster.realnode import images
 from localcluster.realnode.node import ensure_packages, unavailable
 
-COMPONENTS = (
-    "etcd",
-    "kwok",
-    "kubernetes",
+CLUSTER = ("etcd", "kwok", "kubernetes")
+"""The ``localcluster/build.sh`` components of every local cluster (:data:`localcluster.binaries.BINARIES`),
+built before any module starts."""
+BESIDE = (
     "volcano",
     "kueue",
     "helm",
-    "trainer_e2e",
+    "prometheus",
     "upstream",
+    "trainer_e2e",
     "mpi_operator",
     "mpi_operator_e2e",
     "kueue_e2e",
-    "prometheus",
     "katib",
 )
+"""The other components, in the order built: Volcano and Kueue first (the session cluster of
+e2e/conftest.py runs both), helm and promtool next (unit modules and the demo run them), the peers'
+controllers and e2e suites after."""
+COMPONENTS = CLUSTER + BESIDE
 """Every component of ``localcluster/build.sh``, in the order built (the cluster's first)."""
 NODE_BINARIES = ("kubelet", "kube_proxy", "coredns", "pause")
 """Every component of ``localcluster/realnode/build.sh``."""
@@ -64,12 +80,44 @@ def step(what: str, build: Callable[[], object], timings: dict[str, float]) -> N
     _say(f"{what}: {timings[what]}s")
 
 
-def go_lane(timings: dict[str, float], real: bool) -> None:
-    """The Go builds, one after the other (each uses both cores)."""
-    for component in COMPONENTS:
-        step(component, partial(subprocess.run, ["bash", str(BUILD_SCRIPT), component], check=True), timings)
-    if real:
-        step("real node binaries", lambda: images.ensure_built(*NODE_BINARIES), timings)
+class GoLane:
+    """``localcluster/build.sh`` run once per component, one after the other (each build uses both
+    cores). ``beside`` another command: each build at the lowest CPU priority, in a process group of its
+    own, which :meth:`stop` ends (with every later build); else in the caller's process group, so a
+    Ctrl-C reaches it."""
+
+    def __init__(self, timings: dict[str, float], beside: bool = False) -> None:
+        self.timings = timings
+        self.beside = beside
+        self._stopped = threading.Event()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def build(self, components: Sequence[str]) -> None:
+        """Build ``components`` in order; raises ``CalledProcessError`` when one fails (not when
+        stopped)."""
+        for component in components:
+            if self._stopped.is_set():
+                return
+            step(component, partial(self._run, component), self.timings)
+
+    def _run(self, component: str) -> None:
+        cmd = [*(["nice", "-n", "19"] if self.beside else []), "bash", str(BUILD_SCRIPT), component]
+        with self._lock:
+            if self._stopped.is_set():
+                return
+            self._child = subprocess.Popen(cmd, start_new_session=self.beside)
+        returncode = self._child.wait()
+        if returncode and not self._stopped.is_set():
+            raise subprocess.CalledProcessError(returncode, cmd)
+
+    def stop(self) -> None:
+        """End the build under way (its whole process group: bash and the Go toolchain under it)."""
+        with self._lock:
+            self._stopped.set()
+            child = self._child
+        if self.beside and child is not None and child.poll() is None:
+            subprocess.run(["kill", "--", f"-{child.pid}"], check=False, capture_output=True)
 
 
 def image_lane(timings: dict[str, float]) -> None:
@@ -81,23 +129,71 @@ def image_lane(timings: dict[str, float]) -> None:
     step("operator image", operator_image, timings)
 
 
-def main() -> int:
+def lanes(first: Sequence[str], timings: dict[str, float], real: bool) -> list[BaseException]:
+    """The Go lane (``first``, then the real nodes' binaries when ``real``) beside the image lane (when
+    ``real``); the errors of the lanes that failed."""
+
+    def go() -> None:
+        GoLane(timings).build(first)
+        if real:
+            step("real node binaries", lambda: images.ensure_built(*NODE_BINARIES), timings)
+
+    work = [go, *([lambda: image_lane(timings)] if real else [])]
+    with ThreadPoolExecutor(len(work)) as pool:
+        futures = [pool.submit(lane) for lane in work]
+        errors = [f.exception() for f in futures]
+    return [e for e in errors if e is not None]
+
+
+def meanwhile(command: Sequence[str], timings: dict[str, float]) -> int:
+    """Run ``command`` while the Go lane builds :data:`BESIDE` at the lowest CPU priority; stop those
+    builds when ``command`` ends. Returns ``command``'s exit status, or 1 when it was 0 and a build
+    beside it failed."""
+    lane = GoLane(timings, beside=True)
+    failed: list[BaseException] = []
+
+    def beside() -> None:
+        try:
+            lane.build(BESIDE)
+        except Exception as e:
+            failed.append(e)
+
+    thread = threading.Thread(target=beside, name="beside", daemon=True)
+    thread.start()
+    _say(f"running {' '.join(command)} while {', '.join(BESIDE)} build beside it (nice 19)")
+    try:
+        returncode = subprocess.run(command, check=False).returncode
+    finally:
+        lane.stop()
+        thread.join()
+    for error in failed:
+        _say(f"beside the command, failed: {error}")
+    return returncode or (1 if failed else 0)
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    command = list(argv[1:]) if argv[:1] == ["--meanwhile"] else []
+    if argv and not command:
+        _say("usage: python -m localcluster.prebuild [--meanwhile COMMAND...]")
+        return 2
     began = time.monotonic()
     why_not = unavailable()
     real = why_not is None
     if not real:
         _say(f"no real nodes here ({why_not}): Go builds only")
     timings: dict[str, float] = {}
-    lanes = [lambda: go_lane(timings, real), *([lambda: image_lane(timings)] if real else [])]
-    with ThreadPoolExecutor(len(lanes)) as pool:
-        futures = [pool.submit(lane) for lane in lanes]
-        errors = [f.exception() for f in futures]
-    failed = [e for e in errors if e is not None]
+    failed = lanes(CLUSTER if command else COMPONENTS, timings, real)
     for error in failed:
         _say(f"failed: {error}")
+    _say(f"built in {time.monotonic() - began:.1f}s; steps (s): {timings}")
+    if failed:
+        return 1
+    if not command:
+        return 0
+    returncode = meanwhile(command, timings)
     _say(f"total {time.monotonic() - began:.1f}s; steps (s): {timings}")
-    return 1 if failed else 0
+    return returncode
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
