@@ -290,7 +290,10 @@ class LocalCluster:
         Open, Kueue's ``/readyz`` answering.
         """
         began = time.monotonic()
-        deadline = began + self.timeout
+        # Built first, or waited for (another run may be building it: localcluster/build.sh holds one
+        # lock per cache); the timeout is for starting, and counts from here.
+        self.binaries = ensure_binaries(optional=self.optional_components(), kwok=self.nodes > 0)
+        deadline = time.monotonic() + self.timeout
         if self.is_running():
             self.log(f"reusing the running cluster in {self.state_dir}")
             self._ensure_nodes(deadline)
@@ -309,7 +312,6 @@ class LocalCluster:
             self.log("a previous cluster is partly running or unhealthy: stopping it")
             self.stop()
 
-        self.binaries = ensure_binaries(optional=self.optional_components(), kwok=self.nodes > 0)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ports = self._ensure_ports()
         pki = ensure_pki(self.state_dir / "pki")
