@@ -541,8 +541,6 @@ class LocalCluster:
         """
         wanted = self.optional_components()
         to_start = [name for name in wanted if not self._components[name].is_alive()]
-        if to_start:
-            self.binaries = ensure_binaries(optional=to_start)
         # The caller's CRDs go last: one of theirs replaces a bundled one of the same name (say the
         # project's own MPIJob CRD and the mpi-operator one that comes with Kueue's).
         crds: list[Path] = []

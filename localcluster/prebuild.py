@@ -16,9 +16,8 @@ while the Go lane goes on with the rest (:data:`BESIDE`) at the lowest CPU prior
 the suite's modules, which keep the cores about two thirds busy, have them when they want them and the
 builds take the rest. A module that needs a component not built yet waits for the build under way
 (``localcluster/build.sh`` builds one component at a time per cache) and then builds it itself or finds
-it built. When COMMAND ends, what is still
-building beside it is stopped; the exit status is COMMAND's, or 1 when it passed and a build beside it
-failed.
+it built. When COMMAND ends, what is still building beside it is stopped; the exit status is COMMAND's,
+or 1 when it passed and a build beside it failed.
 
 What is built already is found and skipped (each builder's own cache check), so on a warm machine this
 takes seconds. Prints each step's seconds and the total; exits non-zero when a step fails.
@@ -29,6 +28,9 @@ takes seconds. Prints each step's seconds and the total; exits non-zero when a s
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -117,7 +119,8 @@ class GoLane:
             self._stopped.set()
             child = self._child
         if self.beside and child is not None and child.poll() is None:
-            subprocess.run(["kill", "--", f"-{child.pid}"], check=False, capture_output=True)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
 
 
 def image_lane(timings: dict[str, float]) -> None:
