@@ -21,7 +21,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/versions.env"
 
 cache="${TRAINER_CACHE:-$HOME/.cache/trainer}"
-export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
+# Every binary is linked with -s -w (no symbol table, no DWARF), so the compiler's DWARF would be thrown
+# away: -dwarf=false skips it (a cold build of etcd: 77.0 s against 86.8 s, its build cache 251 MB
+# against 320 MB). Every build here passes the same flags, so the packages they share compile once.
+export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false" CGO_ENABLED=0
 
 log() { printf '[build] %s\n' "$*" >&2; }
 
@@ -45,6 +48,33 @@ module_commit() {
 
 # required_version GOMOD MODULE: the version of MODULE that the go.mod file GOMOD requires.
 required_version() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$1"; }
+
+# build_commands OUT NAME=PACKAGE... -- FLAG...: one `go build FLAG...` (in the current directory) of every
+# PACKAGE whose OUT/NAME is missing, each binary named after its package's last path element, then moved
+# to OUT/NAME. One invocation compiles and links the commands side by side on every core, where one
+# build per command leaves a core idle while each links alone.
+build_commands() {
+  local out="$1" staged="$1/.build" pair i
+  local names=() pkgs=()
+  shift
+  while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+    pair="$1"
+    shift
+    [ -x "$out/${pair%%=*}" ] && continue
+    names+=("${pair%%=*}")
+    pkgs+=("${pair#*=}")
+  done
+  shift
+  [ "${#pkgs[@]}" -eq 0 ] && return 0
+  log "building ${names[*]} in $out"
+  rm -rf "$staged"
+  mkdir -p "$staged"
+  go build "$@" -o "$staged/" "${pkgs[@]}"
+  for i in "${!names[@]}"; do
+    mv "$staged/${pkgs[$i]##*/}" "$out/${names[$i]}"
+  done
+  rmdir "$staged"
+}
 
 # copy_crds DEST FILE...: copy CRD manifests out of the (read-only) module cache.
 copy_crds() {
@@ -93,13 +123,11 @@ import (
 EOF
   (cd "$mod" && go mod tidy)
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/component-base/version.gitTreeState=clean"
-  local cmd
+  local cmd pairs=()
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    [ -x "$out/$cmd" ] && continue
-    log "kubernetes $ver: building $cmd"
-    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
-    mv "$out/$cmd.tmp" "$out/$cmd"
+    pairs+=("$cmd=k8s.io/kubernetes/cmd/$cmd")
   done
+  (cd "$mod" && build_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
 }
 
 # build_etcd: a current etcd server through a wrapper module whose main calls etcdmain.Main.
@@ -227,14 +255,11 @@ EOF
   (cd "$mod" && go mod tidy)
   local ldflags="-s -w -X volcano.sh/volcano/pkg/version.Version=$ver"
   ldflags+=" -X volcano.sh/volcano/pkg/version.GitSHA=$(module_commit volcano.sh/volcano "$ver")"
-  local cmd bin
+  local cmd pairs=()
   for cmd in scheduler controller-manager webhook-manager; do
-    bin="vc-$cmd"
-    [ -x "$out/$bin" ] && continue
-    log "volcano $ver: building $bin"
-    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/$bin.tmp" "volcano.sh/volcano/cmd/$cmd")
-    mv "$out/$bin.tmp" "$out/$bin"
+    pairs+=("vc-$cmd=volcano.sh/volcano/cmd/$cmd")
   done
+  (cd "$mod" && build_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
   # The CRDs the scheduler and the job/queue/podgroup controllers use, plus the jobflow ones
   # (vc-controller-manager starts its jobflow and jobtemplate controllers by default).
   local bases="$src/config/crd/volcano/bases"
@@ -400,7 +425,7 @@ build_mpi_operator() {
 build_prometheus() {
   local ver="$PROMETHEUS_VERSION" out="$cache/bin/prometheus-$PROMETHEUS_VERSION"
   [ -x "$out/prometheus" ] && [ -x "$out/promtool" ] && return 0
-  local mod="$cache/src/prometheus-$ver" src release ldflags cmd
+  local mod="$cache/src/prometheus-$ver" src release ldflags
   mkdir -p "$out"
   log "prometheus $ver: resolving modules"
   src="$(module_dir github.com/prometheus/prometheus "$ver")"
@@ -410,12 +435,9 @@ build_prometheus() {
   release="$(cat "$mod/VERSION")"
   ldflags="-s -w -X github.com/prometheus/common/version.Version=$release"
   ldflags+=" -X github.com/prometheus/common/version.Branch=HEAD"
-  for cmd in prometheus promtool; do
-    [ -x "$out/$cmd" ] && continue
-    log "prometheus $ver ($release): building $cmd"
-    (cd "$mod" && GOWORK=off go build -trimpath -tags remove_all_sd -ldflags "$ldflags" -o "$out/$cmd.tmp" "./cmd/$cmd")
-    mv "$out/$cmd.tmp" "$out/$cmd"
-  done
+  log "prometheus $ver ($release)"
+  (cd "$mod" && export GOWORK=off && build_commands "$out" prometheus=./cmd/prometheus promtool=./cmd/promtool -- \
+    -trimpath -tags remove_all_sd -ldflags "$ldflags")
 }
 
 # build_trainer_e2e: Kubeflow Trainer's own end-to-end suite (test/e2e, ginkgo) compiled as a test
@@ -436,7 +458,7 @@ build_trainer_e2e() {
   cp -R "$src" "$mod"
   chmod -R u+w "$mod"
   log "trainer e2e $ver: building e2e.test"
-  (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/e2e.test.tmp" ./test/e2e)
+  (cd "$mod" && GOFLAGS="$GOFLAGS -mod=mod" go test -c -trimpath -o "$out/e2e.test.tmp" ./test/e2e)
   mv "$out/e2e.test.tmp" "$out/e2e.test"
   rm -rf "$out/runtimes" "$out/flux"
   cp -R "$src/manifests/base/runtimes" "$out/runtimes"
@@ -463,7 +485,7 @@ build_mpi_operator_e2e() {
   cp -R "$src" "$mod"
   chmod -R u+w "$mod"
   log "mpi-operator e2e $ver: building mpi-operator-e2e.test"
-  (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/mpi-operator-e2e.test.tmp" ./test/e2e)
+  (cd "$mod" && GOFLAGS="$GOFLAGS -mod=mod" go test -c -trimpath -o "$out/mpi-operator-e2e.test.tmp" ./test/e2e)
   mv "$out/mpi-operator-e2e.test.tmp" "$out/mpi-operator-e2e.test"
 }
 
@@ -489,7 +511,7 @@ build_kueue_e2e() {
     chmod -R u+w "$mod"
     for suite in singlecluster tas; do
       log "kueue e2e $ver: building $suite-extended.test"
-      (cd "$mod" && GOFLAGS=-mod=mod go test -c -trimpath -o "$out/$suite-extended.test.tmp" "./test/e2e/$suite/extended")
+      (cd "$mod" && GOFLAGS="$GOFLAGS -mod=mod" go test -c -trimpath -o "$out/$suite-extended.test.tmp" "./test/e2e/$suite/extended")
       mv "$out/$suite-extended.test.tmp" "$out/$suite-extended.test"
     done
   fi
