@@ -49,11 +49,11 @@ module_commit() {
 # required_version GOMOD MODULE: the version of MODULE that the go.mod file GOMOD requires.
 required_version() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$1"; }
 
-# build_commands OUT NAME=PACKAGE... -- FLAG...: one `go build FLAG...` (in the current directory) of every
+# compile_commands OUT NAME=PACKAGE... -- FLAG...: one `go build FLAG...` (in the current directory) of every
 # PACKAGE whose OUT/NAME is missing, each binary named after its package's last path element, then moved
 # to OUT/NAME. One invocation compiles and links the commands side by side on every core, where one
 # build per command leaves a core idle while each links alone.
-build_commands() {
+compile_commands() {
   local out="$1" staged="$1/.build" pair i
   local names=() pkgs=()
   shift
@@ -127,7 +127,7 @@ EOF
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     pairs+=("$cmd=k8s.io/kubernetes/cmd/$cmd")
   done
-  (cd "$mod" && build_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
+  (cd "$mod" && compile_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
 }
 
 # build_etcd: a current etcd server through a wrapper module whose main calls etcdmain.Main.
@@ -259,7 +259,7 @@ EOF
   for cmd in scheduler controller-manager webhook-manager; do
     pairs+=("vc-$cmd=volcano.sh/volcano/cmd/$cmd")
   done
-  (cd "$mod" && build_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
+  (cd "$mod" && compile_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
   # The CRDs the scheduler and the job/queue/podgroup controllers use, plus the jobflow ones
   # (vc-controller-manager starts its jobflow and jobtemplate controllers by default).
   local bases="$src/config/crd/volcano/bases"
@@ -436,7 +436,7 @@ build_prometheus() {
   ldflags="-s -w -X github.com/prometheus/common/version.Version=$release"
   ldflags+=" -X github.com/prometheus/common/version.Branch=HEAD"
   log "prometheus $ver ($release)"
-  (cd "$mod" && export GOWORK=off && build_commands "$out" prometheus=./cmd/prometheus promtool=./cmd/promtool -- \
+  (cd "$mod" && export GOWORK=off && compile_commands "$out" prometheus=./cmd/prometheus promtool=./cmd/promtool -- \
     -trimpath -tags remove_all_sd -ldflags "$ldflags")
 }
 

@@ -1,4 +1,4 @@
-"""``build_commands`` of ``localcluster/build.sh``: the commands of one component in one ``go build``.
+"""``compile_commands`` of ``localcluster/build.sh``: the commands of one component in one ``go build``.
 
 The function is read out of the script and run by bash on a module of two empty commands, with ``go`` on
 ``PATH`` behind a wrapper that logs each invocation: the missing commands are built by one invocation,
@@ -39,14 +39,19 @@ def module(tmp_path: Path) -> Path:
 
 
 def run(tmp_path: Path, out: Path, *pairs: str) -> list[str]:
-    """Run ``build_commands OUT PAIR... -- -trimpath`` in the module; returns the ``go`` invocations."""
+    """Run ``compile_commands OUT PAIR... -- -trimpath`` in the module; returns the ``go`` invocations."""
     calls = tmp_path / "go-calls"
     wrapper = tmp_path / "wrap"
     wrapper.mkdir(exist_ok=True)
     (wrapper / "go").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("go")} "$@"\n')
     (wrapper / "go").chmod(0o755)
     script = "\n".join(
-        ["set -euo pipefail", 'log() { printf "%s\\n" "$*" >&2; }', function("build_commands"), 'build_commands "$@"']
+        [
+            "set -euo pipefail",
+            'log() { printf "%s\\n" "$*" >&2; }',
+            function("compile_commands"),
+            'compile_commands "$@"',
+        ]
     )
     env = {**os.environ, "PATH": f"{wrapper}:{os.environ['PATH']}", "GOFLAGS": "-buildvcs=false", "CGO_ENABLED": "0"}
     subprocess.run(
