@@ -15,8 +15,8 @@ source "$here/../versions.env"
 # shellcheck source=versions.env disable=SC1091
 source "$here/versions.env"
 cache="${TRAINER_CACHE:-$HOME/.cache/trainer}"
-# The same Go flags as ../build.sh (the packages both builds share compile once).
-export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false" CGO_ENABLED=0
+# shellcheck source=../go-env.sh disable=SC1091
+source "$here/../go-env.sh"
 log() { printf '[realnode-build] %s\n' "$*" >&2; }
 
 build_kubelet() { build_node_command kubelet; }
