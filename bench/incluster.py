@@ -1,18 +1,18 @@
 """In-cluster memory: the operator as users install it, holding N kept TrainJobs under its memory limit.
 
-``python -m bench.incluster --n 20000 --batch 2000`` starts the local cluster (no KWOK nodes,
-ServiceAccount admission on: the operator's pods need their tokens) in a temporary directory, applies
-the CRDs of ``config/crd/bases``, starts two real nodes on this machine (kubelet + containerd,
-:class:`localcluster.realnode.node.RealNodes`) and installs ``charts/trainer`` on them with the image
-built by buildah (:class:`localcluster.incluster.Release`: 2 replicas, leader election). Only the image
-and the nodeSelector are set: the resources are the chart's defaults (``values.yaml``: requests 128Mi,
-limit 512Mi), read back from the Deployment. Then, as ``bench.burst --keep --suspend`` does (its
-functions), the torch ClusterTrainingRuntime sample is applied and ``--n`` suspended TrainJobs
-(``numNodes: 2``) are created in namespace ``bench``, ``--batch`` at a time (``--concurrency`` creates in
-flight, through the in-cluster admission webhook), and never deleted. A batch is settled when every
-TrainJob has its Jobs and Service (as watches see them) and then the leader made no write for
-``--quiet-seconds`` (its ``trainer_apiserver_requests_total``, scraped from the leader pod's IP; its
-Lease renewals, a PUT every 2 s, are not counted).
+``python -m bench.incluster --n 20000 --batch 2000`` starts the local cluster (no KWOK nodes, ServiceAccount
+admission on: the operator's pods need their tokens) in a temporary directory, applies the CRDs of
+``config/crd/bases``, starts two real nodes on this machine (kubelet + containerd,
+:class:`localcluster.realnode.node.RealNodes`) and installs ``charts/trainer`` on them with the image built by
+buildah (:class:`localcluster.incluster.Release`: 2 replicas, leader election). Only the image and the
+nodeSelector are set: the resources are the chart's defaults (``values.yaml``), read back from the Deployment,
+but for the memory limit ``--memory-limit`` gives (a curve past the default's reach). Then, as ``bench.burst
+--keep --suspend`` does (its functions), the torch ClusterTrainingRuntime sample is applied and ``--n``
+suspended TrainJobs (``numNodes: 2``) are created in namespace ``bench``, ``--batch`` at a time
+(``--concurrency`` creates in flight, through the in-cluster admission webhook), and never deleted. A batch is
+settled when every TrainJob has its Jobs and Service (as watches see them) and then the leader made no write
+for ``--quiet-seconds`` (its ``trainer_apiserver_requests_total``, scraped from the leader pod's IP; its Lease
+renewals, a PUT every 2 s, are not counted).
 
 One row per settled batch (the first, ``kept`` 0, once the operator is quiet before any TrainJob):
 
@@ -598,6 +598,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quiet-seconds", type=float, default=5, help="no leader write for this long = settled")
     p.add_argument("--timeout", type=float, default=900, help="seconds a batch may take to settle")
     p.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON to PATH")
+    p.add_argument(
+        "--memory-limit",
+        metavar="QUANTITY",
+        help="the chart's resources.limits.memory (e.g. 768Mi) instead of its default, for a curve past it",
+    )
     args = p.parse_args(argv)
     if args.n < 1 or args.batch < 1 or args.concurrency < 1:
         p.error("--n, --batch and --concurrency must be >= 1")
@@ -609,10 +614,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     figures: JSON = {"machine": machine(), "n": args.n, "batch": args.batch, "concurrency": args.concurrency}
     m = figures["machine"]
+    limit = "default resources" if args.memory_limit is None else f"memory limit {args.memory_limit}"
     print(
         f"machine: {m['cores']} cores, {m['memory_gib']:.1f} GiB memory; N = {args.n} suspended TrainJobs "
         f"(numNodes 2) kept, batches of {args.batch}, {args.concurrency} creates in flight; the operator in-cluster "
-        "(charts/trainer, default resources, 2 replicas on 2 real nodes)",
+        f"(charts/trainer, {limit}, 2 replicas on 2 real nodes)",
         flush=True,
     )
     state = Path(tempfile.mkdtemp(prefix="icbench-cluster-"))
@@ -621,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     code = 1
     try:
         cluster.start()
-        with installed(cluster, work) as release:
+        values = {} if args.memory_limit is None else {"resources.limits.memory": args.memory_limit}
+        with installed(cluster, work, values=values) as release:
             figures["install"] = dict(release.timings)
             figures["image"] = None if release.image is None else release.image.name
             with asyncio.Runner(loop_factory=EVENT_LOOPS[DEFAULT_EVENT_LOOP]) as runner:

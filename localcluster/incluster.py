@@ -177,17 +177,21 @@ class Release:
 
 @contextlib.contextmanager
 def installed(
-    cluster: LocalCluster, work: Path, images: tuple[str, ...] = ("busybox",), store: Path | None = None
+    cluster: LocalCluster,
+    work: Path,
+    images: tuple[str, ...] = ("busybox",),
+    store: Path | None = None,
+    values: dict[str, str] | None = None,
 ) -> Iterator[Release]:
     """Two real nodes for ``cluster`` under ``work`` with ``images`` (keys of
     :data:`localcluster.realnode.images.BUILDERS`; their containerd roots in ``store`` when given, as
     :class:`~localcluster.realnode.node.RealNodes` keeps them), and the chart installed on them
-    (:meth:`Release.install`; ``timings["total"]``: its seconds). On the way out the release is uninstalled
-    and the nodes stopped, whatever happened."""
+    (:meth:`Release.install`, with ``values`` as more ``--set`` pairs; ``timings["total"]``: its seconds).
+    On the way out the release is uninstalled and the nodes stopped, whatever happened."""
     nodes = RealNodes(cluster, 2, work, images, store=store)
     nodes.start()
     try:
-        release = Release(cluster, nodes)
+        release = Release(cluster, nodes, values=dict(values or {}))
         try:
             t = time.monotonic()
             release.install()
