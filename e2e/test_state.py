@@ -42,11 +42,18 @@ def columns(cluster: Any, ns: str, name: str) -> dict[str, str]:
 
 def long_running(name: str, queue: str | None = None) -> JSON:
     """The sample TrainJob (2 nodes of the torch-distributed runtime), suspended, whose pods run 600 s;
-    in LocalQueue ``queue`` when given."""
+    in LocalQueue ``queue`` when given. The pods' annotations are a ``runtimePatches`` entry (v2.2+):
+    Kueue, which reads a TrainJob as Trainer v2.2's types, drops v2.1's ``podTemplateOverrides`` when it
+    admits the job (docs/api.md), and the pods would complete at once."""
     job = sample(name)
     del job["metadata"]["namespace"]
     job["spec"]["suspend"] = True
-    job["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": RUN_FOR}}]
+    pod = {"metadata": {"annotations": RUN_FOR}}
+    node = {"name": "node", "template": {"spec": {"template": pod}}}
+    patch = {"replicatedJobs": [node]}
+    job["spec"]["runtimePatches"] = [
+        {"manager": "e2e.example.com/state", "trainingRuntimeSpec": {"template": {"spec": patch}}}
+    ]
     if queue:
         job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": queue}
     return job

@@ -14,6 +14,7 @@ import pytest
 
 from e2e.helpers import kueue_sees_runtime
 from e2e.test_gang_kueue import kueue_queues
+from e2e.test_sdk import RUN_FOR
 from e2e.test_state import columns, long_running, shows
 from localcluster.client import Client, condition, wait_for
 from localcluster.kueue import local_queue, resource_flavor
@@ -54,6 +55,9 @@ async def test_a_job_kueue_admitted_shows_running(cluster: Any, client: Client, 
     await wait_for(lambda: shows(cluster, ns, "queued", "Suspended", "true"), "State Suspended while queued")
     await kueue_queues(client, ns, cpu="4")
     await running_never_suspended(client, cluster, ns, "queued")
+    # The pods run for long: the runtimePatches entry that says so outlived Kueue's update of the job.
+    pods = await client.pods(ns, "jobset.sigs.k8s.io/jobset-name=queued")
+    assert len(pods) == 2 and all(p["metadata"]["annotations"].items() >= RUN_FOR.items() for p in pods), pods
     tj = await client.trainjob(ns, "queued")
     assert [c["type"] for c in tj["status"]["conditions"]] == ["Suspended", "Running"], tj  # type: ignore[index]
     assert condition(tj, "Suspended")["reason"] == "Resumed"  # type: ignore[index]
