@@ -391,3 +391,24 @@ def test_runtime_patch_times_are_stamped_on_create_and_kept_for_unchanged_entrie
         {"op": "add", "path": "/spec/runtimePatches/2/time", "value": "T2"},
     ]
     assert default_patch(old, "TrainJob", "none", old, "T2") == [], "an update that changes nothing stamps nothing"
+
+
+def test_a_queued_trainjob_with_v21_fields_is_warned_that_kueue_drops_them() -> None:
+    """Kueue >= 0.17 updates an admitted TrainJob as Trainer v2.2's Go types, which drop v2.1's fields
+    (``e2e/test_state.py`` saw its pods start without their annotations): the create is admitted with a
+    warning naming each field and the ``runtimePatches`` form; without a queue label, or with a
+    ``runtimePatches`` entry only, nothing is said."""
+    override = [{"targetJobs": [{"name": "node"}], "metadata": {"annotations": {"a": "1"}}}]
+    queued = tj(podTemplateOverrides=override, labels={"team": "a"})
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    verdict = rules.validate_trainjob(queued, None, facts())
+    assert verdict.allowed
+    (warning,) = [w for w in verdict.warnings if "Kueue 0.17" in w]
+    assert warning.startswith("spec.labels, spec.podTemplateOverrides: Kueue 0.17 and later")
+    assert "drop these fields" in warning and "spec.runtimePatches" in warning
+
+    unqueued = tj(podTemplateOverrides=override)
+    assert not [w for w in rules.validate_trainjob(unqueued, None, facts()).warnings if "Kueue 0.17" in w]
+    patched = tj(runtimePatches=[{"manager": "example.com/m", "trainingRuntimeSpec": {}}])
+    patched["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    assert not [w for w in rules.validate_trainjob(patched, None, facts()).warnings if "Kueue 0.17" in w]

@@ -213,6 +213,8 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
+    if (dropped := kueue_drops_warning(obj)) is not None:
+        v.warnings.append(dropped)
     return v
 
 
@@ -432,6 +434,30 @@ def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
         ns = str(meta(obj).namespace or "")
         runtime = facts.runtime(kind, name, ns if kind == TrainingRuntime.KIND else None)
     return resolve_queue(obj, facts.gang, runtime)
+
+
+V21_FIELDS = ("labels", "annotations", "podSpecOverrides", "podTemplateOverrides")
+"""The TrainJob fields of Trainer v2.0-v2.1 that v2.2 replaced by ``runtimePatches``."""
+
+
+def kueue_drops_warning(obj: JSON) -> str | None:
+    """The warning for a TrainJob (JSON) with a Kueue queue label that carries v2.0-v2.1 fields
+    (:data:`V21_FIELDS`), else None. Kueue >= 0.17 reads a TrainJob as Trainer v2.2's Go types
+    (kubernetes-sigs/kueue ``pkg/controller/jobs/trainjob/trainjob_controller.go``, ``RunWithPodSetsInfo``:
+    ``c.Update`` of the typed object), which have none of these fields, so its update that admits the
+    job drops them and the pods start without them; a ``runtimePatches`` entry survives it."""
+    if KUEUE_QUEUE_LABEL not in meta(obj).labels:
+        return None
+    spec = obj.get("spec") or {}
+    present = [f for f in V21_FIELDS if spec.get(f)]
+    if not present:
+        return None
+    named = ", ".join(f"spec.{f}" for f in present)
+    return (
+        f"{named}: Kueue 0.17 and later read a TrainJob as Trainer v2.2's types and drop "
+        f"{'this field' if len(present) == 1 else 'these fields'} when they admit it; "
+        "write the same as a spec.runtimePatches entry (trainingRuntimeSpec.template.spec.replicatedJobs[]) instead"
+    )
 
 
 def _check_queue(obj: JSON, facts: AdmissionFacts, v: Verdict) -> list[str]:
