@@ -412,3 +412,24 @@ def test_a_queued_trainjob_with_v21_fields_is_warned_that_kueue_drops_them() -> 
     patched = tj(runtimePatches=[{"manager": "example.com/m", "trainingRuntimeSpec": {}}])
     patched["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
     assert not [w for w in rules.validate_trainjob(patched, None, facts()).warnings if "Kueue 0.17" in w]
+
+
+def test_a_queued_trainjob_is_warned_of_every_later_field_kueue_drops() -> None:
+    """Fields Trainer v2.2's types lack (ours ahead of upstream, v2.3's grace period) are named with their
+    paths, down to a container patch of a ``runtimePatches`` entry; a patch without them says nothing."""
+    container: JSON = {"name": "node", "resources": {"limits": {"cpu": "1"}}}
+    pod: JSON = {"terminationGracePeriodSeconds": 5, "containers": [container]}
+    rjobs = [{"name": "node", "template": {"spec": {"template": {"spec": pod}}}}]
+    entry = {"manager": "example.com/m", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": rjobs}}}}
+    job = tj(ttlSecondsAfterFinished=0, runtimePatches=[entry])
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    at = "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"
+    assert rules.kueue_dropped_fields(job["spec"]) == (
+        [],
+        ["spec.ttlSecondsAfterFinished", f"{at}.terminationGracePeriodSeconds", f"{at}.containers[0].resources"],
+    )
+    warning = rules.kueue_drops_warning(job)
+    assert warning is not None and "take effect only for a job no such Kueue admits" in warning
+    pod.pop("terminationGracePeriodSeconds")
+    container.pop("resources")
+    assert rules.kueue_drops_warning(tj(runtimePatches=[entry]) | {"metadata": job["metadata"]}) is None

@@ -438,25 +438,57 @@ def admission_queue(obj: JSON, facts: AdmissionFacts) -> QueueChoice:
 
 V21_FIELDS = ("labels", "annotations", "podSpecOverrides", "podTemplateOverrides")
 """The TrainJob fields of Trainer v2.0-v2.1 that v2.2 replaced by ``runtimePatches``."""
+AFTER_V22_SPEC = ("ttlSecondsAfterFinished",)
+"""TrainJob ``spec`` fields that Trainer v2.2's types lack (ahead of upstream: kubeflow/trainer#4052)."""
+AFTER_V22_TRAINER = ("resourceClaimsPerNode",)
+"""``spec.trainer`` fields that Trainer v2.2's types lack (ahead of upstream: KEP-2782)."""
+AFTER_V22_POD_PATCH = ("terminationGracePeriodSeconds", "resourceClaims")
+"""Fields of a ``runtimePatches`` Pod spec patch that v2.2's ``PodSpecPatch`` lacks (v2.3; KEP-2782)."""
+AFTER_V22_CONTAINER_PATCH = ("resources",)
+"""Fields of a ``runtimePatches`` container patch that v2.2's ``ContainerPatch`` lacks (KEP-2782)."""
+
+
+def kueue_dropped_fields(spec: JSON) -> tuple[list[str], list[str]]:
+    """The fields of a TrainJob ``spec`` (JSON) that Kueue >= 0.17 drops when it admits the job, as paths:
+    ``(v2.0-v2.1 fields, later fields)``. Kueue reads a TrainJob as Trainer v2.2's Go types (kubernetes-sigs/kueue
+    ``pkg/controller/jobs/trainjob/trainjob_controller.go``, ``RunWithPodSetsInfo``: ``c.Update`` of the typed
+    object; v0.19.2 requires kubeflow/trainer v2.2.1), so what those types lack is not in what it writes back."""
+    old = [f"spec.{f}" for f in V21_FIELDS if spec.get(f)]
+    later = [f"spec.{f}" for f in AFTER_V22_SPEC if spec.get(f) is not None]
+    later += [f"spec.trainer.{f}" for f in AFTER_V22_TRAINER if (spec.get("trainer") or {}).get(f)]
+    for i, patch in enumerate(spec.get("runtimePatches") or []):
+        template = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
+        for j, rjob in enumerate(template.get("replicatedJobs") or []):
+            at = (
+                f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+                ".template.spec.template.spec"
+            )
+            pod = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            later += [f"{at}.{f}" for f in AFTER_V22_POD_PATCH if pod.get(f) is not None]
+            for key in ("initContainers", "containers"):
+                for k, container in enumerate(pod.get(key) or []):
+                    later += [f"{at}.{key}[{k}].{f}" for f in AFTER_V22_CONTAINER_PATCH if container.get(f) is not None]
+    return old, later
 
 
 def kueue_drops_warning(obj: JSON) -> str | None:
-    """The warning for a TrainJob (JSON) with a Kueue queue label that carries v2.0-v2.1 fields
-    (:data:`V21_FIELDS`), else None. Kueue >= 0.17 reads a TrainJob as Trainer v2.2's Go types
-    (kubernetes-sigs/kueue ``pkg/controller/jobs/trainjob/trainjob_controller.go``, ``RunWithPodSetsInfo``:
-    ``c.Update`` of the typed object), which have none of these fields, so its update that admits the
-    job drops them and the pods start without them; a ``runtimePatches`` entry survives it."""
+    """The warning for a TrainJob (JSON) with a Kueue queue label that carries fields Kueue >= 0.17 drops
+    when it admits the job (:func:`kueue_dropped_fields`), else None: the pods would start without them.
+    A v2.0-v2.1 field can be written as a ``runtimePatches`` entry instead, which Kueue keeps."""
     if KUEUE_QUEUE_LABEL not in meta(obj).labels:
         return None
-    spec = obj.get("spec") or {}
-    present = [f for f in V21_FIELDS if spec.get(f)]
-    if not present:
+    old, later = kueue_dropped_fields(obj.get("spec") or {})
+    if not old and not later:
         return None
-    named = ", ".join(f"spec.{f}" for f in present)
+    said = ", ".join([*old, *later])
+    fix = []
+    if old:
+        fix.append(f"write {', '.join(old)} as a spec.runtimePatches entry (Pod template patches per replicated job)")
+    if later:
+        fix.append(f"{', '.join(later)} take effect only for a job no such Kueue admits (no queue label)")
     return (
-        f"{named}: Kueue 0.17 and later read a TrainJob as Trainer v2.2's types and drop "
-        f"{'this field' if len(present) == 1 else 'these fields'} when they admit it; "
-        "write the same as a spec.runtimePatches entry (trainingRuntimeSpec.template.spec.replicatedJobs[]) instead"
+        f"{said}: Kueue 0.17 and later read a TrainJob as Trainer v2.2's types and drop "
+        f"{'this field' if len(old) + len(later) == 1 else 'these fields'} when they admit it; " + "; ".join(fix)
     )
 
 
