@@ -33,9 +33,6 @@ ALLOWED: dict[str, str] = {
     "VolumeMount.sub_path_expr": "passed through in an override's volumeMounts entry, whole",
     "VolumeMount.mount_propagation": "passed through in an override's volumeMounts entry, whole",
     "VolumeMount.recursive_read_only": "passed through in an override's volumeMounts entry, whole",
-    # Passed through: a runtime patch's Pod spec is merged into the Pod template as it is
-    # (tests/trainjob/test_override_fields.py::test_a_runtime_patch_replaces_the_termination_grace_period).
-    "PodSpecPatch.termination_grace_period_seconds": "passed through in the runtime patch's Pod spec; replaces",
     # Passed through: disruptionMode reaches the Workload and the PodGroup whole
     # (tests/jobs/test_workload_gang.py::
     #  test_constraints_disruption_mode_and_claims_reach_the_workload_and_the_pod_group).
