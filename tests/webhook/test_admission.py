@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import load_sample
+from trainer.api.trainer_v1alpha1 import TrainJob
 from trainer.framework.certs import Bundle, generate
 from trainer.framework.json_codec import JSON
 from trainer.trainjob.validation import RFC1035, SUSPEND_WARNING
@@ -424,12 +425,13 @@ def test_a_queued_trainjob_is_warned_of_every_later_field_kueue_drops() -> None:
     job = tj(ttlSecondsAfterFinished=0, runtimePatches=[entry])
     job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
     at = "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"
-    assert rules.kueue_dropped_fields(job["spec"]) == (
+    assert rules.kueue_dropped_fields(TrainJob.model_validate(job)) == (
         [],
         ["spec.ttlSecondsAfterFinished", f"{at}.terminationGracePeriodSeconds", f"{at}.containers[0].resources"],
     )
-    warning = rules.kueue_drops_warning(job)
+    warning = rules.kueue_drops_warning(job, TrainJob.model_validate(job))
     assert warning is not None and "take effect only for a job no such Kueue admits" in warning
     pod.pop("terminationGracePeriodSeconds")
     container.pop("resources")
-    assert rules.kueue_drops_warning(tj(runtimePatches=[entry]) | {"metadata": job["metadata"]}) is None
+    quiet = tj(runtimePatches=[entry]) | {"metadata": job["metadata"]}
+    assert rules.kueue_drops_warning(quiet, TrainJob.model_validate(quiet)) is None

@@ -213,7 +213,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
-    if (dropped := kueue_drops_warning(obj)) is not None:
+    if (dropped := kueue_drops_warning(obj, job)) is not None:
         v.warnings.append(dropped)
     return v
 
@@ -448,36 +448,38 @@ AFTER_V22_CONTAINER_PATCH = ("resources",)
 """Fields of a ``runtimePatches`` container patch that v2.2's ``ContainerPatch`` lacks (KEP-2782)."""
 
 
-def kueue_dropped_fields(spec: JSON) -> tuple[list[str], list[str]]:
-    """The fields of a TrainJob ``spec`` (JSON) that Kueue >= 0.17 drops when it admits the job, as paths:
-    ``(v2.0-v2.1 fields, later fields)``. Kueue reads a TrainJob as Trainer v2.2's Go types (kubernetes-sigs/kueue
+def kueue_dropped_fields(job: TrainJob) -> tuple[list[str], list[str]]:
+    """The fields of ``job`` that Kueue >= 0.17 drops when it admits the job, as paths: ``(v2.0-v2.1 fields,
+    later fields)``. Kueue reads a TrainJob as Trainer v2.2's Go types (kubernetes-sigs/kueue
     ``pkg/controller/jobs/trainjob/trainjob_controller.go``, ``RunWithPodSetsInfo``: ``c.Update`` of the typed
-    object; v0.19.2 requires kubeflow/trainer v2.2.1), so what those types lack is not in what it writes back."""
+    object; v0.19.2 requires kubeflow/trainer v2.2.1), so what those types lack is not in what it writes back.
+    The ``runtimePatches`` Pod templates are read through :func:`override_targets`."""
+    spec = job.spec.to_dict()
     old = [f"spec.{f}" for f in V21_FIELDS if spec.get(f)]
     later = [f"spec.{f}" for f in AFTER_V22_SPEC if spec.get(f) is not None]
     later += [f"spec.trainer.{f}" for f in AFTER_V22_TRAINER if (spec.get("trainer") or {}).get(f)]
-    for i, patch in enumerate(spec.get("runtimePatches") or []):
-        template = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
-        for j, rjob in enumerate(template.get("replicatedJobs") or []):
-            at = (
-                f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
-                ".template.spec.template.spec"
-            )
-            pod = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-            later += [f"{at}.{f}" for f in AFTER_V22_POD_PATCH if pod.get(f) is not None]
-            for key in ("initContainers", "containers"):
-                for k, container in enumerate(pod.get(key) or []):
-                    later += [f"{at}.{key}[{k}].{f}" for f in AFTER_V22_CONTAINER_PATCH if container.get(f) is not None]
+    position: dict[int, int] = {}
+    for t in override_targets(job):
+        if t.field != RUNTIME_PATCHES:
+            continue
+        j = position[t.index] = position.get(t.index, -1) + 1
+        at = f"{t.where}[{j}].template.spec.template.spec"
+        pod = (t.pod_patch or {}).get("spec") or {}
+        later += [f"{at}.{f}" for f in AFTER_V22_POD_PATCH if pod.get(f) is not None]
+        for key in ("initContainers", "containers"):
+            for k, container in enumerate(t.containers(key)):
+                later += [f"{at}.{key}[{k}].{f}" for f in AFTER_V22_CONTAINER_PATCH if container.get(f) is not None]
     return old, later
 
 
-def kueue_drops_warning(obj: JSON) -> str | None:
-    """The warning for a TrainJob (JSON) with a Kueue queue label that carries fields Kueue >= 0.17 drops
-    when it admits the job (:func:`kueue_dropped_fields`), else None: the pods would start without them.
+def kueue_drops_warning(obj: JSON, job: TrainJob) -> str | None:
+    """The warning for a TrainJob (``obj``, validated as ``job``) with a Kueue queue label that carries fields
+    Kueue >= 0.17 drops when it admits the job (:func:`kueue_dropped_fields`), else None: the pods would start
+    without them.
     A v2.0-v2.1 field can be written as a ``runtimePatches`` entry instead, which Kueue keeps."""
     if KUEUE_QUEUE_LABEL not in meta(obj).labels:
         return None
-    old, later = kueue_dropped_fields(obj.get("spec") or {})
+    old, later = kueue_dropped_fields(job)
     if not old and not later:
         return None
     said = ", ".join([*old, *later])
