@@ -163,6 +163,7 @@ process (docs/api.md, torchtune BuiltinTrainer)."""
 def torch_runtime_image() -> str:
     """The image of the trainer container of upstream's ``torch-distributed`` runtime, as containerd
     names it (``docker.io/`` added to a Docker Hub name)."""
+    ensure("e2e.test")  # the trainer_e2e component keeps upstream's runtimes
     runtime = yaml.safe_load((component_dir("trainer_e2e") / "runtimes" / "torch_distributed.yaml").read_text())
     pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     image: str = pod["containers"][0]["image"]

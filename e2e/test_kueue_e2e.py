@@ -177,8 +177,8 @@ def deployed(cluster: LocalCluster, real_node_store: Path) -> Iterator[list[Rele
         second.install()
         FIGURES["mpi-operator"] = {**second.timings, "total": round(time.monotonic() - t, 1)}
         FIGURES["jobset rollout, after the operator's"] = rolled_out(cluster, JOBSET)
-        runtimes = component_dir("trainer_e2e") / "runtimes"
         ensure("e2e.test")
+        runtimes = component_dir("trainer_e2e") / "runtimes"
         cluster.run_kubectl("apply", "--server-side", "-k", str(runtimes))
         yield releases
     finally:

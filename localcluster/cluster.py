@@ -379,6 +379,8 @@ class LocalCluster:
         if not self._components["etcd"].is_alive():
             raise RuntimeError("etcd is not running: start() the whole cluster instead")
         if not self._components["kube-apiserver"].is_alive():
+            # A stopped apiserver's socket is released when its process is gone, not when it is signalled.
+            self._wait("kube-apiserver's port free", deadline, lambda: _port_is_free(ports["apiserver"]))
             self._start_apiserver(ports)
         return self._wait("kube-apiserver ready", deadline, self.apiserver_ready, "kube-apiserver", interval=0.05)
 
@@ -406,7 +408,9 @@ class LocalCluster:
     def _ensure_ports(self) -> dict[str, int]:
         ports = self.ports
         if len(ports) != len(PORT_NAMES) or not all(_port_is_free(port) for port in ports.values()):
-            ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
+            # Below the ephemeral range: the apiserver's port must still be free when it restarts, and a
+            # connection made while it is down (any process's) may take an ephemeral port.
+            ports = dict(zip(PORT_NAMES, reserved_ports(len(PORT_NAMES)), strict=True))
             (self.state_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         return ports
 

@@ -57,6 +57,14 @@ class Peer:
     namespace: str
     deployment: str
     container: str = "manager"
+    kustomization_from: str = ""
+    """The key of :func:`localcluster.binaries.ensure` whose build keeps the kustomization, when not
+    ``binary``'s."""
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The keys of :func:`localcluster.binaries.ensure` that :func:`render` builds first."""
+        return (self.binary, self.kustomization_from) if self.kustomization_from else (self.binary,)
 
     def image(self) -> tuple[str, Path]:
         """The manager image (name, archive), built when missing."""
@@ -71,6 +79,7 @@ KUEUE = Peer(
     lambda: versions()["KUEUE_VERSION"],
     "kueue-system",
     "kueue-controller-manager",
+    kustomization_from="singlecluster-extended.test",  # kueue_source() is the kueue_e2e component's copy
 )
 JOBSET = Peer(
     "jobset",
@@ -85,7 +94,7 @@ JOBSET = Peer(
 def render(cluster: LocalCluster, peer: Peer) -> list[dict[str, Any]]:
     """The peer's manifests as its kustomization renders them (``kubectl kustomize``); builds the peer
     first when its binary or kustomizations are missing."""
-    ensure(peer.binary)
+    ensure(*peer.needs)
     out = cluster.run_kubectl("kustomize", str(peer.kustomization())).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 

@@ -16,6 +16,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+KILLED_EXIT_WAIT = 30.0
+"""Seconds :meth:`Component.stop` waits for a process to be gone after SIGKILL."""
+
 
 @dataclass(frozen=True)
 class Component:
@@ -71,7 +74,10 @@ class Component:
         return proc.pid
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Send SIGTERM to the process group, then SIGKILL after ``timeout`` seconds."""
+        """Send SIGTERM to the process group, then SIGKILL after ``timeout`` seconds, and wait up to
+        :data:`KILLED_EXIT_WAIT` seconds for it to be gone (a large process killed on a loaded machine takes
+        seconds to tear down). Its sockets may close a moment after: a caller that binds its ports again
+        waits for them to be free."""
         pid = self.pid()
         if pid is not None:
             _signal_group(pid, signal.SIGTERM)
@@ -80,7 +86,7 @@ class Component:
                 time.sleep(0.1)
             if _runs(pid, self.binary):
                 _signal_group(pid, signal.SIGKILL)
-                deadline = time.monotonic() + timeout
+                deadline = time.monotonic() + max(timeout, KILLED_EXIT_WAIT)
                 while _runs(pid, self.binary) and time.monotonic() < deadline:
                     time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from localcluster.peers import KUEUE, placed
+from localcluster.binaries import OPTIONAL_BINARIES, TOOLS, cache_dir
+from localcluster.peers import JOBSET, KUEUE, Peer, placed
 from localcluster.realnode.node import NODE_SELECTOR
 
 
@@ -53,3 +54,13 @@ def test_placed_refuses_manifests_without_the_deployment_or_its_container() -> N
     docs[2]["spec"]["template"]["spec"]["containers"].pop()
     with pytest.raises(ValueError, match="no container 'manager'"):
         placed(docs, KUEUE, "i")
+
+
+@pytest.mark.parametrize("peer", [KUEUE, JOBSET], ids=lambda peer: peer.name)
+def test_render_first_builds_the_component_that_keeps_the_kustomization(peer: Peer) -> None:
+    # A cold run rendered Kueue's kustomization before the kueue_e2e build that keeps it had run.
+    built = {{**OPTIONAL_BINARIES, **TOOLS}[key][1] for key in peer.needs}
+    where = peer.kustomization().relative_to(cache_dir())
+    assert where.parts[0] in ("bin", "src")
+    owner = where.parts[1].rsplit("-", 1)[0]
+    assert owner in built, f"{peer.name}'s kustomization is in {owner}'s build, not one of {sorted(built)}"
