@@ -105,21 +105,27 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-RESERVED_PORTS = range(20000, 32000)
+RESERVED_PORTS = range(24000, 32000)
 """Below Linux's ephemeral range (32768-60999): no outgoing connection and no port-0 bind takes one."""
 
+CLUSTER_PORTS = range(20000, 24000)
+"""The local clusters' own ports (etcd's, the apiserver's): below the ephemeral range too, so that a
+restarted apiserver finds its port free, and apart from :data:`RESERVED_PORTS`, which are chosen minutes
+before they are bound (a cluster started meanwhile must not take one)."""
 
-def reserved_ports(count: int) -> list[int]:
-    """``count`` distinct ports of :data:`RESERVED_PORTS` free on 127.0.0.1 now, in random order: for
-    ports chosen long before they are bound (at import), which a port of the ephemeral range would not
-    survive (any connection made meanwhile may take it). Raises ``RuntimeError`` when too few are free."""
+
+def reserved_ports(count: int, ports: range = RESERVED_PORTS) -> list[int]:
+    """``count`` distinct ports of ``ports`` (default :data:`RESERVED_PORTS`) free on 127.0.0.1 now, in
+    random order: for ports chosen long before they are bound (at import), which a port of the ephemeral
+    range would not survive (any connection made meanwhile may take it). Raises ``RuntimeError`` when too
+    few are free."""
     chosen: list[int] = []
-    for port in random.sample(RESERVED_PORTS, len(RESERVED_PORTS)):
+    for port in random.sample(ports, len(ports)):
         if _port_is_free(port):
             chosen.append(port)
             if len(chosen) == count:
                 return chosen
-    raise RuntimeError(f"fewer than {count} free ports in {RESERVED_PORTS}")
+    raise RuntimeError(f"fewer than {count} free ports in {ports}")
 
 
 def _port_is_free(port: int) -> bool:
@@ -408,9 +414,8 @@ class LocalCluster:
     def _ensure_ports(self) -> dict[str, int]:
         ports = self.ports
         if len(ports) != len(PORT_NAMES) or not all(_port_is_free(port) for port in ports.values()):
-            # Below the ephemeral range: the apiserver's port must still be free when it restarts, and a
-            # connection made while it is down (any process's) may take an ephemeral port.
-            ports = dict(zip(PORT_NAMES, reserved_ports(len(PORT_NAMES)), strict=True))
+            # Not ephemeral ports: a connection made while the apiserver is down may take one (CLUSTER_PORTS).
+            ports = dict(zip(PORT_NAMES, reserved_ports(len(PORT_NAMES), CLUSTER_PORTS), strict=True))
             (self.state_dir / "ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         return ports
 
