@@ -116,9 +116,9 @@ before they are bound (a cluster started meanwhile must not take one)."""
 
 def reserved_ports(count: int, ports: range = RESERVED_PORTS) -> list[int]:
     """``count`` distinct ports of ``ports`` (default :data:`RESERVED_PORTS`) free on 127.0.0.1 now, in
-    random order: for ports chosen long before they are bound (at import), which a port of the ephemeral
-    range would not survive (any connection made meanwhile may take it). Raises ``RuntimeError`` when too
-    few are free."""
+    random order: for ports chosen long before they are bound (at import) or bound again after a restart,
+    which a port of the ephemeral range would not survive (any connection made meanwhile may take it).
+    Raises ``RuntimeError`` when too few are free."""
     chosen: list[int] = []
     for port in random.sample(ports, len(ports)):
         if _port_is_free(port):

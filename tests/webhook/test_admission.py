@@ -429,9 +429,9 @@ def test_a_queued_trainjob_is_warned_of_every_later_field_kueue_drops() -> None:
         [],
         ["spec.ttlSecondsAfterFinished", f"{at}.terminationGracePeriodSeconds", f"{at}.containers[0].resources"],
     )
-    warning = rules.kueue_drops_warning(job, TrainJob.model_validate(job))
+    warning = rules.kueue_drops_warning(TrainJob.model_validate(job))
     assert warning is not None and "take effect only for a job no such Kueue admits" in warning
     pod.pop("terminationGracePeriodSeconds")
     container.pop("resources")
     quiet = tj(runtimePatches=[entry]) | {"metadata": job["metadata"]}
-    assert rules.kueue_drops_warning(quiet, TrainJob.model_validate(quiet)) is None
+    assert rules.kueue_drops_warning(TrainJob.model_validate(quiet)) is None

@@ -213,7 +213,7 @@ def validate_trainjob(obj: JSON, old: JSON | None, facts: AdmissionFacts) -> Ver
         v.errors += _check_override_change(obj, old, facts, TRAINJOB.resource.kind)
         v.errors += check_queue_change(obj, old, TRAINJOB.resource.kind, facts)
     v.errors += _check_queue(obj, facts, v)
-    if (dropped := kueue_drops_warning(obj, job)) is not None:
+    if (dropped := kueue_drops_warning(job)) is not None:
         v.warnings.append(dropped)
     return v
 
@@ -472,12 +472,11 @@ def kueue_dropped_fields(job: TrainJob) -> tuple[list[str], list[str]]:
     return old, later
 
 
-def kueue_drops_warning(obj: JSON, job: TrainJob) -> str | None:
-    """The warning for a TrainJob (``obj``, validated as ``job``) with a Kueue queue label that carries fields
-    Kueue >= 0.17 drops when it admits the job (:func:`kueue_dropped_fields`), else None: the pods would start
-    without them.
+def kueue_drops_warning(job: TrainJob) -> str | None:
+    """The warning for a TrainJob with a Kueue queue label that carries fields Kueue >= 0.17 drops when it
+    admits the job (:func:`kueue_dropped_fields`), else None: the pods would start without them.
     A v2.0-v2.1 field can be written as a ``runtimePatches`` entry instead, which Kueue keeps."""
-    if KUEUE_QUEUE_LABEL not in meta(obj).labels:
+    if KUEUE_QUEUE_LABEL not in (job.metadata.labels or {}):
         return None
     old, later = kueue_dropped_fields(job)
     if not old and not later:
