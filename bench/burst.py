@@ -45,6 +45,11 @@ out (``--timeout``), naming the phase and how many objects it saw, and when this
 wrote more than ``--max-writes W`` times per TrainJob (``FAIL:`` and both figures printed last), so a
 regression of writes fails the run that causes it.
 
+``--webhook`` runs ours with its admission webhook on, as the chart installs it: served on a loopback port
+(``--webhook-host 127.0.0.1 --webhook-port``), with the webhook configurations of its checkout
+(``python -m trainer.webhook.server --url``) applied before it starts, so that the apiserver calls it for
+every TrainJob created; upstream's side is unchanged.
+
 ``--profile PATH`` runs this checkout's operator under cProfile timed by its CPU time
 (:mod:`bench.cpu_profile`); ``--tracemalloc PATH`` with tracemalloc on (:mod:`bench.mem_profile`), and
 prints where its memory is once the burst is quiet (with ``--keep``: after the last batch).
@@ -57,6 +62,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -93,6 +99,7 @@ from bench.upstream import (
 )
 from localcluster import ROOT, LocalCluster
 from localcluster.client import condition
+from localcluster.cluster import free_ports
 from localcluster.pki import Pki
 from trainer.api.kinds import JOBS, JOBSETS, NAMESPACES, SERVICES, TRAINJOBS, Resource
 from trainer.framework.json_codec import JSON
@@ -1068,10 +1075,12 @@ async def measure(
     figures: JSON,
     baseline: bool = True,
     runtime: JSON | None = None,
+    webhooks: Path | None = None,
 ) -> None:
     """Every phase the flags ask for, on the running cluster and controllers (the raw-client baseline
     only with ``baseline``; ``runtime``: the torch ClusterTrainingRuntime, this project's sample by
-    default); figures go to ``figures``."""
+    default; ``webhooks``: a file of webhook configurations, applied before the controllers start); figures
+    go to ``figures``."""
     kube = await Kube.connect(str(cluster.kubeconfig))
     runtime = load("torch-distributed.yaml") if runtime is None else runtime
     jobs_per = jobs_per_trainjob(runtime)
@@ -1082,6 +1091,8 @@ async def measure(
         for ns in (BENCH_NS, RAW_NS):
             await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         await kube.apply(runtime, "bench")
+        if webhooks is not None:
+            cluster.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(webhooks))
         if isinstance(op, CountedUpstream):
             op.start(cluster.api())
         else:
@@ -1223,6 +1234,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="exit 1 when this checkout's operator writes more than W times per TrainJob (e.g. 5.0 suspended)",
     )
     p.add_argument(
+        "--webhook",
+        action="store_true",
+        help="run ours with its admission webhook on (loopback), called for every TrainJob created, as installed",
+    )
+    p.add_argument(
         "--profile",
         type=Path,
         metavar="PATH",
@@ -1262,8 +1278,32 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         log = cluster.state_dir / "operator.log"
         profile = args.profile if checkout.root == ROOT else None
         memory = args.tracemalloc if checkout.root == ROOT else None
-        op = CountedOperator(cluster.kubeconfig, BENCH_NS, log, root=checkout.root, profile=profile, memory=memory)
-        return timed(measure(args, cluster, op, figures, baseline), op, figures)
+        extra, webhooks = webhook_args(checkout, cluster.state_dir) if args.webhook else ([], None)
+        op = CountedOperator(
+            cluster.kubeconfig, BENCH_NS, log, root=checkout.root, args=extra, profile=profile, memory=memory
+        )
+        return timed(measure(args, cluster, op, figures, baseline, webhooks=webhooks), op, figures)
+
+
+def webhook_args(checkout: Checkout, directory: Path) -> tuple[list[str], Path]:
+    """With ``--webhook``: the flags that serve the admission webhook of ``checkout``'s operator on a free
+    loopback port, and the file (``webhooks.yaml`` in ``directory``) of its webhook configurations calling
+    that port (from its own ``python -m trainer.webhook.server --url``). Raises
+    ``subprocess.CalledProcessError`` when that command fails."""
+    (port,) = free_ports(1)
+    url = f"https://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(checkout.root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.webhook.server", "--url", url],
+        cwd=checkout.root,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    path = directory / "webhooks.yaml"
+    path.write_text(done.stdout)
+    return ["--webhook-port", str(port), "--webhook-host", "127.0.0.1"], path
 
 
 def run_upstream(args: argparse.Namespace, figures: JSON) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
@@ -22,6 +23,7 @@ from bench.burst import (
     GC_METRIC,
     REQUESTS_METRIC,
     REST_METRIC,
+    Checkout,
     CountedOperator,
     compare,
     complete,
@@ -41,6 +43,7 @@ from bench.burst import (
     slope_per_1000,
     summary,
     trainjobs,
+    webhook_args,
     write_delta,
     writes_total,
 )
@@ -357,6 +360,17 @@ def test_the_operator_of_a_ref_gets_only_flags_every_version_has(tmp_path: Path)
         "--health-probe-bind-address",
     ]
     assert op.args[1:3] == ["-m", "trainer"] and op.root == tmp_path
+
+
+def test_with_webhook_ours_serves_on_loopback_and_its_configurations_call_that_port(tmp_path: Path) -> None:
+    flags, path = webhook_args(Checkout(ROOT, "HEAD", "head"), tmp_path)
+    port = flags[flags.index("--webhook-port") + 1]
+    assert flags[flags.index("--webhook-host") + 1] == "127.0.0.1" and path == tmp_path / "webhooks.yaml"
+    configs = list(yaml.safe_load_all(path.read_text()))
+    urls = {w["clientConfig"]["url"].split("/")[2] for c in configs for w in c["webhooks"]}
+    assert urls == {f"127.0.0.1:{port}"}, urls
+    assert {c["kind"] for c in configs} >= {"ValidatingWebhookConfiguration"}
+    assert parse_args(["--webhook"]).webhook and not parse_args([]).webhook
 
 
 def test_an_operator_of_every_namespace_with_extra_flags(tmp_path: Path) -> None:
