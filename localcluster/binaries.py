@@ -133,6 +133,15 @@ def missing_binaries(names: Iterable[str] | None = None) -> list[str]:
     return missing
 
 
+def missing_components(components: Iterable[str]) -> list[str]:
+    """The build.sh components among ``components``, in their order, with a binary not built yet
+    (:func:`missing_binaries`)."""
+    owner = {name: component for name, (_, component) in _all_binaries().items()}
+    wanted = list(components)
+    missing = {owner[name] for name in missing_binaries([n for n, c in owner.items() if c in wanted])}
+    return [c for c in wanted if c in missing]
+
+
 def ensure_binaries(optional: Iterable[str] = (), kwok: bool = True) -> dict[str, Path]:
     """Return the path of every binary, first building whatever the cluster needs and lacks.
 

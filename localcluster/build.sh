@@ -7,6 +7,7 @@
 #
 # Usage: localcluster/build.sh                  # build every component that is missing, print the bin directory
 #        localcluster/build.sh volcano kueue    # build only the named components
+#        localcluster/build.sh --fetch kueue    # only download the modules their builds need (fetch_only)
 # Components: etcd kwok kubernetes volcano kueue helm trainer_e2e
 #             upstream (only when named: the bench's upstream side)
 #             mpi_operator (only when named: the MPIJob migration test)
@@ -565,6 +566,8 @@ build_katib() {
   chmod -R u+w "$out/manifests"
 }
 
+fetch=false
+[ "${1:-}" = "--fetch" ] && fetch=true && shift
 components=(etcd kwok kubernetes volcano kueue helm trainer_e2e)
 [ "$#" -gt 0 ] && components=("$@")
 for component in "${components[@]}"; do
@@ -573,6 +576,10 @@ for component in "${components[@]}"; do
     exit 2
   fi
 done
+if $fetch; then
+  fetch_only "${components[@]}"
+  exit 0
+fi
 # One build at a time per cache: two runs (say a test's and a person's) would race on the same files.
 mkdir -p "$cache"
 exec 9>"$cache/.build.lock"

@@ -8,6 +8,7 @@
 #               so none of the cloud SDKs of the full plugin.cfg are downloaded)
 #   pause    -> $TRAINER_CACHE/bin/realnode-pause/pause  (localcluster/realnode/pause.go, static)
 # Each is built once. Usage: localcluster/realnode/build.sh [kubelet] [kube_proxy] [coredns] [pause]   (default: all)
+# localcluster/realnode/build.sh --fetch COMPONENT...: only download the modules their builds need (fetch_only).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../versions.env disable=SC1091
@@ -111,13 +112,21 @@ build_pause() {
   mv "$out/pause.tmp" "$out/pause"
 }
 
+fetch=false
+[ "${1:-}" = "--fetch" ] && fetch=true && shift
 components=(kubelet kube_proxy coredns pause)
 [ "$#" -gt 0 ] && components=("$@")
+for component in "${components[@]}"; do
+  declare -F "build_$component" >/dev/null || { log "unknown component '$component'"; exit 2; }
+done
+if $fetch; then
+  fetch_only "${components[@]}"
+  exit 0
+fi
 mkdir -p "$cache"
 exec 9>"$cache/.realnode-build.lock"
 flock -n 9 || { log "waiting for another localcluster/realnode/build.sh run to finish"; flock 9; }
 for component in "${components[@]}"; do
-  declare -F "build_$component" >/dev/null || { log "unknown component '$component'"; exit 2; }
   start=$SECONDS
   "build_$component"
   log "$component: ready ($((SECONDS - start))s)"

@@ -43,6 +43,8 @@ from localcluster.binaries import cache_dir
 from localcluster.realnode.layer import build_layer
 
 HERE = Path(__file__).resolve().parent
+BUILD_SCRIPT = HERE / "build.sh"
+"""``localcluster/realnode/build.sh``: kubelet, kube-proxy, CoreDNS and pause."""
 PAUSE_IMAGE = "localhost/realnode/pause:1"
 BUSYBOX_IMAGE = "localhost/realnode/busybox:1"
 TRAINING_IMAGE = "localhost/realnode/training:1"
@@ -94,7 +96,7 @@ def realnode_versions() -> dict[str, str]:
 
 def ensure_built(*components: str) -> Path:
     """Run ``localcluster/realnode/build.sh`` for ``components`` (kubelet, coredns, pause); return the bin dir."""
-    subprocess.run(["bash", str(HERE / "build.sh"), *components], check=True, stdout=sys.stderr)
+    subprocess.run(["bash", str(BUILD_SCRIPT), *components], check=True, stdout=sys.stderr)
     return cache_dir() / "bin"
 
 

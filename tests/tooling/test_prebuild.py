@@ -98,3 +98,30 @@ def test_a_build_beside_a_passing_command_that_fails_makes_the_run_fail(script: 
 
 def test_an_unknown_argument_is_refused() -> None:
     assert prebuild.main(["--now"]) == 2
+
+
+def test_the_fetch_lane_downloads_for_what_is_not_built_in_the_builds_order(
+    script: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = script('echo "$*" >> "$(dirname "$0")/calls"')
+    monkeypatch.setattr(images, "BUILD_SCRIPT", prebuild.BUILD_SCRIPT)
+    monkeypatch.setattr(prebuild, "missing_components", lambda components: [c for c in components if c != "two"])
+    monkeypatch.setattr(prebuild, "component_dir", lambda component: where / component)  # no kubelet built
+    timings: dict[str, float] = {}
+    fetch = prebuild.Fetch(timings, real=True).start()
+    fetch._thread.join(30)
+    fetch.stop()
+    calls = (where / "calls").read_text().splitlines()
+    assert calls == ["--fetch kubernetes", "--fetch kubelet", "--fetch kube_proxy", "--fetch coredns", "--fetch one"]
+    assert set(timings) == {f"{c} modules" for c in ("kubernetes", "kubelet", "kube_proxy", "coredns", "one")}
+
+
+def test_without_real_nodes_or_once_built_nothing_more_is_fetched(
+    script: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = script('echo "$*" >> "$(dirname "$0")/calls"')
+    monkeypatch.setattr(prebuild, "missing_components", lambda components: [])
+    monkeypatch.setattr(prebuild, "component_dir", lambda component: where / component)
+    fetch = prebuild.Fetch({}, real=False).start()
+    fetch.stop()
+    assert not fetch._thread.is_alive() and not (where / "calls").exists()
