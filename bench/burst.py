@@ -48,7 +48,11 @@ regression of writes fails the run that causes it.
 ``--webhook`` runs ours with its admission webhook on, as the chart installs it: served on a loopback port
 (``--webhook-host 127.0.0.1 --webhook-port``), with the webhook configurations of its checkout
 (``python -m trainer.webhook.server --url``) applied before it starts, so that the apiserver calls it for
-every TrainJob created; upstream's side is unchanged.
+every TrainJob created; upstream's side is unchanged. ``--status-server`` runs ours with its status server
+on (``--status-server-port``, a free port), as the chart installs it: each TrainJob then gets the ConfigMap
+``<trainjob>-tls-config`` with the server's CA, one more write and one more cached object per TrainJob.
+The chart's defaults are both flags (but for leader election, whose Lease renewals would never let the
+operator go quiet, and the namespaces watched).
 
 ``--profile PATH`` runs this checkout's operator under cProfile timed by its CPU time
 (:mod:`bench.cpu_profile`); ``--tracemalloc PATH`` with tracemalloc on (:mod:`bench.mem_profile`), and
@@ -1239,6 +1243,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run ours with its admission webhook on (loopback), called for every TrainJob created, as installed",
     )
     p.add_argument(
+        "--status-server",
+        action="store_true",
+        help="run ours with its status server on, as installed (a CA ConfigMap per TrainJob)",
+    )
+    p.add_argument(
         "--profile",
         type=Path,
         metavar="PATH",
@@ -1279,6 +1288,8 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         profile = args.profile if checkout.root == ROOT else None
         memory = args.tracemalloc if checkout.root == ROOT else None
         extra, webhooks = webhook_args(checkout, cluster.state_dir) if args.webhook else ([], None)
+        if args.status_server:
+            extra += ["--status-server-port", str(free_ports(1)[0])]
         op = CountedOperator(
             cluster.kubeconfig, BENCH_NS, log, root=checkout.root, args=extra, profile=profile, memory=memory
         )

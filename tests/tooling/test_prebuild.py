@@ -104,7 +104,7 @@ def test_the_fetch_lane_downloads_for_what_is_not_built_in_the_builds_order(
     script: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     where = script('echo "$*" >> "$(dirname "$0")/calls"')
-    monkeypatch.setattr(images, "BUILD_SCRIPT", prebuild.BUILD_SCRIPT)
+    monkeypatch.setattr(images, "BUILD_SCRIPT", where / "build.sh")
     monkeypatch.setattr(prebuild, "missing_components", lambda components: [c for c in components if c != "two"])
     monkeypatch.setattr(prebuild, "component_dir", lambda component: where / component)  # no kubelet built
     timings: dict[str, float] = {}
