@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 
 import pytest
 
@@ -172,6 +173,16 @@ def test_keys_and_short_values_are_held_once_across_cached_objects() -> None:
     a, b = (projection()(json.loads(json.dumps(long))) for _ in range(2))
     assert a["data"]["runtime.json"] == b["data"]["runtime.json"]
     assert a["data"]["runtime.json"] is b["data"]["runtime.json"], "one runtime snapshot for both"
+
+
+def test_an_objects_own_resource_version_is_kept_not_interned_and_elsewhere_a_string_is() -> None:
+    project = projection()
+    version = "".join(["98765", "4321"])  # built at run time: not a constant the compiler interned
+    obj = {"metadata": {"name": "o", "resourceVersion": version}, "spec": {"resourceVersion": version}}
+    cached = project(json.loads(json.dumps(obj)))
+    own = cached["metadata"]["resourceVersion"]
+    assert own == version and sys.intern(version) is not own, "an object's own resourceVersion is not interned"
+    assert cached["spec"]["resourceVersion"] is sys.intern(version), "the same string elsewhere is"
 
 
 def test_a_new_version_reuses_what_is_equal_in_the_version_cached_before() -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -36,6 +36,7 @@ from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError
 from trainer.framework.owner import owner_reference
 from trainer.statusserver.auth import TokenAuthenticator, bearer_token
+from trainer.statusserver.ca_publisher import CAPublisher
 from trainer.statusserver.payload import PayloadError, coalesce, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
@@ -906,3 +907,48 @@ async def test_healthz_and_readyz_fail_while_the_status_server_does_not_listen()
             await runner.cleanup()
     finally:
         await probes[0].cleanup()
+
+
+class _Caches:
+    """The TrainJob controller's caches as the CA publisher reads them: TrainJobs, and no ConfigMap yet
+    (the watch has not brought the ones written)."""
+
+    def __init__(self, *jobs: JSON) -> None:
+        self.jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in jobs}
+
+    def get(self, res: Any, namespace: str | None, name: str) -> JSON | None:
+        return self.jobs.get((str(namespace), name)) if res == TRAINJOBS else None
+
+    def items(self, res: Any) -> list[JSON]:
+        return list(self.jobs.values()) if res == TRAINJOBS else []
+
+
+class _Writer:
+    """Records each ConfigMap applied, and accepts it."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[str, str]] = []
+
+    async def apply(self, owner: JSON, body: JSON, cached: JSON | None) -> tuple[None, JSON]:
+        self.applied.append((body["metadata"]["name"], body["data"]["ca.crt"]))
+        return None, body
+
+
+async def test_a_published_ca_is_written_once_per_trainjob_until_the_ca_or_the_trainjob_changes() -> None:
+    job = trainjob("a") | {"metadata": {"name": "a", "namespace": NS, "uid": "u1"}}
+    caches, writer = _Caches(job), _Writer()
+    publisher = CAPublisher(cast(Any, writer), cast(Any, caches))
+    await publisher.set_ca("CA 1")
+    await publisher.publish((NS, "a"))
+    publisher.on_trainjob(job, job)  # a status write echoed before the ConfigMap's watch event
+    await publisher.publish((NS, "a"))
+    assert writer.applied == [("a-tls-config", "CA 1")], "written once, though the cache has not seen it"
+    await publisher.set_ca("CA 2")
+    await publisher.publish((NS, "a"))
+    assert writer.applied[-1] == ("a-tls-config", "CA 2"), "a new CA is written again"
+    publisher.on_trainjob(job, None)  # deleted, then made again under the same name
+    again = job | {"metadata": {**job["metadata"], "uid": "u2"}}
+    caches.jobs[(NS, "a")] = again
+    publisher.on_trainjob(None, again)
+    await publisher.publish((NS, "a"))
+    assert writer.applied == [("a-tls-config", "CA 1"), ("a-tls-config", "CA 2"), ("a-tls-config", "CA 2")]

@@ -55,15 +55,17 @@ class CAPublisher:
         self.writer, self.reader, self.retry_delay = writer, reader, retry_delay
         self.ca: str | None = None
         self._pending: set[Key] = set()
-        self._written: dict[Key, tuple[str, str]] = {}
+        self._written: set[str] = set()
+        """The uids of the TrainJobs whose ConfigMap this process wrote with :attr:`ca` (one string each, held
+        by the TrainJob's cached object too): not due again before the watch brings that ConfigMap."""
         self._wake = asyncio.Event()
 
     def _due(self, obj: JSON) -> bool:
         if self.ca is None or not _ours(obj):
             return False
-        ns, name = key_of(obj)
-        if self._written.get((ns, name)) == (str(obj["metadata"].get("uid")), self.ca):
+        if obj["metadata"].get("uid") in self._written:
             return False
+        ns, name = key_of(obj)
         cm = self.reader.get(CONFIGMAPS, ns, ca_config_map_name(name))
         return cm is None or (cm.get("data") or {}).get(CA_KEY) != self.ca
 
@@ -71,7 +73,7 @@ class CAPublisher:
         """Informer handler: queue a TrainJob whose ConfigMap is missing or stale."""
         if new is None:
             if old is not None:
-                self._written.pop(key_of(old), None)
+                self._written.discard(old["metadata"].get("uid"))
             return
         if self._due(new):
             self._pending.add(key_of(new))
@@ -80,6 +82,8 @@ class CAPublisher:
     async def set_ca(self, ca: str) -> None:
         """Publish ``ca`` (PEM) to every TrainJob's ConfigMap from now on (the writes happen in
         :meth:`run`)."""
+        if ca != self.ca:
+            self._written.clear()
         self.ca = ca
         self._pending |= {key_of(o) for o in self.reader.items(TRAINJOBS) if self._due(o)}
         self._wake.set()
@@ -102,7 +106,8 @@ class CAPublisher:
                 "status server CA refused", configmap=f"{key[0]}/{body['metadata']['name']}", error=refusal.message
             )
             return
-        self._written[key] = (str(obj["metadata"].get("uid")), ca)
+        if ca == self.ca:  # not replaced while the write was under way
+            self._written.add(obj["metadata"].get("uid"))
         log.info("status server CA published", configmap=f"{key[0]}/{body['metadata']['name']}")
 
     async def run(self) -> None:

@@ -52,15 +52,20 @@ def interned(value: Any, like: Any = None) -> Any:
     holds at the same place, equal, that part of ``like`` is taken as it is. Walks with a stack of its
     own, not recursion: an object nested however deep (a tenant's preserve-unknown-fields) is rebuilt,
     never a ``RecursionError``. Neither ``value`` nor its ``metadata`` (a name and uid of its own) is
-    looked up among the shared leaves (:func:`_shared_leaf`); what they hold is."""
+    looked up among the shared leaves (:func:`_shared_leaf`); what they hold is, but for the strings of
+    :data:`NEVER_SHARED`, which are kept as they are."""
     stack: list[tuple[Any, Any, Any]] = []
     root = _rebuilt(value, like, stack, share=False)
+    own = value.get("metadata") if isinstance(value, dict) else None
     while stack:
         src, old, dst = stack.pop()
         if isinstance(src, dict):
             was = old if isinstance(old, dict) else None
             top = src is value
             for k, v in src.items():
+                if src is own and k in NEVER_SHARED and type(v) is str:
+                    dst[sys.intern(k)] = v
+                    continue
                 like_v = was.get(k) if was is not None else None
                 dst[sys.intern(k)] = _rebuilt(v, like_v, stack, share=not (top and k == "metadata"))
         else:
@@ -95,6 +100,10 @@ def _rebuilt(value: Any, like: Any, stack: list[tuple[Any, Any, Any]], share: bo
     return value
 
 
+NEVER_SHARED = frozenset({"resourceVersion"})
+"""Strings of an object's own ``metadata`` that no other object holds, kept as decoded, not interned: the
+interpreter's table of interned strings keeps a slot for each string interned (about 50 bytes), which
+only a string that recurs pays back."""
 LEAF_ITEMS = 16
 """Entries a dict or list may have to be shared as a leaf (see :func:`_shared_leaf`)."""
 LEAF_DEPTH = 3
