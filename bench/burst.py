@@ -1287,7 +1287,7 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         log = cluster.state_dir / "operator.log"
         profile = args.profile if checkout.root == ROOT else None
         memory = args.tracemalloc if checkout.root == ROOT else None
-        extra, webhooks = webhook_args(checkout, cluster.state_dir) if args.webhook else ([], None)
+        extra, webhooks = webhook_args(checkout.root, cluster.state_dir) if args.webhook else ([], None)
         if args.status_server:
             extra += ["--status-server-port", str(free_ports(1)[0])]
         op = CountedOperator(
@@ -1296,17 +1296,17 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         return timed(measure(args, cluster, op, figures, baseline, webhooks=webhooks), op, figures)
 
 
-def webhook_args(checkout: Checkout, directory: Path) -> tuple[list[str], Path]:
-    """With ``--webhook``: the flags that serve the admission webhook of ``checkout``'s operator on a free
+def webhook_args(root: Path, directory: Path) -> tuple[list[str], Path]:
+    """The flags that serve the admission webhook of the operator of the checkout at ``root`` on a free
     loopback port, and the file (``webhooks.yaml`` in ``directory``) of its webhook configurations calling
-    that port (from its own ``python -m trainer.webhook.server --url``). Raises
+    that port (from its own ``python -m trainer.webhook.server --url``), to apply before it starts. Raises
     ``subprocess.CalledProcessError`` when that command fails."""
     (port,) = free_ports(1)
     url = f"https://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": str(checkout.root)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run(
         [sys.executable, "-m", "trainer.webhook.server", "--url", url],
-        cwd=checkout.root,
+        cwd=root,
         env=env,
         check=True,
         capture_output=True,

@@ -43,17 +43,16 @@ from bench.burst import (
     load,
     per_trainjob,
     wait_quiet,
+    webhook_args,
     write_delta,
 )
 from bench.cluster import NODES, PhaseTimeout, machine, pods_per_node
 from bench.raw_client import raw_copy, trainjob_owner
-from localcluster import LocalCluster
+from localcluster import ROOT, LocalCluster
 from localcluster.api import ApiClient
-from localcluster.cluster import free_ports
 from trainer.api.kinds import JOBS, NAMESPACES, PODS, TRAINJOBS, VOLCANO_PODGROUPS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
-from trainer.webhook import server as webhook_server
 
 ADMISSION_METRIC = "apiserver_admission_webhook_admission_duration_seconds"
 """The apiserver's histogram of admission webhook calls, by webhook ``name``, ``type``, ``operation``."""
@@ -256,20 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         try:
             cluster.start()
-            (port,) = free_ports(1)
-            url = f"https://127.0.0.1:{port}"
-            configs = Path(tmp) / "webhooks.yaml"
-            configs.write_text(webhook_server.render(url))
-            extra = [
-                "--gang-scheduler-name",
-                "volcano",
-                "--webhook-port",
-                str(port),
-                "--webhook-host",
-                "127.0.0.1",
-                "--max-nodes-per-job",
-                str(max(1000, args.nodes)),
-            ]
+            webhook, configs = webhook_args(ROOT, Path(tmp))
+            extra = ["--gang-scheduler-name", "volcano", *webhook, "--max-nodes-per-job", str(max(1000, args.nodes))]
             op = CountedOperator(cluster.kubeconfig, BENCH_NS, Path(tmp) / "operator.log", args=extra)
             try:
                 asyncio.run(measure(args, cluster, op, figures, configs))

@@ -23,7 +23,6 @@ from bench.burst import (
     GC_METRIC,
     REQUESTS_METRIC,
     REST_METRIC,
-    Checkout,
     CountedOperator,
     compare,
     complete,
@@ -363,7 +362,7 @@ def test_the_operator_of_a_ref_gets_only_flags_every_version_has(tmp_path: Path)
 
 
 def test_with_webhook_ours_serves_on_loopback_and_its_configurations_call_that_port(tmp_path: Path) -> None:
-    flags, path = webhook_args(Checkout(ROOT, "HEAD", "head"), tmp_path)
+    flags, path = webhook_args(ROOT, tmp_path)
     port = flags[flags.index("--webhook-port") + 1]
     assert flags[flags.index("--webhook-host") + 1] == "127.0.0.1" and path == tmp_path / "webhooks.yaml"
     configs = list(yaml.safe_load_all(path.read_text()))
