@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
 import aiohttp
@@ -36,7 +37,7 @@ from trainer.framework.kube.cache import Key
 from trainer.framework.kube.client import ApiError
 from trainer.framework.owner import owner_reference
 from trainer.statusserver.auth import TokenAuthenticator, bearer_token
-from trainer.statusserver.ca_publisher import CAPublisher
+from trainer.statusserver.ca_publisher import CAPublisher, ca_config_map
 from trainer.statusserver.payload import PayloadError, coalesce, parse_update, status_patch, stored
 from trainer.statusserver.rate_limit import WriteLimiter
 from trainer.statusserver.server import MAX_BODY, StatusServer, StatusServerSettings, setup
@@ -771,8 +772,10 @@ async def test_run_serves_with_the_secret_and_publishes_its_ca_to_every_trainjob
         secret = kube.objects[(SECRETS, ("ops", "trainer-status-server-certs"))]
         ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
         assert cm["data"] == {"ca.crt": ca}
-        assert cm["metadata"]["labels"] == {"jobset.sigs.k8s.io/jobset-name": "a"}
+        assert cm["metadata"]["labels"] == {"trainer.kubeflow.org/trainjob-name": "a"}
         assert cm["metadata"]["ownerReferences"][0]["uid"] == first["metadata"]["uid"]
+        trainjobs = manager.readers["trainjob"]
+        assert trainjobs.get(CONFIGMAPS, NS, "a-tls-config") is None, "not held by the ConfigMap cache"
         assert (CONFIGMAPS, (NS, "mk-tls-config")) not in kube.objects, "not for a job another controller runs"
 
         kube.put(trainjob("later"))  # a new TrainJob gets one through the informer
@@ -910,8 +913,7 @@ async def test_healthz_and_readyz_fail_while_the_status_server_does_not_listen()
 
 
 class _Caches:
-    """The TrainJob controller's caches as the CA publisher reads them: TrainJobs, and no ConfigMap yet
-    (the watch has not brought the ones written)."""
+    """The TrainJob controller's TrainJob cache as the CA publisher reads it."""
 
     def __init__(self, *jobs: JSON) -> None:
         self.jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in jobs}
@@ -924,31 +926,103 @@ class _Caches:
 
 
 class _Writer:
-    """Records each ConfigMap applied, and accepts it."""
+    """Records each ConfigMap applied, and accepts it (or refuses those named in :attr:`refused`)."""
 
     def __init__(self) -> None:
         self.applied: list[tuple[str, str]] = []
+        self.refused: set[str] = set()
 
-    async def apply(self, owner: JSON, body: JSON, cached: JSON | None) -> tuple[None, JSON]:
-        self.applied.append((body["metadata"]["name"], body["data"]["ca.crt"]))
-        return None, body
+    async def apply(self, owner: JSON, body: JSON, cached: JSON | None) -> tuple[Any, JSON]:
+        assert cached is None, "the ConfigMaps are not cached"
+        name = body["metadata"]["name"]
+        self.applied.append((name, body["data"]["ca.crt"]))
+        return (SimpleNamespace(message="taken") if name in self.refused else None), body
 
 
-async def test_a_published_ca_is_written_once_per_trainjob_until_the_ca_or_the_trainjob_changes() -> None:
-    job = trainjob("a") | {"metadata": {"name": "a", "namespace": NS, "uid": "u1"}}
-    caches, writer = _Caches(job), _Writer()
-    publisher = CAPublisher(cast(Any, writer), cast(Any, caches))
-    await publisher.set_ca("CA 1")
-    await publisher.publish((NS, "a"))
-    publisher.on_trainjob(job, job)  # a status write echoed before the ConfigMap's watch event
-    await publisher.publish((NS, "a"))
-    assert writer.applied == [("a-tls-config", "CA 1")], "written once, though the cache has not seen it"
-    await publisher.set_ca("CA 2")
-    await publisher.publish((NS, "a"))
-    assert writer.applied[-1] == ("a-tls-config", "CA 2"), "a new CA is written again"
-    publisher.on_trainjob(job, None)  # deleted, then made again under the same name
-    again = job | {"metadata": {**job["metadata"], "uid": "u2"}}
-    caches.jobs[(NS, "a")] = again
-    publisher.on_trainjob(None, again)
-    await publisher.publish((NS, "a"))
-    assert writer.applied == [("a-tls-config", "CA 1"), ("a-tls-config", "CA 2"), ("a-tls-config", "CA 2")]
+@dataclass
+class _FailingList(RecordingKube):
+    """Answers its first ``failures`` lists with 500."""
+
+    failures: int = 0
+
+    async def list(self, *args: Any, **kwargs: Any) -> tuple[list[JSON], str]:
+        if self.failures:
+            self.failures -= 1
+            raise ApiError(500, {"reason": "InternalError", "message": "etcd"})
+        return await super().list(*args, **kwargs)
+
+
+def _job(name: str, uid: str) -> JSON:
+    return trainjob(name) | {"metadata": {"name": name, "namespace": NS, "uid": uid}}
+
+
+def _ca_config_map(job: JSON, ca: str, name: str | None = None) -> JSON:
+    cm = ca_config_map(job, ca)
+    cm["metadata"]["name"] = name or cm["metadata"]["name"]
+    return cm
+
+
+async def _settled(publisher: CAPublisher, writer: _Writer, count: int) -> list[tuple[str, str]]:
+    await until(lambda: len(writer.applied) >= count)
+    await asyncio.sleep(0.05)  # nothing more comes
+    return sorted(writer.applied)
+
+
+async def test_the_ca_is_listed_once_then_written_to_each_trainjob_whose_config_map_lacks_it() -> None:
+    """A restart finds the ConfigMaps by one list: what carries the CA is not written again; one of an
+    older CA, none, or one only named after another TrainJob's (a tenant's) is."""
+    a, b, c, d = _job("a", "u1"), _job("b", "u2"), _job("c", "u3"), _job("d", "u4")
+    kube = _FailingList(failures=1)
+    kube.put(_ca_config_map(a, "CA 1"))
+    kube.put(_ca_config_map(b, "CA 0"))
+    kube.put(_ca_config_map(c, "CA 1", name="other-tls-config"))  # controlled by c, not its name
+    caches, writer = _Caches(a, b, c, d), _Writer()
+    publisher = CAPublisher(cast(Any, writer), cast(Any, caches), kube, NS, retry_delay=0.01)
+    task = asyncio.ensure_future(publisher.run())
+    try:
+        publisher.on_trainjob(None, a)  # before any CA: nothing due
+        await publisher.set_ca("CA 1")
+        written = await _settled(publisher, writer, 3)
+        assert written == [("b-tls-config", "CA 1"), ("c-tls-config", "CA 1"), ("d-tls-config", "CA 1")]
+        assert kube.failures == 0, "the failed list was tried again"
+
+        for job in (a, b, c, d):  # status writes echoed: the ConfigMaps are not written again
+            publisher.on_trainjob(job, job)
+        await asyncio.sleep(0.05)
+        assert len(writer.applied) == 3
+
+        await publisher.set_ca("CA 2")  # a rotation: every one, the list finding none of the new CA
+        written = await _settled(publisher, writer, 7)
+        assert [w for w in written if w[1] == "CA 2"] == [(f"{n}-tls-config", "CA 2") for n in "abcd"]
+
+        publisher.on_trainjob(a, None)  # deleted, then made again under the same name
+        again = _job("a", "u5")
+        caches.jobs[(NS, "a")] = again
+        publisher.on_trainjob(None, again)
+        await _settled(publisher, writer, 8)
+        assert writer.applied[-1] == ("a-tls-config", "CA 2")
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_a_refused_config_map_is_not_taken_as_written() -> None:
+    a = _job("a", "u1")
+    caches, writer = _Caches(a), _Writer()
+    writer.refused.add("a-tls-config")
+    publisher = CAPublisher(cast(Any, writer), cast(Any, caches), RecordingKube(), None, retry_delay=0.01)
+    task = asyncio.ensure_future(publisher.run())
+    try:
+        await publisher.set_ca("CA 1")
+        await until(lambda: writer.applied)
+        writer.refused.clear()
+        publisher.on_trainjob(a, a)  # the next change of the TrainJob sends it again
+        await until(lambda: len(writer.applied) == 2)
+        publisher.on_trainjob(a, a)
+        await asyncio.sleep(0.05)
+        assert writer.applied == [("a-tls-config", "CA 1")] * 2
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

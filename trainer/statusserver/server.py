@@ -320,7 +320,7 @@ def setup(kube: KubeClient, settings: StatusServerSettings, manager: Manager) ->
     TrainJob informer. Call before the manager runs."""
     reader = manager.readers["trainjob"]
     writer = ChildWriter(kube, reader, manager.events, OwnWrites(), settles=False, announce=False)
-    publisher = CAPublisher(writer, reader)
+    publisher = CAPublisher(writer, reader, kube, manager.settings.namespace)
     series = TrainingSeries(manager.metrics, settings.training_metrics_max_series)
     for informer in manager.informers:
         if informer.res == TRAINJOBS:

@@ -273,7 +273,7 @@ class Informer:
         projection), cache what is new or changed, then drop what the list no longer has."""
         fresh: set[Key] = set()
         rv = ""
-        async for items, page_rv in _pages(kube, self.res, self.namespace, self.label_selector, self.field_selector):
+        async for items, page_rv in pages(kube, self.res, self.namespace, self.label_selector, self.field_selector):
             rv = page_rv
             for obj in items:
                 key = key_of(obj)
@@ -415,7 +415,7 @@ class Informer:
             await self._sleep(wait)
 
 
-async def _pages(
+async def pages(
     kube: Lister, res: Resource, namespace: str | None, label_selector: str | None, field_selector: str | None
 ) -> AsyncIterator[tuple[list[JSON], str]]:
     """The pages of one list: :meth:`Kube.list_pages`, or the whole list as one page from another
