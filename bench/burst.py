@@ -50,7 +50,7 @@ regression of writes fails the run that causes it.
 (``python -m trainer.webhook.server --url``) applied before it starts, so that the apiserver calls it for
 every TrainJob created; upstream's side is unchanged. ``--status-server`` runs ours with its status server
 on (``--status-server-port``, a free port), as the chart installs it: each TrainJob then gets the ConfigMap
-``<trainjob>-tls-config`` with the server's CA, one more write and one more cached object per TrainJob.
+``<trainjob>-tls-config`` with the server's CA, one more write per TrainJob (not cached by the operator).
 The chart's defaults are both flags (but for leader election, whose Lease renewals would never let the
 operator go quiet, and the namespaces watched).
 
