@@ -84,6 +84,8 @@ class CAPublisher:
         self._written: set[str] | None = None
         """The uids of the TrainJobs whose ConfigMap carries :attr:`ca` (one string each, held by the
         TrainJob's cached object too); None until listed for this CA."""
+        self._retrying: set[Key] = set()
+        """TrainJobs whose ConfigMap was refused (a name someone else holds), queued again after a backoff."""
         self._wake = asyncio.Event()
 
     def _due(self, obj: JSON) -> bool:
@@ -129,14 +131,28 @@ class CAPublisher:
             if e.namespace_terminating or e.not_found:
                 return
             raise
-        if refusal is not None:  # told on the TrainJob; sent again after a backoff
+        if refusal is not None:  # told on the TrainJob; sent again after the writer's backoff
             log.warning(
                 "status server CA refused", configmap=f"{key[0]}/{body['metadata']['name']}", error=refusal.message
             )
+            self._retry_at(key, refusal.retry_at - self.writer.clock())
             return
         if ca == self.ca and self._written is not None:  # not replaced while the write was under way
             self._written.add(obj["metadata"].get("uid"))
         log.info("status server CA published", configmap=f"{key[0]}/{body['metadata']['name']}")
+
+    def _retry_at(self, key: Key, delay: float) -> None:
+        """Queue ``key`` again in ``delay`` seconds (once, however often it is refused meanwhile)."""
+        if key in self._retrying:
+            return
+        self._retrying.add(key)
+
+        def again() -> None:
+            self._retrying.discard(key)
+            self._pending.add(key)
+            self._wake.set()
+
+        asyncio.get_running_loop().call_later(max(delay, 0.0), again)
 
     async def _list(self) -> bool:
         """List which ConfigMaps carry the CA when not yet known for it, then queue every TrainJob whose
