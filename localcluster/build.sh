@@ -352,25 +352,62 @@ build_helm() {
   GOBIN="$out" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$ver"
 }
 
-# wrapper_build DIR MODULE VERSION PACKAGE OUT: build PACKAGE of MODULE@VERSION into OUT (unless it
-# exists) through a wrapper module in DIR that requires only MODULE: MODULE's own dependency
-# versions, and no version list read from the proxy (which refuses lists here).
-wrapper_build() {
-  local dir="$1" module="$2" ver="$3" pkg="$4" out="$5"
-  [ -x "$out" ] && return 0
+# wrapper_module DIR MODULE VERSION PACKAGE [FLOORS]: write in DIR a wrapper module that requires only
+# MODULE and imports PACKAGE: MODULE's own dependency versions, and no version list read from the proxy
+# (which refuses lists here). With FLOORS (another wrapper module's directory), every module FLOORS
+# selects is required at that version too, so each module both builds use is at the same version (the
+# higher of the two) and their shared packages compile once in the build cache.
+wrapper_module() {
+  local dir="$1" module="$2" ver="$3" pkg="$4" floors="${5:-}"
+  local name
+  name="$(basename "$dir")"
+  module_dir "$module" "$ver" >/dev/null
   mkdir -p "$dir"
   {
-    echo "module local/$(basename "$out")-build"
+    echo "module local/$name-build"
     echo
     awk '$1 == "go" {print; exit}' "$(go env GOMODCACHE)/cache/download/$module/@v/$ver.mod"
     echo
     echo "require $module $ver"
   } >"$dir/go.mod"
+  rm -f "$dir/go.sum"
   printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/tools.go"
+  if [ -n "$floors" ]; then
+    local required
+    required="$(cd "$floors" && go list -m -f '{{if not .Main}}{{if not .Replace}}-require={{.Path}}@{{.Version}}{{end}}{{end}}' all)"
+    # shellcheck disable=SC2086 # one -require flag per word
+    (cd "$dir" && go mod edit $required)
+  fi
   (cd "$dir" && go mod tidy)
-  log "$module $ver: building $(basename "$out")"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" "$pkg")
+}
+
+# wrapper_build DIR MODULE VERSION PACKAGE OUT [FLOORS]: build PACKAGE of MODULE@VERSION into OUT (unless
+# it exists) through the wrapper module in DIR (wrapper_module, FLOORS included). When it does not
+# build on FLOORS' versions, it is built on MODULE's own.
+wrapper_build() {
+  local dir="$1" module="$2" ver="$3" pkg="$4" out="$5" floors="${6:-}"
+  [ -x "$out" ] && return 0
+  wrapper_module "$dir" "$module" "$ver" "$pkg" "$floors"
+  log "$module $ver: building $(basename "$out")${floors:+ on the versions of $(basename "$floors")}"
+  if ! (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" "$pkg"); then
+    [ -n "$floors" ] || return 1
+    log "$module $ver: does not build on the versions of $floors; building on its own"
+    wrapper_module "$dir" "$module" "$ver" "$pkg"
+    (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$out.tmp" "$pkg")
+  fi
   mv "$out.tmp" "$out"
+}
+
+# trainer_module: the directory of upstream Trainer's wrapper module (UPSTREAM_TRAINER_VERSION, its
+# controller manager), written when missing. Every JobSet controller is built on its versions (JobSet
+# at the version asked, every dependency the one Trainer's build selects, a patch release newer than
+# JobSet's own at most): the packages both share, Kubernetes' client libraries and controller-runtime
+# above all, compile once.
+trainer_module() {
+  local dir="$cache/src/upstream-$UPSTREAM_TRAINER_VERSION/trainer"
+  [ -f "$dir/go.sum" ] || wrapper_module "$dir" github.com/kubeflow/trainer/v2 "$UPSTREAM_TRAINER_VERSION" \
+    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+  printf '%s\n' "$dir"
 }
 
 # build_upstream: upstream Kubeflow Trainer's controller manager (UPSTREAM_TRAINER_VERSION) and the
@@ -391,7 +428,8 @@ build_upstream() {
   jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
   wrapper_build "$mod/trainer" github.com/kubeflow/trainer/v2 "$ver" \
     github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "$out/trainer-controller-manager"
-  wrapper_build "$mod/jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-controller"
+  wrapper_build "$mod/jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-controller" \
+    "$(trainer_module)"
   copy_crds "$out/crds" "$src/manifests/base/crds"/trainer.kubeflow.org_*.yaml \
     "$jsrc/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
   copy_crds "$out/runtimes" "$src/manifests/base/runtimes"/*.yaml
@@ -516,7 +554,8 @@ build_kueue_e2e() {
   fi
   jobset="$(required_version "$(go env GOMODCACHE)/cache/download/sigs.k8s.io/kueue/@v/$ver.mod" sigs.k8s.io/jobset)"
   jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
-  wrapper_build "$cache/src/kueue_e2e_jobset-$jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-manager"
+  wrapper_build "$cache/src/kueue_e2e_jobset-$jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset \
+    "$out/jobset-manager" "$(trainer_module)"
   rm -rf "$out/jobset-config"
   cp -R "$jsrc/config" "$out/jobset-config"
   chmod -R u+w "$out/jobset-config"
@@ -565,6 +604,9 @@ build_katib() {
   cp -R "$src/manifests/v1beta1" "$out/manifests"
   chmod -R u+w "$out/manifests"
 }
+
+# Sourced (tests/tooling/test_wrapper_module.py), it only defines the functions above.
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 
 fetch=false
 [ "${1:-}" = "--fetch" ] && fetch=true && shift
