@@ -6,6 +6,10 @@
   made once), and every module that runs real nodes runs in one lane, one after the other, first
   (:data:`REAL_NODES_GROUP`; a machine has one pod network for real nodes). Each lane starts its own
   session cluster when a module needs it. Without ``-n`` a run is one process, as before.
+- **Builds beside the run last.** On a machine where ``make test`` still builds components beside the run
+  (:data:`localcluster.prebuild.BUILDING_BESIDE`), the modules that need one of them (their ``builds``
+  mark) run after the others, in the order those builds end (:func:`builds_last`), so a lane waits for a
+  build only when nothing else is left to run. Elsewhere the order is pytest-xdist's.
 - **Time per module**, printed at the end of every run (every e2e module, slowest first, the others summed
   per folder, the total and the wall clock): where the suite's time goes, so the slow modules are the
   first to share clusters or lose duplicate work.
@@ -15,14 +19,18 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
+
+from localcluster.prebuild import BUILDING_BESIDE
 
 ROOT = Path(__file__).resolve().parent
 
@@ -62,14 +70,70 @@ def lane_group(nodeid: str) -> str:
     return REAL_NODES_GROUP if runs_real_nodes(module) else module
 
 
+BUILDS_MARK = "builds"
+"""``@pytest.mark.builds("helm", ...)``: the ``localcluster/build.sh`` components a module needs beyond every
+cluster's and the session cluster's (Volcano, Kueue)."""
+
+
+def waits_for(components: Iterable[str], building: Sequence[str]) -> int:
+    """The position in ``building`` (components built beside the run, in order) of the last of
+    ``components`` it builds; -1 when it builds none of them."""
+    return max((building.index(c) for c in components if c in building), default=-1)
+
+
+@functools.cache
+def module_builds(module: str) -> tuple[str, ...]:
+    """The components the test module at ``module`` (a path relative to the repository's root) names in
+    its ``pytest.mark.builds(...)`` marks. Read from its source, as :func:`runs_real_nodes`; none for a
+    path that is not a Python file here."""
+    path = ROOT / module
+    if path.suffix != ".py" or not path.is_file():
+        return ()
+    return tuple(
+        arg.value
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == BUILDS_MARK
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "mark"
+        for arg in node.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    )
+
+
+def builds_last(workqueue: dict[str, dict[str, bool]], building: Sequence[str]) -> dict[str, dict[str, bool]]:
+    """``workqueue`` (lane group -> its tests' node ids) with the tests whose module waits for a build
+    (:func:`waits_for` of :func:`module_builds`) after the others, the later the build the later, within each
+    group and among the groups (by their last test); a stable sort, so each module stays whole and equals
+    keep their order."""
+
+    def wait(nodeid: str) -> int:
+        return waits_for(module_builds(nodeid.split("::", 1)[0]), building)
+
+    groups = {scope: dict(sorted(tests.items(), key=lambda kv: wait(kv[0]))) for scope, tests in workqueue.items()}
+    return dict(sorted(groups.items(), key=lambda kv: max(map(wait, kv[1]), default=-1)))
+
+
 class ModuleLanes(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
     """pytest-xdist's scope scheduler with :func:`lane_group` as the scope, the real nodes' group handed
-    out first (it is the longest; the other lane takes every other module meanwhile)."""
+    out first (it is the longest; the other lane takes every other module meanwhile); while components
+    build beside the run (:data:`~localcluster.prebuild.BUILDING_BESIDE`), what waits for them last
+    (:func:`builds_last`)."""
 
     def _split_scope(self, nodeid: str) -> str:
         return lane_group(nodeid)
 
+    def __init__(self, config: pytest.Config, log: Producer) -> None:
+        super().__init__(config, log)
+        self._ordered = False
+
     def _assign_work_unit(self, node: WorkerController) -> None:
+        if not self._ordered and (building := os.environ.get(BUILDING_BESIDE, "").split()):
+            ordered = builds_last(self.workqueue, building)
+            self.workqueue.clear()
+            self.workqueue.update(ordered)
+        self._ordered = True
         if REAL_NODES_GROUP in self.workqueue:
             self.workqueue.move_to_end(REAL_NODES_GROUP, last=False)
         super()._assign_work_unit(node)

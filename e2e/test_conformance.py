@@ -11,7 +11,7 @@ import pytest
 
 from bench.conformance import report, run
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("upstream")]
 
 CASES = ["torch-distributed", "torchtune-llama3.2-1b", "01-multi-node", "05-multi-step"]
 """The torch runtime, a runtime with initializers on a volume claim, and two of upstream's examples."""

@@ -43,7 +43,7 @@ from localcluster.binaries import ensure
 from localcluster.client import Client, wait_for
 from trainer.framework.json_codec import JSON
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("helm")]
 NAME = "kubeflow-trainer-cache-initializer"
 RUNTIME = ROOT / "config" / "samples" / "upstream" / "torch-distributed-with-cache.yaml"
 

@@ -63,7 +63,7 @@ from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError
 from trainer.webhook.server import CONFIG_NAME
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("helm")]
 CHART = ROOT / "charts" / "trainer"
 RELEASE = "e2e-helm"
 NAMESPACE = "trainer-helm-e2e"

@@ -52,7 +52,11 @@ from trainer.framework.kube.leader import LEASE_DURATION
 from trainer.framework.kube.projection import FIELD_MANAGER
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster operator: {WHY_NOT}")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster operator: {WHY_NOT}"),
+    pytest.mark.builds("helm"),
+]
 DIGITS = ROOT / "config" / "samples" / "digits"
 CRDS = ROOT / "config" / "crd" / "bases"
 NS = "default"

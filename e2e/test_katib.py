@@ -35,7 +35,11 @@ from localcluster.realnode import images
 from localcluster.realnode.node import RealNodes, unavailable
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}"),
+    pytest.mark.builds("trainer_e2e", "katib"),
+]
 REAL_NODE_IMAGES = ("training",)
 RUNTIME = ROOT / "config" / "samples" / "upstream" / "torch-distributed.yaml"
 NS = "katib-trials"

@@ -55,7 +55,11 @@ from localcluster.peers import JOBSET, KUEUE, deploy, kueue_source, rolled_out
 from localcluster.realnode.node import RealNodes, unavailable
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster peers: {WHY_NOT}")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster peers: {WHY_NOT}"),
+    pytest.mark.builds("trainer_e2e", "kueue_e2e"),
+]
 
 SUITES = ("singlecluster", "tas")
 """The extended suites, each a binary ``<suite>-extended.test`` run from its package directory."""

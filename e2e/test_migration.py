@@ -44,7 +44,7 @@ from localcluster.pki import Pki
 from trainer.api.kinds import JOBS, JOBSETS, PODS, TRAINJOBS
 from trainer.framework.json_codec import JSON
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("helm", "upstream")]
 DOC = ROOT / "docs" / "migration.md"
 NS = "team"
 RUN_50S = {"pod-complete.stage.kwok.x-k8s.io/delay": "50s", "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "51s"}

@@ -64,7 +64,11 @@ from localcluster.incluster import Release
 from localcluster.realnode.node import RealNodes, unavailable
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster operator: {WHY_NOT}")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"in-cluster operator: {WHY_NOT}"),
+    pytest.mark.builds("mpi_operator_e2e"),
+]
 
 BINARY = "mpi-operator-e2e.test"
 SKIPPED = {

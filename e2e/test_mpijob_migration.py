@@ -46,7 +46,7 @@ from trainer.api.kinds import JOBS, MPIJOBS, PODS
 from trainer.framework.json_codec import JSON
 from trainer.jobs.child_writer import HASH_ANNOTATION
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("helm", "mpi_operator")]
 CRDS = ROOT / "config" / "crd" / "bases"
 CHART = ROOT / "charts" / "trainer"
 DOC = ROOT / "docs" / "migration.md"

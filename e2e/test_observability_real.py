@@ -47,7 +47,11 @@ from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}"),
+    pytest.mark.builds("helm", "prometheus"),
+]
 DIGITS = ROOT / "config" / "samples" / "digits"
 CHART = ROOT / "charts" / "trainer"
 JOB = "trainer-operator"

@@ -41,7 +41,7 @@ from e2e.helpers import ROOT
 from localcluster.binaries import ensure
 from localcluster.operator_process import Operator
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("helm")]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
 RELEASE, NAMESPACE = "quickstart", "trainer-quickstart"
 RC = "::quickstart-rc::"

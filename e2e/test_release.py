@@ -26,7 +26,7 @@ import yaml
 from localcluster.binaries import ensure
 from tests.tooling.test_release import make
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("helm")]
 VERSION = "0.0.7"
 """Not pyproject.toml's, so the override is what is tested."""
 

@@ -33,7 +33,7 @@ from e2e.helpers import ROOT
 from localcluster.binaries import component_dir, ensure
 from localcluster.cluster import LocalCluster, reserved_ports
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.builds("trainer_e2e")]
 
 (PORT,) = reserved_ports(1)
 OPERATOR_ARGS = ["--webhook-port", str(PORT), "--webhook-host", "127.0.0.1"]

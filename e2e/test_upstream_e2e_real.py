@@ -47,7 +47,11 @@ from localcluster.realnode import images
 from localcluster.realnode.node import RealNodes, status_server_args, unavailable
 
 WHY_NOT = "TRAINER_E2E_REAL=0" if os.environ.get("TRAINER_E2E_REAL") == "0" else unavailable()
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(WHY_NOT is not None, reason=f"real pods: {WHY_NOT}"),
+    pytest.mark.builds("helm", "trainer_e2e"),
+]
 
 WEBHOOK_PORT, STATUS_PORT = reserved_ports(2)
 OPERATOR_ARGS = ["--webhook-port", str(WEBHOOK_PORT), "--webhook-host", "127.0.0.1", *status_server_args(STATUS_PORT)]

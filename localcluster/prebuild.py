@@ -63,6 +63,10 @@ BESIDE = (
 """The other components, in the order built: Volcano and Kueue first (the session cluster of
 e2e/conftest.py runs both), helm and promtool next (unit modules and the demo run them), the peers'
 controllers and e2e suites after."""
+BUILDING_BESIDE = "TRAINER_BUILDING_BESIDE"
+"""The environment variable :func:`meanwhile` gives its command: the components of :data:`BESIDE` not built
+when it started, in the order they are built, space-separated. The root ``conftest.py`` runs the modules
+that need one of them (their ``builds`` mark) after the others, the later the build the later the module."""
 COMPONENTS = CLUSTER + BESIDE
 """Every component of ``localcluster/build.sh``, in the order built (the cluster's first)."""
 NODE_BINARIES = ("kubelet", "kube_proxy", "coredns", "pause")
@@ -200,11 +204,12 @@ def lanes(first: Sequence[str], timings: dict[str, float], real: bool) -> list[B
 
 
 def meanwhile(command: Sequence[str], timings: dict[str, float]) -> int:
-    """Run ``command`` while the Go lane builds :data:`BESIDE` at the lowest CPU priority; stop those
-    builds when ``command`` ends. Returns ``command``'s exit status, or 1 when it was 0 and a build
-    beside it failed."""
+    """Run ``command`` while the Go lane builds :data:`BESIDE` at the lowest CPU priority (telling it which
+    in :data:`BUILDING_BESIDE`); stop those builds when ``command`` ends. Returns ``command``'s exit status,
+    or 1 when it was 0 and a build beside it failed."""
     lane = GoLane(timings, beside=True)
     failed: list[BaseException] = []
+    env = {**os.environ, BUILDING_BESIDE: " ".join(missing_components(BESIDE))}
 
     def beside() -> None:
         try:
@@ -216,7 +221,7 @@ def meanwhile(command: Sequence[str], timings: dict[str, float]) -> int:
     thread.start()
     _say(f"running {' '.join(command)} while {', '.join(BESIDE)} build beside it (nice 19)")
     try:
-        returncode = subprocess.run(command, check=False).returncode
+        returncode = subprocess.run(command, check=False, env=env).returncode
     finally:
         lane.stop()
         thread.join()

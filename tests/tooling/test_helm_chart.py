@@ -30,6 +30,8 @@ from trainer.framework.permissions import policy_rules
 from trainer.jobs.gang import SCHEDULERS
 from trainer.webhook import server as webhook
 
+pytestmark = pytest.mark.builds("helm")
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "trainer"
 CONFIG = ROOT / "config"

@@ -19,6 +19,8 @@ import yaml
 from tests.conftest import SAMPLES
 from tests.tooling.test_helm_chart import CHART, NAMESPACE, Doc, by_key, helm_template, key, run, tools
 
+pytestmark = pytest.mark.builds("helm")
+
 NAME = "kubeflow-trainer-cache-initializer"
 CACHE_PY = "kubeflow/trainer pkg/initializers/dataset/cache.py (master 8c0f5059b; last change 53066b8f6)"
 

@@ -53,27 +53,16 @@ def test_every_module_that_runs_real_nodes_shares_one_lane_group_and_every_other
     assert lane_group("e2e/no_such_module.py::test_f") == "e2e/no_such_module.py"
 
 
+def lanes_run(lanes: int, *args: str, env: dict[str, str] | None = None) -> str:
+    """What ``pytest -v -n LANES -p no:cacheprovider ARGS...`` prints, run at the repository's root (it
+    must pass)."""
+    command = [sys.executable, "-m", "pytest", "-v", "-n", str(lanes), "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+
+
 def test_a_run_in_two_lanes_runs_each_module_whole_in_one_lane_and_ends_with_its_wall_clock() -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-v",
-            "-n",
-            "2",
-            "-p",
-            "no:cacheprovider",
-            "tests/tooling/test_module_times.py",
-            "-k",
-            "not two_lanes and not a_run_prints",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    lanes = {line.split("]", 1)[0] for line in out.stdout.splitlines() if line.startswith("[gw") and "PASSED" in line}
-    assert len(lanes) == 1, out.stdout  # one module: one lane
-    assert "scheduling tests via ModuleLanes" in out.stdout
-    assert "2 passed" in out.stdout and "wall clock" in out.stdout
+    stdout = lanes_run(2, "tests/tooling/test_module_times.py", "-k", "not two_lanes and not a_run_prints")
+    lanes = {line.split("]", 1)[0] for line in stdout.splitlines() if line.startswith("[gw") and "PASSED" in line}
+    assert len(lanes) == 1, stdout  # one module: one lane
+    assert "scheduling tests via ModuleLanes" in stdout
+    assert "2 passed" in stdout and "wall clock" in stdout

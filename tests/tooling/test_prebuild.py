@@ -82,6 +82,16 @@ def test_a_command_runs_while_the_other_components_build_beside_it_at_the_lowest
     assert not (where / "two.pid").exists(), "a build started after the command ended"
 
 
+def test_the_command_is_told_what_builds_beside_it(
+    script: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where = script("exit 0")
+    monkeypatch.setattr(prebuild, "missing_components", lambda components: [c for c in components if c == "two"])
+    told = where / "told"
+    assert prebuild.meanwhile(["bash", "-c", f'printf %s "${prebuild.BUILDING_BESIDE}" > {told}'], {}) == 0
+    assert told.read_text() == "two"
+
+
 def test_the_command_s_failure_is_the_exit_status(script: Callable[[str], Path]) -> None:
     script("exit 0")
     assert prebuild.meanwhile(["bash", "-c", "exit 7"], {}) == 7

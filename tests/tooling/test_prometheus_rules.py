@@ -16,11 +16,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from localcluster.binaries import ensure
 from tests.tooling.test_helm_chart import helm_template, one
 from trainer.main import operator_metrics
+
+pytestmark = pytest.mark.builds("helm", "prometheus")
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS = ROOT / "config" / "prometheus"
