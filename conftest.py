@@ -121,12 +121,12 @@ class ModuleLanes(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist sh
     build beside the run (:data:`~localcluster.prebuild.BUILDING_BESIDE`), what waits for them last
     (:func:`builds_last`)."""
 
-    def _split_scope(self, nodeid: str) -> str:
-        return lane_group(nodeid)
-
     def __init__(self, config: pytest.Config, log: Producer) -> None:
         super().__init__(config, log)
         self._ordered = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return lane_group(nodeid)
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         if not self._ordered and (building := os.environ.get(BUILDING_BESIDE, "").split()):

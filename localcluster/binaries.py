@@ -51,14 +51,14 @@ TOOLS: dict[str, tuple[str, str]] = {
     # operator and evaluates them (tests/tooling/test_prometheus_rules.py, e2e/test_observability_real.py).
     "prometheus": ("PROMETHEUS_VERSION", "prometheus"),
     "promtool": ("PROMETHEUS_VERSION", "prometheus"),
-    # Katib, for the kubeflow SDK's OptimizerClient with this operator's TrainJobs as trials (e2e/test_katib.py,
-    # localcluster/katib.py): each binary goes into an image of its own.
     # Upstream Kubeflow Trainer's controller manager and the JobSet controller (bench/upstream.py: the bench's
     # upstream side, e2e/test_migration.py, e2e/test_conformance.py; bench.upstream.missing checks the rest).
     "trainer-controller-manager": ("UPSTREAM_TRAINER_VERSION", "upstream"),
     "jobset-controller": ("UPSTREAM_TRAINER_VERSION", "upstream"),
     # kubeflow/mpi-operator's controller, which starts the MPIJobs handed over (e2e/test_mpijob_migration.py).
     "mpi-operator": ("MPI_OPERATOR_VERSION", "mpi_operator"),
+    # Katib, for the kubeflow SDK's OptimizerClient with this operator's TrainJobs as trials (e2e/test_katib.py,
+    # localcluster/katib.py): each binary goes into an image of its own.
     "katib-controller": ("KATIB_VERSION", "katib"),
     "katib-db-manager": ("KATIB_VERSION", "katib"),
     "file-metricscollector": ("KATIB_VERSION", "katib"),
