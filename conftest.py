@@ -8,8 +8,8 @@
   session cluster when a module needs it. Without ``-n`` a run is one process, as before.
 - **Builds beside the run last.** On a machine where ``make test`` still builds components beside the run
   (:data:`localcluster.prebuild.BUILDING_BESIDE`), the modules that need one of them (their ``builds``
-  mark) run after the others, in the order those builds end (:func:`builds_last`), so a lane waits for a
-  build only when nothing else is left to run. Elsewhere the order is pytest-xdist's.
+  mark; every e2e module waits for the session cluster's) run after the others, in the order those builds
+  end (:func:`builds_last`), so a lane waits for a build only when nothing else is left to run.
 - **Time per module**, printed at the end of every run (every e2e module, slowest first, the others summed
   per folder, the total and the wall clock): where the suite's time goes, so the slow modules are the
   first to share clusters or lose duplicate work.
@@ -102,24 +102,37 @@ def module_builds(module: str) -> tuple[str, ...]:
     )
 
 
+SESSION_CLUSTER = ("volcano", "kueue")
+"""What the session cluster of ``e2e/conftest.py`` runs: every end-to-end module waits for these builds."""
+
+
 def builds_last(workqueue: dict[str, dict[str, bool]], building: Sequence[str]) -> dict[str, dict[str, bool]]:
-    """``workqueue`` (lane group -> its tests' node ids) with the tests whose module waits for a build
-    (:func:`waits_for` of :func:`module_builds`) after the others, the later the build the later, within each
-    group and among the groups (by their last test); a stable sort, so each module stays whole and equals
-    keep their order."""
+    """``workqueue`` (lane group -> its tests' node ids) ordered for a run with ``building`` built beside
+    it: within each group, the tests whose module waits for a build (:func:`waits_for` of
+    :func:`module_builds`, and of :data:`SESSION_CLUSTER` for a module under ``e2e/``) after the others, the
+    later the build the later; then the groups by their first test's wait, the real nodes' group first
+    among equals (so the unit modules run on both lanes while the session cluster builds). Stable sorts:
+    each module stays whole and equals keep their order."""
 
     def wait(nodeid: str) -> int:
-        return waits_for(module_builds(nodeid.split("::", 1)[0]), building)
+        module = nodeid.split("::", 1)[0]
+        implicit = SESSION_CLUSTER if module.startswith(LISTED) else ()
+        return waits_for((*implicit, *module_builds(module)), building)
 
     groups = {scope: dict(sorted(tests.items(), key=lambda kv: wait(kv[0]))) for scope, tests in workqueue.items()}
-    return dict(sorted(groups.items(), key=lambda kv: max(map(wait, kv[1]), default=-1)))
+
+    def key(item: tuple[str, dict[str, bool]]) -> tuple[int, bool]:
+        scope, tests = item
+        return (min(map(wait, tests), default=-1), scope != REAL_NODES_GROUP)
+
+    return dict(sorted(groups.items(), key=key))
 
 
 class ModuleLanes(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
     """pytest-xdist's scope scheduler with :func:`lane_group` as the scope, the real nodes' group handed
     out first (it is the longest; the other lane takes every other module meanwhile); while components
-    build beside the run (:data:`~localcluster.prebuild.BUILDING_BESIDE`), what waits for them last
-    (:func:`builds_last`)."""
+    build beside the run (:data:`~localcluster.prebuild.BUILDING_BESIDE`), in the order of
+    :func:`builds_last` instead."""
 
     def __init__(self, config: pytest.Config, log: Producer) -> None:
         super().__init__(config, log)
@@ -129,13 +142,14 @@ class ModuleLanes(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist sh
         return lane_group(nodeid)
 
     def _assign_work_unit(self, node: WorkerController) -> None:
-        if not self._ordered and (building := os.environ.get(BUILDING_BESIDE, "").split()):
-            ordered = builds_last(self.workqueue, building)
-            self.workqueue.clear()
-            self.workqueue.update(ordered)
-        self._ordered = True
-        if REAL_NODES_GROUP in self.workqueue:
-            self.workqueue.move_to_end(REAL_NODES_GROUP, last=False)
+        if not self._ordered:
+            self._ordered = True
+            if building := os.environ.get(BUILDING_BESIDE, "").split():
+                ordered = builds_last(self.workqueue, building)
+                self.workqueue.clear()
+                self.workqueue.update(ordered)
+            elif REAL_NODES_GROUP in self.workqueue:
+                self.workqueue.move_to_end(REAL_NODES_GROUP, last=False)
         super()._assign_work_unit(node)
 
 

@@ -7,7 +7,7 @@ import ast
 import os
 from pathlib import Path
 
-from conftest import builds_last, module_builds, waits_for
+from conftest import SESSION_CLUSTER, builds_last, module_builds, waits_for
 from localcluster.binaries import _all_binaries
 from localcluster.prebuild import BESIDE, BUILDING_BESIDE
 from tests.tooling.test_module_times import lanes_run
@@ -17,8 +17,6 @@ MODULES = sorted(str(p.relative_to(ROOT)) for folder in ("tests", "e2e") for p i
 HELM, THIS = "tests/tooling/test_helm_data_cache.py", "tests/tooling/test_builds_last.py"
 """A module that waits for helm (14 tests), and this one (fewer, once the run below is left out; not marked:
 the mark would make it wait for helm too)."""
-SESSION_CLUSTER = {"volcano", "kueue"}
-"""Built first beside the run, for the session cluster (e2e/conftest.py) every e2e module starts: not marked."""
 
 
 def queue(*modules: str) -> dict[str, dict[str, bool]]:
@@ -50,6 +48,18 @@ def test_a_group_of_several_modules_runs_each_whole_the_waiting_ones_last() -> N
     ] * 2
 
 
+def test_while_the_session_cluster_builds_the_unit_modules_come_first_then_the_real_nodes() -> None:
+    real = {**queue("e2e/test_katib.py")["e2e/test_katib.py"]}
+    real.update(queue("e2e/test_checkpoints_real.py")["e2e/test_checkpoints_real.py"])
+    work = {**queue("e2e/test_trainjob.py"), "real nodes": real, **queue("tests/trainjob/test_status.py")}
+    ordered = builds_last(work, ["volcano", "kueue", "helm", "katib"])
+    assert list(ordered) == ["tests/trainjob/test_status.py", "real nodes", "e2e/test_trainjob.py"]
+    assert [n.split("::")[0] for n in ordered["real nodes"]][::2] == [
+        "e2e/test_checkpoints_real.py",
+        "e2e/test_katib.py",
+    ]
+
+
 def test_what_is_built_already_changes_nothing() -> None:
     work = queue("e2e/test_katib.py", "e2e/test_trainjob.py")
     assert list(builds_last(work, ["prometheus"])) == list(work)
@@ -59,7 +69,7 @@ def test_what_is_built_already_changes_nothing() -> None:
 def test_every_mark_names_a_component_built_beside_the_run() -> None:
     marked = {m: module_builds(m) for m in MODULES if module_builds(m)}
     assert len(marked) >= 15, marked
-    assert all(set(comps) <= set(BESIDE) - SESSION_CLUSTER for comps in marked.values()), marked
+    assert all(set(comps) <= set(BESIDE) - set(SESSION_CLUSTER) for comps in marked.values()), marked
 
 
 def test_a_module_that_asks_for_a_binary_built_beside_the_run_names_its_component() -> None:
@@ -73,7 +83,7 @@ def test_a_module_that_asks_for_a_binary_built_beside_the_run_names_its_componen
             for arg in node.args
             if isinstance(arg, ast.Constant) and arg.value in owner
         }
-        beside = asked & (set(BESIDE) - SESSION_CLUSTER)
+        beside = asked & (set(BESIDE) - set(SESSION_CLUSTER))
         assert beside <= set(module_builds(module)), f"{module} asks for {sorted(beside)}: mark it builds(...)"
 
 
