@@ -30,7 +30,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
-from localcluster.prebuild import BUILDING_BESIDE
+from localcluster.prebuild import BUILDING_BESIDE, SESSION_CLUSTER
 
 ROOT = Path(__file__).resolve().parent
 
@@ -48,18 +48,26 @@ _started = time.monotonic()
 
 
 @functools.cache
-def runs_real_nodes(module: str) -> bool:
-    """Whether the test module at ``module`` (a path relative to the repository's root, as a node id
-    starts) imports :data:`REAL_NODES_MARK` from :data:`REAL_NODES_MODULE`. Read from its source (the
-    scheduling process collects no test); False for a path that is not a Python file here."""
+def module_tree(module: str) -> ast.Module | None:
+    """The syntax tree of the test module at ``module`` (a path relative to the repository's root, as a
+    node id starts), parsed once: the scheduling process collects no test, so what it needs of a module
+    it reads from its source. None for a path that is not a Python file here."""
     path = ROOT / module
     if path.suffix != ".py" or not path.is_file():
-        return False
-    return any(
+        return None
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def runs_real_nodes(module: str) -> bool:
+    """Whether the test module at ``module`` imports :data:`REAL_NODES_MARK` from :data:`REAL_NODES_MODULE`
+    (:func:`module_tree`; False for a path that is not a Python file here)."""
+    tree = module_tree(module)
+    return tree is not None and any(
         isinstance(node, ast.ImportFrom)
         and node.module == REAL_NODES_MODULE
         and any(alias.name == REAL_NODES_MARK for alias in node.names)
-        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        for node in ast.walk(tree)
     )
 
 
@@ -83,15 +91,12 @@ def waits_for(components: Iterable[str], building: Sequence[str]) -> int:
 
 @functools.cache
 def module_builds(module: str) -> tuple[str, ...]:
-    """The components the test module at ``module`` (a path relative to the repository's root) names in
-    its ``pytest.mark.builds(...)`` marks. Read from its source, as :func:`runs_real_nodes`; none for a
-    path that is not a Python file here."""
-    path = ROOT / module
-    if path.suffix != ".py" or not path.is_file():
-        return ()
+    """The components the test module at ``module`` names in its ``pytest.mark.builds(...)`` marks
+    (:func:`module_tree`; none for a path that is not a Python file here)."""
+    tree = module_tree(module)
     return tuple(
         arg.value
-        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        for node in (ast.walk(tree) if tree is not None else ())
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == BUILDS_MARK
@@ -102,17 +107,13 @@ def module_builds(module: str) -> tuple[str, ...]:
     )
 
 
-SESSION_CLUSTER = ("volcano", "kueue")
-"""What the session cluster of ``e2e/conftest.py`` runs: every end-to-end module waits for these builds."""
-
-
 def builds_last(workqueue: dict[str, dict[str, bool]], building: Sequence[str]) -> dict[str, dict[str, bool]]:
-    """``workqueue`` (lane group -> its tests' node ids) ordered for a run with ``building`` built beside
-    it: within each group, the tests whose module waits for a build (:func:`waits_for` of
-    :func:`module_builds`, and of :data:`SESSION_CLUSTER` for a module under ``e2e/``) after the others, the
-    later the build the later; then the groups by their first test's wait, the real nodes' group first
-    among equals (so the unit modules run on both lanes while the session cluster builds). Stable sorts:
-    each module stays whole and equals keep their order."""
+    """``workqueue`` (lane group -> its tests' node ids) ordered for a run with ``building`` built beside it: within
+    each group, the tests whose module waits for a build (:func:`waits_for` of :func:`module_builds`, and of
+    :data:`~localcluster.prebuild.SESSION_CLUSTER` for a module under ``e2e/``) after the others, the later the
+    build the later; then the groups by their first test's wait, the real nodes' group first among equals (so the
+    unit modules run on both lanes while the session cluster builds). Stable sorts: each module stays whole and
+    equals keep their order."""
 
     def wait(nodeid: str) -> int:
         module = nodeid.split("::", 1)[0]

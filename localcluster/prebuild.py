@@ -48,9 +48,11 @@ from localcluster.realnode.node import ensure_packages, unavailable
 CLUSTER = ("etcd", "kwok", "kubernetes")
 """The ``localcluster/build.sh`` components of every local cluster (:data:`localcluster.binaries.BINARIES`),
 built before any module starts."""
+SESSION_CLUSTER = ("volcano", "kueue")
+"""What the session cluster of ``e2e/conftest.py`` runs besides :data:`CLUSTER`: the first components built
+beside the suite, which every end-to-end module waits for."""
 BESIDE = (
-    "volcano",
-    "kueue",
+    *SESSION_CLUSTER,
     "helm",
     "prometheus",
     "upstream",

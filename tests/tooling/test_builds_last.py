@@ -7,9 +7,9 @@ import ast
 import os
 from pathlib import Path
 
-from conftest import SESSION_CLUSTER, builds_last, module_builds, waits_for
+from conftest import builds_last, module_builds, waits_for
 from localcluster.binaries import _all_binaries
-from localcluster.prebuild import BESIDE, BUILDING_BESIDE
+from localcluster.prebuild import BESIDE, BUILDING_BESIDE, SESSION_CLUSTER
 from tests.tooling.test_module_times import lanes_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,9 +19,14 @@ HELM, THIS = "tests/tooling/test_helm_data_cache.py", "tests/tooling/test_builds
 the mark would make it wait for helm too)."""
 
 
+def group_of(*modules: str) -> dict[str, bool]:
+    """The node ids of two tests of each of ``modules``, as a work queue's group holds them."""
+    return {f"{m}::{t}": False for m in modules for t in ("test_a", "test_b")}
+
+
 def queue(*modules: str) -> dict[str, dict[str, bool]]:
     """A work queue of one lane group per module, two tests each."""
-    return {m: {f"{m}::test_a": False, f"{m}::test_b": False} for m in modules}
+    return {m: group_of(m) for m in modules}
 
 
 def test_what_waits_for_a_build_runs_after_the_rest_the_later_build_the_later() -> None:
@@ -40,8 +45,7 @@ def test_what_waits_for_a_build_runs_after_the_rest_the_later_build_the_later() 
 
 
 def test_a_group_of_several_modules_runs_each_whole_the_waiting_ones_last() -> None:
-    group = {**queue("e2e/test_observability_real.py")["e2e/test_observability_real.py"]}
-    group.update(queue("e2e/test_real_pods.py")["e2e/test_real_pods.py"])
+    group = group_of("e2e/test_observability_real.py", "e2e/test_real_pods.py")
     ordered = builds_last({"real nodes": group}, ["helm", "prometheus"])
     assert [n.split("::")[0] for n in ordered["real nodes"]] == ["e2e/test_real_pods.py"] * 2 + [
         "e2e/test_observability_real.py"
@@ -49,8 +53,7 @@ def test_a_group_of_several_modules_runs_each_whole_the_waiting_ones_last() -> N
 
 
 def test_while_the_session_cluster_builds_the_unit_modules_come_first_then_the_real_nodes() -> None:
-    real = {**queue("e2e/test_katib.py")["e2e/test_katib.py"]}
-    real.update(queue("e2e/test_checkpoints_real.py")["e2e/test_checkpoints_real.py"])
+    real = group_of("e2e/test_katib.py", "e2e/test_checkpoints_real.py")
     work = {**queue("e2e/test_trainjob.py"), "real nodes": real, **queue("tests/trainjob/test_status.py")}
     ordered = builds_last(work, ["volcano", "kueue", "helm", "katib"])
     assert list(ordered) == ["tests/trainjob/test_status.py", "real nodes", "e2e/test_trainjob.py"]
