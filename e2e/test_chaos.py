@@ -124,9 +124,12 @@ async def _milestones(kube: Kube, ns: str, name: str, since: float, until: float
             seen[step] = time.monotonic() - since
 
     while time.monotonic() < until and "TrainJob Complete (operator)" not in seen:
+        # Each step follows the ones before it, so each object is read before those of the steps before
+        # it: the read that finds the TrainJob Complete is followed by reads that find its Jobs Complete
+        # and its Pods Succeeded, so no step is missing when the loop ends.
+        tj = await retrying(partial(kube.get, TRAINJOBS, ns, name), "reading the TrainJob")
         jobs, _ = await retrying(partial(kube.list, JOBS, ns, selector), "listing the Jobs")
         pods, _ = await retrying(partial(kube.list, PODS, ns, selector), "listing the Pods")
-        tj = await retrying(partial(kube.get, TRAINJOBS, ns, name), "reading the TrainJob")
         phases = {p.get("status", {}).get("phase") for p in pods}
         mark("Job created (operator)", bool(jobs))
         mark("Pod created (kube-controller-manager)", bool(pods))
