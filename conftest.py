@@ -40,8 +40,9 @@ REAL_NODES_MODULE, REAL_NODES_MARK = "localcluster.realnode.node", "unavailable"
 """A module runs real nodes when it imports this name from this module (every such module asks whether real
 nodes can run here before it starts them)."""
 
-LISTED = "e2e/"
-"""Modules under this folder are listed one by one; the others are summed per top-level folder."""
+E2E = "e2e/"
+"""The end-to-end modules' folder: each of them starts the session cluster (so waits for its components while
+they build), and each is listed one by one in the time per module (the others summed per top-level folder)."""
 
 _seconds: defaultdict[str, float] = defaultdict(float)
 _started = time.monotonic()
@@ -117,7 +118,7 @@ def builds_last(workqueue: dict[str, dict[str, bool]], building: Sequence[str]) 
 
     def wait(nodeid: str) -> int:
         module = nodeid.split("::", 1)[0]
-        implicit = SESSION_CLUSTER if module.startswith(LISTED) else ()
+        implicit = SESSION_CLUSTER if module.startswith(E2E) else ()
         return waits_for((*implicit, *module_builds(module)), building)
 
     groups = {scope: dict(sorted(tests.items(), key=lambda kv: wait(kv[0]))) for scope, tests in workqueue.items()}
@@ -165,7 +166,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _seconds[report.nodeid.split("::", 1)[0]] += report.duration
 
 
-def module_lines(seconds: dict[str, float], listed: str = LISTED) -> list[str]:
+def module_lines(seconds: dict[str, float], listed: str = E2E) -> list[str]:
     """``seconds`` per module as lines, slowest first: every module under ``listed`` (the end-to-end
     modules, where a cluster's time goes), one line per other top-level folder with its modules summed,
     then the total (seconds with one decimal, and minutes)."""
