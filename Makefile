@@ -29,9 +29,9 @@ crds: venv
 	$(MAKE) --no-print-directory chart
 
 # The ClusterRole, the two Roles and the overlays' RBAC patches, from the permissions the modules declare
-# (rendered by trainer/rbac.py), and the webhook configurations, from trainer/webhook/server.py.
+# (rendered by trainer/render/rbac.py), and the webhook configurations, from trainer/webhook/server.py.
 rbac: venv
-	$(PY) -m trainer.rbac
+	$(PY) -m trainer.render.rbac
 	$(MAKE) --no-print-directory chart
 
 # charts/trainer's CRDs and the files its templates read (RBAC, webhook configurations, alerting rules, dashboard):
@@ -65,7 +65,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy trainer tests e2e bench localcluster conftest.py
-	$(PY) -m trainer.rbac --check
+	$(PY) -m trainer.render.rbac --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
 
 # The docs site (mkdocs.yml, docs/) at http://127.0.0.1:8000, rebuilt on every change.

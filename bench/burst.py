@@ -108,7 +108,7 @@ from localcluster.pki import Pki
 from trainer.api.kinds import JOBS, JOBSETS, NAMESPACES, SERVICES, TRAINJOBS, Resource
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import ApiError, Kube
-from trainer.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS
+from trainer.wiring.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 
 SAMPLES = ROOT / "config" / "samples"
 BENCH_NS, RAW_NS = "bench", "raw"

@@ -83,7 +83,7 @@ from trainer.api.kinds import NAMESPACES, PODS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.client import Kube
 from trainer.framework.resources import parse_quantity
-from trainer.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS
+from trainer.wiring.settings import DEFAULT_EVENT_LOOP, EVENT_LOOPS
 
 MIB = 1 << 20
 METRICS_PORT = 8080

@@ -20,7 +20,7 @@ pods go to the KWOK nodes. No operator process runs on the host.
 Three of its Its reconfigure the operator through that Deployment (the volcano one runs here): they scale
 it to 0, add mpi-operator's flag to its container's args, scale it to 1 and wait for it to be available.
 The operator reads mpi-operator's ``--gang-scheduling=volcano`` as ``--gang-scheduler-name=volcano``
-(:data:`trainer.settings.MPI_GANG_SCHEDULING`). The chart rendered for ``gangScheduler: none`` grants no
+(:data:`trainer.wiring.settings.MPI_GANG_SCHEDULING`). The chart rendered for ``gangScheduler: none`` grants no
 Volcano rules, so the module also binds the operator's ServiceAccount to the rules ``gangScheduler:
 volcano`` adds (``config/overlays/volcano/role_patch.yaml``), as mpi-operator's own manifests grant its
 operator Volcano's PodGroups whatever its flags.

@@ -16,8 +16,8 @@ Layers, lowest first (docs/internals.md draws them):
 - ``trainer.jobs``: what every job kind shares (reconcile, child and status writers, facts, gang schedulers);
 - ``trainer.trainjob``, ``trainer.mpijob``, ``trainer.optimizationjob``: the kinds;
 - ``trainer.webhook``, ``trainer.statusserver``: admission and progress, over the kinds;
-- the entry points: ``trainer.main``, ``trainer.settings``, ``trainer.wiring``, ``trainer.cli``, ``trainer.rbac``,
-  ``trainer.client``.
+- the entry points: ``trainer.main``, ``trainer.wiring`` (the controllers and their flags), ``trainer.cli``,
+  ``trainer.client``, ``trainer.render`` (the RBAC, webhook configurations and doc tables rendered from the code).
 """
 
 from __future__ import annotations

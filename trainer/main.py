@@ -1,6 +1,6 @@
 """The operator's command line: ``trainer-operator [flags]`` (also ``python -m trainer``).
 
-The flags are declared in :mod:`trainer.settings` (:func:`~trainer.settings.parse_args`); every flag can
+The flags are declared in :mod:`trainer.wiring.settings` (:func:`~trainer.wiring.settings.parse_args`); every flag can
 also be given as an environment variable named ``TRAINER_<FLAG>`` (upper case, dashes as underscores);
 the flag wins.
 
@@ -34,11 +34,11 @@ from trainer.framework.probes import METRICS_SECRET, metrics_app, parse_bind_add
 from trainer.framework.tls import KEEPER_VERBS, ROLE, WebhookTLS, serving_names
 from trainer.jobs.features.lifecycle import JobMetrics
 from trainer.mpijob import crd as mpijob_crd
-from trainer.settings import EVENT_LOOPS, Settings, parse_args
 from trainer.statusserver import server as status_server
 from trainer.statusserver.series import SeriesMetrics
 from trainer.webhook.server import WebhookServer, cache_facts
 from trainer.wiring import new_manager
+from trainer.wiring.settings import EVENT_LOOPS, Settings, parse_args
 
 PERMISSIONS = (
     Permission(

@@ -15,7 +15,7 @@ import pytest
 import uvloop
 
 from trainer import main as operator_main
-from trainer.settings import Settings, parse_args
+from trainer.wiring.settings import Settings, parse_args
 
 
 def test_flags_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""The settings declared once (trainer/settings.py): each flag's name and environment variable come from its
+"""The settings declared once (trainer/wiring/settings.py): each flag's name and environment variable come from its
 field, each consumer's options are filled from the fields that feed them, and docs/operating.md lists
 exactly the declared flags."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from trainer.framework.manager import ManagerOptions
 from trainer.mpijob.controller import MPIJobOptions
-from trainer.settings import Settings, env_name, flag_name, flags, parse_args, parser
 from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.options import TrainJobOptions
 from trainer.webhook.server import WebhookSettings
+from trainer.wiring.settings import Settings, env_name, flag_name, flags, parse_args, parser
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMERS = (ManagerOptions, TrainJobOptions, MPIJobOptions, WebhookSettings, StatusServerSettings)
@@ -100,7 +100,9 @@ def test_operating_md_lists_exactly_the_flags() -> None:
     paragraph = page[page.index("<!-- flags table:") :].split("<!-- end of flags table")[0]
     listed = set(re.findall(r"`(--[a-z-]+)", paragraph)) - {"--help"}
     declared = {flag_name(f) for f, _ in flags()}
-    assert listed == declared, f"docs/operating.md's flag list differs from trainer/settings.py: {listed ^ declared}"
+    assert listed == declared, (
+        f"docs/operating.md's flag list differs from trainer/wiring/settings.py: {listed ^ declared}"
+    )
 
 
 def flags_rows() -> dict[str, str]:

@@ -15,14 +15,14 @@ import aiohttp
 import pytest
 
 from tests.kube_double import RecordingKube
-from trainer import rbac
 from trainer.api.kinds import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
 from trainer.framework.certs import generate
 from trainer.framework.delegated_auth import DelegatedAuth
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics
 from trainer.framework.probes import METRICS_SECRET, metrics_app, serve
-from trainer.settings import parse_args
+from trainer.render import rbac
+from trainer.wiring.settings import parse_args
 
 PROMETHEUS = "system:serviceaccount:monitoring:prometheus"
 

@@ -477,8 +477,8 @@ async def test_a_runtime_quantity_the_apiserver_cannot_read_fails_the_job_before
 
 def test_the_flag_reaches_the_reconcilers_and_the_webhook(monkeypatch: pytest.MonkeyPatch) -> None:
     from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
-    from trainer.settings import parse_args
     from trainer.webhook.server import cache_facts
+    from trainer.wiring.settings import parse_args
 
     assert parse_args([]).max_nodes_per_job == DEFAULT_MAX_NODES_PER_JOB > 0
     assert parse_args(["--max-nodes-per-job", "0"]).max_nodes_per_job == 0

@@ -12,10 +12,10 @@ from trainer.api.kinds import TRAINJOBS
 from trainer.api.series import MAX_METRICS_PER_JOB, metric_label, series_of
 from trainer.framework.json_codec import JSON
 from trainer.framework.metrics import Metrics
-from trainer.settings import parse_args
 from trainer.statusserver.series import TrainingSeries
 from trainer.statusserver.server import StatusServerSettings, setup
 from trainer.wiring import Settings, new_manager
+from trainer.wiring.settings import parse_args
 
 NS = "team-a"
 

@@ -868,7 +868,7 @@ def _render(table: Any) -> str:
 
 
 def test_the_flags() -> None:
-    from trainer.settings import parse_args
+    from trainer.wiring.settings import parse_args
 
     args = parse_args([])
     assert (args.status_server_port, args.status_server_host, args.status_write_interval) == (0, None, 5.0)

@@ -60,9 +60,9 @@ def exists(token: str) -> bool:
         path = ROOT / dotted.replace(".", "/")
         return next((p for p in (path.with_suffix(".py"), path / "__init__.py") if p.exists()), None)
 
-    if module(token):  # trainer.settings, trainer.jobs
+    if module(token):  # trainer.wiring.settings, trainer.jobs
         return True
-    parent, _, name = token.rpartition(".")  # or a name of a module: trainer.settings.Settings
+    parent, _, name = token.rpartition(".")  # or a name of a module: trainer.wiring.settings.Settings
     return module(parent) is not None and hasattr(importlib.import_module(parent), name)
 
 
@@ -76,8 +76,8 @@ def test_the_check_finds_a_missing_path_and_skips_upstreams() -> None:
     found = named_paths(text, tops)
     assert found == ["trainer/jobs/nope.py", "config/default", "trainer.jobs.nope"]
     assert [t for t in found if not exists(t)] == ["trainer/jobs/nope.py", "trainer.jobs.nope"]
-    assert exists("trainer.framework.controller") and exists("trainer/settings.py") and exists("trainer.jobs")
-    assert exists("trainer.settings.Settings") and not exists("trainer.settings.Nope")
+    assert exists("trainer.framework.controller") and exists("trainer/wiring/settings.py") and exists("trainer.jobs")
+    assert exists("trainer.wiring.settings.Settings") and not exists("trainer.wiring.settings.Nope")
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

@@ -1,13 +1,14 @@
-"""The generated tables of docs/operating.md (:mod:`trainer.docs_tables`) are current: the support matrix
-follows ``localcluster/versions.env``, the flags table :mod:`trainer.settings`, the values table
-``charts/trainer/values.yaml``. A stale one: run ``python -m trainer.docs_tables``."""
+"""The generated tables of docs/operating.md (:mod:`trainer.render.docs_tables`) are current: the support matrix
+follows ``localcluster/versions.env``, the flags table :mod:`trainer.wiring.settings`, the values table
+``charts/trainer/values.yaml``. A stale one: run ``python -m trainer.render.docs_tables``."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from trainer import docs_tables, settings
+from trainer.render import docs_tables
+from trainer.wiring import settings
 
 
 @pytest.mark.parametrize("table", docs_tables.TABLES, ids=lambda t: t.name)

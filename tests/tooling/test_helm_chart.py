@@ -25,9 +25,9 @@ import yaml
 
 from localcluster.binaries import ensure
 from localcluster.operator_sa import OVERLAYS
-from trainer import rbac
 from trainer.framework.permissions import policy_rules
 from trainer.jobs.gang import SCHEDULERS
+from trainer.render import rbac
 from trainer.webhook import server as webhook
 
 pytestmark = pytest.mark.builds("helm")
@@ -137,7 +137,7 @@ def test_crds_are_config_crds_byte_for_byte() -> None:
 
 
 def test_rbac_files_are_config_files_byte_for_byte() -> None:
-    """The rules the chart reads (``files/config/``) are the files ``python -m trainer.rbac`` writes."""
+    """The rules the chart reads (``files/config/``) are the files ``python -m trainer.render.rbac`` writes."""
     files = CHART / "files" / "config"
     generated = {path.relative_to(CONFIG): text for path, text in rbac.files().items()}
     copied = {p.relative_to(files) for p in files.rglob("*") if p.is_file() and p.parent.name != "prometheus"}

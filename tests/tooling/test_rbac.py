@@ -1,6 +1,6 @@
 """The RBAC in config/ is exactly what the code uses: recomputed here from the code, compared with the
-permissions the modules declare (which :mod:`trainer.rbac` renders into the manifests), and no wildcard
-anywhere. Every module that declares is listed in :data:`trainer.rbac.DECLARING`, names what it declares,
+permissions the modules declare (which :mod:`trainer.render.rbac` renders into the manifests), and no wildcard
+anywhere. Every module that declares is listed in :data:`trainer.render.rbac.DECLARING`, names what it declares,
 and declares what its own ``kube`` calls ask.
 
 What the code uses is derived, not listed: ``list``/``watch`` on the resource of every informer the
@@ -30,7 +30,6 @@ import yaml
 from kubernetes_asyncio import client
 
 from tests.kube_double import reader
-from trainer import rbac
 from trainer.api.kinds import (
     COSCHEDULING_PODGROUPS,
     JOBS,
@@ -50,6 +49,7 @@ from trainer.framework.probes import METRICS_SECRET
 from trainer.framework.tls import WebhookTLS
 from trainer.jobs import gang
 from trainer.jobs.gang.base import GangInput, PodSet
+from trainer.render import rbac
 from trainer.statusserver.server import StatusServerSettings
 from trainer.trainjob.features import FEATURES
 from trainer.trainjob.features.ttl import TTL_CHILDREN
@@ -255,7 +255,9 @@ def _declares(tree: ast.Module) -> ast.stmt | None:
 
 def test_the_declaring_modules_are_those_of_the_source_tree() -> None:
     found = {_module_of(p) for p in (ROOT / "trainer").rglob("*.py") if _declares(ast.parse(p.read_text()))}
-    assert sorted(found) == sorted(rbac.DECLARING), "list every module with a PERMISSIONS in trainer.rbac.DECLARING"
+    assert sorted(found) == sorted(rbac.DECLARING), (
+        "list every module with a PERMISSIONS in trainer.render.rbac.DECLARING"
+    )
     for module in rbac.DECLARING:  # a module that is gone cannot be imported: its declarations go with it
         assert (ROOT / (module.replace(".", "/") + ".py")).exists(), module
         assert all(p.module == module for p in importlib.import_module(module).PERMISSIONS), module
@@ -332,13 +334,13 @@ def test_a_gang_scheduler_adds_what_it_owns_and_watches(scheduler: str) -> None:
 
 @pytest.mark.parametrize("path", sorted(rbac.files()), ids=lambda p: str(p.relative_to(ROOT)))
 def test_checked_in_rbac_is_current(path: Path) -> None:
-    assert path.exists(), f"{path} missing: run `python -m trainer.rbac`"
-    assert path.read_text() == rbac.files()[path], f"{path} is stale: run `python -m trainer.rbac`"
+    assert path.exists(), f"{path} missing: run `python -m trainer.render.rbac`"
+    assert path.read_text() == rbac.files()[path], f"{path} is stale: run `python -m trainer.render.rbac`"
 
 
 def test_the_docs_table_is_current() -> None:
     page = rbac.DOCS_PAGE.read_text()
-    assert rbac.table() in page, "docs/operating.md's RBAC table is stale: run `python -m trainer.rbac`"
+    assert rbac.table() in page, "docs/operating.md's RBAC table is stale: run `python -m trainer.render.rbac`"
     for p in {p for s in gang.SCHEDULERS for p in rbac.needed(s)}:
         assert p.why.strip(), f"{p.module}: {p.name} {p.verbs} says not why"
 

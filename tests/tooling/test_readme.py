@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainer.docs_tables import leaves
+from trainer.render.docs_tables import leaves
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

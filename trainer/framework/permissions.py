@@ -7,7 +7,7 @@ names a file by hand and a module that goes takes its permissions with it. A con
 and on what it owns and watches (their informers), and on what it owns the verbs its
 :class:`~trainer.framework.controller.Owns` says (:meth:`~trainer.framework.controller.Controller.permissions`).
 
-:mod:`trainer.rbac` collects both and renders them (:func:`policy_rules`: RBAC rules as controller-gen
+:mod:`trainer.render.rbac` collects both and renders them (:func:`policy_rules`: RBAC rules as controller-gen
 writes them) into the ClusterRole, the Roles of the operator's namespace and the docs' table.
 """
 

@@ -54,7 +54,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
-The ClusterRole's rules: config/rbac/role.yaml (generated from trainer/rbac.py) plus the rules
+The ClusterRole's rules: config/rbac/role.yaml (generated from trainer/render/rbac.py) plus the rules
 config/overlays/<gangScheduler>/role_patch.yaml adds, both kept verbatim under files/config/.
 */}}
 {{- define "trainer.clusterRoleRules" -}}

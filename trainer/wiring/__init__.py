@@ -1,8 +1,8 @@
 """The operator's controllers wired from its settings: the one place that names the concrete kinds.
 
-:class:`~trainer.settings.Settings` holds the command-line flags (re-exported here as :class:`Settings`);
-:func:`controllers` declares the TrainJob and MPIJob controllers with their own options, built from those
-settings, under the chosen gang scheduler; :func:`new_manager` hands them to the generic
+:class:`~trainer.wiring.settings.Settings` holds the command-line flags (re-exported here as
+:class:`Settings`); :func:`controllers` declares the TrainJob and MPIJob controllers with their own
+options, built from those settings, under the chosen gang scheduler; :func:`new_manager` hands them to the generic
 :class:`~trainer.framework.manager.Manager` with its own options, built from the same settings. As a
 controller-runtime ``main.go`` sets up each reconciler with ``SetupWithManager``.
 """
@@ -18,9 +18,9 @@ from trainer.jobs import gang
 from trainer.jobs.gang.base import GangScheduler
 from trainer.mpijob import controller as mpijob
 from trainer.optimizationjob import controller as optimizationjob
-from trainer.settings import Settings
 from trainer.trainjob import controller as trainjob
 from trainer.trainjob.spec.injection import Injection
+from trainer.wiring.settings import Settings
 
 __all__ = ["Settings", "controllers", "new_manager"]
 

@@ -1,13 +1,13 @@
-"""The generated tables of the docs other than the RBAC one (:mod:`trainer.rbac`):
+"""The generated tables of the docs other than the RBAC one (:mod:`trainer.render.rbac`):
 
 * the support matrix: what the end-to-end suite runs against, at the versions ``localcluster/versions.env``
   pins (and Python from ``pyproject.toml`` and the ``Dockerfile``);
-* every operator flag, from :mod:`trainer.settings` (flag, environment variable, default, help);
+* every operator flag, from :mod:`trainer.wiring.settings` (flag, environment variable, default, help);
 * every Helm value, from ``charts/trainer/values.yaml`` (its default and the comment above it);
 * a line per module of ``trainer/api/`` and ``trainer/`` (``docs/internals.md``), from the first sentence of its
   docstring.
 
-``python -m trainer.docs_tables`` rewrites each between its markers (``--check``: exit 1 when one is stale,
+``python -m trainer.render.docs_tables`` rewrites each between its markers (``--check``: exit 1 when one is stale,
 as ``tests/tooling/test_docs_tables.py`` does).
 """
 
@@ -26,14 +26,14 @@ from typing import Any
 
 import yaml
 
-from trainer import settings
+from trainer.wiring import settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS_PAGE = ROOT / "docs" / "operating.md"
 INTERNALS_PAGE = ROOT / "docs" / "internals.md"
 VERSIONS_ENV = ROOT / "localcluster" / "versions.env"
 VALUES = ROOT / "charts" / "trainer" / "values.yaml"
-COMMAND = "python -m trainer.docs_tables"
+COMMAND = "python -m trainer.render.docs_tables"
 
 
 def versions() -> dict[str, str]:
@@ -124,7 +124,7 @@ def support_table() -> str:
 
 
 def flags_table() -> str:
-    """One row per field of :class:`trainer.settings.Settings`, in ``--help``'s order."""
+    """One row per field of :class:`trainer.wiring.settings.Settings`, in ``--help``'s order."""
     rows = ["| Flag | Environment variable | Default | What |", "|---|---|---|---|"]
     for field, flag in settings.flags():
         default = "(none)" if field.default is None else f"`{json.dumps(field.default)}`"
@@ -236,7 +236,7 @@ class Table:
 
 TABLES = [
     Table("support matrix", "localcluster/versions.env, pyproject.toml and the Dockerfile", support_table),
-    Table("flags table", "trainer/settings.py", flags_table),
+    Table("flags table", "trainer/wiring/settings.py", flags_table),
     Table("helm values table", "charts/trainer/values.yaml", values_table),
     Table("module map", "each module's docstring", modules_table, INTERNALS_PAGE),
 ]
