@@ -11,8 +11,10 @@
   mark; every e2e module waits for the session cluster's) run after the others, in the order those builds
   end (:func:`builds_last`), so a lane waits for a build only when nothing else is left to run.
 - **Time per module**, printed at the end of every run (every e2e module, slowest first, the others summed
-  per folder, the total and the wall clock): where the suite's time goes, so the slow modules are the
-  first to share clusters or lose duplicate work.
+  per folder, the total and the wall clock), each with the CPU seconds its lane's processes used meanwhile
+  (:func:`tree_cpu_seconds`): where the suite's time goes, so the slow modules are the first to share
+  clusters or lose duplicate work; on a machine that still builds, where its CPU goes, which the builds
+  beside the run wait for.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import functools
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -45,7 +47,60 @@ E2E = "e2e/"
 they build), and each is listed one by one in the time per module (the others summed per top-level folder)."""
 
 _seconds: defaultdict[str, float] = defaultdict(float)
+_cpu: defaultdict[str, float] = defaultdict(float)
 _started = time.monotonic()
+_cpu_mark: list[float] = []
+"""This lane's :func:`tree_cpu_seconds` at the end of its last module (before its first: after collecting)."""
+CPU_SECONDS = "cpu_seconds"
+"""The ``user_properties`` key of the CPU seconds a module's lane used from the end of its previous module."""
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """CPU seconds the machine has spent busy (every state of the first line of ``/proc/stat`` but idle and
+    iowait) and in all, summed over its cores since boot; (0.0, 0.0) where ``/proc/stat`` cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / tick, sum(ticks) / tick
+
+
+_machine_started = machine_cpu_seconds()
+
+
+def tree_cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user and system) of process ``pid`` (this one by default), of the children it waited
+    for, and of every live descendant with the children each waited for (Linux ``/proc/<pid>/stat``, fields
+    ``ppid``, ``utime``, ``stime``, ``cutime``, ``cstime``). A descendant that left the tree before it ended
+    (a daemon, re-parented to init) is counted no further. 0.0 where ``/proc`` cannot be read."""
+    root = os.getpid() if pid is None else pid
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    own: dict[int, float] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0.0
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        parent[int(entry)] = int(fields[1])
+        own[int(entry)] = sum(int(x) for x in fields[11:15]) / tick
+    tree, frontier = {root}, [root]
+    children: defaultdict[int, list[int]] = defaultdict(list)
+    for p, pp in parent.items():
+        children[pp].append(p)
+    while frontier:
+        for child in children[frontier.pop()]:
+            if child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(own.get(p, 0.0) for p in tree)
 
 
 @functools.cache
@@ -161,37 +216,76 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> ModuleL
     return ModuleLanes(config, log)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    """In the lane that runs the test, after the last test of a module (its module's fixtures torn down):
+    the test's teardown report carries the CPU seconds the lane's processes used since the end of the lane's
+    previous module (:data:`CPU_SECONDS`, in ``user_properties``)."""
+    yield
+    if nextitem is None or nextitem.path != item.path:
+        now = tree_cpu_seconds()
+        item.user_properties.append((CPU_SECONDS, now - _cpu_mark[-1] if _cpu_mark else 0.0))
+        _cpu_mark[:] = [now]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Mark the lane's CPU seconds before its first test, after collecting."""
+    _cpu_mark[:] = [tree_cpu_seconds()]
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Add a test's setup, call and teardown time (seconds) to its module's."""
-    _seconds[report.nodeid.split("::", 1)[0]] += report.duration
+    """Add a test's setup, call and teardown time (seconds) and its lane's CPU seconds to its module's."""
+    module = report.nodeid.split("::", 1)[0]
+    _seconds[module] += report.duration
+    for key, value in report.user_properties:
+        if key == CPU_SECONDS and isinstance(value, float):
+            _cpu[module] += value
 
 
-def module_lines(seconds: dict[str, float], listed: str = E2E) -> list[str]:
+def module_lines(seconds: dict[str, float], listed: str = E2E, cpu: dict[str, float] | None = None) -> list[str]:
     """``seconds`` per module as lines, slowest first: every module under ``listed`` (the end-to-end
     modules, where a cluster's time goes), one line per other top-level folder with its modules summed,
-    then the total (seconds with one decimal, and minutes)."""
-    shown: dict[str, float] = {}
-    folders: defaultdict[str, list[float]] = defaultdict(list)
-    for name, s in seconds.items():
+    then the total (seconds with one decimal, and minutes). With ``cpu`` (CPU seconds per module), each
+    line has them beside its seconds."""
+    shown: dict[str, list[str]] = {}
+    folders: defaultdict[str, list[str]] = defaultdict(list)
+    for name in seconds:
         if name.startswith(listed):
-            shown[name] = s
+            shown[name] = [name]
         else:
-            folders[name.split("/", 1)[0] + "/" if "/" in name else name].append(s)
-    for folder, times in folders.items():
-        shown[f"{folder} ({len(times)} module{'s' if len(times) > 1 else ''})"] = sum(times)
-    lines = [f"{s:9.1f} s  {name}" for name, s in sorted(shown.items(), key=lambda kv: -kv[1])]
+            folders[name.split("/", 1)[0] + "/" if "/" in name else name].append(name)
+    for folder, names in folders.items():
+        shown[f"{folder} ({len(names)} module{'s' if len(names) > 1 else ''})"] = names
+    lines = []
+
+    def line(label: str, names: Iterable[str]) -> str:
+        s = sum(seconds[n] for n in names)
+        used = "" if cpu is None else f"{sum(cpu.get(n, 0.0) for n in names):9.1f} s CPU  "
+        return f"{s:9.1f} s  {used}{label}"
+
+    for label, names in sorted(shown.items(), key=lambda kv: -sum(seconds[n] for n in kv[1])):
+        lines.append(line(label, names))
     total = sum(seconds.values())
-    lines.append(f"{total:9.1f} s  total ({total / 60:.1f} min, {len(seconds)} modules)")
+    lines.append(line(f"total ({total / 60:.1f} min, {len(seconds)} modules)", seconds))
     return lines
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print :func:`module_lines` of this run and its wall clock (less than the total when lanes ran side
-    by side)."""
+    """Print :func:`module_lines` of this run, its wall clock (less than the total when lanes ran side by
+    side), and the CPU seconds the whole machine used meanwhile (:func:`machine_cpu_seconds`: the lanes', and
+    what else ran, such as the builds beside them)."""
     if not _seconds:
         return
     terminalreporter.section("time per module")
-    for line in module_lines(dict(_seconds)):
+    for line in module_lines(dict(_seconds), cpu=dict(_cpu)):
         terminalreporter.write_line(line)
     wall = time.monotonic() - _started
     terminalreporter.write_line(f"{wall:9.1f} s  wall clock ({wall / 60:.1f} min)")
+    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), _machine_started, strict=True))
+    if total > 0:
+        lanes = sum(_cpu.values())
+        terminalreporter.write_line(
+            f"{busy:9.1f} s  CPU of the machine meanwhile ({100 * busy / total:.0f} % of {os.cpu_count()} cores busy),"
+            f" of which the lanes' {lanes:.1f} s"
+        )
