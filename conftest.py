@@ -257,18 +257,15 @@ def module_lines(seconds: dict[str, float], listed: str = E2E, cpu: dict[str, fl
             folders[name.split("/", 1)[0] + "/" if "/" in name else name].append(name)
     for folder, names in folders.items():
         shown[f"{folder} ({len(names)} module{'s' if len(names) > 1 else ''})"] = names
-    lines = []
 
-    def line(label: str, names: Iterable[str]) -> str:
+    def line(label: str, names: Iterable[str]) -> tuple[float, str]:
         s = sum(seconds[n] for n in names)
         used = "" if cpu is None else f"{sum(cpu.get(n, 0.0) for n in names):9.1f} s CPU  "
-        return f"{s:9.1f} s  {used}{label}"
+        return s, f"{s:9.1f} s  {used}{label}"
 
-    for label, names in sorted(shown.items(), key=lambda kv: -sum(seconds[n] for n in kv[1])):
-        lines.append(line(label, names))
+    lines = [text for _, text in sorted((line(label, names) for label, names in shown.items()), key=lambda x: -x[0])]
     total = sum(seconds.values())
-    lines.append(line(f"total ({total / 60:.1f} min, {len(seconds)} modules)", seconds))
-    return lines
+    return [*lines, line(f"total ({total / 60:.1f} min, {len(seconds)} modules)", seconds)[1]]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -282,7 +279,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(line)
     wall = time.monotonic() - _started
     terminalreporter.write_line(f"{wall:9.1f} s  wall clock ({wall / 60:.1f} min)")
-    busy, total = (now - then for now, then in zip(machine_cpu_seconds(), _machine_started, strict=True))
+    (busy_now, all_now), (busy_then, all_then) = machine_cpu_seconds(), _machine_started
+    busy, total = busy_now - busy_then, all_now - all_then
     if total > 0:
         lanes = sum(_cpu.values())
         terminalreporter.write_line(
