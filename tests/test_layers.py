@@ -148,11 +148,12 @@ def test_the_check_resolves_relative_and_from_package_imports() -> None:
 
 
 IMPORT_EACH = """
-import importlib, sys
+import importlib, json, sys
 failed = []
-for name in sys.argv[1:]:
+for name, kept in json.loads(sys.argv[1]):
     for loaded in [m for m in sys.modules if m.split(".")[0] == "trainer"]:
-        del sys.modules[loaded]
+        if loaded != "trainer" and not any(loaded == k or loaded.startswith(k + ".") for k in kept):
+            del sys.modules[loaded]
     try:
         importlib.import_module(name)
     except Exception as e:
@@ -161,16 +162,44 @@ print("\\n".join(failed))
 """
 
 
+def layers_below(module: str) -> list[str]:
+    """The packages of the layers below ``module``'s (:data:`LAYERS`). None of their modules imports
+    ``module``'s layer (the tests above), so having them loaded first leaves ``module``'s first import as it
+    is: each of them would be imported whole, before ``module``'s own package goes on."""
+    return [pkg for layer in LAYERS[: layer_of(package_of(module))] for pkg in layer]
+
+
 def test_every_module_imports_first() -> None:
-    """Each module imports in an interpreter that has loaded nothing of the project yet, whatever the
-    order the process imports them in (an import cycle inside a package shows only then)."""
+    """Each module imports in an interpreter that has loaded nothing of its own layer or the layers above
+    yet, whatever the order the process imports them in (an import cycle inside a package shows only
+    then); the layers below stay loaded (:func:`layers_below`), so each is not imported again for every
+    module above it."""
+    import json
     import subprocess
     import sys
 
     names = [module_of(p) for p in sources() if p.name != "__main__.py"]
-    out = subprocess.run([sys.executable, "-c", IMPORT_EACH, *names], capture_output=True, text=True, cwd=ROOT)
+    plan = json.dumps([(name, layers_below(name)) for name in names])
+    out = subprocess.run([sys.executable, "-c", IMPORT_EACH, plan], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert not out.stdout.strip(), out.stdout
+
+
+def test_a_cycle_inside_a_package_fails_the_first_import_check(tmp_path: Path) -> None:
+    """The check's script reports a module whose first import meets its own package half-initialized."""
+    import json
+    import subprocess
+    import sys
+
+    pkg = tmp_path / "trainer" / "cyc"
+    pkg.mkdir(parents=True)
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from trainer.cyc.a import A\nB = 1\n")
+    (pkg / "a.py").write_text("from trainer.cyc import B\nA = B\n")
+    plan = json.dumps([("trainer.cyc.a", [])])
+    out = subprocess.run([sys.executable, "-c", IMPORT_EACH, plan], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("trainer.cyc.a: ImportError"), out.stdout
 
 
 ORDER: dict[str, list[tuple[str, ...]]] = {
