@@ -126,7 +126,7 @@ EOF
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     pairs+=("$cmd=k8s.io/kubernetes/cmd/$cmd")
   done
-  (cd "$mod" && compile_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags")
+  on_build_list "$mod" kubernetes tidy_then compile_commands "$out" "${pairs[@]}" -- -trimpath -ldflags "$ldflags"
 }
 
 # build_etcd: a current etcd server through a wrapper module whose main calls etcdmain.Main.
@@ -313,7 +313,7 @@ EOF
     local ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$ver"
     ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit=$(module_commit sigs.k8s.io/kueue "$ver")"
     log "kueue $ver: building kueue"
-    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$out/kueue.tmp" sigs.k8s.io/kueue/cmd/kueue)
+    on_build_list "$mod" kueue tidy_then go build -trimpath -ldflags "$ldflags" -o "$out/kueue.tmp" sigs.k8s.io/kueue/cmd/kueue
     mv "$out/kueue.tmp" "$out/kueue"
   fi
   copy_crds "$out/crds" "$src/config/components/crd/bases"/*.yaml
@@ -352,10 +352,93 @@ build_helm() {
   GOBIN="$out" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$ver"
 }
 
+# build_list NAME: the directory of a module that requires, at the versions versions.env names, the components
+# of one build list: "kubernetes" (Kubernetes, its staging modules at their published twins as build_kubernetes
+# builds it, mpi-operator's controller and Prometheus) or "kueue" (Kueue and upstream Trainer, whose Kubernetes
+# libraries are a minor release older: Kueue builds the scheduler framework of that release). What it selects
+# (`go list -m all`) is, for each module any of them uses, the highest version any of them requires. Each of
+# those components is built raised to it (on_build_list), its own module and the other components' (KEPT) at
+# the versions it asks for; so are the peers' e2e suites, JobSet and Katib on the "kueue" list (their
+# controller-runtime does not build on Kubernetes' newest client-go). The packages they share, Kubernetes'
+# client libraries above all, then compile once in the build cache, where each would compile them again for
+# each patch version of any module below them. Volcano (its go.mod pins Kubernetes' libraries of its own
+# release), etcd (v3.5; Kubernetes requires the v3.7 modules), KWOK and helm keep their own build lists.
+build_list() {
+  local name="$1" dir="$cache/src/build-list-$1" kube staging
+  mkdir -p "$dir"
+  {
+    printf 'module local/build-list-%s\n\ngo 1.24.0\n\nrequire (\n' "$name"
+    case "$name" in
+      kubernetes)
+        printf '\t%s %s\n' k8s.io/kubernetes "$KUBERNETES_VERSION" github.com/kubeflow/mpi-operator \
+          "$MPI_OPERATOR_VERSION" github.com/prometheus/prometheus "$PROMETHEUS_VERSION"
+        kube="$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$KUBERNETES_VERSION.mod"
+        [ -f "$kube" ] || module_dir k8s.io/kubernetes "$KUBERNETES_VERSION" >/dev/null
+        staging="v0.${KUBERNETES_VERSION#v1.}"
+        printf ')\n\nreplace (\n'
+        grep -E '=> \./staging/src/' "$kube" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+        ;;
+      kueue) printf '\t%s %s\n' sigs.k8s.io/kueue "$KUEUE_VERSION" github.com/kubeflow/trainer/v2 "$UPSTREAM_TRAINER_VERSION" ;;
+      *) log "build_list: no build list named '$name'" && return 1 ;;
+    esac
+    printf ')\n'
+  } >"$dir/go.mod.in"
+  if ! cmp -s "$dir/go.mod.in" "$dir/go.mod.used"; then
+    cp "$dir/go.mod.in" "$dir/go.mod"
+    rm -f "$dir/go.sum"
+    (cd "$dir" && GOFLAGS="$GOFLAGS -mod=mod" go list -m all >/dev/null)
+    cp "$dir/go.mod.in" "$dir/go.mod.used"
+  fi
+  printf '%s\n' "$dir"
+}
+
+# The components' own modules: raise_to never moves one of them (a component built beside another keeps the
+# version of the other that it asks for, say the Trainer API Kueue's integration was written against).
+KEPT=(sigs.k8s.io/kueue github.com/kubeflow/trainer/v2 sigs.k8s.io/jobset github.com/kubeflow/mpi-operator
+  github.com/prometheus/prometheus github.com/kubeflow/katib volcano.sh/volcano volcano.sh/apis)
+
+# raise_to FLOORS DIR: require in DIR's go.mod each module the module in directory FLOORS selects, at that
+# version (a module FLOORS replaces by the same path at another version: that version), but DIR's own module
+# and KEPT: for each module both use, DIR's build then selects the higher of the two versions.
+raise_to() {
+  local floors="$1" dir="$2" own required
+  own="$(awk '$1 == "module" {print $2; exit}' "$dir/go.mod")"
+  required="$(cd "$floors" && GOFLAGS="$GOFLAGS -mod=mod" go list -m -f \
+    '{{if not .Main}}{{with .Replace}}{{if eq .Path $.Path}}{{$.Path}}@{{.Version}}{{end}}{{else}}{{.Path}}@{{.Version}}{{end}}{{end}}' all |
+    awk -v own="$own" -v kept="${KEPT[*]}" 'BEGIN {n = split(kept, k, " "); for (i = 1; i <= n; i++) keep[k[i]] = 1; keep[own] = 1}
+      NF {split($0, m, "@"); if (!(m[1] in keep)) print "-require=" $0}')"
+  # shellcheck disable=SC2086 # one -require flag per word
+  (cd "$dir" && go mod edit $required)
+}
+
+# on_build_list DIR LIST COMMAND...: run COMMAND (a build) in DIR with DIR's module raised to the build list
+# LIST (build_list, raise_to). When it fails there, DIR's go.mod and go.sum are put back and COMMAND runs on
+# the module's own versions.
+on_build_list() {
+  local dir="$1" list="$2"
+  shift 2
+  cp "$dir/go.mod" "$dir/go.mod.own"
+  if [ -f "$dir/go.sum" ]; then cp "$dir/go.sum" "$dir/go.sum.own"; else rm -f "$dir/go.sum.own"; fi
+  if raise_to "$(build_list "$list")" "$dir" && (cd "$dir" && "$@"); then
+    rm -f "$dir/go.mod.own" "$dir/go.sum.own"
+    return 0
+  fi
+  log "$(basename "$dir"): does not build on the $list build list; building on its own versions"
+  mv "$dir/go.mod.own" "$dir/go.mod"
+  if [ -f "$dir/go.sum.own" ]; then mv "$dir/go.sum.own" "$dir/go.sum"; else rm -f "$dir/go.sum"; fi
+  (cd "$dir" && "$@")
+}
+
+# tidy_then COMMAND...: `go mod tidy`, then COMMAND (for a wrapper module raised to the build list).
+tidy_then() { go mod tidy && "$@"; }
+
+# mod_mod COMMAND...: COMMAND with -mod=mod, for a copy of an upstream module whose go.mod a build may complete.
+mod_mod() { GOFLAGS="$GOFLAGS -mod=mod" "$@"; }
+
 # wrapper_module DIR MODULE VERSION PACKAGE [FLOORS]: write in DIR a wrapper module that requires only
 # MODULE and imports PACKAGE: MODULE's own dependency versions, and no version list read from the proxy
-# (which refuses lists here). With FLOORS (another wrapper module's directory), every module FLOORS
-# selects is required at that version too, so each module both builds use is at the same version (the
+# (which refuses lists here). With FLOORS (a module's directory, say build_list's), it is raised to what
+# FLOORS selects (raise_to: MODULE kept at VERSION), so each module both use is at the same version (the
 # higher of the two) and their shared packages compile once in the build cache.
 wrapper_module() {
   local dir="$1" module="$2" ver="$3" pkg="$4" floors="${5:-}"
@@ -372,12 +455,7 @@ wrapper_module() {
   } >"$dir/go.mod"
   rm -f "$dir/go.sum"
   printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/tools.go"
-  if [ -n "$floors" ]; then
-    local required
-    required="$(cd "$floors" && go list -m -f '{{if not .Main}}{{if not .Replace}}-require={{.Path}}@{{.Version}}{{end}}{{end}}' all)"
-    # shellcheck disable=SC2086 # one -require flag per word
-    (cd "$dir" && go mod edit $required)
-  fi
+  [ -z "$floors" ] || raise_to "$floors" "$dir"
   (cd "$dir" && go mod tidy)
 }
 
@@ -398,18 +476,6 @@ wrapper_build() {
   mv "$out.tmp" "$out"
 }
 
-# trainer_module: the directory of upstream Trainer's wrapper module (UPSTREAM_TRAINER_VERSION, its
-# controller manager), written when missing. Every JobSet controller is built on its versions (JobSet
-# at the version asked, every dependency the one Trainer's build selects, a patch release newer than
-# JobSet's own at most): the packages both share, Kubernetes' client libraries and controller-runtime
-# above all, compile once.
-trainer_module() {
-  local dir="$cache/src/upstream-$UPSTREAM_TRAINER_VERSION/trainer"
-  [ -f "$dir/go.sum" ] || wrapper_module "$dir" github.com/kubeflow/trainer/v2 "$UPSTREAM_TRAINER_VERSION" \
-    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
-  printf '%s\n' "$dir"
-}
-
 # build_upstream: upstream Kubeflow Trainer's controller manager (UPSTREAM_TRAINER_VERSION) and the
 # JobSet controller (its main package) at the version Trainer's go.mod requires, for the bench's
 # upstream side (bench/upstream.py); in crds/ the CRDs of both, in runtimes/ Trainer's
@@ -427,9 +493,9 @@ build_upstream() {
   jobset="$(required_version "$gomod" sigs.k8s.io/jobset)"
   jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
   wrapper_build "$mod/trainer" github.com/kubeflow/trainer/v2 "$ver" \
-    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "$out/trainer-controller-manager"
+    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "$out/trainer-controller-manager" "$(build_list kueue)"
   wrapper_build "$mod/jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-controller" \
-    "$(trainer_module)"
+    "$(build_list kueue)"
   copy_crds "$out/crds" "$src/manifests/base/crds"/trainer.kubeflow.org_*.yaml \
     "$jsrc/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
   copy_crds "$out/runtimes" "$src/manifests/base/runtimes"/*.yaml
@@ -449,7 +515,7 @@ build_mpi_operator() {
   log "mpi-operator $ver: resolving modules"
   src="$(module_dir github.com/kubeflow/mpi-operator "$ver")"
   wrapper_build "$cache/src/mpi_operator-$ver" github.com/kubeflow/mpi-operator "$ver" \
-    github.com/kubeflow/mpi-operator/cmd/mpi-operator "$out/mpi-operator"
+    github.com/kubeflow/mpi-operator/cmd/mpi-operator "$out/mpi-operator" "$(build_list kubernetes)"
   copy_crds "$out/crds" "$src/manifests/base/kubeflow.org_mpijobs.yaml"
 }
 
@@ -473,8 +539,8 @@ build_prometheus() {
   ldflags="-s -w -X github.com/prometheus/common/version.Version=$release"
   ldflags+=" -X github.com/prometheus/common/version.Branch=HEAD"
   log "prometheus $ver ($release)"
-  (cd "$mod" && export GOWORK=off && compile_commands "$out" prometheus=./cmd/prometheus promtool=./cmd/promtool -- \
-    -trimpath -tags remove_all_sd -ldflags "$ldflags")
+  (export GOWORK=off && on_build_list "$mod" kubernetes mod_mod compile_commands "$out" prometheus=./cmd/prometheus \
+    promtool=./cmd/promtool -- -trimpath -tags remove_all_sd -ldflags "$ldflags")
 }
 
 # build_trainer_e2e: Kubeflow Trainer's own end-to-end suite (test/e2e, ginkgo) compiled as a test
@@ -495,7 +561,7 @@ build_trainer_e2e() {
   cp -R "$src" "$mod"
   chmod -R u+w "$mod"
   log "trainer e2e $ver: building e2e.test"
-  (cd "$mod" && GOFLAGS="$GOFLAGS -mod=mod" go test -c -trimpath -o "$out/e2e.test.tmp" ./test/e2e)
+  on_build_list "$mod" kueue mod_mod go test -c -trimpath -o "$out/e2e.test.tmp" ./test/e2e
   mv "$out/e2e.test.tmp" "$out/e2e.test"
   rm -rf "$out/runtimes" "$out/flux"
   cp -R "$src/manifests/base/runtimes" "$out/runtimes"
@@ -522,7 +588,7 @@ build_mpi_operator_e2e() {
   cp -R "$src" "$mod"
   chmod -R u+w "$mod"
   log "mpi-operator e2e $ver: building mpi-operator-e2e.test"
-  (cd "$mod" && GOFLAGS="$GOFLAGS -mod=mod" go test -c -trimpath -o "$out/mpi-operator-e2e.test.tmp" ./test/e2e)
+  on_build_list "$mod" kueue mod_mod go test -c -trimpath -o "$out/mpi-operator-e2e.test.tmp" ./test/e2e
   mv "$out/mpi-operator-e2e.test.tmp" "$out/mpi-operator-e2e.test"
 }
 
@@ -546,20 +612,26 @@ build_kueue_e2e() {
     rm -rf "$mod"
     cp -R "$src" "$mod"
     chmod -R u+w "$mod"
-    for suite in singlecluster tas; do
-      log "kueue e2e $ver: building $suite-extended.test"
-      (cd "$mod" && GOFLAGS="$GOFLAGS -mod=mod" go test -c -trimpath -o "$out/$suite-extended.test.tmp" "./test/e2e/$suite/extended")
-      mv "$out/$suite-extended.test.tmp" "$out/$suite-extended.test"
-    done
+    log "kueue e2e $ver: building singlecluster-extended.test and tas-extended.test"
+    on_build_list "$mod" kueue mod_mod kueue_suites "$out"
   fi
   jobset="$(required_version "$(go env GOMODCACHE)/cache/download/sigs.k8s.io/kueue/@v/$ver.mod" sigs.k8s.io/jobset)"
   jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
   wrapper_build "$cache/src/kueue_e2e_jobset-$jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset \
-    "$out/jobset-manager" "$(trainer_module)"
+    "$out/jobset-manager" "$(build_list kueue)"
   rm -rf "$out/jobset-config"
   cp -R "$jsrc/config" "$out/jobset-config"
   chmod -R u+w "$out/jobset-config"
   printf '%s\n' "$jobset" >"$out/JOBSET_VERSION"
+}
+
+# kueue_suites OUT: Kueue's two extended e2e suites compiled (in Kueue's module) into OUT.
+kueue_suites() {
+  local suite
+  for suite in singlecluster tas; do
+    go test -c -trimpath -o "$1/$suite-extended.test.tmp" "./test/e2e/$suite/extended" || return 1
+    mv "$1/$suite-extended.test.tmp" "$1/$suite-extended.test"
+  done
 }
 
 # build_katib: Katib (KATIB_VERSION), as its images hold it: the controller, the DB manager, the file
@@ -593,16 +665,23 @@ build_katib() {
       for cmd in "${cmds[@]}"; do printf '\t_ "github.com/kubeflow/katib/%s"\n' "${cmd#*:}"; done
       printf ')\n'
     } >"$mod/tools.go"
-    (cd "$mod" && go mod tidy)
-    for cmd in "${missing[@]}"; do
-      log "katib $ver: building ${cmd%%:*}"
-      (cd "$mod" && go build -trimpath -ldflags "-s -w" -o "$out/${cmd%%:*}.tmp" "github.com/kubeflow/katib/${cmd#*:}")
-      mv "$out/${cmd%%:*}.tmp" "$out/${cmd%%:*}"
-    done
+    log "katib $ver: building ${missing[*]%%:*}"
+    on_build_list "$mod" kueue tidy_then katib_commands "$out" "${missing[@]}"
   fi
   rm -rf "$out/manifests"
   cp -R "$src/manifests/v1beta1" "$out/manifests"
   chmod -R u+w "$out/manifests"
+}
+
+# katib_commands OUT NAME:PATH...: each Katib command (github.com/kubeflow/katib/PATH) built into OUT/NAME, one
+# `go build` each (three of the four packages are named v1beta1, so one build would name them alike).
+katib_commands() {
+  local out="$1" cmd
+  shift
+  for cmd in "$@"; do
+    go build -trimpath -ldflags "-s -w" -o "$out/${cmd%%:*}.tmp" "github.com/kubeflow/katib/${cmd#*:}" || return 1
+    mv "$out/${cmd%%:*}.tmp" "$out/${cmd%%:*}"
+  done
 }
 
 # Sourced (tests/tooling/test_wrapper_module.py), it only defines the functions above.

@@ -59,29 +59,17 @@ def proxy(tmp_path: Path) -> Path:
 
 
 def build(tmp_path: Path, proxy: Path, *builds: str) -> subprocess.CompletedProcess[str]:
-    """With ``build.sh`` sourced (its cache and Go's module cache in ``tmp_path``), build ``app`` into
-    ``tmp_path/out/app`` (wrapper ``tmp_path/w/app``), then run ``wrapper_build`` with each of ``builds``
-    (its arguments, ``{w}`` and ``{out}`` standing for those directories)."""
-    env = {
-        **os.environ,
-        "TRAINER_CACHE": str(tmp_path / "cache"),
-        "GOMODCACHE": str(tmp_path / "gomod"),
-        "GOPROXY": f"file://{proxy}",
-        "GOSUMDB": "off",
-        "GOFLAGS": "",
-    }
+    """With ``build.sh`` sourced (:func:`sourced`), build ``app`` into ``tmp_path/out/app`` (wrapper
+    ``tmp_path/w/app``), then run ``wrapper_build`` with each of ``builds`` (its arguments, ``{w}`` and
+    ``{out}`` standing for those directories)."""
     w, out = tmp_path / "w", tmp_path / "out"
-    lines = [
-        f"source {BUILD}",
+    return sourced(
+        tmp_path,
+        proxy,
         f"mkdir -p {out}",
         f"wrapper_build {w}/app example.com/app v1.0.0 example.com/app {out}/app",
-    ]
-    lines += [f"wrapper_build {b.format(w=w, out=out)}" for b in builds]
-    done = subprocess.run(
-        ["bash", "-c", "\n".join(lines)], env=env, capture_output=True, text=True, check=False, timeout=300
+        *(f"wrapper_build {b.format(w=w, out=out)}" for b in builds),
     )
-    subprocess.run(["chmod", "-R", "u+w", str(tmp_path / "gomod")], check=False)  # the module cache is read-only
-    return done
 
 
 def printed(binary: Path) -> str:
@@ -117,3 +105,81 @@ def test_a_command_that_does_not_build_at_all_fails_the_build(tmp_path: Path, pr
     done = build(tmp_path, proxy, "{w}/broken example.com/broken v1.0.0 example.com/broken {out}/broken")
     assert done.returncode != 0 and "undefined: dep.Missing" in done.stderr, done
     assert not (tmp_path / "out" / "broken").exists()
+
+
+def sourced(tmp_path: Path, proxy: Path, *lines: str) -> subprocess.CompletedProcess[str]:
+    """Run ``lines`` in bash with ``build.sh`` sourced (caches in ``tmp_path``, modules from ``proxy``)."""
+    env = {
+        **os.environ,
+        "TRAINER_CACHE": str(tmp_path / "cache"),
+        "GOMODCACHE": str(tmp_path / "gomod"),
+        "GOPROXY": f"file://{proxy}",
+        "GOSUMDB": "off",
+        "GOFLAGS": "",
+    }
+    done = subprocess.run(
+        ["bash", "-c", "\n".join([f"source {BUILD}", *lines])],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    subprocess.run(["chmod", "-R", "u+w", str(tmp_path / "gomod")], check=False)
+    return done
+
+
+def module(directory: Path, gomod: str, files: dict[str, str] | None = None) -> Path:
+    """A module in ``directory``: its go.mod text and files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "go.mod").write_text(gomod)
+    for name, text in (files or {}).items():
+        (directory / name).write_text(text)
+    return directory
+
+
+def test_raise_to_requires_a_replaced_version_and_never_moves_a_component(tmp_path: Path, proxy: Path) -> None:
+    publish(proxy, "sigs.k8s.io/kueue", "v0.1.0", {"k.go": "package kueue\n"}, {})
+    publish(proxy, "sigs.k8s.io/kueue", "v0.2.0", {"k.go": "package kueue\n"}, {})
+    floors = module(
+        tmp_path / "floors",
+        "module local/floors\n\ngo 1.22\n\nrequire (\n\texample.com/dep v1.0.0\n\tsigs.k8s.io/kueue v0.2.0\n)\n\n"
+        "replace example.com/dep => example.com/dep v1.1.0\n",
+    )
+    target = module(
+        tmp_path / "target",
+        "module local/target\n\ngo 1.22\n\nrequire (\n\texample.com/dep v1.0.0\n\tsigs.k8s.io/kueue v0.1.0\n)\n",
+    )
+    done = sourced(tmp_path, proxy, f"raise_to {floors} {target}")
+    assert done.returncode == 0, done.stderr
+    gomod = (target / "go.mod").read_text()
+    assert "example.com/dep v1.1.0" in gomod, "the version the floors' replacement selects"
+    assert "sigs.k8s.io/kueue v0.1.0" in gomod and "v0.2.0" not in gomod, "a component keeps its own version"
+
+
+def test_on_build_list_builds_on_the_modules_own_versions_when_raised_it_does_not(tmp_path: Path, proxy: Path) -> None:
+    floors = module(tmp_path / "floors", "module local/floors\n\ngo 1.22\n\nrequire example.com/dep v1.1.0\n")
+    old = module(
+        tmp_path / "old",
+        "module local/old\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+        {"main.go": 'package main\n\nimport "example.com/dep"\n\nfunc main() { println(dep.Old()) }\n'},
+    )
+    new = module(
+        tmp_path / "new",
+        "module local/new\n\ngo 1.22\n\nrequire example.com/dep v1.0.0\n",
+        {"main.go": 'package main\n\nimport "example.com/dep"\n\nfunc main() { println(dep.V()) }\n'},
+    )
+    out = tmp_path / "out"
+    done = sourced(
+        tmp_path,
+        proxy,
+        f"build_list() {{ echo {floors}; }}",
+        f"on_build_list {old} test tidy_then go build -o {out}/old .",
+        f"on_build_list {new} test tidy_then go build -o {out}/new .",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "old: does not build on the test build list; building on its own versions" in done.stderr
+    assert printed(out / "old") == "old"
+    assert "example.com/dep v1.0.0" in (old / "go.mod").read_text(), "its own go.mod put back"
+    assert printed(out / "new") == "1.1.0", "built on the build list"
+    assert not (new / "go.mod.own").exists()
