@@ -352,7 +352,7 @@ build_helm() {
   GOBIN="$out" go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$ver"
 }
 
-# build_list NAME: the directory of a module that requires, at the versions versions.env names, the components
+# list_module NAME: the directory of a module that requires, at the versions versions.env names, the components
 # of one build list: "kubernetes" (Kubernetes, its staging modules at their published twins as build_kubernetes
 # builds it, mpi-operator's controller and Prometheus) or "kueue" (Kueue and upstream Trainer, whose Kubernetes
 # libraries are a minor release older: Kueue builds the scheduler framework of that release). What it selects
@@ -363,7 +363,7 @@ build_helm() {
 # client libraries above all, then compile once in the build cache, where each would compile them again for
 # each patch version of any module below them. Volcano (its go.mod pins Kubernetes' libraries of its own
 # release), etcd (v3.5; Kubernetes requires the v3.7 modules), KWOK and helm keep their own build lists.
-build_list() {
+list_module() {
   local name="$1" dir="$cache/src/build-list-$1" kube staging
   mkdir -p "$dir"
   {
@@ -379,7 +379,7 @@ build_list() {
         grep -E '=> \./staging/src/' "$kube" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
         ;;
       kueue) printf '\t%s %s\n' sigs.k8s.io/kueue "$KUEUE_VERSION" github.com/kubeflow/trainer/v2 "$UPSTREAM_TRAINER_VERSION" ;;
-      *) log "build_list: no build list named '$name'" && return 1 ;;
+      *) log "list_module: no build list named '$name'" && return 1 ;;
     esac
     printf ')\n'
   } >"$dir/go.mod.in"
@@ -412,14 +412,14 @@ raise_to() {
 }
 
 # on_build_list DIR LIST COMMAND...: run COMMAND (a build) in DIR with DIR's module raised to the build list
-# LIST (build_list, raise_to). When it fails there, DIR's go.mod and go.sum are put back and COMMAND runs on
+# LIST (list_module, raise_to). When it fails there, DIR's go.mod and go.sum are put back and COMMAND runs on
 # the module's own versions.
 on_build_list() {
   local dir="$1" list="$2"
   shift 2
   cp "$dir/go.mod" "$dir/go.mod.own"
   if [ -f "$dir/go.sum" ]; then cp "$dir/go.sum" "$dir/go.sum.own"; else rm -f "$dir/go.sum.own"; fi
-  if raise_to "$(build_list "$list")" "$dir" && (cd "$dir" && "$@"); then
+  if raise_to "$(list_module "$list")" "$dir" && (cd "$dir" && "$@"); then
     rm -f "$dir/go.mod.own" "$dir/go.sum.own"
     return 0
   fi
@@ -437,7 +437,7 @@ mod_mod() { GOFLAGS="$GOFLAGS -mod=mod" "$@"; }
 
 # wrapper_module DIR MODULE VERSION PACKAGE [FLOORS]: write in DIR a wrapper module that requires only
 # MODULE and imports PACKAGE: MODULE's own dependency versions, and no version list read from the proxy
-# (which refuses lists here). With FLOORS (a module's directory, say build_list's), it is raised to what
+# (which refuses lists here). With FLOORS (a module's directory, say list_module's), it is raised to what
 # FLOORS selects (raise_to: MODULE kept at VERSION), so each module both use is at the same version (the
 # higher of the two) and their shared packages compile once in the build cache.
 wrapper_module() {
@@ -493,9 +493,9 @@ build_upstream() {
   jobset="$(required_version "$gomod" sigs.k8s.io/jobset)"
   jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
   wrapper_build "$mod/trainer" github.com/kubeflow/trainer/v2 "$ver" \
-    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "$out/trainer-controller-manager" "$(build_list kueue)"
+    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager "$out/trainer-controller-manager" "$(list_module kueue)"
   wrapper_build "$mod/jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset "$out/jobset-controller" \
-    "$(build_list kueue)"
+    "$(list_module kueue)"
   copy_crds "$out/crds" "$src/manifests/base/crds"/trainer.kubeflow.org_*.yaml \
     "$jsrc/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
   copy_crds "$out/runtimes" "$src/manifests/base/runtimes"/*.yaml
@@ -515,7 +515,7 @@ build_mpi_operator() {
   log "mpi-operator $ver: resolving modules"
   src="$(module_dir github.com/kubeflow/mpi-operator "$ver")"
   wrapper_build "$cache/src/mpi_operator-$ver" github.com/kubeflow/mpi-operator "$ver" \
-    github.com/kubeflow/mpi-operator/cmd/mpi-operator "$out/mpi-operator" "$(build_list kubernetes)"
+    github.com/kubeflow/mpi-operator/cmd/mpi-operator "$out/mpi-operator" "$(list_module kubernetes)"
   copy_crds "$out/crds" "$src/manifests/base/kubeflow.org_mpijobs.yaml"
 }
 
@@ -618,7 +618,7 @@ build_kueue_e2e() {
   jobset="$(required_version "$(go env GOMODCACHE)/cache/download/sigs.k8s.io/kueue/@v/$ver.mod" sigs.k8s.io/jobset)"
   jsrc="$(module_dir sigs.k8s.io/jobset "$jobset")"
   wrapper_build "$cache/src/kueue_e2e_jobset-$jobset" sigs.k8s.io/jobset "$jobset" sigs.k8s.io/jobset \
-    "$out/jobset-manager" "$(build_list kueue)"
+    "$out/jobset-manager" "$(list_module kueue)"
   rm -rf "$out/jobset-config"
   cp -R "$jsrc/config" "$out/jobset-config"
   chmod -R u+w "$out/jobset-config"

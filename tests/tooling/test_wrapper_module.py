@@ -173,7 +173,7 @@ def test_on_build_list_builds_on_the_modules_own_versions_when_raised_it_does_no
     done = sourced(
         tmp_path,
         proxy,
-        f"build_list() {{ echo {floors}; }}",
+        f"list_module() {{ echo {floors}; }}",
         f"on_build_list {old} test tidy_then go build -o {out}/old .",
         f"on_build_list {new} test tidy_then go build -o {out}/new .",
     )
