@@ -120,7 +120,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 EOF
-  (cd "$mod" && go mod tidy)
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/component-base/version.gitTreeState=clean"
   local cmd pairs=()
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
@@ -309,7 +308,6 @@ package tools
 
 import _ "sigs.k8s.io/kueue/cmd/kueue"
 EOF
-    (cd "$mod" && go mod tidy)
     local ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$ver"
     ldflags+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit=$(module_commit sigs.k8s.io/kueue "$ver")"
     log "kueue $ver: building kueue"
