@@ -200,9 +200,12 @@ async def test_a_foreign_trainjob_with_a_trials_name_is_left_said_and_survives_t
     async def said() -> JSON | None:
         obj = await client.kube.get(OPTIMIZATION_JOBS, ns, "o")
         c = condition(obj, "Misconfigured")
-        return obj if c and c["reason"] == "ErrResourceExists" and "o-trial-1" in await trials(client, ns) else None
+        counted = (obj.get("status") or {}).get("trials") == 1  # trial 1's create reaches the status a reconcile later
+        if c and c["reason"] == "ErrResourceExists" and counted and "o-trial-1" in await trials(client, ns):
+            return obj
+        return None
 
-    job = await wait_for(said, "the job saying o-trial-0 is someone else's")
+    job = await wait_for(said, "the job saying o-trial-0 is someone else's and counting trial 1")
     message = condition(job, "Misconfigured")["message"]  # type: ignore[index]
     assert "TrainJob o-trial-0: already exists and is not controlled by OptimizationJob o" in message
     now = (await trials(client, ns))["o-trial-0"]

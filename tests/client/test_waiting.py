@@ -188,3 +188,25 @@ async def test_a_node_whose_pod_may_still_come_is_waited_for(kube: RecordingKube
     kube.put(node_pod(1, "Pending"))  # the Job is still creating its pods
     with pytest.raises(WaitTimeoutError):
         await job_client(kube).wait_for_pods("stuck", node=5, timeout=0.2)
+
+
+def step_job(completions: int) -> JSON:
+    """The step's Job: the labels its pods have, ``completions`` nodes."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "stuck-node-0", "namespace": "team-a", "labels": pending_pod("x")["metadata"]["labels"]},
+        "spec": {"completions": completions, "parallelism": completions, "completionMode": "Indexed"},
+    }
+
+
+async def test_a_node_whose_job_has_not_made_its_pod_yet_is_waited_for(kube: RecordingKube) -> None:
+    """Node 0's pod started, node 1's not created yet (the Job controller creates one pod first, then
+    the next batch): ``logs --node 1`` waits for it, ``--node 2`` of that 2-node Job is unknown at once."""
+    kube.put(node_pod(0, "Running"))
+    kube.put(step_job(2))
+    with pytest.raises(WaitTimeoutError):
+        await job_client(kube).wait_for_pods("stuck", node=1, timeout=0.2)
+    with pytest.raises(UnknownNodeError) as raised:
+        await job_client(kube).wait_for_pods("stuck", node=2, timeout=120)
+    assert str(raised.value) == "TrainJob team-a/stuck has no node 2 in step 'node'; its nodes are: 0"

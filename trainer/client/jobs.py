@@ -465,8 +465,15 @@ class AsyncJobClient(Generic[J]):
                     if not mine and all_nodes and finished:
                         raise NotFoundError("Pod", self.namespace, f"of {which} of {name}")
                     others = {self._node_of(p)[1] for p in pods.values()}
-                    if not mine and (finished or (others and all(_started(p) for p in pods.values()))):
-                        # the step's pods are all there (a Job creates every index's pod), none of this node
+                    if not mine and (
+                        finished
+                        or (
+                            others
+                            and all(_started(p) for p in pods.values())
+                            and index >= await self._nodes_of_step(selector)
+                        )
+                    ):
+                        # the step's pods are all there, none of this node
                         raise UnknownNodeError(self._what(name), step_name, index, others)
                     newest: dict[tuple[int, int], JSON] = {}
                     for pod in sorted(filter(_started, mine), key=_age_key):
@@ -581,6 +588,15 @@ class AsyncJobClient(Generic[J]):
             for item in items:
                 objects[(kind, str(item["metadata"]["name"]))] = item["metadata"].get("uid")
         return related_events(events, objects)
+
+    async def _nodes_of_step(self, selector: str) -> int:
+        """How many nodes the Jobs of a step (``selector``, their pods') have: the most ``completions``
+        (else ``parallelism``, else 1) of one of them. A Job creates its pods in batches (one first, as
+        the Job controller's slow start does), so a node below it may have no pod yet; 0 when no Job
+        is found."""
+        jobs, _ = await self.kube.list(JOBS, self.namespace, selector)
+        spec = [j.get("spec") or {} for j in jobs]
+        return max((int(s.get("completions") or s.get("parallelism") or 1) for s in spec), default=0)
 
     async def _frozen_steps(self, name: str) -> list[str]:
         """The replicated jobs of TrainJob ``name`` from the runtime snapshot the operator writes before
