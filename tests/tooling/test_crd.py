@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from localcluster.kueue import kueue_sees_runtime_patches
 from trainer.api import crd
+from trainer.api.base import Model
 from trainer.api.trainer_v1alpha1 import MPIMLPolicySource, TrainJob
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,3 +136,35 @@ def test_the_shipped_trainjob_crd_passes_kueues_runtime_patches_check(where: str
     older = copy.deepcopy(version)
     del older["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["runtimePatches"]
     assert not kueue_sees_runtime_patches({"spec": {"versions": [older]}})
+
+
+class _Base(Model):
+    shared: str | None = None
+    """Said by the base."""
+    plain: int | None = None
+
+
+class _Derived(_Base):
+    shared: str | None = None
+    """Said again,
+        over two lines, by the subclass."""
+    named: str | None = Field(default=None, description="Said by the field.")
+    """Not this one."""
+    own: bool | None = None
+    """Its own."""
+
+
+def test_descriptions_are_the_attribute_docstrings_the_nearest_class_first_and_a_fields_own_ahead() -> None:
+    assert crd.attribute_docs(_Derived) == {
+        "shared": "Said again,\nover two lines, by the subclass.",
+        "named": "Not this one.",
+        "own": "Its own.",
+    }
+    properties = crd.model_schema(_Derived)["properties"]
+    assert {k: v.get("description") for k, v in properties.items()} == {
+        "shared": "Said again, over two lines, by the subclass.",
+        "plain": None,
+        "named": "Said by the field.",
+        "own": "Its own.",
+    }
+    assert crd.model_schema(_Base)["properties"]["shared"]["description"] == "Said by the base."

@@ -1,7 +1,10 @@
 """Building blocks shared by every API module: the model base class and Kubernetes core types.
 
 Field descriptions come from attribute docstrings, so the same text serves Python users and
-``kubectl explain`` (the CRD generator in :mod:`trainer.api.crd` copies them into the schemas).
+``kubectl explain`` (the CRD generator in :mod:`trainer.api.crd` reads them from the source and copies
+them into the schemas; pydantic does not read them, which would cost every process that imports the
+models a parse of their source). A model's validator is built when it is first used
+(``defer_build``): a process builds those of the models it validates only.
 
 Core Kubernetes types that the operator only passes through (a Pod template, an affinity, a
 volume) are kept as plain JSON objects (:data:`KubeObject`): the apiserver already validates them
@@ -131,7 +134,7 @@ class Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
-        use_attribute_docstrings=True,
+        defer_build=True,
         extra="allow",
         serialize_by_alias=True,
     )

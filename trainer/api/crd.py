@@ -3,14 +3,18 @@
 The models in :mod:`trainer.api` are the single source of the schemas: ``python -m trainer.api.crd`` writes
 ``config/crd/bases/<group>_<plural>.yaml`` (``--check`` exits 1 when a checked-in file is stale).
 Schemas are structural (OpenAPI v3 as the apiserver requires): every property typed, no ``$ref``;
-descriptions come from the attribute docstrings; defaults, enums, bounds, list-map keys and CEL
+descriptions come from the attribute docstrings (:func:`attribute_docs`); defaults, enums, bounds, list-map keys and CEL
 rules come from the field declarations.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
+import itertools
 import sys
+import textwrap
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +168,29 @@ def _is_int_or_str(args: list[Any]) -> bool:
     return stripped == {int, str}
 
 
+def attribute_docs(model: type[BaseModel]) -> dict[str, str]:
+    """Field name -> the docstring under its annotation (PEP 257's attribute docstrings, the text
+    pydantic's ``use_attribute_docstrings`` reads), in ``model``'s own source and its bases' (the
+    nearest wins), each cleaned as ``inspect.cleandoc`` does. Raises ``OSError`` when a model's source
+    cannot be read."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+        body = node.body if isinstance(node, ast.ClassDef) else []
+        for stmt, after in itertools.pairwise(body):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
 def _text(doc: str) -> str:
     """A docstring as one line of ``kubectl explain`` text."""
     return " ".join(doc.replace("``", "`").split())
@@ -199,11 +226,12 @@ def type_schema(annotation: Any, extra: list[Any] | None = None) -> dict[str, An
     raise TypeError(f"no structural schema for {annotation!r}")
 
 
-def field_schema(info: FieldInfo) -> dict[str, Any]:
-    """Schema of one model field: its type plus description, default, bounds and extensions."""
+def field_schema(info: FieldInfo, doc: str | None = None) -> dict[str, Any]:
+    """Schema of one model field: its type plus description (``Field(description=...)``, else ``doc``,
+    its attribute docstring), default, bounds and extensions."""
     schema = type_schema(info.annotation, list(info.metadata))
-    if info.description:
-        schema["description"] = _text(info.description)
+    if info.description or doc:
+        schema["description"] = _text(info.description or doc or "")
     default = info.default
     if default is not PydanticUndefined and default is not None and isinstance(default, str | int | bool):
         schema["default"] = default
@@ -233,12 +261,13 @@ def model_schema(model: type[BaseModel], top_level: bool = False) -> dict[str, A
     """The structural schema of a model; ``top_level`` adds apiVersion/kind/metadata as CRDs do."""
     properties: dict[str, Any] = {}
     required: list[str] = []
+    docs = attribute_docs(model)
     for name, info in model.model_fields.items():
         alias = info.alias or name
         if top_level and name in _TOP_LEVEL:
             properties[alias] = {"type": "object"} if name == "metadata" else {"type": "string"}
             continue
-        properties[alias] = field_schema(info)
+        properties[alias] = field_schema(info, docs.get(name))
         if info.is_required():
             required.append(alias)
     schema: dict[str, Any] = {"type": "object"}
