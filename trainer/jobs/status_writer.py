@@ -33,7 +33,7 @@ or :data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile, whiche
 handed out of the idle lane writes its status however busy the queue is (:meth:`IdleLane.busy` says
 False for it). In a burst the children come first (a status patch of a custom resource costs the
 apiserver about twice a create) and the statuses follow closely enough that the last is written within
-1.5 times the time to the last child (1.36 in a burst of 5,000); alone, a job's first status is written by its first
+about 1.5 times the time to the last child; alone, a job's first status is written by its first
 reconcile. A first status that tells of a problem (a warning condition) is never held.
 """
 

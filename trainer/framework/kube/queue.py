@@ -37,10 +37,9 @@ IDLE_QUIET = 1.0
 IDLE_SHARE = 3
 """Urgent keys handed out, while keys wait in the idle lane, before its oldest is handed out. A job's
 first status costs the cluster about three quarters of what its children cost (a status patch of a
-custom resource and an Event against a Job, a Service and a ConfigMap), so in a burst the first
-statuses take about a fifth of the cluster: in a burst of 5,000 the last status came 1.36 to 1.37 times
-as late as the last child instead of 1.68 to 1.75, and the last child later by 5 to 49 %
-(docs/benchmarks.md, "First statuses beside the children")."""
+custom resource and an Event against a Job, a Service and a ConfigMap: docs/benchmarks.md), so in a
+burst the first statuses take about a fifth of the cluster, the children end about a quarter later
+than with none, and the last status about 1.4 times as late as the last child instead of 1.7."""
 
 
 class QueueMetrics(Protocol[K_contra]):
