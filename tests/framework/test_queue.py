@@ -7,7 +7,7 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.framework.kube.queue import IDLE_SHARE, WorkQueue
+from trainer.framework.kube.queue import WorkQueue
 
 
 async def test_a_key_is_queued_once() -> None:
@@ -165,8 +165,8 @@ async def test_the_idle_lane_releases_exactly_the_keys_past_their_bound_or_not_k
 ) -> None:
     """Whatever the order of urgent adds, idle adds, hand-outs and time, a check of the idle lane queues
     exactly the keys whose bound has passed or for which the queue is not busy (:meth:`WorkQueue.busy`),
-    and keeps the others with their earliest bound (hand-outs release none: no share)."""
-    q: WorkQueue[int] = WorkQueue(idle_share=None)
+    and keeps the others with their earliest bound."""
+    q: WorkQueue[int] = WorkQueue()
     now = [100.0]
     q.clock = lambda: now[0]
     bounds: dict[int, float] = {}
@@ -187,40 +187,4 @@ async def test_the_idle_lane_releases_exactly_the_keys_past_their_bound_or_not_k
             bounds = {k: b for k, b in bounds.items() if k not in going}
             assert q.idle_waiting() == len(bounds)
             assert q._idle == bounds
-    q.shutdown()
-
-
-async def test_the_idle_lane_gets_one_key_after_every_share_of_urgent_keys_oldest_first() -> None:
-    q: WorkQueue[str] = WorkQueue(idle_share=3)
-    for key in ("u1", "u2", "u3", "u4", "u5", "u6", "u7"):
-        q.add(key, urgent=True)
-    q.add("later")  # neither urgent nor idle: after every urgent key
-    q.add_when_idle("a", at_most=60)
-    q.add_when_idle("b", at_most=60)
-    order, busy = [], {}
-    for _ in range(10):
-        key = await q.get()
-        order.append(key)
-        busy[key] = q.busy(key)
-        q.done(key)
-    assert order == ["u1", "u2", "u3", "a", "u4", "u5", "u6", "b", "u7", "later"]
-    assert busy["a"] is False and busy["b"] is False, "handed out of the lane while urgent keys wait: not busy"
-    assert busy["u1"] is True
-    assert q.idle_waiting() == 0 and len(q) == 0
-    q.shutdown()
-
-
-async def test_a_key_left_in_the_idle_lane_while_processing_comes_back_first_after_done() -> None:
-    q: WorkQueue[str] = WorkQueue()
-    for key in ("first", *(f"u{i}" for i in range(IDLE_SHARE + 1))):
-        q.add(key, urgent=True)
-    assert await q.get() == "first"
-    q.add_when_idle("first", at_most=60)  # what its reconcile does while new keys wait
-    for i in range(IDLE_SHARE):
-        assert await q.get() == f"u{i}"  # the last of these releases "first", still being processed
-    assert q.busy("first"), "not handed out of the lane yet"
-    q.done("first")
-    assert await q.get() == "first" and not q.busy("first")
-    q.done("first")
-    assert q.busy("first"), "done: an urgent key waits again"
     q.shutdown()

@@ -12,7 +12,7 @@ from tests.harness import RuntimeWrapper, TrainJobWrapper, World
 from trainer.api.kinds import TRAINJOBS
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.cache import Key, key_of
-from trainer.framework.kube.queue import IDLE_QUIET, IDLE_SHARE, WorkQueue
+from trainer.framework.kube.queue import IDLE_QUIET, WorkQueue
 from trainer.jobs import status_writer
 
 NEWER = ("default", "newer")
@@ -81,28 +81,6 @@ async def test_the_idle_lane_lets_a_job_go_at_its_bound_while_new_jobs_keep_comi
     assert q.idle_waiting() == 0, "gone at its bound although a new job still waits"
     assert {await q.get(), await q.get()} == {NEWER, ("default", "old")}
     q.shutdown()
-
-
-async def test_in_a_burst_a_first_status_is_written_after_its_share_of_new_jobs() -> None:
-    w = suspended("first")
-    q = queue(w)
-    while len(q):  # what the informers queued
-        q.done(await q.get())
-    newer = [("default", f"newer-{i}") for i in range(IDLE_SHARE + 2)]
-    for key in newer:
-        q.add(key, urgent=True)
-    assert await w.reconciler().reconcile(w.key) is None and statuses(w) == 0
-    assert q.idle_waiting() == 1, "left in the idle lane while new jobs wait"
-    for key in newer[:IDLE_SHARE]:
-        got = await q.get()
-        assert got == key
-        q.done(got)
-    assert await q.get() == w.key, "its share of the new jobs served, it comes before the others"
-    assert q.busy(NEWER) and not q.busy(w.key), "new jobs still wait, yet it is not sent back"
-    assert await w.reconciler().reconcile(w.key) is None
-    q.done(w.key)
-    assert statuses(w) == 1 and [c["type"] for c in w.obj["status"]["conditions"]] == ["Suspended"]
-    assert await q.get() == newer[IDLE_SHARE], "then the new jobs again"
 
 
 async def test_a_job_does_not_wait_for_itself() -> None:

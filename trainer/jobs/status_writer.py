@@ -27,14 +27,11 @@ changes batched by ``syncJobBatchPeriod`` (1 s).
 A job's first status (``Suspended`` or ``Created``, with its event) waits while other jobs are new
 (waiting for their first reconcile, or created less than a second ago: :meth:`IdleLane.busy`): the
 reconcile writes the children and leaves the job in the queue's idle lane, from which it is queued again
-once the burst is served (:meth:`IdleLane.add_when_idle`), after its share of the new jobs (one first
-status for every :data:`~trainer.framework.kube.queue.IDLE_SHARE` new jobs handed out, the oldest first),
-or :data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile, whichever comes first; a job
-handed out of the idle lane writes its status however busy the queue is (:meth:`IdleLane.busy` says
-False for it). In a burst the children come first (a status patch of a custom resource costs the
-apiserver about twice a create) and the statuses follow closely enough that the last is written within
-about 1.5 times the time to the last child; alone, a job's first status is written by its first
-reconcile. A first status that tells of a problem (a warning condition) is never held.
+once the burst is served (:meth:`IdleLane.add_when_idle`). In a burst every job's children come first and
+the statuses follow (a status patch of a custom resource costs the apiserver about twice a create), at
+the latest :data:`FIRST_STATUS_MAX_WAIT` seconds after the job's first reconcile; alone, a job's first
+status is written by its first reconcile. A first status that tells of a problem (a warning condition)
+is never held.
 """
 
 from __future__ import annotations
@@ -108,11 +105,11 @@ class IdleLane(Protocol):
     """What a first status asks of the work queue (:class:`trainer.framework.kube.queue.WorkQueue` is one)."""
 
     def busy(self, besides: Key) -> bool:
-        """Whether jobs other than ``besides`` are new (False for a job handed out of the idle lane)."""
+        """Whether jobs other than ``besides`` are new."""
         ...
 
     def add_when_idle(self, key: Key, at_most: float) -> None:
-        """Queue ``key`` once no other job is new, after its share of new jobs, or after ``at_most`` seconds."""
+        """Queue ``key`` once no other job is new, or after ``at_most`` seconds."""
         ...
 
 

@@ -15,10 +15,7 @@ A key may also wait for the queue to be idle of new keys (:meth:`add_when_idle`)
 urgent key waits and none was added for :data:`IDLE_QUIET` seconds (a burst of new jobs is over, as far
 as the watch has told), or once its own bound passes. That is how a job's first status waits for the
 children of the jobs created with it (:mod:`trainer.jobs.status_writer`); :meth:`busy` tells
-whether it should. While new keys keep coming, the idle lane is not starved: after every
-:data:`IDLE_SHARE` urgent keys handed out, its oldest key is handed out next, ahead of every other, and
-:meth:`busy` says False for it until it is done (it is not sent back to the lane). A key whose bound has
-passed is queued as any other key, behind the urgent ones.
+whether it should.
 """
 
 from __future__ import annotations
@@ -34,12 +31,6 @@ K = TypeVar("K", bound=Hashable)
 K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
 IDLE_QUIET = 1.0
 """Seconds without a new (urgent) key after which the queue counts as idle of new keys."""
-IDLE_SHARE = 3
-"""Urgent keys handed out, while keys wait in the idle lane, before its oldest is handed out. A job's
-first status costs the cluster about three quarters of what its children cost (a status patch of a
-custom resource and an Event against a Job, a Service and a ConfigMap: docs/benchmarks.md), so in a
-burst the first statuses take about a fifth of the cluster, the children end about a quarter later
-than with none, and the last status about 1.4 times as late as the last child instead of 1.7."""
 
 
 class QueueMetrics(Protocol[K_contra]):
@@ -81,11 +72,10 @@ class WorkQueue(Generic[K]):
         max_delay: float = 300.0,
         metrics: QueueMetrics[K] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        idle_share: int | None = IDLE_SHARE,
     ) -> None:
         self._entries: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
-        """``(-1 out of the idle lane / 0 urgent / 1 neither, sequence, key)``; an entry whose key is no
-        longer waiting (it was taken at an earlier entry) is skipped."""
+        """``(0 urgent / 1 not, sequence, key)``; an entry whose key is no longer waiting (it was taken at
+        an earlier, urgent entry) is skipped."""
         self._sequence = itertools.count()
         self._waiting: set[K] = set()
         """Keys with an entry in :attr:`_entries` to be handed out."""
@@ -105,24 +95,13 @@ class WorkQueue(Generic[K]):
         self._idle: dict[K, float] = {}
         """Keys waiting for the queue to be idle of new keys -> the clock at which they go anyway."""
         self._idle_timer: asyncio.TimerHandle | None = None
-        self.idle_share = idle_share
-        """:data:`IDLE_SHARE`; None: the idle lane waits for idleness or its bounds only."""
-        self._urgent_run = 0
-        """Urgent keys handed out since a key of the idle lane last was (while some waited there)."""
-        self._released: set[K] = set()
-        """Keys released from the idle lane by their share, not handed out yet: ahead of every other."""
-        self._let_go: set[K] = set()
-        """Keys handed out of the idle lane, until done: never busy."""
 
     def __len__(self) -> int:
         return len(self._waiting)
 
     def busy(self, besides: K) -> bool:
         """Whether keys other than ``besides`` are new: added as urgent and not handed out yet, or added
-        as urgent less than :data:`IDLE_QUIET` seconds ago (more may be on their way); never for a key
-        released from the idle lane by its share, until it is done."""
-        if besides in self._let_go:
-            return False
+        as urgent less than :data:`IDLE_QUIET` seconds ago (more may be on their way)."""
         if len(self._urgent) - (besides in self._urgent) > 0:
             return True
         now = self.clock()
@@ -151,16 +130,6 @@ class WorkQueue(Generic[K]):
         if self._idle:
             self._idle_timer = asyncio.get_running_loop().call_later(IDLE_QUIET, self._release_idle)
 
-    def _release(self, key: K) -> None:
-        """Take ``key`` out of the idle lane by its share: queue it ahead of every other key (a waiting
-        entry of it moves ahead)."""
-        del self._idle[key]
-        self._released.add(key)
-        if key in self._waiting:
-            self._push(key)
-        else:
-            self.add(key)
-
     def add(self, key: K, urgent: bool = False) -> None:
         """Queue ``key`` unless it is already waiting; ``urgent``: ahead of every key that is not (a
         waiting key moves ahead). A pending batch timer of ``key`` is cancelled: the reconcile this add
@@ -185,8 +154,7 @@ class WorkQueue(Generic[K]):
 
     def _push(self, key: K) -> None:
         self._waiting.add(key)
-        rank = -1 if key in self._released else 0 if key in self._urgent else 1
-        self._entries.put_nowait((rank, next(self._sequence), key))
+        self._entries.put_nowait((0 if key in self._urgent else 1, next(self._sequence), key))
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds (an earlier pending timer for it wins)."""
@@ -239,21 +207,11 @@ class WorkQueue(Generic[K]):
         return self._failures.get(key, 0)
 
     async def get(self) -> K:
-        """The next key (released from the idle lane, then urgent ones, first); it counts as processing
-        until :meth:`done`. Every :attr:`idle_share`-th urgent key handed out while keys wait in the idle
-        lane releases the oldest of them."""
+        """The next key (urgent ones first); it counts as processing until :meth:`done`."""
         while True:
             _, _, key = await self._entries.get()
             if key in self._waiting:
                 break
-        if key in self._released:
-            self._released.discard(key)
-            self._let_go.add(key)
-        elif key in self._urgent and self._idle and self.idle_share is not None:
-            self._urgent_run += 1
-            if self._urgent_run >= self.idle_share:
-                self._urgent_run = 0
-                self._release(next(iter(self._idle)))
         self._waiting.discard(key)
         self._urgent.discard(key)
         self._dirty.discard(key)
@@ -264,7 +222,6 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """Mark ``key`` processed; queue it again if it was added meanwhile."""
         self._processing.discard(key)
-        self._let_go.discard(key)
         self.metrics.done(key)
         if key in self._dirty:
             self._push(key)
