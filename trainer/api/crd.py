@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import inspect
 import itertools
 import sys
@@ -168,14 +169,15 @@ def _is_int_or_str(args: list[Any]) -> bool:
     return stripped == {int, str}
 
 
+@functools.cache
 def attribute_docs(model: type[BaseModel]) -> dict[str, str]:
     """Field name -> the docstring under its annotation (PEP 257's attribute docstrings, the text
     pydantic's ``use_attribute_docstrings`` reads), in ``model``'s own source and its bases' (the
-    nearest wins), each cleaned as ``inspect.cleandoc`` does. Raises ``OSError`` when a model's source
-    cannot be read."""
+    nearest wins), each cleaned as ``inspect.cleandoc`` does; read once per model (a nested model's
+    schema is made wherever it is used). Raises ``OSError`` when a model's source cannot be read."""
     docs: dict[str, str] = {}
     for cls in reversed(model.__mro__):
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+        if not issubclass(cls, BaseModel) or cls is BaseModel:
             continue
         (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
         body = node.body if isinstance(node, ast.ClassDef) else []

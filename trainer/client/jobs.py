@@ -458,6 +458,7 @@ class AsyncJobClient(Generic[J]):
         which = f"step {step_name!r}" if all_nodes else f"step {step_name!r} node {index}"
         last: list[str] = []
         held: list[Waiting] = []
+        nodes: int | None = None  # of the step's Jobs, asked once when needed
         try:
             async with asyncio.timeout(timeout) as scope:
                 async for pods in observe(self.kube, PODS, self.namespace, label_selector=selector):
@@ -465,14 +466,10 @@ class AsyncJobClient(Generic[J]):
                     if not mine and all_nodes and finished:
                         raise NotFoundError("Pod", self.namespace, f"of {which} of {name}")
                     others = {self._node_of(p)[1] for p in pods.values()}
-                    if not mine and (
-                        finished
-                        or (
-                            others
-                            and all(_started(p) for p in pods.values())
-                            and index >= await self._nodes_of_step(selector)
-                        )
-                    ):
+                    settled = not mine and bool(others) and all(_started(p) for p in pods.values())
+                    if settled and nodes is None:
+                        nodes = await self._nodes_of_step(selector)
+                    if not mine and (finished or (settled and index >= (nodes or 0))):
                         # the step's pods are all there, none of this node
                         raise UnknownNodeError(self._what(name), step_name, index, others)
                     newest: dict[tuple[int, int], JSON] = {}
