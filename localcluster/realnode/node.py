@@ -74,6 +74,7 @@ NODE_LABEL = "type=realnode"
 NODE_SELECTOR = {"type": "realnode"}
 OWNER = Path("/run/trainer-realnodes/owner")
 """The directory of the real nodes that hold the machine's pod network now (one set at a time)."""
+IMPORT_ATTEMPTS = 3  # a node's ``ctr images import`` of one archive, tried again after a failure
 
 
 def _log(message: str) -> None:
@@ -311,7 +312,9 @@ class RealNode:
             time.sleep(0.2)
 
     def import_images(self, archives: list[tuple[str, Path]]) -> None:
-        """Import each (name, OCI archive) unless the node has that name at the archive's manifest digest."""
+        """Import each (name, OCI archive) unless the node has that name at the archive's manifest digest.
+        A failed ``ctr images import`` is tried again (:data:`IMPORT_ATTEMPTS` in all, 2 s then 4 s apart);
+        raises ``RuntimeError`` with ctr's message and containerd's log when the last one fails."""
         have: dict[str, str] = {}
         for line in self.ctr("images", "ls").stdout.splitlines()[1:]:
             words = line.split()
@@ -321,7 +324,19 @@ class RealNode:
             if name in have and have[name] == images.manifest_digest(archive):
                 continue
             began = time.monotonic()
-            self.ctr("images", "import", str(archive))  # unpacks into overlayfs, the CRI's snapshotter
+            for attempt in range(1, IMPORT_ATTEMPTS + 1):
+                # Unpacks into overlayfs, the CRI's snapshotter.
+                done = self.ctr("images", "import", str(archive), check=False)
+                if done.returncode == 0:
+                    break
+                why = (done.stderr or done.stdout).strip()
+                if attempt == IMPORT_ATTEMPTS:
+                    raise RuntimeError(
+                        f"{self.name}: ctr images import {archive} failed {attempt} times, last: {why}\n"
+                        f"containerd's log:\n{self.containerd.log_tail()}"
+                    )
+                _log(f"{self.name}: import of {name} failed (attempt {attempt}), again in {2**attempt}s: {why}")
+                time.sleep(2**attempt)
             _log(f"{self.name}: imported {name} in {time.monotonic() - began:.1f}s")
 
     def start_kubelet(self, cluster: LocalCluster, timeout: float = 120.0) -> None:
