@@ -23,7 +23,7 @@ with python3, PyTorch CPU with gloo, OpenMPI, mpi4py, sshd) imported into both. 
   it mounts), so ``status.trainerStatus`` moves to 100% and ends with the held-out accuracy.
 
 Both MPI tests run on Open MPI 4 (the training image, Debian bookworm: ORTE's mpirun) and on Open MPI 5
-(:func:`localcluster.realnode.images.ompi5_image`, Debian trixie: PRRTE's mpirun, which reads only the
+(:func:`localcluster.realnode.images.torchtune_image`, Debian trixie: PRRTE's mpirun, which reads only the
 ``PRTE_MCA_*`` variables the operator sets beside ``OMPI_MCA_orte_*``). Every rank prints its host
 name; the tests assert the ranks ran on two distinct real nodes and not on the launcher: without the
 ``PRTE_MCA_*`` variables Open MPI 5 ignores the hostfile, runs every rank on the launcher and still
@@ -110,9 +110,9 @@ exec mpirun --allow-run-as-root -n 2 --mca btl tcp,self --mca btl_tcp_if_include
 
 @pytest.fixture(scope="module")
 def ompi5_image(real_nodes: RealNodes) -> str:
-    """The Open MPI 5 image (Debian trixie), built when missing and imported into both real nodes once,
-    only for the modules' tests that ask for it."""
-    (name,) = real_nodes.add_images("ompi5")
+    """The Open MPI 5 image (Debian trixie: torchtune's), built when missing and imported into both real
+    nodes once, only for the modules' tests that ask for it."""
+    (name,) = real_nodes.add_images("torchtune")
     return name
 
 
@@ -124,7 +124,7 @@ def mpi_image(request: pytest.FixtureRequest) -> str:
 
 def assert_open_mpi(text: str, image: str) -> None:
     """The launcher's ``mpirun --version`` line in ``text`` names the Open MPI release of ``image``."""
-    release = "5." if image == images.OMPI5_IMAGE else "4."
+    release = "5." if image == images.TORCHTUNE_IMAGE else "4."
     assert f"(Open MPI) {release}" in text, text
 
 

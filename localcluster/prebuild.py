@@ -75,7 +75,7 @@ NODE_BINARIES = ("kubelet", "kube_proxy", "coredns", "pause")
 """Every component of ``localcluster/realnode/build.sh``."""
 NODE_FETCHED = ("kubelet", "kube_proxy", "coredns")
 """The real nodes' components whose modules :class:`Fetch` downloads (pause has none)."""
-IMAGES = ("training", "torchtune", "ompi5", "busybox")
+IMAGES = ("training", "torchtune", "busybox")
 """The real nodes' images (keys of :data:`localcluster.realnode.images.BUILDERS`), the largest first."""
 
 

@@ -11,16 +11,16 @@ imported (``ctr -n k8s.io images import``) into each node's containerd:
   with mpi4py and openssh-server. PyPI's ``torch`` wheel for Linux is a CUDA build whose import
   fails without its nvidia-* / cuda-toolkit dependencies (several GB), so Debian's is used.
   Debian ``IMAGE_SUITE`` (bookworm: Open MPI 4, whose launcher is ORTE).
-- :func:`ompi5_image`: the same recipe on Debian ``OMPI5_IMAGE_SUITE`` (trixie: Open MPI 5, whose
-  launcher is PRRTE and reads ``PRTE_MCA_*`` variables only).
-- :func:`torchtune_image`: Debian trixie's python3-torch (2.6) and torchtune 0.6.1 with the packages
-  of ``torchtune-wheels.txt``, every one pinned, in a virtual environment at :data:`VENV` that sees
-  Debian's packages (``tune`` on its ``PATH``). The wheels are downloaded by this machine's pip and
-  installed offline in the chroot (:func:`install_wheels`).
+- :func:`torchtune_image`: the same recipe but scikit-learn on Debian ``TORCHTUNE_IMAGE_SUITE`` (trixie:
+  python3-torch 2.6, and Open MPI 5, whose launcher is PRRTE and reads ``PRTE_MCA_*`` variables only),
+  plus torchtune 0.6.1 with the packages of ``torchtune-wheels.txt``, every one pinned, in a virtual
+  environment at :data:`VENV` that sees Debian's packages (``tune`` on its ``PATH``). The wheels are
+  downloaded by this machine's pip and installed offline in the chroot (:func:`install_wheels`). One
+  image for both (torchtune's tests and the Open MPI 5 tests): one root file system less to make.
 
-All three are :class:`DebianImage` specs built by one function, :func:`debian_image`.
+Both are :class:`DebianImage` specs built by one function, :func:`debian_image`.
 
-    python -m localcluster.realnode.images [pause|busybox|training|ompi5|torchtune ...]   # build (or find), print paths
+    python -m localcluster.realnode.images [pause|busybox|training|torchtune ...]   # build (or find), print paths
 """
 
 from __future__ import annotations
@@ -48,9 +48,7 @@ BUILD_SCRIPT = HERE / "build.sh"
 PAUSE_IMAGE = "localhost/realnode/pause:1"
 BUSYBOX_IMAGE = "localhost/realnode/busybox:1"
 TRAINING_IMAGE = "localhost/realnode/training:1"
-OMPI5_IMAGE = "localhost/realnode/training-ompi5:1"
 TORCHTUNE_IMAGE = "localhost/realnode/torchtune:1"
-TORCHTUNE_PACKAGES = ("python3", "python3-torch", "python3-venv", "procps", "busybox")
 TORCHTUNE_WHEELS = HERE / "torchtune-wheels.txt"
 VENV = "/opt/venv"
 """Where an image's pinned Python packages live (first on its ``PATH``)."""
@@ -68,8 +66,8 @@ TRAINING_PACKAGES = (
     "procps",
     "busybox",
 )
-# The Open MPI 5 image's: the same without scikit-learn (only the MPI tests use it).
-OMPI5_PACKAGES = tuple(p for p in TRAINING_PACKAGES if p != "python3-sklearn")
+# torchtune's image's, which is also the Open MPI 5 image: the same without scikit-learn, and venv.
+TORCHTUNE_PACKAGES = (*(p for p in TRAINING_PACKAGES if p != "python3-sklearn"), "python3-venv")
 # Bump when the recipe below changes in a way that changes the image.
 TRAINING_RECIPE = 2
 
@@ -455,16 +453,11 @@ def training_image() -> tuple[str, Path]:
     return debian_image(DebianImage(TRAINING_IMAGE, "training", suite, TRAINING_PACKAGES))
 
 
-def ompi5_image() -> tuple[str, Path]:
-    """The training image on Debian ``OMPI5_IMAGE_SUITE`` (trixie: Open MPI 5, PRRTE) (name, archive).
-    Its stem does not start with ``training-``, so a build of the other image never removes it."""
-    suite = realnode_versions().get("OMPI5_IMAGE_SUITE", "trixie")
-    return debian_image(DebianImage(OMPI5_IMAGE, "ompi5", suite, OMPI5_PACKAGES))
-
-
 def torchtune_image() -> tuple[str, Path]:
     """torchtune's image on Debian ``TORCHTUNE_IMAGE_SUITE`` (trixie: torch 2.6, which torchtune 0.6.1
-    needs) (name, archive). About 1.6 GiB, of which 0.45 GiB the virtual environment."""
+    needs), which is also the Open MPI 5 image (PRRTE's ``mpirun``) (name, archive). About 1.7 GiB, of
+    which 0.45 GiB the virtual environment. Its stem does not start with ``training-``, so a build of
+    the training image never removes it."""
     suite = realnode_versions().get("TORCHTUNE_IMAGE_SUITE", "trixie")
     spec = DebianImage(TORCHTUNE_IMAGE, "torchtune", suite, TORCHTUNE_PACKAGES, TORCHTUNE_WHEELS)
     return debian_image(spec)
@@ -474,7 +467,6 @@ BUILDERS = {
     "pause": pause_image,
     "busybox": busybox_image,
     "training": training_image,
-    "ompi5": ompi5_image,
     "torchtune": torchtune_image,
 }
 

@@ -669,7 +669,7 @@ def main() -> int:
     )
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--dir", type=Path, default=Path("/tmp/trainer-realnode/nodes"))
-    p.add_argument("--images", default="busybox", help="comma-separated: busybox,training,ompi5")
+    p.add_argument("--images", default="busybox", help="comma-separated: busybox,training,torchtune")
     a = p.parse_args()
     cluster = LocalCluster(a.cluster)
     nodes = RealNodes(cluster, a.nodes, a.dir, tuple(filter(None, a.images.split(","))))
