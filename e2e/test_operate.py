@@ -39,6 +39,7 @@ from trainer.api.kinds import CONFIGMAPS, JOBS, LEASES, MPIJOBS, SECRETS, SERVIC
 from trainer.framework.clock import format_micro_time
 from trainer.framework.json_codec import JSON
 from trainer.framework.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
+from trainer.wiring import Settings
 
 pytestmark = pytest.mark.e2e
 # Under TRAINER_E2E_OPERATOR_SA the module's operator may only hold Leases in its own namespace.
@@ -217,7 +218,8 @@ async def test_probes_answer_and_metrics_count_a_trainjob(
     assert sample(s, "controller_runtime_reconcile_errors_total", controller="trainjob") >= 0
     assert sample(s, "controller_runtime_reconcile_time_seconds_count", controller="trainjob") > 0
     assert sample(s, "controller_runtime_reconcile_time_seconds_sum", controller="trainjob") > 0
-    assert sample(s, "controller_runtime_max_concurrent_reconciles", controller="trainjob") == 4
+    workers = Settings().max_concurrent_reconciles  # the declared default
+    assert sample(s, "controller_runtime_max_concurrent_reconciles", controller="trainjob") == workers
     assert sample(s, "workqueue_depth", name="trainjob") >= 0
     assert sample(s, "workqueue_adds_total", name="trainjob") > 0
     assert sample(s, "workqueue_queue_duration_seconds_count", name="trainjob") > 0

@@ -70,8 +70,9 @@ class ManagerOptions:
 
     namespace: str | None = None
     """Namespace to watch; None watches all."""
-    max_concurrent_reconciles: int = 4
-    """Reconciles running at once, per controller."""
+    max_concurrent_reconciles: int = 16
+    """Reconciles running at once, per controller; as many Events are written at once (each reconcile's
+    status write may queue one: :class:`~trainer.framework.kube.events.EventRecorder`'s ``senders``)."""
     shutdown_timeout: float = 20.0
     """Seconds :meth:`Manager.stop` lets in-flight reconciles finish before cancelling them."""
     children_batch_seconds: float = 1.0
@@ -96,7 +97,9 @@ class Manager:
         self.controllers = controllers
         self.writer = kube.fenced(elector.check_write) if elector is not None else kube
         """What the controllers and their Events write through: ``kube``, fenced by the elector if any."""
-        events = self.events = EventRecorder(self.writer, dropped=self.metrics.events_dropped.inc)
+        events = self.events = EventRecorder(
+            self.writer, senders=settings.max_concurrent_reconciles, dropped=self.metrics.events_dropped.inc
+        )
         self._informers: dict[Source, Informer] = {}
         self.readers: dict[str, Reader] = {}
         self.queues: dict[str, WorkQueue[Key]] = {}

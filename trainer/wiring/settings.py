@@ -130,7 +130,10 @@ class Settings:
     kubeconfig: str | None = setting(None, "kubeconfig path; default: in-cluster or $KUBECONFIG")
     namespace: str | None = setting(None, "watch only this namespace; default: all", feeds=[ManagerOptions])
     max_concurrent_reconciles: int = setting(
-        4, "reconciles running at once (default 4)", parse=int, feeds=[ManagerOptions]
+        16,
+        "reconciles running at once, per controller, and Event writes at once (default 16)",
+        parse=int,
+        feeds=[ManagerOptions],
     )
     gang_scheduler_name: str = setting(
         "none",

@@ -5,9 +5,10 @@ in the background so that recording one never holds up a reconcile.
 As client-go's recorders (k8s.io/client-go ``tools/events/event_broadcaster.go`` and
 ``tools/record/event.go``: a broadcaster whose queue holds ``maxQueuedEvents`` = 1000 and drops what
 comes when it is full, ``watch.DropIfChannelFull``, written to the apiserver by goroutines of its own),
-:meth:`EventRecorder.emit` only queues and returns: no await, no error. Up to :data:`SENDERS` writes
-run at once, from the sender tasks of :meth:`EventRecorder.run` (started and stopped with the
-manager); the queue holds at most :data:`QUEUE_SIZE` writes, and an Event that finds it full is
+:meth:`EventRecorder.emit` only queues and returns: no await, no error. Up to ``senders`` writes
+run at once (:data:`SENDERS` unless given; the manager gives one per reconcile worker, since each
+reconcile's status write may queue one), from the sender tasks of :meth:`EventRecorder.run` (started
+and stopped with the manager); the queue holds at most :data:`QUEUE_SIZE` writes, and an Event that finds it full is
 dropped and counted (``kubeflow_trainer_events_dropped_total``, given as ``dropped``).
 :meth:`EventRecorder.flush` writes what is queued, within a bound (the manager's shutdown).
 
@@ -68,7 +69,7 @@ SERIES_FINISH = 6 * 60.0
 QUEUE_SIZE = 1000
 """Writes waiting at most (client-go's ``maxQueuedEvents``); an Event beyond is dropped."""
 SENDERS = 4
-"""Events written at once."""
+"""Events written at once unless the recorder is given another number."""
 DROPS_LOGGED_EVERY = 10.0
 """Seconds between two log lines about Events dropped (each line says how many since the last)."""
 MAX_CACHED = 10_000
