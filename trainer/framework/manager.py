@@ -64,13 +64,17 @@ EVENTS_FLUSH_AT_LEAST = 1.0
 """Seconds the Events queued by the last reconciles get at least at a graceful stop."""
 
 
+DEFAULT_MAX_CONCURRENT_RECONCILES = 16
+"""Reconciles running at once per controller unless ``--max-concurrent-reconciles`` says otherwise."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ManagerOptions:
     """What the manager itself needs of the operator's settings (no kind's)."""
 
     namespace: str | None = None
     """Namespace to watch; None watches all."""
-    max_concurrent_reconciles: int = 16
+    max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
     """Reconciles running at once, per controller; as many Events are written at once (each reconcile's
     status write may queue one: :class:`~trainer.framework.kube.events.EventRecorder`'s ``senders``)."""
     shutdown_timeout: float = 20.0

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import uvloop
 
-from trainer.framework.manager import ManagerOptions
+from trainer.framework.manager import DEFAULT_MAX_CONCURRENT_RECONCILES, ManagerOptions
 from trainer.jobs import gang
 from trainer.jobs.features.limits import DEFAULT_MAX_NODES_PER_JOB
 from trainer.mpijob.controller import MPIJobOptions
@@ -130,8 +130,9 @@ class Settings:
     kubeconfig: str | None = setting(None, "kubeconfig path; default: in-cluster or $KUBECONFIG")
     namespace: str | None = setting(None, "watch only this namespace; default: all", feeds=[ManagerOptions])
     max_concurrent_reconciles: int = setting(
-        16,
-        "reconciles running at once, per controller, and Event writes at once (default 16)",
+        DEFAULT_MAX_CONCURRENT_RECONCILES,
+        "reconciles running at once, per controller, and Event writes at once "
+        f"(default {DEFAULT_MAX_CONCURRENT_RECONCILES})",
         parse=int,
         feeds=[ManagerOptions],
     )
