@@ -91,6 +91,7 @@ from bench.cluster import (
     pods_per_node,
     read_usage,
 )
+from bench.cluster_load import Snapshot, print_windows, snapshot, window
 from bench.mem_profile import top
 from bench.raw_client import CHILD_KINDS, RawController, owned_children, trainjob_owner
 from bench.upstream import (
@@ -714,6 +715,8 @@ class Run:
     jobs_per: int
     side: Side
     apiserver: int | None = None
+    processes: dict[str, int | None] = field(default_factory=dict)
+    """The local cluster's processes by name (their CPU is read from ``/proc``, :mod:`bench.cluster_load`)."""
     children: list[Tracker] = field(default_factory=list)
     completed: Tracker | None = None
     statused: Tracker | None = None
@@ -744,6 +747,11 @@ class Run:
         """The kube-apiserver's CPU seconds so far (0 when its pid is unknown)."""
         return 0.0 if self.apiserver is None else read_usage(self.apiserver).cpu
 
+    async def load(self) -> Snapshot:
+        """The cluster's processes, the controllers measured and the apiserver's writes now
+        (:func:`bench.cluster_load.snapshot`)."""
+        return await snapshot(self.kube, self.processes, self.op.usage().cpu)
+
     def children_seconds(self, since: float) -> float:
         """Seconds from ``since`` to the last child of any kind seen (read once the operator is quiet,
         so the ConfigMaps and Secrets, whose number is not known beforehand, are all in)."""
@@ -763,12 +771,17 @@ async def operator_phase(run: Run) -> JSON:
     before, start, reconciled = await op.scrape(), op.usage(), await op.reconciles()
     collected = await gc_seconds(op)
     api_cpu, at = run.apiserver_cpu(), dict[str, float]()
+    loads = [await run.load()]
     t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency, at)
     await run.wait_children(n, t0, f"{run.side.name} phase, children")
     api_cpu = run.apiserver_cpu() - api_cpu
+    loads.append(await run.load())
     done = None
     if not args.suspend:
         done = await run.completed.wait(n, t0 + float(args.timeout), f"{run.side.name} phase, Complete") - t0
+    elif run.statused is not None:
+        await run.statused.wait(n, t0 + float(args.timeout), f"{run.side.name} phase, statuses")
+    loads.append(await run.load())
     after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
     end = op.usage()
     reconciles = await op.reconciles() - reconciled
@@ -800,9 +813,14 @@ async def operator_phase(run: Run) -> JSON:
         "cpu_ms_per_trainjob": round((end.cpu - start.cpu) * 1000 / n, 2),
         "gc_ms_per_trainjob": round(collected * 1000 / n, 2),
         "rss_mib": {"start": round(start.rss, 1), "after": round(end.rss, 1), "peak": round(end.peak, 1)},
+        "cluster": {
+            "to every child": window(loads[0], loads[1]),
+            "then to every " + ("status" if args.suspend else "Complete"): window(loads[1], loads[2]),
+        },
     }
     run.figures["operator"] = out
     print_operator(out, run.side.name)
+    print_windows(out["cluster"])
     idle = float(args.idle_seconds)
     quiet = await op.scrape()
     await asyncio.sleep(idle)
@@ -1090,7 +1108,7 @@ async def measure(
     jobs_per = jobs_per_trainjob(runtime)
     side = upstream(jobs_per) if isinstance(op, CountedUpstream) else ours(jobs_per)
     apiserver = cluster.status().get("kube-apiserver")
-    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per, side, apiserver, figures=figures)
+    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per, side, apiserver, cluster.status(), figures=figures)
     try:
         for ns in (BENCH_NS, RAW_NS):
             await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
