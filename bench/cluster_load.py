@@ -3,7 +3,8 @@
 A burst's time to every status is the operator's and the cluster's: the kube-apiserver serves the status
 writes and the Events, and the kube-controller-manager is still writing the children's aftermath (a
 suspended Job's ``Suspended`` condition, a headless Service's Endpoints and EndpointSlice; each of its
-controllers at its own client's 20 requests a second, k8s.io/client-go ``rest/config.go`` ``DefaultQPS``).
+controllers at its own client's 20 requests a second, the default ``--kube-api-qps``, kubernetes
+``pkg/controller/apis/config/v1alpha1/defaults.go``).
 :func:`snapshot` reads, at one moment, the CPU seconds of each process of the local cluster and of the
 operator (Linux ``/proc``) and the apiserver's ``apiserver_request_total`` (every client's requests, by
 verb, resource and subresource); :func:`window` is what happened between two snapshots, and
