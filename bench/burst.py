@@ -706,7 +706,8 @@ class Measured(Protocol):
 @dataclass
 class Run:
     """What every phase shares: the flags, the admin client, the controllers measured, the side they are
-    and the watches of ``bench``; ``apiserver``: the kube-apiserver's pid (its CPU is read from ``/proc``)."""
+    and the watches of ``bench``; ``processes``: the local cluster's pids by name, the kube-apiserver's
+    among them."""
 
     args: argparse.Namespace
     kubeconfig: Path
@@ -714,7 +715,6 @@ class Run:
     op: Measured
     jobs_per: int
     side: Side
-    apiserver: int | None = None
     processes: dict[str, int | None] = field(default_factory=dict)
     """The local cluster's processes by name (their CPU is read from ``/proc``, :mod:`bench.cluster_load`)."""
     children: list[Tracker] = field(default_factory=list)
@@ -745,7 +745,8 @@ class Run:
 
     def apiserver_cpu(self) -> float:
         """The kube-apiserver's CPU seconds so far (0 when its pid is unknown)."""
-        return 0.0 if self.apiserver is None else read_usage(self.apiserver).cpu
+        pid = self.processes.get("kube-apiserver")
+        return 0.0 if pid is None else read_usage(pid).cpu
 
     async def load(self) -> Snapshot:
         """The cluster's processes, the controllers measured and the apiserver's writes now
@@ -1107,8 +1108,7 @@ async def measure(
     runtime = load("torch-distributed.yaml") if runtime is None else runtime
     jobs_per = jobs_per_trainjob(runtime)
     side = upstream(jobs_per) if isinstance(op, CountedUpstream) else ours(jobs_per)
-    apiserver = cluster.status().get("kube-apiserver")
-    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per, side, apiserver, cluster.status(), figures=figures)
+    run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per, side, cluster.status(), figures=figures)
     try:
         for ns in (BENCH_NS, RAW_NS):
             await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
