@@ -57,6 +57,9 @@ operator go quiet, and the namespaces watched).
 ``--profile PATH`` runs this checkout's operator under cProfile timed by its CPU time
 (:mod:`bench.cpu_profile`); ``--tracemalloc PATH`` with tracemalloc on (:mod:`bench.mem_profile`), and
 prints where its memory is once the burst is quiet (with ``--keep``: after the last batch).
+``--apiserver-profile DIR`` (the burst of this checkout's operator, not ``--keep`` or ``--restart``)
+starts the cluster's apiserver with its Go profiles on, profiles its CPU from the first create to every
+status (or ``Complete``) into DIR, and prints, per window, where it went (:mod:`bench.apiserver_profile`).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.apiserver_profile import Profiler, print_places
 from bench.cluster import (
     HelpFormatter,
     Operator,
@@ -722,6 +726,8 @@ class Run:
     statused: Tracker | None = None
     """TrainJobs with a condition (their first status written)."""
     figures: JSON = field(default_factory=dict)
+    profiler: Profiler | None = None
+    """The apiserver's CPU profiles by window (``--apiserver-profile``), or None."""
 
     def child(self, res: Resource) -> Tracker:
         """The watch of the children of kind ``res``."""
@@ -773,16 +779,22 @@ async def operator_phase(run: Run) -> JSON:
     collected = await gc_seconds(op)
     api_cpu, at = run.apiserver_cpu(), dict[str, float]()
     loads = [await run.load()]
+    if run.profiler is not None:
+        run.profiler.window("child")
     t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency, at)
     await run.wait_children(n, t0, f"{run.side.name} phase, children")
     api_cpu = run.apiserver_cpu() - api_cpu
     loads.append(await run.load())
+    if run.profiler is not None:
+        run.profiler.window("status" if args.suspend else "complete")
     done = None
     if not args.suspend:
         done = await run.completed.wait(n, t0 + float(args.timeout), f"{run.side.name} phase, Complete") - t0
     elif run.statused is not None:
         await run.statused.wait(n, t0 + float(args.timeout), f"{run.side.name} phase, statuses")
     loads.append(await run.load())
+    if run.profiler is not None:
+        await run.profiler.stop()
     after = await wait_quiet(op, args.quiet_seconds, float(args.timeout))
     end = op.usage()
     reconciles = await op.reconciles() - reconciled
@@ -822,6 +834,8 @@ async def operator_phase(run: Run) -> JSON:
     run.figures["operator"] = out
     print_operator(out, run.side.name)
     print_windows(out["cluster"])
+    if run.profiler is not None:
+        out["apiserver_profile"] = print_places(run.profiler.directory)
     idle = float(args.idle_seconds)
     quiet = await op.scrape()
     await asyncio.sleep(idle)
@@ -1109,6 +1123,8 @@ async def measure(
     jobs_per = jobs_per_trainjob(runtime)
     side = upstream(jobs_per) if isinstance(op, CountedUpstream) else ours(jobs_per)
     run = Run(run_args, cluster.kubeconfig, kube, op, jobs_per, side, cluster.status(), figures=figures)
+    if cluster.apiserver_profiling:
+        run.profiler = Profiler(kube, Path(run_args.apiserver_profile))
     try:
         for ns in (BENCH_NS, RAW_NS):
             await kube.create(NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -1279,6 +1295,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run this checkout's operator with tracemalloc on; at the end, write where its memory is to PATH"
         " and print the top places (not with --profile: each skews the other)",
     )
+    p.add_argument(
+        "--apiserver-profile",
+        type=Path,
+        metavar="DIR",
+        help="with this checkout's operator, profile the local apiserver's CPU in each window of the burst into"
+        " DIR and print where it went (read with go tool pprof)",
+    )
     args = p.parse_args(argv)
     if args.profile and args.tracemalloc:
         p.error("--profile and --tracemalloc: pick one")
@@ -1301,6 +1324,7 @@ def run_once(args: argparse.Namespace, checkout: Checkout, figures: JSON, baseli
         node_cpu=str(per_node),
         node_memory=f"{2 * per_node}Gi",
         crds=checkout.root / "config" / "crd" / "bases",
+        apiserver_profiling=args.apiserver_profile is not None and checkout.root == ROOT,
     ) as cluster:
         log = cluster.state_dir / "operator.log"
         profile = args.profile if checkout.root == ROOT else None

@@ -83,10 +83,12 @@ def local_cluster(
     node_cpu: str = "64",
     node_memory: str = "64Gi",
     crds: Path = CRDS,
+    apiserver_profiling: bool = False,
 ) -> Iterator[LocalCluster]:
     """A started :class:`LocalCluster` of :data:`NODES` KWOK nodes (each ``node_cpu`` cores,
     ``node_memory`` and room for ``pods_per_node`` pods) with the CRDs of ``crds`` Established, its
-    state in a temporary directory named ``prefix...``; on exit (or when the start fails) every
+    state in a temporary directory named ``prefix...`` (``apiserver_profiling``: the apiserver serves its
+    Go profiles, :class:`LocalCluster`); on exit (or when the start fails) every
     component is stopped and the directory deleted. Raises what :meth:`LocalCluster.start` raises
     (``RuntimeError``, ``TimeoutError``)."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -97,6 +99,7 @@ def local_cluster(
             node_memory=node_memory,
             pods_per_node=pods_per_node,
             extra_crds=[crds],
+            apiserver_profiling=apiserver_profiling,
         )
         try:
             cluster.start()

@@ -162,6 +162,10 @@ class LocalCluster:
     default: fake pods need no token volume, and pods need not wait for their namespace's
     ServiceAccount), as a real cluster has it: pods get ``serviceAccountName: default`` and its
     token volume, and a pod may carry a projected ServiceAccount token of its own.
+
+    ``apiserver_profiling`` serves the apiserver's Go profiles (``--profiling=true``,
+    ``/debug/pprof/``, to clients allowed ``get`` on that path: the admin); off by default, as every
+    other component's.
     """
 
     def __init__(
@@ -179,8 +183,10 @@ class LocalCluster:
         pod_ready_delay: float | None = None,
         pod_complete_delay: float | None = None,
         service_account_admission: bool = False,
+        apiserver_profiling: bool = False,
     ) -> None:
         """Describe the cluster; nothing is started before :meth:`start`."""
+        self.apiserver_profiling = apiserver_profiling
         self.state_dir = Path(state_dir).resolve()
         self.pod_delays = {"pod-ready": pod_ready_delay, "pod-complete": pod_complete_delay}
         self.service_account_admission = service_account_admission
@@ -476,7 +482,7 @@ class LocalCluster:
                 *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
                 f"--feature-gates={FEATURE_GATES}",
                 f"--runtime-config={RUNTIME_CONFIG}",
-                "--profiling=false",
+                f"--profiling={'true' if self.apiserver_profiling else 'false'}",
             ],
         )
 
