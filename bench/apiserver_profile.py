@@ -105,14 +105,19 @@ class Profiler:
         self._task: asyncio.Task[None] | None = None
 
     def window(self, label: str) -> None:
-        """The profiles that begin from now on belong to window ``label`` (the first call starts them)."""
+        """The profiles that begin from now on belong to window ``label`` (the first call starts them,
+        after deleting the profiles of an earlier run in :attr:`directory`)."""
         self.label = label
         if self._task is None:
             self.directory.mkdir(parents=True, exist_ok=True)
+            for old in self.directory.glob("*-*.pb.gz"):
+                old.unlink()
             self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop; the profile in flight is lost (the apiserver stops it when the connection closes)."""
+        """Stop; the profile in flight is lost (the apiserver stops it when the connection closes).
+        Raises what stopped the profiles earlier (``RuntimeError`` for an answer other than 200, the
+        client's errors when no answer came)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

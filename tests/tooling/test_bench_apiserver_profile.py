@@ -3,11 +3,12 @@ profiles grouped by the window each began in."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from bench.apiserver_profile import PLACES, places, window_files
+from bench.apiserver_profile import PLACES, Profiler, places, window_files
 from bench.burst import parse_args
 
 STATUS = PLACES["custom resource status writes"]
@@ -56,3 +57,22 @@ def test_profiles_are_grouped_by_the_window_they_began_in_in_the_order_taken(tmp
 def test_the_burst_takes_a_directory_for_the_apiservers_profiles(tmp_path: Path) -> None:
     assert parse_args(["--n", "10"]).apiserver_profile is None
     assert parse_args(["--n", "10", "--apiserver-profile", str(tmp_path)]).apiserver_profile == tmp_path
+
+
+async def test_profiles_of_an_earlier_run_are_deleted_when_the_first_window_begins(tmp_path: Path) -> None:
+    class Refused:
+        """What the profiles ask of the apiserver: here, a refusal."""
+
+        async def open(self, *args: object, **kwargs: object) -> object:
+            raise ConnectionRefusedError("no apiserver")
+
+    (tmp_path / "status-7.pb.gz").write_bytes(b"an earlier run's")
+    (tmp_path / "notes.txt").write_text("kept")
+    profiler = Profiler(Refused(), tmp_path)  # type: ignore[arg-type]
+    profiler.window("child")
+    assert not (tmp_path / "status-7.pb.gz").exists()
+    assert (tmp_path / "notes.txt").exists()
+    await asyncio.sleep(0)  # the profiles' first request, refused
+    # What stopped the profiles is raised by stop(), not lost.
+    with pytest.raises(ConnectionRefusedError):
+        await profiler.stop()
