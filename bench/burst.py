@@ -57,7 +57,7 @@ operator go quiet, and the namespaces watched).
 ``--profile PATH`` runs this checkout's operator under cProfile timed by its CPU time
 (:mod:`bench.cpu_profile`); ``--tracemalloc PATH`` with tracemalloc on (:mod:`bench.mem_profile`), and
 prints where its memory is once the burst is quiet (with ``--keep``: after the last batch).
-``--apiserver-profile DIR`` (the burst of this checkout's operator, not ``--keep`` or ``--restart``)
+``--apiserver-profile DIR`` (the burst of this checkout's operator; refused with ``--keep`` and ``--restart``)
 starts the cluster's apiserver with its Go profiles on, profiles its CPU from the first create to every
 status (or ``Complete``) into DIR, and prints, per window, where it went (:mod:`bench.apiserver_profile`).
 """
@@ -1307,6 +1307,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--profile and --tracemalloc: pick one")
     if args.keep and args.restart:
         p.error("--keep and --restart are two modes: pick one")
+    if args.apiserver_profile is not None and (args.keep or args.restart):
+        p.error("--apiserver-profile profiles a burst's windows: not with --keep or --restart")
     if args.upstream and args.compare:
         p.error("--upstream and --compare: pick one")
     if args.n < 1 or args.batch < 1 or args.concurrency < 1 or args.idle_seconds <= 0:

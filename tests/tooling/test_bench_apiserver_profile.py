@@ -57,6 +57,10 @@ def test_profiles_are_grouped_by_the_window_they_began_in_in_the_order_taken(tmp
 def test_the_burst_takes_a_directory_for_the_apiservers_profiles(tmp_path: Path) -> None:
     assert parse_args(["--n", "10"]).apiserver_profile is None
     assert parse_args(["--n", "10", "--apiserver-profile", str(tmp_path)]).apiserver_profile == tmp_path
+    # The modes without a burst's windows refuse it rather than ignore it.
+    for mode in ("--keep", "--restart"):
+        with pytest.raises(SystemExit):
+            parse_args(["--n", "10", mode, "--apiserver-profile", str(tmp_path)])
 
 
 async def test_profiles_of_an_earlier_run_are_deleted_when_the_first_window_begins(tmp_path: Path) -> None:
