@@ -101,7 +101,8 @@ class Profiler:
 
     def __init__(self, kube: Kube, directory: Path, seconds: int = SECONDS) -> None:
         self.kube, self.directory, self.seconds = kube, directory, seconds
-        self.label = "start"
+        self.label = ""
+        """The window of the profiles that begin now (set by :meth:`window` before the first)."""
         self._task: asyncio.Task[None] | None = None
 
     def window(self, label: str) -> None:

@@ -779,6 +779,7 @@ async def operator_phase(run: Run) -> JSON:
     collected = await gc_seconds(op)
     api_cpu, at = run.apiserver_cpu(), dict[str, float]()
     loads = [await run.load()]
+    waited_for = "status" if args.suspend else "Complete"  # what the second window waits for
     if run.profiler is not None:
         run.profiler.window("child")
     t0, created = await create_all(run.kube, trainjobs(range(n), BENCH_NS, args.suspend), args.concurrency, at)
@@ -786,7 +787,7 @@ async def operator_phase(run: Run) -> JSON:
     api_cpu = run.apiserver_cpu() - api_cpu
     loads.append(await run.load())
     if run.profiler is not None:
-        run.profiler.window("status" if args.suspend else "complete")
+        run.profiler.window(waited_for.lower())
     done = None
     if not args.suspend:
         done = await run.completed.wait(n, t0 + float(args.timeout), f"{run.side.name} phase, Complete") - t0
@@ -828,7 +829,7 @@ async def operator_phase(run: Run) -> JSON:
         "rss_mib": {"start": round(start.rss, 1), "after": round(end.rss, 1), "peak": round(end.peak, 1)},
         "cluster": {
             "to every child": window(loads[0], loads[1]),
-            "then to every " + ("status" if args.suspend else "Complete"): window(loads[1], loads[2]),
+            "then to every " + waited_for: window(loads[1], loads[2]),
         },
     }
     run.figures["operator"] = out
